@@ -1,0 +1,183 @@
+"""The one plotting helper for attention weights, used on every page of the book.
+
+- ``show_heatmaps`` draws a grid of attention-weight matrices, queries as rows and keys
+  as columns (the row convention of the course), with one colorbar shared by all panels.
+- It accepts a single matrix ``(n_q, n_k)``, a row of panels ``(cols, n_q, n_k)`` or a
+  grid ``(rows, cols, n_q, n_k)``, as a NumPy array, a nested list or a torch tensor.
+- Token labels go on the axes when given (``x_ticklabels`` for keys, ``y_ticklabels``
+  for queries); ``row_labels``/``col_labels`` name the grid's rows and columns
+  (for example layers and heads), ``titles`` names each panel.
+- The colour scale is shared, so equal weights look equal across panels; weights are
+  probabilities, so the scale starts at 0.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+import numpy as np
+from matplotlib.figure import Figure
+
+__all__ = ["AttentionFigure", "show_heatmaps"]
+
+
+class AttentionFigure(Figure):
+    """A Matplotlib figure that Jupyter shows as a PNG even when pyplot was never imported.
+
+    Built without pyplot (no global figure list, nothing to close, no double display),
+    it appears exactly once: when it is the value of a cell or passed to ``display``.
+    """
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+        return buffer.getvalue()
+
+
+def _as_numpy(matrices) -> np.ndarray:
+    """Turn a NumPy array, a (possibly autograd-tracked, possibly CUDA) torch tensor or nested lists into float64."""
+    if hasattr(matrices, "detach") and hasattr(matrices, "cpu"):  # torch.Tensor, without importing torch
+        matrices = matrices.detach().cpu().numpy()
+    try:
+        return np.asarray(matrices, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            f"show_heatmaps expects a NumPy array or torch tensor of attention weights, "
+            f"got {type(matrices).__name__} that cannot be converted to float ({err})"
+        ) from None
+
+
+def _check_labels(name: str, labels, expected: int, what: str) -> list[str] | None:
+    if labels is None:
+        return None
+    if isinstance(labels, str):
+        raise TypeError(f"{name} must be a sequence of {expected} labels, got the single string {labels!r}")
+    labels = [str(label) for label in labels]
+    if len(labels) != expected:
+        raise ValueError(f"{name} has {len(labels)} labels but the weights have {expected} {what}")
+    return labels
+
+
+def show_heatmaps(
+    matrices,
+    row_labels: Sequence[str] | None = None,
+    col_labels: Sequence[str] | None = None,
+    titles: Sequence[str] | Sequence[Sequence[str]] | None = None,
+    xlabel: str = "keys",
+    ylabel: str = "queries",
+    cmap: str = "Reds",
+    figsize: tuple[float, float] | None = None,
+    x_ticklabels: Sequence[str] | None = None,
+    y_ticklabels: Sequence[str] | None = None,
+) -> Figure:
+    """Draw attention weights as heatmaps on a grid with one shared colorbar.
+
+    Parameters
+    ----------
+    matrices : array-like or torch.Tensor
+        ``(n_q, n_k)``, ``(cols, n_q, n_k)`` or ``(rows, cols, n_q, n_k)``: weight matrices
+        with queries as rows and keys as columns.
+    row_labels : sequence of ``rows`` str, optional
+        Names of the grid rows, written left of the first column (e.g. ``"layer 1"``).
+    col_labels : sequence of ``cols`` str, optional
+        Names of the grid columns, written above the first row (e.g. ``"head 1"``).
+    titles : sequence of ``cols`` str or ``rows x cols`` nested sequences, optional
+        One title per panel; a flat sequence of ``rows * cols`` titles is accepted too.
+        Overrides ``col_labels`` as the title of the first row's panels.
+    xlabel, ylabel : str
+        Axis names, written once on the bottom row / left column.
+    cmap : str
+        Matplotlib colormap name.
+    figsize : (width, height) in inches, optional
+        Defaults to about 2.5 inches per panel, plus room for the colorbar.
+    x_ticklabels : sequence of ``n_k`` str, optional
+        Key tokens, placed on the x axis of the bottom row.
+    y_ticklabels : sequence of ``n_q`` str, optional
+        Query tokens, placed on the y axis of the left column.
+
+    Returns
+    -------
+    AttentionFigure (a matplotlib.figure.Figure)
+        Shown in a notebook when it is the value of a cell (or passed to ``display``);
+        ``fig.savefig(path)`` writes it to a file. Its axes are ``fig.axes``: the
+        ``rows * cols`` panels in row-major order, then the colorbar.
+    """
+    weights = _as_numpy(matrices)
+    if weights.ndim == 2:
+        weights = weights[None, None]
+    elif weights.ndim == 3:
+        weights = weights[None]
+    elif weights.ndim != 4:
+        raise ValueError(
+            f"show_heatmaps expects weights of shape (n_q, n_k), (cols, n_q, n_k) or "
+            f"(rows, cols, n_q, n_k), got shape {tuple(weights.shape)} ({weights.ndim} dims)"
+        )
+    rows, cols, n_q, n_k = weights.shape
+    if min(rows, cols, n_q, n_k) == 0:
+        raise ValueError(f"show_heatmaps got an empty weight array of shape {tuple(np.shape(matrices))}")
+    if not np.all(np.isfinite(weights)):
+        raise ValueError("show_heatmaps got NaN or infinite weights: check the softmax (is it max-shifted and masked?)")
+
+    row_labels = _check_labels("row_labels", row_labels, rows, "grid rows")
+    col_labels = _check_labels("col_labels", col_labels, cols, "grid columns")
+    x_ticklabels = _check_labels("x_ticklabels", x_ticklabels, n_k, "keys (columns)")
+    y_ticklabels = _check_labels("y_ticklabels", y_ticklabels, n_q, "queries (rows)")
+    panel_titles = _panel_titles(titles, rows, cols)
+
+    if figsize is None:
+        figsize = (2.5 * cols + 1.2, 2.5 * rows + 0.4)
+    # not pyplot.figure(): no global state, and the notebook shows it once, not twice
+    fig = AttentionFigure(figsize=figsize, layout="constrained")
+    axes = fig.subplots(rows, cols, sharex=True, sharey=True, squeeze=False)
+    vmin = 0.0 if weights.min() >= 0 else weights.min()
+    vmax = max(weights.max(), vmin + 1e-12)
+    image = None
+    for i in range(rows):
+        for j in range(cols):
+            ax = axes[i, j]
+            image = ax.imshow(weights[i, j], cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto",
+                              interpolation="nearest")
+            if panel_titles is not None:
+                ax.set_title(panel_titles[i][j])
+            elif i == 0 and col_labels is not None:
+                ax.set_title(col_labels[j])
+            if i == rows - 1:
+                ax.set_xlabel(xlabel)
+                if x_ticklabels is not None:
+                    ax.set_xticks(range(n_k), x_ticklabels, rotation=90 if _long(x_ticklabels) else 0)
+            if j == 0:
+                label = ylabel if row_labels is None else f"{row_labels[i]}\n{ylabel}"
+                ax.set_ylabel(label)
+                if y_ticklabels is not None:
+                    ax.set_yticks(range(n_q), y_ticklabels)
+    fig.colorbar(image, ax=axes, shrink=0.8 if rows == 1 else 0.6, label="attention weight")
+    return fig
+
+
+def _long(labels: list[str]) -> bool:
+    """Rotate key labels when they would collide horizontally."""
+    return len(labels) > 8 or max(len(label) for label in labels) > 3
+
+
+def _panel_titles(titles, rows: int, cols: int) -> list[list[str]] | None:
+    if titles is None:
+        return None
+    if isinstance(titles, str):
+        raise TypeError(f"titles must be a sequence of panel titles, got the single string {titles!r}")
+    titles = list(titles)
+    if titles and not isinstance(titles[0], str) and isinstance(titles[0], Sequence):
+        grid = [[str(t) for t in row] for row in titles]
+        if len(grid) != rows or any(len(row) != cols for row in grid):
+            shape = (len(grid), len(grid[0]) if grid else 0)
+            raise ValueError(f"titles is a {shape[0]}x{shape[1]} grid but the weights form a {rows}x{cols} grid of panels")
+        return grid
+    flat = [str(t) for t in titles]
+    if len(flat) == cols and rows == 1:
+        return [flat]
+    if len(flat) == rows * cols:
+        return [flat[i * cols:(i + 1) * cols] for i in range(rows)]
+    if len(flat) == cols:  # one title per column, repeated on every row
+        return [flat for _ in range(rows)]
+    raise ValueError(f"titles has {len(flat)} entries but the weights form a {rows}x{cols} grid of panels "
+                     f"(give {cols} or {rows * cols} titles)")
