@@ -1,0 +1,524 @@
+"""Multi-head attention and the Transformer block (chapter 5, ``book/ch5_multihead.ipynb``).
+
+What this file builds, in the order the chapter derives it:
+
+- ``split_heads`` / ``merge_heads``: ``(B, n, d_model) -> (B, h, n, d_model/h)`` and back,
+  for NumPy arrays and torch tensors alike (one implementation for both).
+- ``multihead_attention``: project with W_q, W_k, W_v, attend in every head (chapter 2's
+  ``attention``, imported), concatenate the heads and mix them with W_o; and
+  ``multihead_param_count``: 4 d_model^2 (+ 4 d_model), whatever the number of heads.
+- ``MultiHeadAttention`` (torch): the same computation as a module, with
+  ``from_torch(nn.MultiheadAttention)`` to copy PyTorch's weights and an optional
+  ``KVCache`` for autoregressive decoding.
+- ``TransformerEncoderBlock`` (torch): attention and a feed-forward network, each with a
+  residual connection and layer norm, pre-LN (default) or post-LN.
+- ``TinyTransformer``: a decoder-only stack of those blocks with a causal mask, trained
+  by ``train_toy_transformer`` on sequence reversal (or copying) in seconds on a CPU;
+  ``attention_maps`` returns its per-head weights, and ``generate`` (with a KV cache) and
+  ``generate_without_cache`` decode greedily so the two can be checked equal.
+
+Conventions (``shared/DESIGN.md``): rows are items; weights are ``(..., h, n_q, n_kv)``;
+NumPy weight matrices are used as ``x @ w``; masks are boolean, True = "may attend",
+broadcastable to ``(..., n_q, n_kv)`` and shared by all heads. ``torch.nn.MultiheadAttention``
+uses the opposite polarity for a boolean ``attn_mask`` (True = "may NOT attend"), so pass
+it ``~mask``.
+
+Equation numbers refer to the chapter:
+
+- (5.1) ``head_i = Attention(X_q W_q^i, X_kv W_k^i, X_kv W_v^i)``, ``W^i`` of width d_model/h
+- (5.2) ``MultiHead(X_q, X_kv) = Concat(head_1, ..., head_h) W_o``
+- (5.3) parameters ``4 d_model^2 + 4 d_model`` (with biases), independent of h
+- (5.4) pre-LN block ``x + Attn(LN(x))`` then ``x + FFN(LN(x))``; post-LN ``LN(x + Attn(x))``
+  then ``LN(x + FFN(x))``; ``FFN(x) = max(0, x W_1 + b_1) W_2 + b_2``
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from solutions.self_attention import sinusoidal_positions
+from solutions.soft_hard import attention
+
+__all__ = [
+    "split_heads",
+    "merge_heads",
+    "multihead_attention",
+    "multihead_param_count",
+    "KVCache",
+    "MultiHeadAttention",
+    "TransformerEncoderBlock",
+    "TinyTransformer",
+    "make_toy_data",
+    "train_toy_transformer",
+    "attention_maps",
+    "generate",
+    "generate_without_cache",
+    "sequence_accuracy",
+]
+
+
+def _check_heads(d_model, num_heads, what: str = "d_model") -> int:
+    if isinstance(num_heads, bool) or not isinstance(num_heads, (int, np.integer)) or num_heads < 1:
+        raise ValueError(f"expected a positive integer number of heads, got num_heads={num_heads!r}")
+    if d_model % num_heads:
+        raise ValueError(
+            f"{what} = {d_model} is not divisible by num_heads = {num_heads}: each head gets "
+            f"{what} / num_heads features, so pick num_heads among the divisors of {d_model}"
+        )
+    return d_model // num_heads
+
+
+def _as_float(x, name: str) -> np.ndarray:
+    x = np.asarray(x)
+    if x.dtype == bool or not np.issubdtype(x.dtype, np.number) or np.iscomplexobj(x):
+        raise TypeError(f"expected {name} to be a real numeric array, got dtype {x.dtype}")
+    return x if np.issubdtype(x.dtype, np.floating) else x.astype(np.float64)
+
+
+# ----------------------------------------------------------------------------------------
+# heads: pure reshapes, for NumPy arrays and torch tensors
+
+
+def split_heads(x, num_heads):
+    """Split the feature axis into heads and move the head axis before the sequence axis.
+
+    x: (..., n, d) NumPy array or torch tensor; num_heads: h, a divisor of d.
+    Returns (..., h, n, d/h): head i holds features ``i*d/h .. (i+1)*d/h - 1`` of every item.
+    """
+    if not isinstance(x, torch.Tensor):
+        x = np.asarray(x)
+    if x.ndim < 2:
+        raise ValueError(f"expected x of shape (..., n, d), got {tuple(x.shape)}")
+    d_head = _check_heads(x.shape[-1], num_heads, what=f"the width d of x {tuple(x.shape)}")
+    x = x.reshape(tuple(x.shape[:-1]) + (num_heads, d_head))  # (..., n, h, d/h)
+    return x.swapaxes(-3, -2)  # (..., h, n, d/h)
+
+
+def merge_heads(x):
+    """Inverse of ``split_heads``: concatenate the heads along the feature axis.
+
+    x: (..., h, n, d_h) NumPy array or torch tensor.  Returns (..., n, h * d_h).
+    """
+    if not isinstance(x, torch.Tensor):
+        x = np.asarray(x)
+    if x.ndim < 3:
+        raise ValueError(f"expected x of shape (..., h, n, d_h), got {tuple(x.shape)}")
+    h, n, d_head = x.shape[-3:]
+    x = x.swapaxes(-3, -2)  # (..., n, h, d_h)
+    return x.reshape(tuple(x.shape[:-2]) + (h * d_head,))  # (..., n, h * d_h)
+
+
+# ----------------------------------------------------------------------------------------
+# multi-head attention in NumPy, eqs. (5.1)-(5.3)
+
+
+def multihead_attention(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None):
+    """Multi-head scaled dot-product attention, eqs. (5.1)-(5.2).
+
+    x_q:  (..., n_q, d_q) the items that ask (queries)
+    x_kv: (..., n_kv, d_kv) the items attended to (keys and values); ``x_kv = x_q`` for
+          self-attention
+    w_q:  (d_q, d_model); w_k, w_v: (d_kv, d_model); w_o: (d_model, d_out). Column block
+          ``i*d_model/h .. (i+1)*d_model/h`` of w_q, w_k, w_v is head i's projection.
+    num_heads: h, a divisor of d_model.
+    mask: boolean, broadcastable to (..., n_q, n_kv), True = may attend, the same for every
+          head; None = all.
+    Returns ``(output, weights)``: output (..., n_q, d_out), weights (..., h, n_q, n_kv).
+    """
+    x_q, x_kv = _as_float(x_q, "x_q"), _as_float(x_kv, "x_kv")
+    w_q, w_k = _as_float(w_q, "w_q"), _as_float(w_k, "w_k")
+    w_v, w_o = _as_float(w_v, "w_v"), _as_float(w_o, "w_o")
+    if x_q.ndim < 2 or x_kv.ndim < 2:
+        raise ValueError(
+            f"expected x_q (..., n_q, d_q) and x_kv (..., n_kv, d_kv), got {x_q.shape} and {x_kv.shape}"
+        )
+    for name, w, x_name, x in (("w_q", w_q, "x_q", x_q), ("w_k", w_k, "x_kv", x_kv), ("w_v", w_v, "x_kv", x_kv)):
+        if w.ndim != 2 or w.shape[0] != x.shape[-1]:
+            raise ValueError(
+                f"expected {name} of shape ({x.shape[-1]}, d_model) to match the width of "
+                f"{x_name} {x.shape}, got {w.shape}: the projection is {x_name} @ {name}"
+            )
+    d_model = w_q.shape[1]
+    if w_k.shape[1] != d_model or w_v.shape[1] != d_model:
+        raise ValueError(
+            f"expected w_q, w_k, w_v to project to the same d_model, got w_q {w_q.shape}, "
+            f"w_k {w_k.shape}, w_v {w_v.shape}"
+        )
+    if w_o.ndim != 2 or w_o.shape[0] != d_model:
+        raise ValueError(
+            f"expected w_o of shape (d_model, d_out) with d_model = {d_model} (the width of the "
+            f"concatenated heads), got {w_o.shape}"
+        )
+    _check_heads(d_model, num_heads)
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.dtype != bool:
+            raise TypeError(f"expected a boolean mask (True = may attend), got dtype {mask.dtype}")
+        target = np.broadcast_shapes(x_q.shape[:-2], x_kv.shape[:-2]) + (x_q.shape[-2], x_kv.shape[-2])
+        try:
+            ok = np.broadcast_shapes(mask.shape, target) == target
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(
+                f"expected a mask broadcastable to (..., n_q, n_kv) = {target} (one mask for "
+                f"all heads), got {mask.shape}"
+            )
+        if mask.ndim >= 3:
+            mask = np.expand_dims(mask, -3)  # (..., 1, n_q, n_kv): the same for every head
+
+    q = split_heads(x_q @ w_q, num_heads)  # (..., h, n_q, d_h)
+    k = split_heads(x_kv @ w_k, num_heads)  # (..., h, n_kv, d_h)
+    v = split_heads(x_kv @ w_v, num_heads)  # (..., h, n_kv, d_h)
+    heads, weights = attention(q, k, v, mask=mask)  # (..., h, n_q, d_h), (..., h, n_q, n_kv)
+    output = merge_heads(heads) @ w_o  # (..., n_q, d_model) @ (d_model, d_out), eq. (5.2)
+    return output, weights
+
+
+def multihead_param_count(d_model, num_heads, bias=True):
+    """Number of trainable parameters of multi-head attention, eq. (5.3).
+
+    d_model: model width; num_heads: h, a divisor of d_model; bias: whether the four
+    projections have biases. Returns ``4 d_model^2 (+ 4 d_model)``: the h heads of width
+    d_model/h together have exactly the parameters of one head of width d_model.
+    """
+    if isinstance(d_model, bool) or not isinstance(d_model, (int, np.integer)) or d_model < 1:
+        raise ValueError(f"expected a positive integer d_model, got {d_model!r}")
+    d_head = _check_heads(d_model, num_heads)
+    per_head = 3 * d_model * d_head + (3 * d_head if bias else 0)  # W_q^i, W_k^i, W_v^i (+ biases)
+    output = d_model * d_model + (d_model if bias else 0)  # W_o (+ bias)
+    return int(num_heads * per_head + output)
+
+
+# ----------------------------------------------------------------------------------------
+# torch modules
+
+
+def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Softmax over the last axis; masked keys get 0, a row with no allowed key is all 0 (no NaN)."""
+    if mask is None:
+        return torch.softmax(scores, dim=-1)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    empty = ~mask.any(dim=-1, keepdim=True)  # rows with nothing allowed
+    scores = scores.masked_fill(empty, 0.0)  # finite there, so softmax stays NaN-free
+    return torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0)
+
+
+class KVCache:
+    """Keys and values of the positions an attention layer has already seen.
+
+    ``k`` and ``v`` are (B, h, n_past, d_h) tensors (None before the first step).
+    ``append`` adds the new positions' keys and values and returns all of them, so each
+    decoding step projects only its new token instead of the whole prefix.
+    """
+
+    def __init__(self):
+        self.k: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return 0 if self.k is None else self.k.shape[-2]
+
+    def append(self, k: torch.Tensor, v: torch.Tensor):
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)  # (B, h, n_past + n, d_h)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)  # (B, h, n_past + n, d_h)
+        return self.k, self.v
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention as a torch module, eqs. (5.1)-(5.2), batch first.
+
+    ``forward(x_q, x_kv=None, mask=None, cache=None)``:
+    x_q (B, n_q, d_model); x_kv (B, n_kv, d_model), defaults to x_q (self-attention);
+    mask boolean broadcastable to (B, n_q, n_kv_total), True = may attend, shared by the
+    heads; cache a ``KVCache`` whose keys/values are prepended (and then extended).
+    Returns output (B, n_q, d_model) and weights (B, h, n_q, n_kv_total).
+    """
+
+    def __init__(self, d_model: int, num_heads: int, bias: bool = True):
+        super().__init__()
+        self.d_head = _check_heads(d_model, num_heads)
+        self.d_model, self.num_heads = d_model, num_heads
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, x_q, x_kv=None, mask=None, cache: KVCache | None = None):
+        x_kv = x_q if x_kv is None else x_kv
+        if x_q.shape[-1] != self.d_model or x_kv.shape[-1] != self.d_model:
+            raise ValueError(
+                f"expected inputs of width d_model = {self.d_model}, got x_q {tuple(x_q.shape)} "
+                f"and x_kv {tuple(x_kv.shape)}"
+            )
+        q = split_heads(self.q_proj(x_q), self.num_heads)  # (B, h, n_q, d_h)
+        k = split_heads(self.k_proj(x_kv), self.num_heads)  # (B, h, n_kv, d_h)
+        v = split_heads(self.v_proj(x_kv), self.num_heads)  # (B, h, n_kv, d_h)
+        if cache is not None:
+            k, v = cache.append(k, v)  # (B, h, n_past + n_kv, d_h)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)  # (B, h, n_q, n_kv)
+        if mask is not None:
+            mask = mask.to(torch.bool)
+            if mask.dim() >= 3:
+                mask = mask.unsqueeze(-3)  # (B, 1, n_q, n_kv): the same for every head
+        weights = _masked_softmax(scores, mask)  # (B, h, n_q, n_kv)
+        heads = weights @ v  # (B, h, n_q, d_h)
+        return self.out_proj(merge_heads(heads)), weights  # (B, n_q, d_model), (B, h, n_q, n_kv)
+
+    @classmethod
+    def from_torch(cls, mha: nn.MultiheadAttention) -> "MultiHeadAttention":
+        """A ``MultiHeadAttention`` with the weights (and dtype) of ``mha``, copied.
+
+        Works for ``nn.MultiheadAttention(d, h)`` with or without bias, batch first or not
+        (our module is always batch first). Remember the masks: PyTorch's boolean
+        ``attn_mask``/``key_padding_mask`` mark the keys that may NOT be attended; ours
+        mark those that may, so ``ours(x, mask=m)`` matches ``mha(x, x, x, attn_mask=~m)``.
+        """
+        if not isinstance(mha, nn.MultiheadAttention):
+            raise TypeError(f"expected a torch.nn.MultiheadAttention, got {type(mha).__name__}")
+        if not mha._qkv_same_embed_dim:
+            raise ValueError(
+                f"expected kdim = vdim = embed_dim = {mha.embed_dim}, got kdim={mha.kdim}, "
+                f"vdim={mha.vdim}: this module projects keys and values from width d_model"
+            )
+        if mha.bias_k is not None or mha.add_zero_attn:
+            raise ValueError("add_bias_kv and add_zero_attn are not supported: build mha without them")
+        bias = mha.in_proj_bias is not None
+        module = cls(mha.embed_dim, mha.num_heads, bias=bias).to(mha.in_proj_weight.dtype)
+        with torch.no_grad():
+            for proj, w in zip((module.q_proj, module.k_proj, module.v_proj), mha.in_proj_weight.chunk(3)):
+                proj.weight.copy_(w)  # torch stores (d_out, d_in) and computes x @ W^T
+            module.out_proj.weight.copy_(mha.out_proj.weight)
+            if bias:
+                for proj, b in zip((module.q_proj, module.k_proj, module.v_proj), mha.in_proj_bias.chunk(3)):
+                    proj.bias.copy_(b)
+                module.out_proj.bias.copy_(mha.out_proj.bias)
+        return module
+
+    def numpy_weights(self):
+        """``(w_q, w_k, w_v, w_o)`` as float64 NumPy arrays for ``multihead_attention``.
+
+        NumPy uses ``x @ w`` with w of shape (d_in, d_out), so each is the transpose of the
+        torch weight. ``multihead_attention`` has no biases: build the module with
+        ``bias=False`` to compare the two.
+        """
+        if self.q_proj.bias is not None:
+            raise ValueError(
+                "multihead_attention has no biases: build MultiHeadAttention(..., bias=False) "
+                "(or nn.MultiheadAttention(..., bias=False)) to compare it with the NumPy function"
+            )
+        projections = (self.q_proj, self.k_proj, self.v_proj, self.out_proj)
+        return tuple(p.weight.detach().cpu().double().numpy().T.copy() for p in projections)
+
+
+class TransformerEncoderBlock(nn.Module):
+    """A Transformer block, eq. (5.4): self-attention then a feed-forward network, each
+    wrapped in a residual connection and a layer norm.
+
+    ``norm_first=True`` (pre-LN, as in GPT-2 and minGPT): ``x = x + Attn(LN1(x))``,
+    ``x = x + FFN(LN2(x))``; the residual path is never normalised, which trains stably
+    without warm-up. ``norm_first=False`` (post-LN, the original Transformer):
+    ``x = LN1(x + Attn(x))``, ``x = LN2(x + FFN(x))``.
+    With a causal mask the same block is a decoder-only (GPT-style) layer.
+
+    ``forward(x, mask=None, cache=None)``: x (B, n, d_model), mask as for
+    ``MultiHeadAttention``; returns x (B, n, d_model) and the weights (B, h, n, n_total).
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, norm_first: bool = True, dropout: float = 0.0):
+        super().__init__()
+        self.norm_first = norm_first
+        self.attn = MultiHeadAttention(d_model, num_heads)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model))
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x, mask=None, cache: KVCache | None = None):
+        if self.norm_first:
+            a, weights = self.attn(self.norm1(x), mask=mask, cache=cache)  # (B, n, d), (B, h, n, n_kv)
+            x = x + self.dropout(a)
+            x = x + self.dropout(self.ff(self.norm2(x)))
+        else:
+            a, weights = self.attn(x, mask=mask, cache=cache)
+            x = self.norm1(x + self.dropout(a))
+            x = self.norm2(x + self.dropout(self.ff(x)))
+        return x, weights  # (B, n, d_model), (B, h, n, n_kv)
+
+    @classmethod
+    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> "TransformerEncoderBlock":
+        """A block with the weights of ``nn.TransformerEncoderLayer`` (ReLU activation)."""
+        if not isinstance(layer, nn.TransformerEncoderLayer):
+            raise TypeError(f"expected a torch.nn.TransformerEncoderLayer, got {type(layer).__name__}")
+        if getattr(layer, "activation_relu_or_gelu", 0) != 1:
+            raise ValueError("expected a TransformerEncoderLayer with activation='relu' (the FFN here uses ReLU)")
+        d_model, d_ff = layer.linear1.in_features, layer.linear1.out_features
+        block = cls(d_model, layer.self_attn.num_heads, d_ff, norm_first=layer.norm_first)
+        block = block.to(layer.linear1.weight.dtype)
+        block.attn = MultiHeadAttention.from_torch(layer.self_attn)
+        block.norm1.load_state_dict(layer.norm1.state_dict())
+        block.norm2.load_state_dict(layer.norm2.state_dict())
+        block.norm1.eps, block.norm2.eps = layer.norm1.eps, layer.norm2.eps
+        block.ff[0].load_state_dict(layer.linear1.state_dict())
+        block.ff[2].load_state_dict(layer.linear2.state_dict())
+        return block
+
+
+# ----------------------------------------------------------------------------------------
+# a small decoder-only transformer on a toy task
+
+
+class TinyTransformer(nn.Module):
+    """A decoder-only transformer: token embedding plus sinusoidal positions (chapter 4),
+    ``num_layers`` pre-LN ``TransformerEncoderBlock``s under a causal mask, a linear head.
+
+    ``forward(tokens, cache=None)``: tokens (B, n) ints; cache None or the list returned by
+    ``new_cache()`` (one ``KVCache`` per layer), in which case the tokens are the next
+    positions after the cached ones. Returns logits (B, n, vocab_size) and a list of
+    per-layer weights, each (B, h, n, n_past + n).
+    """
+
+    def __init__(self, vocab_size: int, d_model: int = 64, num_heads: int = 4, num_layers: int = 2,
+                 d_ff: int = 128, max_len: int = 64):
+        super().__init__()
+        self.max_len = max_len
+        self.embed = nn.Embedding(vocab_size, d_model)
+        positions = torch.from_numpy(sinusoidal_positions(max_len, d_model)).float()  # (max_len, d)
+        self.register_buffer("positions", positions, persistent=False)
+        self.blocks = nn.ModuleList(
+            TransformerEncoderBlock(d_model, num_heads, d_ff, norm_first=True) for _ in range(num_layers)
+        )
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab_size)
+
+    def new_cache(self) -> list[KVCache]:
+        return [KVCache() for _ in self.blocks]
+
+    def forward(self, tokens, cache: list[KVCache] | None = None):
+        n = tokens.shape[-1]
+        start = len(cache[0]) if cache is not None else 0  # positions already decoded
+        if start + n > self.max_len:
+            raise ValueError(f"sequence of length {start + n} exceeds max_len = {self.max_len}")
+        x = self.embed(tokens) + self.positions[start : start + n]  # (B, n, d)
+        # query i sits at position start + i and may see keys 0 .. start + i, eq. (4.3)
+        mask = torch.ones(n, start + n, dtype=torch.bool, device=tokens.device).tril(diagonal=start)
+        all_weights = []
+        for i, block in enumerate(self.blocks):
+            x, weights = block(x, mask=mask, cache=None if cache is None else cache[i])
+            all_weights.append(weights)  # (B, h, n, start + n)
+        return self.head(self.norm(x)), all_weights  # (B, n, vocab)
+
+
+def make_toy_data(num_samples, length=8, seed=0, task="reverse", num_symbols=10):
+    """Sequences ``x_1 .. x_L SEP y_1 .. y_L`` for a decoder-only model.
+
+    x is uniform over ``num_symbols`` symbols (tokens 0 .. num_symbols - 1), SEP is token
+    ``num_symbols``; y is x reversed (``task="reverse"``) or x itself (``"copy"``).
+    Returns int64 tokens (num_samples, 2 L + 1); the vocabulary has num_symbols + 1 tokens.
+    """
+    if task not in ("reverse", "copy"):
+        raise ValueError(f"unknown task {task!r}: expected 'reverse' or 'copy'")
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, num_symbols, (num_samples, length), generator=gen)  # (N, L)
+    y = x.flip(-1) if task == "reverse" else x  # (N, L)
+    sep = torch.full((num_samples, 1), num_symbols)
+    return torch.cat([x, sep, y], dim=-1)  # (N, 2L + 1)
+
+
+def train_toy_transformer(task="reverse", length=8, steps=400, batch_size=64, lr=3e-3, seed=0,
+                          d_model=64, num_heads=4, num_layers=2, d_ff=128, num_symbols=10):
+    """Train a ``TinyTransformer`` to produce the reversal (or copy) of a sequence.
+
+    Fresh random sequences every step (``make_toy_data``), next-token cross-entropy on the
+    answer half only, Adam. Seeded and single-threaded (``torch.set_num_threads(1)``,
+    restored afterwards), so it is reproducible; a few seconds on a CPU.
+    Returns ``(model, losses)`` with the model in eval mode and the loss of every step.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.manual_seed(seed)
+        model = TinyTransformer(num_symbols + 1, d_model, num_heads, num_layers, d_ff, max_len=2 * length + 1)
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+        losses = []
+        model.train()
+        for step in range(steps):
+            tokens = make_toy_data(batch_size, length, seed=seed * 1_000_003 + step + 1, task=task,
+                                   num_symbols=num_symbols)  # (B, 2L + 1)
+            logits, _ = model(tokens[:, :-1])  # (B, 2L, vocab): position t predicts token t + 1
+            answer = logits[:, length:]  # (B, L, vocab): predictions of y_1 .. y_L
+            loss = F.cross_entropy(answer.reshape(-1, answer.shape[-1]), tokens[:, length + 1 :].reshape(-1))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        model.eval()
+        return model, losses
+    finally:
+        torch.set_num_threads(threads)
+
+
+@torch.no_grad()
+def attention_maps(model: TinyTransformer, tokens):
+    """Per-layer, per-head attention weights of one sequence, ready for ``show_heatmaps``.
+
+    tokens: (n,) or (1, n) ints.  Returns float64 NumPy (num_layers, h, n, n).
+    """
+    tokens = torch.as_tensor(tokens)
+    if tokens.dim() == 1:
+        tokens = tokens[None]
+    if tokens.dim() != 2 or tokens.shape[0] != 1:
+        raise ValueError(f"expected one sequence of shape (n,) or (1, n), got {tuple(tokens.shape)}")
+    model.eval()
+    _, weights = model(tokens)
+    return torch.stack([w[0] for w in weights]).double().numpy()  # (layers, h, n, n)
+
+
+@torch.no_grad()
+def generate(model: TinyTransformer, prompt, steps):
+    """Greedy autoregressive decoding with a key-value cache.
+
+    prompt: (B, n_p) ints; steps: how many tokens to append.
+    The prompt is processed once; each later step feeds only the newest token and attends
+    to the cached keys and values of all earlier positions (O(n) work per step instead of
+    O(n^2)). Returns tokens (B, n_p + steps) and the logits of every step (B, steps, vocab).
+    """
+    model.eval()
+    cache = model.new_cache()
+    tokens, step_logits = prompt, []
+    new = prompt  # (B, n_new): what the cache has not seen yet
+    for _ in range(steps):
+        logits, _ = model(new, cache=cache)  # (B, n_new, vocab)
+        step_logits.append(logits[:, -1])  # (B, vocab)
+        new = logits[:, -1].argmax(-1, keepdim=True)  # (B, 1)
+        tokens = torch.cat([tokens, new], dim=-1)
+    return tokens, torch.stack(step_logits, dim=1)  # (B, n_p + steps), (B, steps, vocab)
+
+
+@torch.no_grad()
+def generate_without_cache(model: TinyTransformer, prompt, steps):
+    """Greedy decoding that recomputes the whole prefix at every step (the reference for
+    ``generate``). Same inputs and outputs as ``generate``."""
+    model.eval()
+    tokens, step_logits = prompt, []
+    for _ in range(steps):
+        logits, _ = model(tokens)  # (B, n, vocab): the causal mask hides nothing we need
+        step_logits.append(logits[:, -1])
+        tokens = torch.cat([tokens, logits[:, -1].argmax(-1, keepdim=True)], dim=-1)
+    return tokens, torch.stack(step_logits, dim=1)
+
+
+def sequence_accuracy(model: TinyTransformer, tokens, length):
+    """Greedy-decode the answers of ``make_toy_data`` sequences and score them.
+
+    tokens: (N, 2 L + 1) with L = length. Returns ``(token_accuracy, exact_match)``: the
+    fraction of answer tokens right and the fraction of sequences entirely right.
+    """
+    out, _ = generate(model, tokens[:, : length + 1], length)  # (N, 2L + 1)
+    right = out[:, length + 1 :] == tokens[:, length + 1 :]  # (N, L)
+    return right.float().mean().item(), right.all(dim=-1).float().mean().item()
