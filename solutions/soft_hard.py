@@ -434,3 +434,527 @@ def gumbel_softmax(scores, tau, rng, hard=False) -> np.ndarray:
     if hard:
         y = (np.arange(scores.shape[-1]) == np.argmax(y, axis=-1)[..., None]).astype(scores.dtype)
     return y
+
+
+# ========================================================================================
+# PyTorch models trained in the chapter. Each ``train_*`` function is seeded, runs on one
+# CPU thread in a few seconds, and returns ``(model, history)``; ``history`` is a dict of
+# lists (one entry per logged step) that the book plots directly.
+
+import torch  # noqa: E402  (the NumPy half above does not need torch)
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+__all__ += [
+    "make_marker_data",
+    "HardAttentionClassifier",
+    "SoftAttentionClassifier",
+    "train_hard_attention",
+    "train_soft_attention",
+    "classifier_accuracy",
+    "ASPECTS",
+    "ASPECT_VOCAB",
+    "make_aspect_data",
+    "encode_sentence",
+    "AspectSentimentModel",
+    "train_aspect_model",
+    "aspect_attention",
+    "MEMORY_VOCAB",
+    "make_memory_data",
+    "MemoryNetwork",
+    "train_memory_network",
+    "memory_attention",
+]
+
+
+class _ThreadsAndSeed:
+    """Run a block on one CPU thread with torch seeded; restore the thread count after."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+
+    def __enter__(self):
+        self.threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        torch.manual_seed(self.seed)
+
+    def __exit__(self, *exc):
+        torch.set_num_threads(self.threads)
+
+
+# ----------------------------------------------------------------------------------------
+# 1. hard attention trained with REINFORCE, next to its soft twin
+#
+# The task: a sequence of n tokens, each a class c in [0, C) written either plainly (token c)
+# or "marked" (token C + c). Exactly one position is marked; the label is its class. The
+# other positions are distractors of random classes, so a model that looks at one random
+# position is right with probability about 1/C (chance). Finding the marker is the job of
+# the attention.
+
+
+def make_marker_data(n: int, seed: int, seq_len: int = 10, num_classes: int = 4):
+    """Synthetic "find the marked token" classification data.
+
+    n: number of sequences; seed: for numpy's default_rng.
+    Returns ``(tokens, labels, marker)``: tokens LongTensor (n, seq_len) with values in
+    [0, 2 * num_classes) (token c: class c plain; token C + c: class c marked), labels
+    LongTensor (n,) in [0, num_classes), marker LongTensor (n,) = the marked position.
+    """
+    if n < 1 or seq_len < 2 or num_classes < 2:
+        raise ValueError(f"expected n >= 1, seq_len >= 2, num_classes >= 2, got {n}, {seq_len}, {num_classes}")
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(0, num_classes, size=(n, seq_len))  # (n, seq_len) distractors
+    labels = rng.integers(0, num_classes, size=n)  # (n,)
+    marker = rng.integers(0, seq_len, size=n)  # (n,)
+    tokens[np.arange(n), marker] = num_classes + labels  # the marked token carries the label
+    return torch.as_tensor(tokens), torch.as_tensor(labels), torch.as_tensor(marker)
+
+
+class HardAttentionClassifier(nn.Module):
+    """Look at ONE position, chosen by a learned policy, and classify from it alone.
+
+    tokens (B, n) -> embeddings e (B, n, d) -> scores s = MLP(e) (B, n) -> policy
+    softmax(s) -> position z (sampled in training, argmax at test) -> logits = W e_z (B, C).
+    The choice z is not differentiable: the scorer is trained with REINFORCE, eq. (2.10).
+    """
+
+    def __init__(self, vocab_size: int, num_classes: int, d_model: int = 32):
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, d_model)
+        self.scorer = nn.Sequential(nn.Linear(d_model, d_model), nn.Tanh(), nn.Linear(d_model, 1))
+        self.classify = nn.Linear(d_model, num_classes)
+
+    def forward(self, tokens: torch.Tensor, sample: bool = False):
+        """tokens (B, n) -> (logits (B, C), index (B,), log_prob (B,), weights (B, n)).
+
+        ``weights`` is the policy softmax(s); ``log_prob`` is log p(index), the quantity
+        REINFORCE differentiates. ``sample=False`` takes the argmax position.
+        """
+        e = self.embed(tokens)  # (B, n, d)
+        s = self.scorer(e).squeeze(-1)  # (B, n)
+        log_p = F.log_softmax(s, dim=-1)  # (B, n)
+        if sample:
+            index = torch.distributions.Categorical(logits=s).sample()  # (B,)
+        else:
+            index = s.argmax(dim=-1)  # (B,)
+        rows = torch.arange(tokens.shape[0])
+        glimpse = e[rows, index]  # (B, d): the one value hard attention lets through
+        return self.classify(glimpse), index, log_p[rows, index], log_p.exp()
+
+
+class SoftAttentionClassifier(nn.Module):
+    """The soft twin: the same scorer, but classify from the weighted average of all positions.
+
+    tokens (B, n) -> e (B, n, d) -> weights softmax(MLP(e)) (B, n) -> context sum_j a_j e_j
+    (B, d) -> logits (B, C). Trained end to end by backpropagation.
+    """
+
+    def __init__(self, vocab_size: int, num_classes: int, d_model: int = 32):
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, d_model)
+        self.scorer = nn.Sequential(nn.Linear(d_model, d_model), nn.Tanh(), nn.Linear(d_model, 1))
+        self.classify = nn.Linear(d_model, num_classes)
+
+    def forward(self, tokens: torch.Tensor):
+        """tokens (B, n) -> (logits (B, C), weights (B, n))."""
+        e = self.embed(tokens)  # (B, n, d)
+        weights = torch.softmax(self.scorer(e).squeeze(-1), dim=-1)  # (B, n)
+        context = (weights.unsqueeze(1) @ e).squeeze(1)  # (B, 1, n) @ (B, n, d) -> (B, d)
+        return self.classify(context), weights
+
+
+@torch.no_grad()
+def classifier_accuracy(model: nn.Module, tokens: torch.Tensor, labels: torch.Tensor) -> float:
+    """Accuracy of a marker classifier (hard: argmax position, no sampling) on (tokens, labels)."""
+    model.eval()
+    logits = model(tokens)[0]  # (N, C)
+    model.train()
+    return float((logits.argmax(-1) == labels).float().mean())
+
+
+def train_hard_attention(
+    baseline: str = "running",
+    seed: int = 0,
+    steps: int = 800,
+    batch_size: int = 64,
+    lr: float = 0.01,
+    seq_len: int = 10,
+    num_classes: int = 4,
+    d_model: int = 32,
+    momentum: float = 0.9,
+    log_every: int = 20,
+):
+    """Train ``HardAttentionClassifier`` on the marker task with REINFORCE.
+
+    baseline: "running" (b = exponential moving average of the reward, factor ``momentum``)
+        or "none" (b = 0), to show the effect of a baseline on learning speed.
+    The reward of a sampled position z is 1 if the classifier, looking only at z, predicts
+    the label, else 0. Loss per batch: cross-entropy of the classifier on the glimpse (it is
+    differentiable) plus the REINFORCE surrogate ``-(R - b) log p(z)``, eq. (2.10).
+    Returns ``(model, history)``; history has lists "step", "reward" (mean batch reward),
+    "baseline", "accuracy" (held-out, argmax position), "hit_rate" (fraction of held-out
+    sequences where the argmax position IS the marker), each logged every ``log_every``
+    steps, plus "chance" = 1 / num_classes.
+    """
+    if baseline not in ("running", "none"):
+        raise ValueError(f"expected baseline 'running' or 'none', got {baseline!r}")
+    with _ThreadsAndSeed(seed):
+        tokens, labels, _ = make_marker_data(steps * batch_size, seed, seq_len, num_classes)
+        test_tokens, test_labels, test_marker = make_marker_data(1000, seed + 10_000, seq_len, num_classes)
+        model = HardAttentionClassifier(2 * num_classes, num_classes, d_model)
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+        b = 0.0
+        history = {"step": [], "reward": [], "baseline": [], "accuracy": [], "hit_rate": [], "chance": 1.0 / num_classes}
+        for step in range(steps):
+            batch = slice(step * batch_size, (step + 1) * batch_size)
+            x, y = tokens[batch], labels[batch]  # (B, n), (B,)
+            logits, index, log_prob, _ = model(x, sample=True)
+            reward = (logits.argmax(-1) == y).float()  # (B,)
+            advantage = reward - b  # (B,); b does not depend on z, so the estimate stays unbiased
+            loss = F.cross_entropy(logits, y) - (advantage * log_prob).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if baseline == "running":
+                b = momentum * b + (1 - momentum) * float(reward.mean())
+            if step % log_every == 0 or step == steps - 1:
+                with torch.no_grad():
+                    model.eval()
+                    test_logits, test_index, _, _ = model(test_tokens)
+                    model.train()
+                history["step"].append(step)
+                history["reward"].append(float(reward.mean()))
+                history["baseline"].append(b)
+                history["accuracy"].append(float((test_logits.argmax(-1) == test_labels).float().mean()))
+                history["hit_rate"].append(float((test_index == test_marker).float().mean()))
+    return model, history
+
+
+def train_soft_attention(
+    seed: int = 0,
+    steps: int = 800,
+    batch_size: int = 64,
+    lr: float = 0.01,
+    seq_len: int = 10,
+    num_classes: int = 4,
+    d_model: int = 32,
+    log_every: int = 20,
+):
+    """Train ``SoftAttentionClassifier`` (the soft twin) on the same marker task by backprop.
+
+    Returns ``(model, history)``; history has lists "step", "loss", "accuracy" (held-out),
+    "marker_weight" (mean held-out weight on the marker position), logged every
+    ``log_every`` steps, plus "chance" = 1 / num_classes.
+    """
+    with _ThreadsAndSeed(seed):
+        tokens, labels, _ = make_marker_data(steps * batch_size, seed, seq_len, num_classes)
+        test_tokens, test_labels, test_marker = make_marker_data(1000, seed + 10_000, seq_len, num_classes)
+        model = SoftAttentionClassifier(2 * num_classes, num_classes, d_model)
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+        history = {"step": [], "loss": [], "accuracy": [], "marker_weight": [], "chance": 1.0 / num_classes}
+        for step in range(steps):
+            batch = slice(step * batch_size, (step + 1) * batch_size)
+            logits, _ = model(tokens[batch])
+            loss = F.cross_entropy(logits, labels[batch])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if step % log_every == 0 or step == steps - 1:
+                with torch.no_grad():
+                    test_logits, test_weights = model(test_tokens)
+                history["step"].append(step)
+                history["loss"].append(loss.item())
+                history["accuracy"].append(float((test_logits.argmax(-1) == test_labels).float().mean()))
+                history["marker_weight"].append(float(test_weights[torch.arange(1000), test_marker].mean()))
+    return model, history
+
+
+# ----------------------------------------------------------------------------------------
+# 2. query-dependent attention: aspect sentiment
+#
+# Reviews like "the food is good but the service is bad". The query is the aspect; the
+# label is the sentiment of that aspect's adjective. Each word is encoded with the two words
+# before it (a causal window of 3), so only the adjective's encoding knows both the aspect
+# and the sentiment: the weights must move to the adjective of the aspect asked about.
+
+ASPECTS = ("food", "service", "price", "ambience")
+_POSITIVE = ("good", "great", "excellent", "lovely", "fine")
+_NEGATIVE = ("bad", "awful", "terrible", "poor", "slow")
+_CONNECTORS = ("but", "and", "while")
+ASPECT_VOCAB = ("<pad>", "the", "is", "was", ",") + ASPECTS + _POSITIVE + _NEGATIVE + _CONNECTORS
+_ASPECT_INDEX = {w: i for i, w in enumerate(ASPECT_VOCAB)}
+
+
+def encode_sentence(sentence: str, length: int | None = None) -> torch.Tensor:
+    """Lower-case, split on spaces, map words to ``ASPECT_VOCAB`` ids; pad with 0 to ``length``.
+
+    Returns LongTensor (length,) (or (n_words,) when length is None).
+    """
+    words = sentence.lower().replace(",", " , ").split()
+    unknown = [w for w in words if w not in _ASPECT_INDEX]
+    if unknown:
+        raise ValueError(f"unknown words {unknown} in {sentence!r}: the model knows only {list(ASPECT_VOCAB[1:])}")
+    if length is not None and len(words) > length:
+        raise ValueError(f"sentence has {len(words)} words, more than length={length}")
+    ids = [_ASPECT_INDEX[w] for w in words] + [0] * ((length or len(words)) - len(words))
+    return torch.tensor(ids, dtype=torch.long)
+
+
+def make_aspect_data(n: int, seed: int):
+    """Synthetic reviews with 2 or 3 aspects, each with its own sentiment, and one question.
+
+    Returns a dict: "sentences" list[str] (n), "tokens" LongTensor (n, L) (0 = padding),
+    "aspect" LongTensor (n,) (index into ``ASPECTS``: the aspect asked about), "label"
+    LongTensor (n,) (1 = positive, 0 = negative, for that aspect), "adjective" LongTensor (n,)
+    (position of that aspect's adjective: where the attention should look).
+    """
+    rng = np.random.default_rng(seed)
+    sentences, aspect, label, adjective = [], [], [], []
+    for _ in range(n):
+        k = int(rng.integers(2, 4))
+        chosen = rng.choice(len(ASPECTS), size=k, replace=False)
+        polarity = rng.integers(0, 2, size=k)
+        verb = ("is", "was")[int(rng.integers(0, 2))]
+        words, adj_pos = [], []
+        for i, (a, pol) in enumerate(zip(chosen, polarity)):
+            if i > 0:
+                words.append("," if (i < k - 1) else str(rng.choice(_CONNECTORS)))
+            adj = str(rng.choice(_POSITIVE if pol else _NEGATIVE))
+            words += ["the", ASPECTS[a], verb, adj]
+            adj_pos.append(len(words) - 1)
+        q = int(rng.integers(0, k))
+        sentences.append(" ".join(words))
+        aspect.append(int(chosen[q]))
+        label.append(int(polarity[q]))
+        adjective.append(adj_pos[q])
+    length = max(len(s.split()) for s in sentences)
+    tokens = torch.stack([encode_sentence(s, length) for s in sentences])  # (n, L)
+    return {
+        "sentences": sentences,
+        "tokens": tokens,
+        "aspect": torch.tensor(aspect),
+        "label": torch.tensor(label),
+        "adjective": torch.tensor(adjective),
+    }
+
+
+class AspectSentimentModel(nn.Module):
+    """Aspect-conditioned attention over words, then a sentiment classifier.
+
+    tokens (B, L), aspect (B,) -> word encodings h = tanh(conv3(embed)) (B, L, d) (each word
+    sees itself and the two words before it) -> query q = aspect embedding (B, d) ->
+    scaled dot scores h q / sqrt(d) (B, L), padding masked -> weights (B, L) ->
+    context sum_j a_j h_j (B, d) -> logits (B, 2).
+    """
+
+    def __init__(self, vocab_size: int = len(ASPECT_VOCAB), num_aspects: int = len(ASPECTS), d_model: int = 32):
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, d_model, padding_idx=0)
+        self.window = nn.Conv1d(d_model, d_model, kernel_size=3)
+        self.query = nn.Embedding(num_aspects, d_model)
+        self.classify = nn.Linear(d_model, 2)
+
+    def forward(self, tokens: torch.Tensor, aspect: torch.Tensor):
+        """tokens (B, L), aspect (B,) -> (logits (B, 2), weights (B, L))."""
+        e = self.embed(tokens).transpose(1, 2)  # (B, d, L)
+        h = torch.tanh(self.window(F.pad(e, (2, 0)))).transpose(1, 2)  # (B, L, d), causal window
+        q = self.query(aspect)  # (B, d)
+        scores = (h @ q.unsqueeze(-1)).squeeze(-1) / math.sqrt(h.shape[-1])  # (B, L)
+        scores = scores.masked_fill(tokens == 0, float("-inf"))  # padding never attended
+        weights = torch.softmax(scores, dim=-1)  # (B, L)
+        context = (weights.unsqueeze(1) @ h).squeeze(1)  # (B, d)
+        return self.classify(context), weights
+
+
+def train_aspect_model(seed: int = 0, steps: int = 600, batch_size: int = 64, lr: float = 0.01, log_every: int = 20):
+    """Train ``AspectSentimentModel`` on ``make_aspect_data``.
+
+    Returns ``(model, history)``; history has lists "step", "loss", "accuracy" (held-out
+    sentiment accuracy), "adjective_weight" (mean held-out weight on the queried aspect's
+    adjective), logged every ``log_every`` steps, plus "chance" = 0.5.
+    """
+    with _ThreadsAndSeed(seed):
+        data = make_aspect_data(steps * batch_size, seed)
+        test = make_aspect_data(1000, seed + 10_000)
+        model = AspectSentimentModel()
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+        history = {"step": [], "loss": [], "accuracy": [], "adjective_weight": [], "chance": 0.5}
+        for step in range(steps):
+            batch = slice(step * batch_size, (step + 1) * batch_size)
+            logits, _ = model(data["tokens"][batch], data["aspect"][batch])
+            loss = F.cross_entropy(logits, data["label"][batch])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if step % log_every == 0 or step == steps - 1:
+                with torch.no_grad():
+                    test_logits, test_weights = model(test["tokens"], test["aspect"])
+                history["step"].append(step)
+                history["loss"].append(loss.item())
+                history["accuracy"].append(float((test_logits.argmax(-1) == test["label"]).float().mean()))
+                history["adjective_weight"].append(float(test_weights[torch.arange(1000), test["adjective"]].mean()))
+    return model, history
+
+
+@torch.no_grad()
+def aspect_attention(model: AspectSentimentModel, sentence: str, aspect: str):
+    """Where the model looks in ``sentence`` when asked about ``aspect``.
+
+    sentence: words from ``ASPECT_VOCAB``, e.g. "the food is good but the service is bad"
+    aspect:   one of ``ASPECTS``
+    Returns ``(words, weights, p_positive)``: the list of n words, a NumPy array (n,) of
+    attention weights over them (summing to 1), and the predicted probability that the
+    sentiment about ``aspect`` is positive.
+    """
+    if aspect not in ASPECTS:
+        raise ValueError(f"unknown aspect {aspect!r}: expected one of {ASPECTS}")
+    tokens = encode_sentence(sentence).unsqueeze(0)  # (1, n)
+    logits, weights = model(tokens, torch.tensor([ASPECTS.index(aspect)]))  # (1, 2), (1, n)
+    words = sentence.lower().replace(",", " , ").split()
+    return words, weights[0].double().numpy(), float(torch.softmax(logits[0], -1)[1])
+
+
+# ----------------------------------------------------------------------------------------
+# 3. multi-hop attention: an end-to-end memory network (Sukhbaatar et al., 2015)
+#
+# A story of short sentences ("mary is in the kitchen", "mary has the apple", ...) and a
+# question "where is the apple". No single sentence answers it: hop 1 must find who has the
+# apple, hop 2 (whose query now carries "mary") must find where mary is.
+
+_PEOPLE = ("mary", "john", "sandra", "daniel")
+_OBJECTS = ("apple", "football", "milk", "book")
+LOCATIONS = ("kitchen", "garden", "office", "hallway", "bedroom")
+MEMORY_VOCAB = ("<pad>", "is", "in", "the", "has", "where") + _PEOPLE + _OBJECTS + LOCATIONS
+_MEMORY_INDEX = {w: i for i, w in enumerate(MEMORY_VOCAB)}
+_SENTENCE_WORDS = 5  # the longest sentence, "mary is in the kitchen"
+__all__ += ["LOCATIONS"]
+
+
+def _encode_memory_words(text: str, length: int = _SENTENCE_WORDS) -> list[int]:
+    words = text.lower().replace("?", "").split()
+    unknown = [w for w in words if w not in _MEMORY_INDEX]
+    if unknown:
+        raise ValueError(f"unknown words {unknown} in {text!r}: the model knows only {list(MEMORY_VOCAB[1:])}")
+    if len(words) > length:
+        raise ValueError(f"{text!r} has {len(words)} words, more than {length}")
+    return [_MEMORY_INDEX[w] for w in words] + [0] * (length - len(words))
+
+
+def make_memory_data(n: int, seed: int, num_people: int = 3, num_objects: int = 2):
+    """Two-supporting-fact stories: who has the object, and where that person is.
+
+    Each story has ``num_people`` sentences "P is in the L" and ``num_objects`` sentences
+    "P has the O", shuffled; the question is "where is the O" for one object.
+    Returns a dict: "stories" list of lists of sentences, "questions" list[str],
+    "memory" LongTensor (n, S, W) word ids (S = num_people + num_objects sentences of
+    W = 5 words, 0 = padding), "query" LongTensor (n, W), "answer" LongTensor (n,) (index
+    into ``LOCATIONS``), "support" LongTensor (n, 2): the index of the sentence "P has the
+    O" (what hop 1 should find) and of "P is in the L" (what hop 2 should find).
+    """
+    if not (1 <= num_people <= len(_PEOPLE) and 1 <= num_objects <= len(_OBJECTS)):
+        raise ValueError(f"expected 1..{len(_PEOPLE)} people and 1..{len(_OBJECTS)} objects, got {num_people}, {num_objects}")
+    rng = np.random.default_rng(seed)
+    stories, questions, memory, query, answer, support = [], [], [], [], [], []
+    for _ in range(n):
+        people = rng.choice(len(_PEOPLE), size=num_people, replace=False)
+        places = rng.integers(0, len(LOCATIONS), size=num_people)
+        objects = rng.choice(len(_OBJECTS), size=num_objects, replace=False)
+        holders = rng.integers(0, num_people, size=num_objects)  # index into people
+        sentences = [f"{_PEOPLE[p]} is in the {LOCATIONS[l]}" for p, l in zip(people, places)]
+        sentences += [f"{_PEOPLE[people[h]]} has the {_OBJECTS[o]}" for o, h in zip(objects, holders)]
+        order = rng.permutation(len(sentences))  # order[new] = old
+        position = np.argsort(order)  # position[old] = new
+        q = int(rng.integers(0, num_objects))
+        stories.append([sentences[i] for i in order])
+        questions.append(f"where is the {_OBJECTS[objects[q]]}")
+        memory.append([_encode_memory_words(sentences[i]) for i in order])
+        query.append(_encode_memory_words(questions[-1]))
+        answer.append(int(places[holders[q]]))
+        support.append([int(position[num_people + q]), int(position[holders[q]])])
+    return {
+        "stories": stories,
+        "questions": questions,
+        "memory": torch.tensor(memory),
+        "query": torch.tensor(query),
+        "answer": torch.tensor(answer),
+        "support": torch.tensor(support),
+    }
+
+
+class MemoryNetwork(nn.Module):
+    """End-to-end memory network with ``hops`` rounds of attention over the sentences.
+
+    memory (B, S, W), query (B, W) word ids -> u_0 = sum of query word embeddings (B, d).
+    Hop k: keys m_s = sum of words of sentence s under embedding A_k (B, S, d), values c_s
+    under C_k (B, S, d); weights p = softmax(m u_{k-1}) (B, S); u_k = u_{k-1} + p c (B, d).
+    Answer logits = W u_K (B, num_answers). Padding words embed to 0.
+    """
+
+    def __init__(self, vocab_size: int = len(MEMORY_VOCAB), num_answers: int = len(LOCATIONS), d_model: int = 32, hops: int = 2):
+        super().__init__()
+        self.query_embed = nn.Embedding(vocab_size, d_model, padding_idx=0)
+        self.key_embed = nn.ModuleList(nn.Embedding(vocab_size, d_model, padding_idx=0) for _ in range(hops))
+        self.value_embed = nn.ModuleList(nn.Embedding(vocab_size, d_model, padding_idx=0) for _ in range(hops))
+        self.answer = nn.Linear(d_model, num_answers)
+
+    def forward(self, memory: torch.Tensor, query: torch.Tensor):
+        """memory (B, S, W), query (B, W) -> (logits (B, num_answers), weights (B, hops, S))."""
+        u = self.query_embed(query).sum(dim=1)  # (B, W, d) -> (B, d)
+        hop_weights = []
+        for key_embed, value_embed in zip(self.key_embed, self.value_embed):
+            m = key_embed(memory).sum(dim=2)  # (B, S, W, d) -> (B, S, d)
+            c = value_embed(memory).sum(dim=2)  # (B, S, d)
+            p = torch.softmax((m @ u.unsqueeze(-1)).squeeze(-1), dim=-1)  # (B, S)
+            u = u + (p.unsqueeze(1) @ c).squeeze(1)  # (B, d)
+            hop_weights.append(p)
+        return self.answer(u), torch.stack(hop_weights, dim=1)  # (B, A), (B, hops, S)
+
+
+def train_memory_network(seed: int = 0, steps: int = 1500, batch_size: int = 64, lr: float = 0.01, hops: int = 2, log_every: int = 50):
+    """Train ``MemoryNetwork`` on ``make_memory_data``.
+
+    Returns ``(model, history)``; history has lists "step", "loss", "accuracy" (held-out
+    answer accuracy) and "support_weight" (list of ``hops`` numbers per log: the mean
+    held-out weight of hop 1 on the "has" sentence and of hop 2 on the location sentence;
+    only the first two hops have a designated supporting fact), plus "chance" =
+    1 / len(LOCATIONS).
+    """
+    with _ThreadsAndSeed(seed):
+        data = make_memory_data(steps * batch_size, seed)
+        test = make_memory_data(1000, seed + 10_000)
+        model = MemoryNetwork(hops=hops)
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+        history = {"step": [], "loss": [], "accuracy": [], "support_weight": [], "chance": 1.0 / len(LOCATIONS)}
+        rows = torch.arange(1000)
+        for step in range(steps):
+            batch = slice(step * batch_size, (step + 1) * batch_size)
+            logits, _ = model(data["memory"][batch], data["query"][batch])
+            loss = F.cross_entropy(logits, data["answer"][batch])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if step % log_every == 0 or step == steps - 1:
+                with torch.no_grad():
+                    test_logits, test_weights = model(test["memory"], test["query"])  # (N, A), (N, hops, S)
+                history["step"].append(step)
+                history["loss"].append(loss.item())
+                history["accuracy"].append(float((test_logits.argmax(-1) == test["answer"]).float().mean()))
+                history["support_weight"].append(
+                    [float(test_weights[rows, k, test["support"][:, k]].mean()) for k in range(min(hops, 2))]
+                )
+    return model, history
+
+
+@torch.no_grad()
+def memory_attention(model: MemoryNetwork, story: list[str], question: str):
+    """Per-hop attention of a trained ``MemoryNetwork`` on one story.
+
+    story: list of S sentences from ``MEMORY_VOCAB`` words, e.g. ["mary has the apple", ...]
+    question: e.g. "where is the apple"
+    Returns ``(weights, answer)``: NumPy array (hops, S) of weights over the sentences (each
+    row sums to 1) and the predicted location (a string from ``LOCATIONS``).
+    """
+    memory = torch.tensor([[_encode_memory_words(s) for s in story]])  # (1, S, W)
+    query = torch.tensor([_encode_memory_words(question)])  # (1, W)
+    logits, weights = model(memory, query)  # (1, A), (1, hops, S)
+    return weights[0].double().numpy(), LOCATIONS[int(logits.argmax())]
