@@ -1,0 +1,343 @@
+"""solutions.multihead against torch.nn.MultiheadAttention, nn.TransformerEncoderLayer and
+scaled_dot_product_attention (weights copied, float64), plus the properties chapter 5 uses:
+head reshapes, parameter count, causality via gradients, KV-cache decoding, a trained toy model."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from solutions.multihead import (
+    KVCache,
+    MultiHeadAttention,
+    TinyTransformer,
+    TransformerEncoderBlock,
+    attention_maps,
+    generate,
+    generate_without_cache,
+    make_toy_data,
+    merge_heads,
+    multihead_attention,
+    multihead_param_count,
+    sequence_accuracy,
+    split_heads,
+    train_toy_transformer,
+)
+from solutions.self_attention import causal_mask, padding_mask
+
+SETTINGS = settings(max_examples=30, deadline=None)
+
+
+def t(a):
+    return torch.from_numpy(np.ascontiguousarray(a))
+
+
+def torch_mha(d_model, num_heads, bias, seed):
+    torch.manual_seed(seed)
+    mha = nn.MultiheadAttention(d_model, num_heads, bias=bias, batch_first=True, dtype=torch.float64)
+    if bias:  # PyTorch initialises the biases to 0; make them matter
+        with torch.no_grad():
+            mha.in_proj_bias.normal_()
+            mha.out_proj.bias.normal_()
+    return mha.eval()
+
+
+def numpy_weights_of(mha):
+    """w_q, w_k, w_v, w_o for x @ w, read straight from PyTorch's parameters (x @ W^T)."""
+    w = mha.in_proj_weight.detach().numpy()
+    e = mha.embed_dim
+    return w[:e].T, w[e : 2 * e].T, w[2 * e :].T, mha.out_proj.weight.detach().numpy().T
+
+
+def random_mask(rng, shape):
+    """Random True = may attend mask where every query row sees at least one key
+    (PyTorch returns NaN for a row with nothing allowed)."""
+    mask = rng.random(shape) < 0.5
+    rows = mask.reshape(-1, shape[-1])
+    rows[np.arange(rows.shape[0]), rng.integers(0, shape[-1], rows.shape[0])] = True
+    return rows.reshape(shape)
+
+
+# ----------------------------------------------------------------------------------------
+# split_heads / merge_heads
+
+
+@SETTINGS
+@given(
+    lead=st.lists(st.integers(1, 3), max_size=2),
+    n=st.integers(1, 6),
+    num_heads=st.integers(1, 4),
+    d_head=st.integers(1, 4),
+    seed=st.integers(0, 2**31),
+)
+def test_merge_heads_inverts_split_heads(lead, n, num_heads, d_head, seed):
+    x = np.random.default_rng(seed).normal(size=tuple(lead) + (n, num_heads * d_head))
+    heads = split_heads(x, num_heads)
+    assert heads.shape == tuple(lead) + (num_heads, n, d_head)
+    for i in range(num_heads):  # head i holds feature block i of every item
+        np.testing.assert_array_equal(heads[..., i, :, :], x[..., i * d_head : (i + 1) * d_head])
+    np.testing.assert_array_equal(merge_heads(heads), x)
+    xt = t(x)
+    assert torch.equal(merge_heads(split_heads(xt, num_heads)), xt)
+    assert torch.equal(split_heads(xt, num_heads), t(heads))
+
+
+def test_split_heads_rejects_width_not_divisible_by_heads():
+    with pytest.raises(ValueError, match=r"\(2, 5, 6\).*num_heads = 4"):
+        split_heads(np.zeros((2, 5, 6)), 4)
+
+
+# ----------------------------------------------------------------------------------------
+# multihead_attention vs PyTorch
+
+
+@SETTINGS
+@given(
+    seed=st.integers(0, 2**31),
+    batch=st.integers(1, 3),
+    n_q=st.integers(1, 6),
+    n_kv=st.integers(1, 7),
+    heads_and_width=st.sampled_from([(1, 4), (2, 4), (4, 8), (3, 6), (8, 8)]),
+    use_mask=st.booleans(),
+)
+def test_multihead_attention_matches_torch_multihead_attention(seed, batch, n_q, n_kv, heads_and_width, use_mask):
+    num_heads, d = heads_and_width
+    rng = np.random.default_rng(seed)
+    mha = torch_mha(d, num_heads, bias=False, seed=seed % 1000)
+    x_q, x_kv = rng.normal(size=(batch, n_q, d)), rng.normal(size=(batch, n_kv, d))
+    mask = random_mask(rng, (n_q, n_kv)) if use_mask else None
+    out, weights = multihead_attention(x_q, x_kv, *numpy_weights_of(mha), num_heads, mask=mask)
+    ref_out, ref_w = mha(
+        t(x_q), t(x_kv), t(x_kv),
+        attn_mask=None if mask is None else ~t(mask),  # PyTorch: True = may NOT attend
+        need_weights=True, average_attn_weights=False,
+    )
+    assert weights.shape == (batch, num_heads, n_q, n_kv)
+    np.testing.assert_allclose(out, ref_out.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(weights, ref_w.detach().numpy(), rtol=1e-10, atol=1e-14)
+
+
+def test_multihead_attention_batch_mask_matches_torch_key_padding_mask():
+    rng = np.random.default_rng(0)
+    mha = torch_mha(8, 2, bias=False, seed=0)
+    x = rng.normal(size=(3, 5, 8))
+    lens = np.array([5, 2, 4])
+    out, weights = multihead_attention(x, x, *numpy_weights_of(mha), 2, mask=padding_mask(lens, 5))
+    key_padding = t(np.arange(5)[None, :] >= lens[:, None])  # True = padding = ignore
+    ref_out, ref_w = mha(t(x), t(x), t(x), key_padding_mask=key_padding, average_attn_weights=False)
+    np.testing.assert_allclose(out, ref_out.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(weights, ref_w.detach().numpy(), rtol=1e-10, atol=1e-14)
+    assert np.all(weights[1, :, :, 2:] == 0.0)
+
+
+@pytest.mark.parametrize("num_heads", [1, 2, 4])
+def test_multihead_attention_matches_per_head_sdpa_with_causal_mask(num_heads):
+    rng = np.random.default_rng(num_heads)
+    b, n, d, d_out = 2, 7, 8, 5
+    x = rng.normal(size=(b, n, d))
+    w_q, w_k, w_v = (rng.normal(size=(d, d)) for _ in range(3))
+    w_o = rng.normal(size=(d, d_out))
+    out, _ = multihead_attention(x, x, w_q, w_k, w_v, w_o, num_heads, mask=causal_mask(n))
+
+    def heads(w):  # (B, n, d) @ (d, d) -> (B, h, n, d/h) with torch reshapes
+        return (t(x) @ t(w)).view(b, n, num_heads, d // num_heads).transpose(1, 2)
+
+    o = F.scaled_dot_product_attention(heads(w_q), heads(w_k), heads(w_v), is_causal=True)  # (B, h, n, d_h)
+    ref = o.transpose(1, 2).reshape(b, n, d) @ t(w_o)
+    np.testing.assert_allclose(out, ref.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_multihead_weights_rows_sum_to_one_and_fully_masked_rows_are_zero():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(2, 4, 6))
+    ws = [rng.normal(size=(6, 6)) for _ in range(4)]
+    mask = rng.random((2, 4, 4)) < 0.5
+    mask[1, 3] = False
+    out, weights = multihead_attention(x, x, *ws, 3, mask=mask)
+    assert np.all(weights[np.broadcast_to(~mask[:, None], weights.shape)] == 0.0)
+    rows = np.broadcast_to(mask.any(-1)[:, None], weights.shape[:-1])
+    np.testing.assert_allclose(weights.sum(-1)[rows], 1.0, rtol=1e-12)
+    assert np.all(out[1, 3] == 0.0) and np.all(np.isfinite(out))
+
+
+def test_multihead_self_attention_is_permutation_equivariant():
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(5, 8))
+    ws = [rng.normal(size=(8, 8)) for _ in range(4)]
+    perm = rng.permutation(5)
+    out, weights = multihead_attention(x, x, *ws, 4)
+    out_p, weights_p = multihead_attention(x[perm], x[perm], *ws, 4)
+    np.testing.assert_allclose(out_p, out[perm], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(weights_p, weights[:, perm][:, :, perm], rtol=1e-10, atol=1e-14)
+
+
+def test_multihead_attention_errors_name_the_shapes():
+    x = np.zeros((2, 5, 6))
+    w = np.zeros((6, 6))
+    with pytest.raises(ValueError, match=r"d_model = 6 is not divisible by num_heads = 4"):
+        multihead_attention(x, x, w, w, w, w, 4)
+    with pytest.raises(ValueError, match=r"w_k.*\(7, 6\)"):
+        multihead_attention(x, x, w, np.zeros((7, 6)), w, w, 2)
+    with pytest.raises(ValueError, match=r"w_o.*\(5, 6\)"):
+        multihead_attention(x, x, w, w, w, np.zeros((5, 6)), 2)
+    with pytest.raises(ValueError, match=r"\(2, 5, 5\).*\(4, 5\)"):
+        multihead_attention(x, x, w, w, w, w, 2, mask=np.ones((4, 5), dtype=bool))
+
+
+@pytest.mark.parametrize("d_model, num_heads", [(4, 1), (8, 2), (12, 3), (64, 8), (512, 8)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_multihead_param_count_equals_torch(d_model, num_heads, bias):
+    mha = nn.MultiheadAttention(d_model, num_heads, bias=bias)
+    assert multihead_param_count(d_model, num_heads, bias=bias) == sum(p.numel() for p in mha.parameters())
+    assert multihead_param_count(d_model, num_heads, bias) == multihead_param_count(d_model, 1, bias)
+    ours = MultiHeadAttention(d_model, num_heads, bias=bias)
+    assert multihead_param_count(d_model, num_heads, bias) == sum(p.numel() for p in ours.parameters())
+
+
+def test_multihead_param_count_rejects_indivisible_width():
+    with pytest.raises(ValueError, match="divisible"):
+        multihead_param_count(10, 3)
+
+
+# ----------------------------------------------------------------------------------------
+# torch modules
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_module_from_torch_matches_torch_multihead_attention(bias):
+    rng = np.random.default_rng(7)
+    mha = torch_mha(12, 3, bias=bias, seed=1)
+    ours = MultiHeadAttention.from_torch(mha)
+    x_q, x_kv = t(rng.normal(size=(2, 4, 12))), t(rng.normal(size=(2, 6, 12)))
+    mask = t(random_mask(rng, (4, 6)))
+    out, weights = ours(x_q, x_kv, mask=mask)
+    ref_out, ref_w = mha(x_q, x_kv, x_kv, attn_mask=~mask, average_attn_weights=False)
+    torch.testing.assert_close(out, ref_out, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(weights, ref_w, rtol=1e-10, atol=1e-14)
+    if not bias:
+        np_out, np_w = multihead_attention(x_q.numpy(), x_kv.numpy(), *ours.numpy_weights(), 3, mask=mask.numpy())
+        np.testing.assert_allclose(np_out, out.detach().numpy(), rtol=1e-10, atol=1e-12)
+    else:
+        with pytest.raises(ValueError, match="bias=False"):
+            ours.numpy_weights()
+
+
+def test_module_fully_masked_row_is_zero_without_nan_in_gradients():
+    torch.manual_seed(0)
+    ours = MultiHeadAttention(8, 2).double()
+    x = torch.randn(1, 3, 8, dtype=torch.float64, requires_grad=True)
+    mask = torch.tensor([[True, False, False], [False, False, False], [True, True, True]])
+    out, weights = ours(x, mask=mask)
+    assert torch.all(weights[:, :, 1] == 0)
+    out.sum().backward()
+    assert torch.isfinite(x.grad).all()
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_block_from_torch_matches_transformer_encoder_layer(norm_first):
+    torch.manual_seed(2)
+    layer = nn.TransformerEncoderLayer(
+        16, 4, dim_feedforward=32, dropout=0.0, batch_first=True, norm_first=norm_first, dtype=torch.float64
+    ).eval()
+    with torch.no_grad():
+        layer.self_attn.in_proj_bias.normal_()
+        layer.norm1.weight.normal_()
+        layer.norm2.bias.normal_()
+    block = TransformerEncoderBlock.from_torch(layer).eval()
+    x = torch.randn(3, 5, 16, dtype=torch.float64)
+    mask = t(causal_mask(5))
+    out, _ = block(x, mask=mask)
+    ref = layer(x, src_mask=~mask)  # PyTorch: True = may NOT attend
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
+
+
+def test_causal_output_at_t_has_zero_gradient_wrt_later_inputs():
+    torch.manual_seed(3)
+    blocks = nn.ModuleList(TransformerEncoderBlock(8, 2, 16) for _ in range(2)).double()
+    n = 6
+    mask = t(causal_mask(n))
+    for pos in range(n):
+        x = torch.randn(2, n, 8, dtype=torch.float64, requires_grad=True)
+        h = x
+        for block in blocks:
+            h, _ = block(h, mask=mask)
+        h[:, pos].sum().backward()
+        assert torch.all(x.grad[:, pos + 1 :] == 0)
+        assert torch.all(x.grad[:, : pos + 1].abs().sum(-1) > 0)  # and it does use the past
+
+
+def test_kv_cache_steps_equal_full_causal_attention():
+    torch.manual_seed(4)
+    mha = MultiHeadAttention(8, 4).double()
+    x = torch.randn(2, 7, 8, dtype=torch.float64)
+    full, full_w = mha(x, mask=t(causal_mask(7)))
+    cache = KVCache()
+    outs = []
+    for pos in range(7):
+        out, w = mha(x[:, pos : pos + 1], cache=cache)  # one new query sees all cached keys
+        assert w.shape == (2, 4, 1, pos + 1) and len(cache) == pos + 1
+        torch.testing.assert_close(w[:, :, 0], full_w[:, :, pos, : pos + 1], rtol=1e-12, atol=1e-14)
+        outs.append(out)
+    torch.testing.assert_close(torch.cat(outs, dim=1), full, rtol=1e-12, atol=1e-13)
+
+
+def test_kv_cache_decoding_equals_recomputation():
+    torch.manual_seed(5)
+    model = TinyTransformer(11, d_model=16, num_heads=2, num_layers=2, d_ff=32, max_len=20).double()
+    prompt = make_toy_data(4, length=5, seed=1)[:, :6]
+    tokens, logits = generate(model, prompt, 9)
+    tokens_ref, logits_ref = generate_without_cache(model, prompt, 9)
+    assert tokens.shape == (4, 15) and torch.equal(tokens, tokens_ref)
+    torch.testing.assert_close(logits, logits_ref, rtol=1e-10, atol=1e-12)
+
+
+def test_tiny_transformer_rejects_sequences_longer_than_max_len():
+    model = TinyTransformer(5, d_model=8, num_heads=2, num_layers=1, d_ff=8, max_len=4)
+    with pytest.raises(ValueError, match="max_len = 4"):
+        model(torch.zeros(1, 5, dtype=torch.long))
+
+
+def test_make_toy_data_reverses_and_copies():
+    rev = make_toy_data(10, length=4, seed=3)
+    assert rev.shape == (10, 9) and torch.all(rev[:, 4] == 10)
+    assert torch.equal(rev[:, 5:], rev[:, :4].flip(-1))
+    copy = make_toy_data(10, length=4, seed=3, task="copy")
+    assert torch.equal(copy[:, 5:], copy[:, :4])
+    assert torch.equal(make_toy_data(10, length=4, seed=3), rev)  # seeded
+
+
+# ----------------------------------------------------------------------------------------
+# the chapter 5 demo: a trained toy transformer
+
+
+@pytest.fixture(scope="module")
+def reversal_model():
+    return train_toy_transformer(task="reverse", length=8, seed=0)
+
+
+@pytest.mark.slow
+def test_toy_transformer_learns_to_reverse(reversal_model):
+    model, losses = reversal_model
+    assert losses[-1] < 0.1 * losses[0]
+    held_out = make_toy_data(500, length=8, seed=2024)
+    token_acc, exact = sequence_accuracy(model, held_out, 8)
+    assert exact >= 0.95 and token_acc >= 0.98
+
+
+@pytest.mark.slow
+def test_toy_transformer_attention_maps_are_causal_and_a_head_looks_at_the_mirror(reversal_model):
+    model, _ = reversal_model
+    L = 8
+    seq = make_toy_data(1, length=L, seed=7)[0, :-1]  # (2L,)
+    maps = attention_maps(model, seq)
+    assert maps.shape == (2, 4, 2 * L, 2 * L)
+    np.testing.assert_allclose(maps.sum(-1), 1.0, rtol=1e-5)
+    assert np.all(maps[..., ~causal_mask(2 * L)] == 0.0)
+    # the query predicting y_{i+1} = x_{L-i} sits at index L + i; its source is index L - 1 - i
+    mirror = np.mean([maps[:, :, L + i, L - 1 - i] for i in range(L)], axis=0)  # (layers, heads)
+    assert mirror.max() > 0.5
