@@ -6,7 +6,8 @@ What this file builds, in the order the chapter derives it:
   for NumPy arrays and torch tensors alike (one implementation for both).
 - ``multihead_attention``: project with W_q, W_k, W_v, attend in every head (chapter 2's
   ``attention``, imported), concatenate the heads and mix them with W_o; and
-  ``multihead_param_count``: 4 d_model^2 (+ 4 d_model), whatever the number of heads.
+  ``multihead_param_count`` and ``multihead_flops``: 4 d_model^2 (+ 4 d_model) parameters
+  and the same matmul work whatever the number of heads.
 - ``MultiHeadAttention`` (torch): the same computation as a module, with
   ``from_torch(nn.MultiheadAttention)`` to copy PyTorch's weights and an optional
   ``KVCache`` for autoregressive decoding.
@@ -28,6 +29,7 @@ Equation numbers refer to the chapter:
 - (5.1) ``head_i = Attention(X_q W_q^i, X_kv W_k^i, X_kv W_v^i)``, ``W^i`` of width d_model/h
 - (5.2) ``MultiHead(X_q, X_kv) = Concat(head_1, ..., head_h) W_o``
 - (5.3) parameters ``4 d_model^2 + 4 d_model`` (with biases), independent of h
+- (5.3') matmul FLOPs ``2 (2 n_q d^2 + 2 n_kv d^2 + 2 n_q n_kv d)`` per sequence, independent of h
 - (5.4) pre-LN block ``x + Attn(LN(x))`` then ``x + FFN(LN(x))``; post-LN ``LN(x + Attn(x))``
   then ``LN(x + FFN(x))``; ``FFN(x) = max(0, x W_1 + b_1) W_2 + b_2``
 """
@@ -49,6 +51,7 @@ __all__ = [
     "merge_heads",
     "multihead_attention",
     "multihead_param_count",
+    "multihead_flops",
     "KVCache",
     "MultiHeadAttention",
     "TransformerEncoderBlock",
@@ -195,6 +198,26 @@ def multihead_param_count(d_model, num_heads, bias=True):
     return int(num_heads * per_head + output)
 
 
+def multihead_flops(n_q, n_kv, d_model, num_heads):
+    """Floating-point operations of the matrix products of one multi-head attention, eq. (5.3').
+
+    n_q, n_kv: numbers of queries and of keys/values; d_model: model width; num_heads: h.
+    Counts 2 FLOPs per multiply-add (the convention of ``torch.utils.flop_counter``) for one
+    sequence (multiply by the batch size); the softmax (O(h n_q n_kv)) is not included.
+    Returns an int: projections ``2 (n_q + 2 n_kv) d^2``, output ``2 n_q d^2``, and per head
+    ``2 * 2 n_q n_kv d/h`` for the scores and the weighted sum, so h heads of width d/h cost
+    exactly what one head of width d costs.
+    """
+    for name, value in (("n_q", n_q), ("n_kv", n_kv), ("d_model", d_model)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"expected a positive integer {name}, got {value!r}")
+    d_head = _check_heads(d_model, num_heads)
+    projections = 2 * (n_q + 2 * n_kv) * d_model * d_model  # X_q W_q, X_kv W_k, X_kv W_v
+    per_head = 2 * n_q * n_kv * d_head + 2 * n_q * n_kv * d_head  # Q K^T and A V of one head
+    output = 2 * n_q * d_model * d_model  # Concat(heads) W_o
+    return int(projections + num_heads * per_head + output)
+
+
 # ----------------------------------------------------------------------------------------
 # torch modules
 
@@ -263,7 +286,7 @@ class MultiHeadAttention(nn.Module):
             k, v = cache.append(k, v)  # (B, h, n_past + n_kv, d_h)
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)  # (B, h, n_q, n_kv)
         if mask is not None:
-            mask = mask.to(torch.bool)
+            mask = torch.as_tensor(mask, dtype=torch.bool, device=scores.device)  # NumPy masks too
             if mask.dim() >= 3:
                 mask = mask.unsqueeze(-3)  # (B, 1, n_q, n_kv): the same for every head
         weights = _masked_softmax(scores, mask)  # (B, h, n_q, n_kv)

@@ -23,6 +23,7 @@ from solutions.multihead import (
     make_toy_data,
     merge_heads,
     multihead_attention,
+    multihead_flops,
     multihead_param_count,
     sequence_accuracy,
     split_heads,
@@ -197,6 +198,27 @@ def test_multihead_param_count_equals_torch(d_model, num_heads, bias):
     assert multihead_param_count(d_model, num_heads, bias) == multihead_param_count(d_model, 1, bias)
     ours = MultiHeadAttention(d_model, num_heads, bias=bias)
     assert multihead_param_count(d_model, num_heads, bias) == sum(p.numel() for p in ours.parameters())
+
+
+@pytest.mark.parametrize("n_q, n_kv, d_model, num_heads", [(5, 7, 16, 4), (1, 1, 8, 1), (9, 3, 12, 3)])
+def test_multihead_flops_equal_torch_flop_counter_and_do_not_depend_on_heads(n_q, n_kv, d_model, num_heads):
+    from torch.utils.flop_counter import FlopCounterMode
+
+    module = MultiHeadAttention(d_model, num_heads, bias=False)
+    x_q, x_kv = torch.randn(2, n_q, d_model), torch.randn(2, n_kv, d_model)
+    with FlopCounterMode(display=False) as counter:
+        module(x_q, x_kv)
+    assert counter.get_total_flops() == 2 * multihead_flops(n_q, n_kv, d_model, num_heads)  # batch of 2
+    assert multihead_flops(n_q, n_kv, d_model, num_heads) == multihead_flops(n_q, n_kv, d_model, 1)
+
+
+def test_module_accepts_numpy_masks():
+    torch.manual_seed(1)
+    module = MultiHeadAttention(8, 2).double()
+    x = torch.randn(1, 4, 8, dtype=torch.float64)
+    out_np, _ = module(x, mask=causal_mask(4))
+    out_t, _ = module(x, mask=t(causal_mask(4)))
+    assert torch.equal(out_np, out_t)
 
 
 def test_multihead_param_count_rejects_indivisible_width():
