@@ -1,0 +1,130 @@
+"""``python -m autograder``: grade, collect, feedback, export, report.
+
+    grade <id> [--workers N] [--student S]... [--force] [--cluster tcp://host:8786] [--no-sandbox]
+    collect <id> ARCHIVE.zip [--regexp R]   import an LMS download (nbgrader zip_collect)
+    feedback <id>                           nbgrader generate_feedback
+    export <id> --csv FILE                  nbgrader export (CSV)
+    report <id> [--out FILE]                one HTML page for the instructor
+
+The course directory is ``autograder/`` of this checkout unless ``--course DIR`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+COURSE = Path(__file__).resolve().parent
+# An LMS download usually names files "<student>_<anything>_<notebook>.ipynb"; this takes the
+# student id before the first underscore and the assignment's notebook name at the end.
+DEFAULT_REGEXP = r".*/(?P<student_id>[^/_]+)_(?:.*_)?(?P<file_id>{assignment}\.ipynb)$"
+
+
+def _nbgrader(course: Path, *args: str) -> int:
+    executable = shutil.which("nbgrader", path=str(Path(sys.executable).parent)) or "nbgrader"
+    return subprocess.call([executable, *args], cwd=course)
+
+
+def cmd_grade(args) -> int:
+    from autograder.grading import grade_assignment, summary_table
+    from autograder.sandbox import Limits, SandboxUnavailable
+
+    limits = Limits()
+    overrides = {k: v for k, v in {"cell_seconds": args.cell_timeout, "task_seconds": args.task_timeout,
+                                   "memory_bytes": args.memory_mb and args.memory_mb << 20}.items() if v}
+    if overrides:
+        limits = Limits(**{**limits.__dict__, **overrides})
+    if args.no_sandbox:
+        print("warning: --no-sandbox: students' code runs without isolation", file=sys.stderr)
+    try:
+        outcome = grade_assignment(args.course, args.assignment, workers=args.workers, students=args.student,
+                                   force=args.force, cluster=args.cluster, sandboxed=not args.no_sandbox,
+                                   limits=limits, seed=args.seed, progress=not args.quiet)
+    except SandboxUnavailable as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 3
+    except (ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(summary_table(outcome["graded"], outcome["skipped"]))
+    print(f"graded {len(outcome['graded'])}, skipped {len(outcome['skipped'])}; hidden-case seed {outcome['seed']}")
+    return 0
+
+
+def cmd_collect(args) -> int:
+    course = Path(args.course)
+    archive_dir = course / "downloaded" / args.assignment / "archive"
+    archive_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy(args.archive, archive_dir / Path(args.archive).name)
+    regexp = args.regexp or DEFAULT_REGEXP.format(assignment=args.assignment)
+    return _nbgrader(course, "zip_collect", args.assignment, "--force",
+                     f"--FileNameCollectorPlugin.named_regexp={regexp}")
+
+
+def cmd_feedback(args) -> int:
+    return _nbgrader(Path(args.course), "generate_feedback", args.assignment, "--force")
+
+
+def cmd_export(args) -> int:
+    target = Path(args.csv).resolve()
+    return _nbgrader(Path(args.course), "export", f"--to={target}", f"--assignment=['{args.assignment}']")
+
+
+def cmd_report(args) -> int:
+    from autograder.report import write_report
+
+    out = Path(args.out) if args.out else Path(args.course) / "autograded" / f"report_{args.assignment}.html"
+    path = write_report(Path(args.course), args.assignment, out)
+    print(f"wrote {path}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__.split("\n")[0])
+    parser.add_argument("--course", default=os.environ.get("AUTOGRADER_COURSE", str(COURSE)),
+                        help="the nbgrader course directory (default: autograder/)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    grade = sub.add_parser("grade", help="grade every submission of an assignment")
+    grade.add_argument("assignment")
+    grade.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    grade.add_argument("--student", action="append", help="only this student (repeatable)")
+    grade.add_argument("--force", action="store_true", help="regrade submissions already graded")
+    grade.add_argument("--cluster", help="a Dask scheduler address, e.g. tcp://host:8786")
+    grade.add_argument("--no-sandbox", action="store_true", help="run students' code without bubblewrap")
+    grade.add_argument("--seed", type=int, help="hidden-case seed (default: fresh per run, recorded)")
+    grade.add_argument("--cell-timeout", type=float, help="wall seconds per cell")
+    grade.add_argument("--task-timeout", type=float, help="wall seconds per task")
+    grade.add_argument("--memory-mb", type=int, help="memory per submission, MiB")
+    grade.add_argument("--quiet", action="store_true", help="no progress bar")
+    grade.set_defaults(run=cmd_grade)
+
+    collect = sub.add_parser("collect", help="import an LMS zip download (nbgrader zip_collect)")
+    collect.add_argument("assignment")
+    collect.add_argument("archive")
+    collect.add_argument("--regexp", help="FileNameCollectorPlugin.named_regexp")
+    collect.set_defaults(run=cmd_collect)
+
+    feedback = sub.add_parser("feedback", help="nbgrader generate_feedback")
+    feedback.add_argument("assignment")
+    feedback.set_defaults(run=cmd_feedback)
+
+    export = sub.add_parser("export", help="nbgrader export to CSV")
+    export.add_argument("assignment")
+    export.add_argument("--csv", required=True)
+    export.set_defaults(run=cmd_export)
+
+    report = sub.add_parser("report", help="one HTML page: histogram, pass rates, failure reasons")
+    report.add_argument("assignment")
+    report.add_argument("--out")
+    report.set_defaults(run=cmd_report)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.run(args)

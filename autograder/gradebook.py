@@ -1,0 +1,184 @@
+"""Record: scores into nbgrader's gradebook (its own API) and the autograded notebooks.
+
+- One submission is recorded as a unit, under a course-wide lock file and with SQLite's busy
+  timeout, so two graders on the same course never interleave their writes: the student and
+  submission rows are created if missing, then every grade cell's ``auto_score`` is set in
+  one commit. Only then is the autograded notebook written (atomically, by rename); its
+  metadata carries the submission's SHA-256, which is what "already graded" means on a rerun.
+- A lock file per submission keeps two graders from grading the same submission at once.
+- Each grading run appends its seed and students to ``autograded/.runs/<id>.jsonl``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import fcntl
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+
+import nbformat
+
+from autograder import notebook as nbparse
+
+
+class FileLock:
+    """An flock on a file; release() drops it."""
+
+    def __init__(self, handle):
+        self._handle = handle
+
+    def release(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+class Recorder:
+    def __init__(self, course: Path, spec: nbparse.AssignmentSpec):
+        self.course = Path(course)
+        self.spec = spec
+        self.locks = self.course / "autograded" / ".locks" / spec.assignment
+        self.locks.mkdir(parents=True, exist_ok=True)
+        self.db_url = f"sqlite:///{self.course / 'gradebook.db'}?timeout=60"
+
+    # -- locks ---------------------------------------------------------------------------
+
+    def try_lock(self, student: str) -> FileLock | None:
+        handle = open(self.locks / f"{student}.lock", "a")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            return None
+        return FileLock(handle)
+
+    @contextmanager
+    def course_lock(self):
+        with open(self.course / "autograded" / ".locks" / "gradebook.lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+
+    def gradebook(self):
+        from nbgrader.api import Gradebook
+
+        return Gradebook(self.db_url)
+
+    # -- state -----------------------------------------------------------------------------
+
+    def autograded_path(self, student: str) -> Path:
+        a = self.spec.assignment
+        return self.course / "autograded" / student / a / f"{self.spec.notebook}.ipynb"
+
+    def already_graded(self, student: str, sha256: str) -> bool:
+        path = self.autograded_path(student)
+        if not path.is_file():
+            return False
+        try:
+            record = json.loads(path.read_text()).get("metadata", {}).get("autograder", {})
+        except (OSError, ValueError):
+            return False
+        return bool(record.get("complete")) and record.get("sha256") == sha256
+
+    def check_gradebook(self) -> None:
+        """The assignment's rows must exist (nbgrader generate_assignment makes them)."""
+        from nbgrader.api import MissingEntry
+
+        with self.course_lock(), self.gradebook() as gb:
+            try:
+                notebook = gb.find_notebook(self.spec.notebook, self.spec.assignment)
+            except MissingEntry:
+                raise ValueError(f"assignment {self.spec.assignment!r} is not in {self.course / 'gradebook.db'}: "
+                                 "run `make release` (nbgrader generate_assignment) first") from None
+            known = {cell.name for cell in notebook.grade_cells}
+        missing = [t.grade_id for t in self.spec.tests if t.grade_id not in known]
+        if missing:
+            raise ValueError(f"the gradebook lacks grade cells {missing} of {self.spec.assignment}: "
+                             "the source changed since the release; run `make release` again")
+
+    def log_run(self, seed: int, students: list[str]) -> None:
+        runs = self.course / "autograded" / ".runs"
+        runs.mkdir(parents=True, exist_ok=True)
+        entry = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(), "seed": seed,
+                 "assignment": self.spec.assignment, "students": students, "pid": os.getpid()}
+        with open(runs / f"{self.spec.assignment}.jsonl", "a") as handle:
+            handle.write(json.dumps(entry) + "\n")
+
+    # -- one submission ----------------------------------------------------------------------
+
+    def _timestamp(self, student: str):
+        path = self.course / "submitted" / student / self.spec.assignment / "timestamp.txt"
+        try:
+            return path.read_text().strip() or None
+        except OSError:
+            return None
+
+    def write_gradebook(self, result) -> None:
+        spec, scores = self.spec, {t.grade_id: t.points for t in result.tasks}
+        with self.course_lock(), self.gradebook() as gb, warnings.catch_warnings():
+            # nbgrader's add_submission trips SQLAlchemy's autoflush warning; harmless
+            warnings.simplefilter("ignore")
+            gb.update_or_create_student(result.student)
+            timestamp = self._timestamp(result.student)
+            kwargs = {"timestamp": timestamp} if timestamp else {}
+            gb.update_or_create_submission(spec.assignment, result.student, **kwargs)
+            try:
+                for grade_id, meta in spec.metadata.items():
+                    if not meta.get("grade"):
+                        continue
+                    grade = gb.find_grade(grade_id, spec.notebook, spec.assignment, result.student)
+                    if grade_id in scores:
+                        grade.auto_score = float(scores[grade_id])
+                        grade.needs_manual_grade = grade.manual_score is not None
+                    else:  # a written answer: nbgrader leaves it to a human
+                        grade.auto_score = None
+                        grade.needs_manual_grade = True
+                gb.db.commit()
+            except Exception:
+                gb.db.rollback()
+                raise
+
+    def write_notebook(self, result) -> Path:
+        spec = self.spec
+        source = self.course / "submitted" / result.student / spec.assignment
+        try:
+            submission = nbparse.read_submission(source / f"{spec.notebook}.ipynb")
+        except nbparse.InvalidNotebook:
+            submission = None
+        messages = {t.grade_id: (t.passed, t.message) for t in result.tasks}
+        outputs = {int(k): [nbformat.from_dict(o) for o in v] for k, v in result.cell_outputs.items()}
+        record = result.to_record()
+        record.pop("cell_outputs")
+        record["complete"] = True
+        record["graded_at"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
+        notebook = nbparse.autograded_notebook(spec, submission, messages, outputs, record)
+        target = self.autograded_path(result.student)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if (source / "timestamp.txt").is_file():
+            shutil.copy(source / "timestamp.txt", target.parent / "timestamp.txt")
+        handle, temporary = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
+        with os.fdopen(handle, "w") as stream:
+            nbformat.write(notebook, stream)
+        os.replace(temporary, target)
+        return target
+
+    def record(self, result) -> None:
+        self.write_gradebook(result)
+        self.write_notebook(result)
+
+
+def load_records(course: Path, assignment: str) -> list[dict]:
+    """The grading record of every autograded notebook of an assignment (for the report)."""
+    records = []
+    for path in sorted((Path(course) / "autograded").glob(f"*/{assignment}/{assignment}.ipynb")):
+        try:
+            record = json.loads(path.read_text()).get("metadata", {}).get("autograder")
+        except (OSError, ValueError):
+            continue
+        if record:
+            records.append(record)
+    return records

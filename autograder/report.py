@@ -1,0 +1,110 @@
+"""Report: one HTML page per assignment for the instructor.
+
+Reads the grading record stored in every autograded notebook of the assignment and shows,
+at a glance, which part of the chapter the class did not get:
+
+- the score histogram;
+- the pass rate of every task (test cell) and of every check case (public and hidden);
+- the failure reasons counted (timeout, memory, crash, tampered cell, invalid notebook...);
+- the most common wrong-answer messages.
+
+Figures are Matplotlib PNGs embedded as base64, so the page is a single file.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import re
+from collections import Counter
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from autograder.gradebook import load_records  # noqa: E402
+
+
+def _png(fig) -> str:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def _bar_figure(labels: list[str], rates: list[float], title: str):
+    height = max(2.0, 0.3 * len(labels) + 1)
+    fig, ax = plt.subplots(figsize=(7, height))
+    ax.barh(range(len(labels)), [100 * r for r in rates], color="#c0392b")
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("pass rate (%)")
+    ax.set_title(title)
+    return fig
+
+
+def summarise(records: list[dict]) -> dict:
+    """The numbers the page shows (also what the tests check)."""
+    scores = [r["score"] for r in records]
+    task_pass, task_total = Counter(), Counter()
+    case_pass, case_total = Counter(), Counter()
+    reasons, messages = Counter(), Counter()
+    for record in records:
+        for reason in record.get("reasons", []):
+            reasons[reason] += 1
+        for task in record.get("tasks", []):
+            task_total[task["grade_id"]] += 1
+            task_pass[task["grade_id"]] += bool(task.get("passed"))
+            for check, case_name, hidden, passed in task.get("cases", []):
+                key = f"{check} / {case_name}" + (" (hidden)" if hidden else "")
+                case_total[key] += 1
+                case_pass[key] += bool(passed)
+            for message in task.get("wrong", []):
+                # numbers differ between students; the shape of the mistake is what repeats
+                messages[re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "#", message)[:300]] += 1
+    return {
+        "n": len(records), "scores": scores,
+        "max_score": max((r["max_score"] for r in records), default=0.0),
+        "task_rates": {k: task_pass[k] / task_total[k] for k in task_total},
+        "case_rates": {k: case_pass[k] / case_total[k] for k in case_total},
+        "reasons": dict(reasons.most_common()), "messages": messages.most_common(10),
+    }
+
+
+def render(assignment: str, summary: dict) -> str:
+    parts = [f"<h1>Grading report: {html.escape(assignment)}</h1>",
+             f"<p>{summary['n']} graded submission(s); maximum score {summary['max_score']:g}.</p>"]
+    if summary["n"]:
+        fig, ax = plt.subplots(figsize=(6, 3))
+        top = summary["max_score"] or 1
+        ax.hist(summary["scores"], bins=min(20, max(5, int(top) + 1)), range=(0, top), color="#2c3e50")
+        ax.set_xlabel("score")
+        ax.set_ylabel("students")
+        ax.set_title("score histogram")
+        parts.append(f'<h2>Scores</h2><img alt="score histogram" src="{_png(fig)}">')
+        tasks = summary["task_rates"]
+        parts.append("<h2>Pass rate per task</h2>")
+        parts.append(f'<img alt="task pass rates" src="{_png(_bar_figure(list(tasks), list(tasks.values()), "tasks"))}">')
+        cases = sorted(summary["case_rates"].items(), key=lambda kv: kv[1])
+        parts.append("<h2>Pass rate per check case (hardest first)</h2>")
+        parts.append(f'<img alt="case pass rates" src="{_png(_bar_figure([k for k, _ in cases], [v for _, v in cases], "check cases"))}">')
+    parts.append("<h2>Failure reasons</h2><table><tr><th>reason</th><th>submissions</th></tr>")
+    parts += [f"<tr><td>{html.escape(k)}</td><td>{v}</td></tr>" for k, v in summary["reasons"].items()]
+    parts.append("</table><h2>Most common wrong-answer messages</h2><ol>")
+    parts += [f"<li><b>{count}×</b> <code>{html.escape(message)}</code></li>" for message, count in summary["messages"]]
+    parts.append("</ol>")
+    style = ("body{font-family:sans-serif;max-width:60em;margin:2em auto}"
+             "td,th{padding:.2em 1em;border-bottom:1px solid #ddd;text-align:left}")
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(assignment)} report</title>"
+            f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")
+
+
+def write_report(course: Path, assignment: str, out: Path) -> Path:
+    summary = summarise(load_records(course, assignment))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(assignment, summary))
+    return out
