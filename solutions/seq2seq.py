@@ -1,0 +1,767 @@
+"""Seq2seq with attention (chapter 3, ``book/ch3_seq2seq.ipynb``).
+
+What this file builds, in the order the chapter derives it:
+
+- A synthetic translation task shipped as code: spoken digit strings ("four one five double
+  seven oh two") to digits ("4 1 5 7 7 0 2"), of variable length so that accuracy can be
+  plotted against length (``make_translation_data``, ``Vocab``, ``make_batch``).
+- ``bahdanau_context`` and ``luong_context``: the two attention steps as pure NumPy
+  functions with explicit weights (what the assignment grades).
+- ``Encoder`` (embedding + bidirectional GRU), ``AdditiveAttention`` (Bahdanau: attend with
+  the previous decoder state, before the RNN step) and ``LuongAttention`` (dot, general or
+  concat score; attend with the new state, after the RNN step, ``h~ = tanh(W_c [c; h_t])``).
+- ``AttentionDecoder`` (works with either attention) and ``PlainDecoder`` (the no-attention
+  baseline: one fixed context vector for the whole output), composed by ``Seq2Seq``, with
+  teacher-forced ``forward`` and ``greedy_decode`` that also returns the attention weights.
+- ``train`` (seeded, one CPU thread, returns the model and its loss history),
+  ``exact_match`` and ``exact_match_by_length`` for the accuracy-vs-length figure;
+  ``TINY_CONFIG`` / ``quick_train`` train a small model in a few seconds.
+
+Conventions (``shared/DESIGN.md``): batch first, rows are positions. Encoder states are
+``h`` of shape ``(B, n_in, d_enc)``; a decoder query is ``(B, d_dec)``; attention weights
+are ``(B, n_in)`` per step and ``(B, n_out, n_in)`` over a whole output, rows summing to 1.
+Masks are boolean, True = "may attend" (a real source token, not padding); a fully masked
+row gets zero weights and a zero context, never NaN. NumPy weights are used as ``x @ w``;
+a ``torch.nn.Linear`` stores the transpose (``w = linear.weight.T``).
+
+Equation numbers refer to the chapter:
+
+- (3.1) Bahdanau score ``e_tj = v . tanh(s_{t-1} W_s + h_j W_h)``
+- (3.2) weights ``a_t = softmax(e_t)`` (masked), context ``c_t = sum_j a_tj h_j``
+- (3.3) Luong scores: dot ``h_t . h_j``; general ``h_t W_a . h_j``;
+  concat ``v . tanh([h_t; h_j] W_a)``
+- (3.4) Luong attentional state ``h~_t = tanh([c_t; h_t] W_c)``
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import NamedTuple, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from solutions.soft_hard import masked_softmax
+
+__all__ = [
+    "PAD",
+    "BOS",
+    "EOS",
+    "DIGIT_WORDS",
+    "Vocab",
+    "SOURCE_VOCAB",
+    "TARGET_VOCAB",
+    "tokenize",
+    "spell_digits",
+    "make_translation_data",
+    "Batch",
+    "make_batch",
+    "bahdanau_context",
+    "luong_context",
+    "LUONG_KINDS",
+    "Encoder",
+    "AdditiveAttention",
+    "LuongAttention",
+    "AttentionDecoder",
+    "PlainDecoder",
+    "Seq2Seq",
+    "TrainConfig",
+    "DEFAULT_CONFIG",
+    "TINY_CONFIG",
+    "train",
+    "quick_train",
+    "exact_match",
+    "exact_match_by_length",
+]
+
+
+# ----------------------------------------------------------------------------------------
+# the synthetic translation task: spoken digit strings -> digits
+
+PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
+DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+
+
+class Vocab:
+    """Token <-> id mapping with ``<pad>`` = 0, ``<bos>`` = 1, ``<eos>`` = 2, then ``tokens``."""
+
+    def __init__(self, tokens: Sequence[str]):
+        self.itos = [PAD, BOS, EOS, *tokens]
+        if len(set(self.itos)) != len(self.itos):
+            raise ValueError(f"expected distinct tokens, got duplicates in {list(tokens)}")
+        self.stoi = {tok: i for i, tok in enumerate(self.itos)}
+        self.pad_id, self.bos_id, self.eos_id = 0, 1, 2
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def encode(self, tokens: Sequence[str]) -> list[int]:
+        """Token strings -> ids; an unknown token is a ValueError that names it."""
+        unknown = [tok for tok in tokens if tok not in self.stoi]
+        if unknown:
+            raise ValueError(
+                f"unknown tokens {unknown} in {list(tokens)}: the vocabulary is {self.itos[3:]}"
+            )
+        return [self.stoi[tok] for tok in tokens]
+
+    def decode(self, ids: Sequence[int]) -> list[str]:
+        """Ids -> token strings, stopping at the first ``<eos>`` and dropping ``<pad>``/``<bos>``."""
+        out = []
+        for i in ids:
+            i = int(i)
+            if i == self.eos_id:
+                break
+            if i not in (self.pad_id, self.bos_id):
+                out.append(self.itos[i])
+        return out
+
+    def batch(self, sequences: Sequence[Sequence[str]], bos: bool = False, eos: bool = False):
+        """Pad a list of token lists into ``ids`` (B, n) int64 and ``mask`` (B, n) bool.
+
+        ``bos``/``eos`` prepend/append those markers; ``mask`` is True on real tokens.
+        """
+        rows = [([self.bos_id] if bos else []) + self.encode(s) + ([self.eos_id] if eos else [])
+                for s in sequences]
+        n = max((len(r) for r in rows), default=0)
+        ids = torch.full((len(rows), n), self.pad_id, dtype=torch.long)  # (B, n)
+        for b, r in enumerate(rows):
+            ids[b, : len(r)] = torch.tensor(r, dtype=torch.long)
+        return ids, ids != self.pad_id
+
+
+SOURCE_VOCAB = Vocab([*DIGIT_WORDS, "oh", "double", "triple"])
+TARGET_VOCAB = Vocab([str(d) for d in range(10)])
+
+
+def tokenize(text: str) -> list[str]:
+    """Split a sentence of the task into tokens: lower case, whitespace, commas ignored."""
+    return text.lower().replace(",", " ").split()
+
+
+def spell_digits(digits: str, rng: random.Random, p_group: float = 0.5) -> list[str]:
+    """Say a digit string the way people read phone numbers.
+
+    Each digit becomes its word; 0 is "zero" or "oh" (even odds); a run of two equal digits
+    becomes "double <word>" and a run of three "triple <word>", each with probability
+    ``p_group``. So the alignment is mostly monotone but not one-to-one.
+    """
+    words, i = [], 0
+    while i < len(digits):
+        run = 1
+        while i + run < len(digits) and digits[i + run] == digits[i] and run < 3:
+            run += 1
+        word = DIGIT_WORDS[int(digits[i])]
+        if digits[i] == "0" and rng.random() < 0.5:
+            word = "oh"
+        if run == 3 and rng.random() < p_group:
+            words += ["triple", word]
+            i += 3
+        elif run >= 2 and rng.random() < p_group:
+            words += ["double", word]
+            i += 2
+        else:
+            words.append(word)
+            i += 1
+    return words
+
+
+def make_translation_data(n: int, seed: int, min_digits: int = 1, max_digits: int = 12):
+    """``n`` (source words, target digits) pairs of the spoken-digits task.
+
+    The number of digits is uniform on ``[min_digits, max_digits]``; digits are uniform.
+    Returns a list of ``(source, target)`` where ``source`` is a list of words, e.g.
+    ``["four", "double", "oh", "seven"]``, and ``target`` a list of digit tokens,
+    ``["4", "0", "0", "7"]``. The same ``seed`` always gives the same data.
+    """
+    if n < 0:
+        raise ValueError(f"expected a number of examples n >= 0, got {n}")
+    if not 1 <= min_digits <= max_digits:
+        raise ValueError(
+            f"expected 1 <= min_digits <= max_digits, got min_digits={min_digits}, "
+            f"max_digits={max_digits}"
+        )
+    rng = random.Random(seed)
+    data = []
+    for _ in range(n):
+        length = rng.randint(min_digits, max_digits)
+        digits = "".join(rng.choice("0123456789") for _ in range(length))
+        data.append((spell_digits(digits, rng), list(digits)))
+    return data
+
+
+class Batch(NamedTuple):
+    """A padded batch: ``src`` (B, n_in), ``src_mask`` (B, n_in), ``tgt_in`` = <bos> + y
+    and ``tgt_out`` = y + <eos>, both (B, n_out), and ``tgt_mask`` (B, n_out)."""
+
+    src: torch.Tensor
+    src_mask: torch.Tensor
+    tgt_in: torch.Tensor
+    tgt_out: torch.Tensor
+    tgt_mask: torch.Tensor
+
+
+def make_batch(pairs, src_vocab: Vocab = SOURCE_VOCAB, tgt_vocab: Vocab = TARGET_VOCAB) -> Batch:
+    """Turn (source, target) token pairs into padded id tensors for teacher forcing."""
+    src, src_mask = src_vocab.batch([s for s, _ in pairs])  # (B, n_in)
+    tgt_in, _ = tgt_vocab.batch([t for _, t in pairs], bos=True)  # (B, n_out)
+    tgt_out, tgt_mask = tgt_vocab.batch([t for _, t in pairs], eos=True)  # (B, n_out)
+    return Batch(src, src_mask, tgt_in, tgt_out, tgt_mask)
+
+
+# ----------------------------------------------------------------------------------------
+# NumPy twins with explicit weights (graded)
+
+
+def _as_float_array(x, name: str) -> np.ndarray:
+    x = np.asarray(x)
+    if x.dtype == bool or not np.issubdtype(x.dtype, np.number):
+        raise TypeError(f"expected {name} to be a numeric array, got dtype {x.dtype}")
+    if not np.issubdtype(x.dtype, np.floating):
+        x = x.astype(np.float64)
+    return x
+
+
+def _check_encoder_states(h: np.ndarray, batch: int, query_name: str, query_shape) -> None:
+    if h.ndim != 3 or h.shape[0] != batch:
+        raise ValueError(
+            f"expected encoder states h of shape (B, n_in, d_enc) with B = {batch} like "
+            f"{query_name} {tuple(query_shape)}, got h of shape {h.shape}"
+        )
+
+
+def _check_source_mask(mask, batch: int, n_in: int):
+    if mask is None:
+        return None
+    mask = np.asarray(mask)
+    if mask.dtype != bool:
+        raise TypeError(
+            f"expected a boolean mask (True = may attend), got dtype {mask.dtype}: "
+            "use mask.astype(bool)"
+        )
+    if mask.shape != (batch, n_in):
+        raise ValueError(
+            f"expected mask of shape (B, n_in) = ({batch}, {n_in}), got {mask.shape}"
+        )
+    return mask
+
+
+def bahdanau_context(s_prev, h, w_s, w_h, v, mask=None):
+    """Additive (Bahdanau) attention for one decoder step, eqs. (3.1)-(3.2).
+
+    s_prev: (B, d_dec)        previous decoder state s_{t-1} (the query)
+    h:      (B, n_in, d_enc)  encoder states h_j (keys and values)
+    w_s:    (d_dec, d_att), w_h: (d_enc, d_att), v: (d_att,)
+    mask:   (B, n_in) bool, True = may attend (a real source token); None = all
+    Returns ``(context (B, d_enc), weights (B, n_in))`` with
+    ``e_tj = v . tanh(s_{t-1} W_s + h_j W_h)``, ``a_t = softmax(e_t)``, ``c_t = a_t h``.
+    A fully masked row gets zero weights and a zero context.
+    """
+    s_prev, h = _as_float_array(s_prev, "s_prev"), _as_float_array(h, "h")
+    w_s, w_h, v = (_as_float_array(w_s, "w_s"), _as_float_array(w_h, "w_h"),
+                   _as_float_array(v, "v"))
+    if s_prev.ndim != 2:
+        raise ValueError(f"expected s_prev of shape (B, d_dec), got {s_prev.shape}")
+    batch, d_dec = s_prev.shape
+    _check_encoder_states(h, batch, "s_prev", s_prev.shape)
+    d_enc = h.shape[2]
+    if v.ndim != 1:
+        raise ValueError(f"expected v of shape (d_att,), got {v.shape}")
+    d_att = v.shape[0]
+    if w_s.shape != (d_dec, d_att):
+        raise ValueError(
+            f"expected w_s of shape (d_dec, d_att) = ({d_dec}, {d_att}), got {w_s.shape}: "
+            f"s_prev is {s_prev.shape}, v is {v.shape}" +
+            (" (did you transpose w_s?)" if w_s.shape == (d_att, d_dec) else "")
+        )
+    if w_h.shape != (d_enc, d_att):
+        raise ValueError(
+            f"expected w_h of shape (d_enc, d_att) = ({d_enc}, {d_att}), got {w_h.shape}: "
+            f"h is {h.shape}, v is {v.shape}" +
+            (" (did you transpose w_h?)" if w_h.shape == (d_att, d_enc) else "")
+        )
+    mask = _check_source_mask(mask, batch, h.shape[1])
+
+    features = np.tanh((s_prev @ w_s)[:, None, :] + h @ w_h)  # (B, 1, d_att) + (B, n_in, d_att)
+    scores = features @ v  # (B, n_in), eq. (3.1)
+    weights = masked_softmax(scores, mask)  # (B, n_in), eq. (3.2)
+    context = (weights[:, None, :] @ h)[:, 0, :]  # (B, 1, n_in) @ (B, n_in, d_enc) -> (B, d_enc)
+    return context, weights
+
+
+LUONG_KINDS = ("dot", "general", "concat")
+
+
+def luong_context(h_t, h, w_a, w_c, kind, mask=None, v=None):
+    """Luong attention for one decoder step (after the RNN step), eqs. (3.3)-(3.4).
+
+    h_t:  (B, d)        the new decoder state (the query)
+    h:    (B, n_in, d)  encoder states (keys and values), same width as h_t
+    w_a:  None for ``kind="dot"``; (d, d) for ``"general"``; (2d, d_att) for ``"concat"``
+    w_c:  (2d, d)       combines context and state
+    kind: "dot" (h_t . h_j), "general" (h_t W_a . h_j) or "concat" (v . tanh([h_t; h_j] W_a))
+    mask: (B, n_in) bool, True = may attend; None = all
+    v:    (d_att,) for ``"concat"`` only, else None
+    Returns ``(h_tilde (B, d), weights (B, n_in))`` with ``c_t = a_t h`` and
+    ``h_tilde = tanh([c_t; h_t] W_c)``. A fully masked row gets zero weights (then c_t = 0).
+    """
+    if kind not in LUONG_KINDS:
+        raise ValueError(f"expected kind to be one of {LUONG_KINDS}, got {kind!r}")
+    h_t, h = _as_float_array(h_t, "h_t"), _as_float_array(h, "h")
+    w_c = _as_float_array(w_c, "w_c")
+    if h_t.ndim != 2:
+        raise ValueError(f"expected h_t of shape (B, d), got {h_t.shape}")
+    batch, d = h_t.shape
+    _check_encoder_states(h, batch, "h_t", h_t.shape)
+    if h.shape[2] != d:
+        raise ValueError(
+            f"expected encoder states h of width d = {d} like h_t {h_t.shape}, got h of "
+            f"shape {h.shape}: Luong attention compares h_t with h_j directly"
+        )
+    if w_c.shape != (2 * d, d):
+        raise ValueError(f"expected w_c of shape (2d, d) = ({2 * d}, {d}), got {w_c.shape}")
+    mask = _check_source_mask(mask, batch, h.shape[1])
+
+    if kind == "dot":
+        if w_a is not None:
+            raise ValueError(f"kind='dot' has no weights: expected w_a=None, got shape "
+                             f"{np.shape(w_a)}")
+        scores = (h @ h_t[:, :, None])[:, :, 0]  # (B, n_in, d) @ (B, d, 1) -> (B, n_in)
+    elif kind == "general":
+        w_a = _as_float_array(w_a, "w_a")
+        if w_a.shape != (d, d):
+            raise ValueError(f"expected w_a of shape (d, d) = ({d}, {d}) for kind='general', "
+                             f"got {w_a.shape}")
+        query = h_t @ w_a  # (B, d)
+        scores = (h @ query[:, :, None])[:, :, 0]  # (B, n_in)
+    else:
+        w_a = _as_float_array(w_a, "w_a")
+        if v is None:
+            raise ValueError("kind='concat' needs v of shape (d_att,), got None")
+        v = _as_float_array(v, "v")
+        if v.ndim != 1 or w_a.shape != (2 * d, v.shape[0]):
+            raise ValueError(
+                f"expected w_a of shape (2d, d_att) = ({2 * d}, {v.shape[-1] if v.ndim else '?'}) "
+                f"and v of shape (d_att,) for kind='concat', got w_a {w_a.shape}, v {v.shape}"
+            )
+        # [h_t; h_j] W_a = h_t W_a[:d] + h_j W_a[d:]: no need to tile h_t over positions
+        features = np.tanh((h_t @ w_a[:d])[:, None, :] + h @ w_a[d:])  # (B, n_in, d_att)
+        scores = features @ v  # (B, n_in)
+    if kind != "concat" and v is not None:
+        raise ValueError(f"v is only used by kind='concat', got v of shape {np.shape(v)} "
+                         f"with kind={kind!r}")
+
+    weights = masked_softmax(scores, mask)  # (B, n_in), eq. (3.2)
+    context = (weights[:, None, :] @ h)[:, 0, :]  # (B, d)
+    h_tilde = np.tanh(np.concatenate([context, h_t], axis=-1) @ w_c)  # (B, 2d) @ (2d, d), eq. (3.4)
+    return h_tilde, weights
+
+
+# ----------------------------------------------------------------------------------------
+# PyTorch modules
+
+
+def _masked_softmax_torch(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Torch counterpart of ``soft_hard.masked_softmax`` over the last axis (differentiable):
+    max-shifted, masked entries exactly 0, a fully masked row all zeros (no NaN)."""
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    m = scores.detach().amax(dim=-1, keepdim=True)  # the shift does not change the value
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))  # empty row: shift by 0
+    e = torch.exp(scores - m)  # (B, n_in), 0 where masked
+    total = e.sum(dim=-1, keepdim=True)
+    return e / torch.where(total > 0, total, torch.ones_like(total))
+
+
+class Encoder(nn.Module):
+    """Embedding + bidirectional GRU: ids (B, n_in) -> states h (B, n_in, 2 * hidden_dim)
+    and a summary (B, 2 * hidden_dim) = [last forward state; last backward state].
+
+    Padding is skipped with packed sequences, so the backward GRU starts at each
+    sequence's last real token and the states at padded positions are zero.
+    """
+
+    def __init__(self, vocab_size: int, embed_dim: int, hidden_dim: int):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
+        self.rnn = nn.GRU(embed_dim, hidden_dim, batch_first=True, bidirectional=True)
+        self.output_dim = 2 * hidden_dim
+
+    def forward(self, src: torch.Tensor, src_mask: torch.Tensor):
+        lengths = src_mask.sum(dim=1)  # (B,)
+        if bool((lengths == 0).any()):
+            raise ValueError(f"every source needs at least one token, got lengths {lengths.tolist()}")
+        x = self.embedding(src)  # (B, n_in, E)
+        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        out, final = self.rnn(packed)  # final: (2, B, H) = (direction, B, H)
+        h, _ = pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])  # (B, n_in, 2H)
+        summary = torch.cat([final[0], final[1]], dim=-1)  # (B, 2H)
+        return h, summary
+
+
+class AdditiveAttention(nn.Module):
+    """Bahdanau attention, eqs. (3.1)-(3.2): ``e_j = v . tanh(s W_s + h_j W_h)``.
+
+    forward(query (B, d_query), h (B, n_in, d_key), mask (B, n_in) | None, h_proj=None)
+    -> (context (B, d_key), weights (B, n_in)). Same as ``bahdanau_context`` with
+    ``w_s = self.w_s.weight.T``, ``w_h = self.w_h.weight.T``, ``v = self.v.weight[0]``.
+    """
+
+    def __init__(self, query_dim: int, key_dim: int, attention_dim: int):
+        super().__init__()
+        self.w_s = nn.Linear(query_dim, attention_dim, bias=False)
+        self.w_h = nn.Linear(key_dim, attention_dim, bias=False)
+        self.v = nn.Linear(attention_dim, 1, bias=False)
+
+    def project_keys(self, h: torch.Tensor) -> torch.Tensor:
+        """``h W_h`` (B, n_in, d_att): it does not depend on the decoder step, so a decoder
+        computes it once per source and passes it to every step as ``h_proj``."""
+        return self.w_h(h)
+
+    def forward(self, query: torch.Tensor, h: torch.Tensor, mask: torch.Tensor | None = None,
+                h_proj: torch.Tensor | None = None):
+        if h_proj is None:
+            h_proj = self.project_keys(h)  # (B, n_in, d_att)
+        features = torch.tanh(self.w_s(query)[:, None, :] + h_proj)  # (B, n_in, d_att)
+        scores = self.v(features)[..., 0]  # (B, n_in)
+        weights = _masked_softmax_torch(scores, mask)  # (B, n_in)
+        context = torch.bmm(weights[:, None, :], h)[:, 0, :]  # (B, d_key)
+        return context, weights
+
+
+class LuongAttention(nn.Module):
+    """Luong attention, eqs. (3.3)-(3.4), used after the decoder's RNN step.
+
+    forward(h_t (B, d), h (B, n_in, d), mask (B, n_in) | None, h_proj=None)
+    -> (h_tilde (B, d), weights (B, n_in)), ``h_tilde = tanh([c; h_t] W_c)``. Same as
+    ``luong_context`` with ``w_a = self.w_a.weight.T`` (general, concat),
+    ``v = self.v.weight[0]`` (concat) and ``w_c = self.w_c.weight.T``.
+    """
+
+    def __init__(self, dim: int, kind: str = "general", attention_dim: int | None = None):
+        super().__init__()
+        if kind not in LUONG_KINDS:
+            raise ValueError(f"expected kind to be one of {LUONG_KINDS}, got {kind!r}")
+        self.kind = kind
+        if kind == "general":
+            self.w_a = nn.Linear(dim, dim, bias=False)
+        elif kind == "concat":
+            attention_dim = attention_dim or dim
+            self.w_a = nn.Linear(2 * dim, attention_dim, bias=False)
+            self.v = nn.Linear(attention_dim, 1, bias=False)
+        self.w_c = nn.Linear(2 * dim, dim, bias=False)
+        self.dim = dim
+
+    def project_keys(self, h: torch.Tensor) -> torch.Tensor | None:
+        """For "concat", ``h_j W_a[d:]`` (B, n_in, d_att), the step-independent half of
+        ``[h_t; h_j] W_a``; None for "dot" and "general" (nothing to precompute)."""
+        if self.kind != "concat":
+            return None
+        return nn.functional.linear(h, self.w_a.weight[:, self.dim:])
+
+    def forward(self, h_t: torch.Tensor, h: torch.Tensor, mask: torch.Tensor | None = None,
+                h_proj: torch.Tensor | None = None):
+        if self.kind == "dot":
+            scores = torch.bmm(h, h_t[:, :, None])[..., 0]  # (B, n_in)
+        elif self.kind == "general":
+            scores = torch.bmm(h, self.w_a(h_t)[:, :, None])[..., 0]  # (B, n_in)
+        else:
+            if h_proj is None:
+                h_proj = self.project_keys(h)  # (B, n_in, d_att)
+            # [h_t; h_j] W_a = h_t W_a[:d] + h_j W_a[d:]
+            query = nn.functional.linear(h_t, self.w_a.weight[:, : self.dim])  # (B, d_att)
+            scores = self.v(torch.tanh(query[:, None, :] + h_proj))[..., 0]  # (B, n_in)
+        weights = _masked_softmax_torch(scores, mask)  # (B, n_in)
+        context = torch.bmm(weights[:, None, :], h)[:, 0, :]  # (B, d)
+        h_tilde = torch.tanh(self.w_c(torch.cat([context, h_t], dim=-1)))  # (B, d), eq. (3.4)
+        return h_tilde, weights
+
+
+class AttentionDecoder(nn.Module):
+    """A GRU decoder that attends over the encoder states at every step.
+
+    With ``AdditiveAttention`` (Bahdanau) the step is: attend with the previous state
+    s_{t-1}, feed ``[emb(y_{t-1}); c_t]`` to the GRU, predict from ``[s_t; c_t; emb]``.
+    With ``LuongAttention`` it is: GRU step on ``[emb(y_{t-1}); h~_{t-1}]`` (input feeding),
+    attend with the new state h_t, predict from ``h~_t``. Both start from the explicit
+    ``s_0 = tanh(W_0 summary)`` given by ``Seq2Seq``.
+    """
+
+    def __init__(self, vocab_size: int, embed_dim: int, hidden_dim: int, encoder_dim: int,
+                 attention: nn.Module):
+        super().__init__()
+        self.attention = attention
+        self.attend_first = isinstance(attention, AdditiveAttention)
+        if not self.attend_first and hidden_dim != encoder_dim:
+            raise ValueError(
+                f"Luong attention compares h_t with h_j: expected decoder hidden_dim == "
+                f"encoder output width, got {hidden_dim} and {encoder_dim}"
+            )
+        self.embedding = nn.Embedding(vocab_size, embed_dim)
+        self.cell = nn.GRUCell(embed_dim + encoder_dim, hidden_dim)
+        out_dim = hidden_dim + encoder_dim + embed_dim if self.attend_first else hidden_dim
+        self.output = nn.Linear(out_dim, vocab_size)
+
+    def init_state(self, s0: torch.Tensor, summary: torch.Tensor):
+        if self.attend_first:
+            return (s0,)
+        return (s0, torch.zeros_like(s0))  # (state, h~_0 = 0 for input feeding)
+
+    def project_keys(self, h: torch.Tensor):
+        """What attention can compute once per source instead of once per step."""
+        return self.attention.project_keys(h)
+
+    def step(self, y_prev, state, h, mask, h_proj=None):
+        """One output token: y_prev (B,) -> logits (B, V), new state, weights (B, n_in)."""
+        emb = self.embedding(y_prev)  # (B, E)
+        if self.attend_first:
+            (s_prev,) = state
+            context, weights = self.attention(s_prev, h, mask, h_proj)  # (B, d_enc), (B, n_in)
+            s = self.cell(torch.cat([emb, context], dim=-1), s_prev)  # (B, d_dec)
+            logits = self.output(torch.cat([s, context, emb], dim=-1))  # (B, V)
+            return logits, (s,), weights
+        s_prev, feed = state
+        s = self.cell(torch.cat([emb, feed], dim=-1), s_prev)  # (B, d)
+        h_tilde, weights = self.attention(s, h, mask, h_proj)  # (B, d), (B, n_in)
+        return self.output(h_tilde), (s, h_tilde), weights
+
+
+class PlainDecoder(nn.Module):
+    """The no-attention baseline (Cho et al., 2014): one fixed context vector c = the
+    encoder summary for every step; GRU input ``[emb(y_{t-1}); c]``, predict from
+    ``[s_t; c; emb]``. Same interface as ``AttentionDecoder``; its weights are None."""
+
+    def __init__(self, vocab_size: int, embed_dim: int, hidden_dim: int, encoder_dim: int):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, embed_dim)
+        self.cell = nn.GRUCell(embed_dim + encoder_dim, hidden_dim)
+        self.output = nn.Linear(hidden_dim + encoder_dim + embed_dim, vocab_size)
+
+    def init_state(self, s0: torch.Tensor, summary: torch.Tensor):
+        return (s0, summary)
+
+    def project_keys(self, h: torch.Tensor):
+        return None  # nothing attends to h
+
+    def step(self, y_prev, state, h, mask, h_proj=None):
+        s_prev, context = state  # context: (B, d_enc), the same at every step
+        emb = self.embedding(y_prev)  # (B, E)
+        s = self.cell(torch.cat([emb, context], dim=-1), s_prev)  # (B, d_dec)
+        logits = self.output(torch.cat([s, context, emb], dim=-1))  # (B, V)
+        return logits, (s, context), None
+
+
+ATTENTION_KINDS = ("additive", "dot", "general", "concat", None)
+
+
+class Seq2Seq(nn.Module):
+    """Encoder-decoder for the spoken-digits task.
+
+    attention: "additive" (Bahdanau), "dot" / "general" / "concat" (Luong), or None for
+    the plain baseline. The encoder has ``hidden_dim`` units per direction, so its states
+    are ``2 * hidden_dim`` wide; the decoder state has the same width (Luong needs it).
+    """
+
+    def __init__(self, attention: str | None = "additive", embed_dim: int = 32,
+                 hidden_dim: int = 64, attention_dim: int = 64,
+                 src_vocab: Vocab = SOURCE_VOCAB, tgt_vocab: Vocab = TARGET_VOCAB):
+        super().__init__()
+        if attention not in ATTENTION_KINDS:
+            raise ValueError(f"expected attention to be one of {ATTENTION_KINDS}, got {attention!r}")
+        self.attention_kind = attention
+        self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
+        self.encoder = Encoder(len(src_vocab), embed_dim, hidden_dim)
+        d = self.encoder.output_dim  # width of h_j and of the decoder state
+        self.bridge = nn.Linear(d, d)  # s_0 = tanh(W_0 [h_fwd_last; h_bwd_first] + b_0)
+        if attention is None:
+            self.decoder = PlainDecoder(len(tgt_vocab), embed_dim, d, d)
+        else:
+            if attention == "additive":
+                module = AdditiveAttention(d, d, attention_dim)
+            else:
+                module = LuongAttention(d, attention, attention_dim)
+            self.decoder = AttentionDecoder(len(tgt_vocab), embed_dim, d, d, module)
+
+    def encode(self, src, src_mask):
+        """-> encoder states h (B, n_in, d), their step-independent key projection (or
+        None) and the decoder's initial state built from s_0."""
+        h, summary = self.encoder(src, src_mask)  # (B, n_in, d), (B, d)
+        s0 = torch.tanh(self.bridge(summary))  # (B, d), the explicit initial decoder state
+        return h, self.decoder.project_keys(h), self.decoder.init_state(s0, summary)
+
+    def forward(self, src, src_mask, tgt_in):
+        """Teacher forcing: src (B, n_in), src_mask (B, n_in), tgt_in (B, n_out) = <bos> + y
+        -> logits (B, n_out, V) and weights (B, n_out, n_in) (None without attention)."""
+        h, h_proj, state = self.encode(src, src_mask)
+        logits, weights = [], []
+        for t in range(tgt_in.shape[1]):
+            step_logits, state, w = self.decoder.step(tgt_in[:, t], state, h, src_mask, h_proj)
+            logits.append(step_logits)
+            weights.append(w)
+        stacked = None if weights[0] is None else torch.stack(weights, dim=1)  # (B, n_out, n_in)
+        return torch.stack(logits, dim=1), stacked  # (B, n_out, V)
+
+    @torch.no_grad()
+    def decode_ids(self, src, src_mask, max_len: int):
+        """Batched greedy decoding: -> ids (B, max_len) and weights (B, max_len, n_in) or
+        None; positions after a sequence's <eos> are <pad> (weights there are zero)."""
+        h, h_proj, state = self.encode(src, src_mask)
+        batch = src.shape[0]
+        y = torch.full((batch,), self.tgt_vocab.bos_id, dtype=torch.long)  # y_0 = <bos>
+        done = torch.zeros(batch, dtype=torch.bool)
+        ids, weights = [], []
+        for _ in range(max_len):
+            logits, state, w = self.decoder.step(y, state, h, src_mask, h_proj)
+            y = logits.argmax(dim=-1)  # (B,)
+            y = torch.where(done, torch.full_like(y, self.tgt_vocab.pad_id), y)
+            ids.append(y)
+            if w is not None:
+                weights.append(torch.where(done[:, None], torch.zeros_like(w), w))
+            done = done | (y == self.tgt_vocab.eos_id)
+            if bool(done.all()):
+                break
+        ids = torch.stack(ids, dim=1)
+        return ids, (torch.stack(weights, dim=1) if weights else None)
+
+    def greedy_decode(self, sources, max_len: int | None = None):
+        """Translate token lists (or strings) greedily.
+
+        Returns ``(outputs, weights)``: ``outputs[i]`` is the list of output tokens
+        (without <eos>) and ``weights[i]`` the float array (n_out, n_in) of attention
+        weights, one row per output token and one column per source token (rows sum to 1),
+        or None for the no-attention baseline.
+        """
+        sources = [tokenize(s) if isinstance(s, str) else list(s) for s in sources]
+        was_training = self.training
+        self.eval()
+        try:
+            src, src_mask = self.src_vocab.batch(sources)  # (B, n_in)
+            if max_len is None:
+                max_len = 2 * src.shape[1] + 2  # "triple x": 2 words -> 3 digits
+            ids, weights = self.decode_ids(src, src_mask, max_len)
+        finally:
+            self.train(was_training)
+        outputs, out_weights = [], []
+        for i, source in enumerate(sources):
+            tokens = self.tgt_vocab.decode(ids[i].tolist())
+            outputs.append(tokens)
+            if weights is None:
+                out_weights.append(None)
+            else:
+                w = weights[i, : len(tokens), : len(source)]  # (n_out, n_in)
+                out_weights.append(w.detach().cpu().numpy())
+        return outputs, out_weights
+
+
+# ----------------------------------------------------------------------------------------
+# training and evaluation
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything ``train`` needs; see ``DEFAULT_CONFIG`` and ``TINY_CONFIG``."""
+
+    n_train: int = 10000
+    min_digits: int = 1
+    max_digits: int = 12
+    steps: int = 400
+    batch_size: int = 128
+    lr: float = 5e-3
+    embed_dim: int = 32
+    hidden_dim: int = 48
+    attention_dim: int = 48
+    grad_clip: float = 1.0
+
+
+# About 20 s of one CPU core; with attention, >= 99 % exact match on held-out 1-12 digit
+# strings, while the plain baseline falls to a few percent on 11-12 digits.
+DEFAULT_CONFIG = TrainConfig()
+# A few seconds of one core: short inputs (1-5 digits), a narrow model, few steps.
+# Reaches >= 95 % exact match on held-out 1-5 digit strings with any attention
+# (seeded; see tests/test_seq2seq.py). ``quick_train`` uses it.
+TINY_CONFIG = TrainConfig(n_train=2000, max_digits=5, steps=300, batch_size=64, lr=1e-2,
+                          embed_dim=16, hidden_dim=32, attention_dim=32)
+
+
+def train(attention: str | None = "additive", config: TrainConfig = DEFAULT_CONFIG,
+          seed: int = 0, data=None, verbose: bool = False):
+    """Train a ``Seq2Seq`` with teacher forcing and Adam on the spoken-digits task.
+
+    attention: as in ``Seq2Seq`` ("additive", "dot", "general", "concat" or None).
+    data: (source, target) pairs; default ``make_translation_data(config.n_train, seed,
+    config.min_digits, config.max_digits)``.
+    Seeded (parameters, batches) and run on one CPU thread, so the result is repeatable.
+    Returns ``(model, losses)``: the model in eval mode and the mean cross-entropy per
+    target token of every step (a list of ``config.steps`` floats).
+    """
+    if data is None:
+        data = make_translation_data(config.n_train, seed, config.min_digits, config.max_digits)
+    if len(data) == 0:
+        raise ValueError("expected at least one training pair, got empty data")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.manual_seed(seed)
+        model = Seq2Seq(attention, config.embed_dim, config.hidden_dim, config.attention_dim)
+        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+        loss_fn = nn.CrossEntropyLoss(ignore_index=model.tgt_vocab.pad_id)
+        rng = np.random.default_rng(seed)
+        losses = []
+        start = time.perf_counter()
+        model.train()
+        for step in range(config.steps):
+            idx = rng.integers(0, len(data), size=min(config.batch_size, len(data)))
+            batch = make_batch([data[i] for i in idx], model.src_vocab, model.tgt_vocab)
+            logits, _ = model(batch.src, batch.src_mask, batch.tgt_in)  # (B, n_out, V)
+            loss = loss_fn(logits.reshape(-1, logits.shape[-1]), batch.tgt_out.reshape(-1))
+            optimizer.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+            optimizer.step()
+            losses.append(loss.item())
+            if verbose and (step + 1) % 100 == 0:
+                print(f"step {step + 1}: loss {loss.item():.4f} "
+                      f"({time.perf_counter() - start:.1f} s)")
+        model.eval()
+    finally:
+        torch.set_num_threads(threads)
+    return model, losses
+
+
+def quick_train(attention: str | None = "additive", seed: int = 0):
+    """``train`` with ``TINY_CONFIG``: a few seconds, short inputs (1-5 digits)."""
+    return train(attention, TINY_CONFIG, seed)
+
+
+def _decode_all(model: Seq2Seq, data, batch_size: int = 500):
+    outputs = []
+    for i in range(0, len(data), batch_size):
+        chunk = [s for s, _ in data[i: i + batch_size]]
+        outputs += model.greedy_decode(chunk)[0]
+    return outputs
+
+
+def exact_match(model: Seq2Seq, data) -> float:
+    """Fraction of pairs whose greedy translation equals the target exactly."""
+    if len(data) == 0:
+        raise ValueError("expected at least one (source, target) pair, got empty data")
+    outputs = _decode_all(model, data)
+    return float(np.mean([out == list(t) for out, (_, t) in zip(outputs, data)]))
+
+
+def exact_match_by_length(model: Seq2Seq, data, by: str = "target") -> dict[int, float]:
+    """Exact-match accuracy grouped by length: ``{length: accuracy}``, sorted by length.
+
+    by: "target" groups by the number of digits, "source" by the number of source words.
+    """
+    if by not in ("target", "source"):
+        raise ValueError(f"expected by='target' or by='source', got {by!r}")
+    outputs = _decode_all(model, data)
+    hits: dict[int, list[bool]] = {}
+    for out, (src, tgt) in zip(outputs, data):
+        length = len(tgt) if by == "target" else len(src)
+        hits.setdefault(length, []).append(out == list(tgt))
+    return {n: float(np.mean(hits[n])) for n in sorted(hits)}
