@@ -467,6 +467,18 @@ __all__ += [
 ]
 
 
+def _batches(n_train: int, batch_size: int, steps: int, seed: int):
+    """Yield ``steps`` index tensors (batch_size,), walking through random permutations of
+    ``range(n_train)`` epoch after epoch."""
+    rng = np.random.default_rng(seed)
+    order = np.empty(0, dtype=np.int64)
+    for _ in range(steps):
+        if len(order) < batch_size:
+            order = np.concatenate([order, rng.permutation(n_train)])
+        batch, order = order[:batch_size], order[batch_size:]
+        yield torch.as_tensor(batch)
+
+
 class _ThreadsAndSeed:
     """Run a block on one CPU thread with torch seeded; restore the thread count after."""
 
@@ -766,21 +778,22 @@ class AspectSentimentModel(nn.Module):
         return self.classify(context), weights
 
 
-def train_aspect_model(seed: int = 0, steps: int = 600, batch_size: int = 64, lr: float = 0.01, log_every: int = 20):
-    """Train ``AspectSentimentModel`` on ``make_aspect_data``.
+def train_aspect_model(
+    seed: int = 0, steps: int = 300, batch_size: int = 64, lr: float = 0.01, train_size: int = 4000, log_every: int = 10
+):
+    """Train ``AspectSentimentModel`` on ``train_size`` reviews from ``make_aspect_data``.
 
     Returns ``(model, history)``; history has lists "step", "loss", "accuracy" (held-out
     sentiment accuracy), "adjective_weight" (mean held-out weight on the queried aspect's
     adjective), logged every ``log_every`` steps, plus "chance" = 0.5.
     """
     with _ThreadsAndSeed(seed):
-        data = make_aspect_data(steps * batch_size, seed)
+        data = make_aspect_data(train_size, seed)
         test = make_aspect_data(1000, seed + 10_000)
         model = AspectSentimentModel()
         opt = torch.optim.Adam(model.parameters(), lr=lr)
         history = {"step": [], "loss": [], "accuracy": [], "adjective_weight": [], "chance": 0.5}
-        for step in range(steps):
-            batch = slice(step * batch_size, (step + 1) * batch_size)
+        for step, batch in enumerate(_batches(train_size, batch_size, steps, seed)):
             logits, _ = model(data["tokens"][batch], data["aspect"][batch])
             loss = F.cross_entropy(logits, data["label"][batch])
             opt.zero_grad()
@@ -884,24 +897,31 @@ def make_memory_data(n: int, seed: int, num_people: int = 3, num_objects: int = 
 class MemoryNetwork(nn.Module):
     """End-to-end memory network with ``hops`` rounds of attention over the sentences.
 
-    memory (B, S, W), query (B, W) word ids -> u_0 = sum of query word embeddings (B, d).
-    Hop k: keys m_s = sum of words of sentence s under embedding A_k (B, S, d), values c_s
-    under C_k (B, S, d); weights p = softmax(m u_{k-1}) (B, S); u_k = u_{k-1} + p c (B, d).
-    Answer logits = W u_K (B, num_answers). Padding words embed to 0.
+    memory (B, S, W), query (B, W) word ids. Embeddings E_0, ..., E_hops (each (V, d)) are
+    shared between adjacent hops, as in the paper: hop k uses keys A_k = E_{k-1} and values
+    C_k = E_k, and the question is embedded with B = E_0.
+    u_0 = sum of the question's word embeddings (B, d). Hop k: keys m_s = sum of the words
+    of sentence s under A_k (B, S, d), values c_s under C_k (B, S, d); weights
+    p = softmax(m u_{k-1}) (B, S); u_k = u_{k-1} + sum_s p_s c_s (B, d).
+    Answer logits = W u_hops (B, num_answers). Padding words embed to 0.
     """
 
     def __init__(self, vocab_size: int = len(MEMORY_VOCAB), num_answers: int = len(LOCATIONS), d_model: int = 32, hops: int = 2):
         super().__init__()
-        self.query_embed = nn.Embedding(vocab_size, d_model, padding_idx=0)
-        self.key_embed = nn.ModuleList(nn.Embedding(vocab_size, d_model, padding_idx=0) for _ in range(hops))
-        self.value_embed = nn.ModuleList(nn.Embedding(vocab_size, d_model, padding_idx=0) for _ in range(hops))
+        self.embeds = nn.ModuleList(nn.Embedding(vocab_size, d_model, padding_idx=0) for _ in range(hops + 1))
         self.answer = nn.Linear(d_model, num_answers)
+        # small embeddings (std 0.1, as in the paper): with N(0, 1) the first scores are so
+        # large that the softmax saturates on a random sentence and training stalls
+        for embed in self.embeds:
+            nn.init.normal_(embed.weight, std=0.1)
+            with torch.no_grad():
+                embed.weight[0].zero_()
 
     def forward(self, memory: torch.Tensor, query: torch.Tensor):
         """memory (B, S, W), query (B, W) -> (logits (B, num_answers), weights (B, hops, S))."""
-        u = self.query_embed(query).sum(dim=1)  # (B, W, d) -> (B, d)
+        u = self.embeds[0](query).sum(dim=1)  # (B, W, d) -> (B, d)
         hop_weights = []
-        for key_embed, value_embed in zip(self.key_embed, self.value_embed):
+        for key_embed, value_embed in zip(self.embeds[:-1], self.embeds[1:]):
             m = key_embed(memory).sum(dim=2)  # (B, S, W, d) -> (B, S, d)
             c = value_embed(memory).sum(dim=2)  # (B, S, d)
             p = torch.softmax((m @ u.unsqueeze(-1)).squeeze(-1), dim=-1)  # (B, S)
@@ -910,8 +930,16 @@ class MemoryNetwork(nn.Module):
         return self.answer(u), torch.stack(hop_weights, dim=1)  # (B, A), (B, hops, S)
 
 
-def train_memory_network(seed: int = 0, steps: int = 1500, batch_size: int = 64, lr: float = 0.01, hops: int = 2, log_every: int = 50):
-    """Train ``MemoryNetwork`` on ``make_memory_data``.
+def train_memory_network(
+    seed: int = 0,
+    steps: int = 600,
+    batch_size: int = 64,
+    lr: float = 0.01,
+    hops: int = 2,
+    train_size: int = 4000,
+    log_every: int = 50,
+):
+    """Train ``MemoryNetwork`` on ``train_size`` stories from ``make_memory_data``.
 
     Returns ``(model, history)``; history has lists "step", "loss", "accuracy" (held-out
     answer accuracy) and "support_weight" (list of ``hops`` numbers per log: the mean
@@ -920,14 +948,13 @@ def train_memory_network(seed: int = 0, steps: int = 1500, batch_size: int = 64,
     1 / len(LOCATIONS).
     """
     with _ThreadsAndSeed(seed):
-        data = make_memory_data(steps * batch_size, seed)
+        data = make_memory_data(train_size, seed)
         test = make_memory_data(1000, seed + 10_000)
         model = MemoryNetwork(hops=hops)
         opt = torch.optim.Adam(model.parameters(), lr=lr)
         history = {"step": [], "loss": [], "accuracy": [], "support_weight": [], "chance": 1.0 / len(LOCATIONS)}
         rows = torch.arange(1000)
-        for step in range(steps):
-            batch = slice(step * batch_size, (step + 1) * batch_size)
+        for step, batch in enumerate(_batches(train_size, batch_size, steps, seed)):
             logits, _ = model(data["memory"][batch], data["query"][batch])
             loss = F.cross_entropy(logits, data["answer"][batch])
             opt.zero_grad()
