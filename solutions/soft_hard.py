@@ -13,6 +13,17 @@ What this file builds, in the order the chapter derives it:
   soft-attention twin, a query-dependent aspect-sentiment model, and a multi-hop memory
   network, each with a synthetic task generated here and a ``train_*`` function.
 
+Using the trained models (each ``train_*`` takes a few seconds on one CPU thread)::
+
+    model, history = train_hard_attention(baseline="running")  # or "none"; history["accuracy"]
+    soft, soft_history = train_soft_attention()                 # the soft twin, same task
+    aspect_model, _ = train_aspect_model()
+    words, weights, p_pos = aspect_attention(aspect_model, "the food is good but the service is bad", "food")
+    memnet, _ = train_memory_network()
+    hop_weights, answer = memory_attention(memnet, ["john has the apple", "john is in the garden"],
+                                           "where is the apple")      # hop_weights (hops, S)
+    grads = reinforce_grad_samples(scores, lambda z: rewards[z], 10_000, rng, baseline="mean")
+
 Conventions (``shared/DESIGN.md``): queries are rows; ``q`` is ``(..., n_q, d)``, ``k`` is
 ``(..., n_k, d)``, ``v`` is ``(..., n_k, d_v)``; weights are ``(..., n_q, n_k)`` with rows
 summing to 1. Masks are boolean, broadcastable to ``(..., n_q, n_k)``, True = "may attend".
@@ -33,6 +44,7 @@ Equation numbers refer to the chapter:
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Callable
 
@@ -255,6 +267,22 @@ SCORES: dict[str, Callable[..., np.ndarray]] = {
 # soft attention
 
 
+def _check_score_params(score, score_fn, q, k, score_params: dict) -> None:
+    """Say which parameters a score function wants, instead of Python's bare TypeError."""
+    try:
+        signature = inspect.signature(score_fn)
+    except (TypeError, ValueError):  # a callable without an inspectable signature
+        return
+    try:
+        signature.bind(q, k, **score_params)
+    except TypeError:
+        wanted = list(signature.parameters)[2:]
+        hint = " (pass the additive vector as v_att=..., since v names the values)" if score == "additive" else ""
+        raise TypeError(
+            f"score {score!r} takes the parameters {wanted} after q and k{hint}; got {sorted(score_params)}"
+        ) from None
+
+
 def attention(q, k, v, mask=None, score="scaled_dot", **score_params):
     """Soft attention ``o_i = sum_j softmax(score(q_i, K))_j v_j``, eq. (2.8).
 
@@ -287,6 +315,7 @@ def attention(q, k, v, mask=None, score="scaled_dot", **score_params):
     if score == "additive" and "v_att" in score_params:
         score_params = dict(score_params)
         score_params["v"] = score_params.pop("v_att")
+    _check_score_params(score, score_fn, q, k, score_params)
     scores = score_fn(q, k, **score_params)  # (..., n_q, n_k)
     weights = masked_softmax(scores, mask)  # (..., n_q, n_k), rows sum to 1 (or 0)
     try:
@@ -423,7 +452,7 @@ def gumbel_softmax(scores, tau, rng, hard=False) -> np.ndarray:
     scores = _as_float(scores, "scores")
     if scores.ndim == 0:
         raise ValueError("expected scores of shape (..., n), got a scalar")
-    if not np.isscalar(tau) or not tau > 0:
+    if np.ndim(tau) != 0 or not tau > 0:
         raise ValueError(f"expected a positive scalar temperature tau, got {tau!r}")
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"expected rng to be a numpy.random.Generator, got {type(rng).__name__}")

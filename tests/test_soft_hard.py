@@ -322,6 +322,33 @@ def test_attention_rejects_bad_shapes_naming_them():
         attention(q, k, np.zeros((2, 6, 3)), mask=np.ones((4, 5), bool))
 
 
+def test_attention_names_the_parameters_a_score_needs():
+    q, k, v = np.zeros((3, 4)), np.zeros((5, 4)), np.zeros((5, 2))
+    with pytest.raises(TypeError, match=r"score 'general' takes the parameters \['w'\]"):
+        attention(q, k, v, score="general")
+    with pytest.raises(TypeError, match=r"v_att"):
+        attention(q, k, v, score="additive", w_q=np.zeros((4, 3)), w_k=np.zeros((4, 3)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n_q=st.integers(1, 4), n_k=st.integers(1, 4), d_q=st.integers(1, 6), d_k=st.integers(1, 6),
+    batch=st.integers(1, 3),
+)
+def test_attention_with_mismatched_widths_raises_naming_both_shapes(n_q, n_k, d_q, d_k, batch):
+    q, k, v = np.zeros((batch, n_q, d_q)), np.zeros((batch, n_k, d_k)), np.zeros((batch, n_k, 2))
+    if d_q == d_k:
+        out, w = attention(q, k, v)
+        assert out.shape == (batch, n_q, 2) and w.shape == (batch, n_q, n_k)
+        np.testing.assert_allclose(w.sum(-1), 1.0)
+        return
+    with pytest.raises(ValueError) as info:
+        attention(q, k, v)
+    message = str(info.value)
+    assert str(q.shape) in message and str(k.shape) in message
+    assert f"width {d_q}" in message and f"got {d_k}" in message
+
+
 # ----------------------------------------------------------------------------------------
 # hard attention
 
