@@ -169,33 +169,35 @@ def _matches(exp: tuple, got: tuple, rtol: float, atol: float) -> bool:
     return True
 
 
-def _accuracy_message(spec, expected, got, hidden) -> str | None:
-    """Sequence exact-match accuracy: expected/got are (B, n) token ids, trailing pads ignored."""
+def _accuracy_verdict(spec, expected, got) -> tuple[bool, str]:
+    """Sequence exact-match accuracy: expected/got are (B, n) token ids; padding (and, with
+    an ``eos`` id, the first EOS and all after it) is ignored. Holds no values either way."""
     comp = spec["comparator"]
     pad, threshold = int(comp.get("pad", 0)), float(comp["threshold"])
     (exp,), (pred,) = expected[:1], got[:1]
     if pred.ndim != 2 or pred.shape[0] != exp.shape[0]:
-        return (f"expected predictions of shape ({exp.shape[0]}, n_out) (one row of token ids per "
-                f"input sentence), got shape {pred.shape}.")
+        return False, (f"expected predictions of shape ({exp.shape[0]}, n_out) (one row of token "
+                       f"ids per input sentence), got shape {pred.shape}.")
     if not np.issubdtype(pred.dtype, np.integer):
         if np.issubdtype(pred.dtype, np.floating) and np.all(np.isfinite(pred)) and np.all(pred == np.round(pred)):
             pred = pred.astype(np.int64)
         else:
-            return f"expected integer token ids, got dtype {pred.dtype}: return argmax indices, not scores."
+            return False, f"expected integer token ids, got dtype {pred.dtype}: return argmax indices, not scores."
     eos = comp.get("eos")
     correct = 0
     for want, have in zip(exp, pred):
         want = [int(t) for t in want if int(t) != pad]
         have = [int(t) for t in have]
-        if eos is not None and int(eos) in have:  # everything after the first EOS is ignored
-            have = have[: have.index(int(eos)) + 1]
+        if eos is not None and int(eos) in have:  # the first EOS and everything after it is ignored
+            have = have[: have.index(int(eos))]
         have = [t for t in have if t != pad]
         correct += want == have
     accuracy = correct / max(len(exp), 1)
+    summary = f"exact-match accuracy {accuracy:.1%} ({correct} of {len(exp)} sentences)"
     if accuracy >= threshold:
-        return None
-    return (f"exact-match accuracy {accuracy:.1%} ({correct} of {len(exp)} sentences) is below the "
-            f"required {threshold:.0%}." + _hint(spec.get("hints", {}), "predictions", "values"))
+        return True, f"{summary}, required {threshold:.0%}"
+    return False, (f"{summary} is below the required {threshold:.0%}."
+                   + _hint(spec.get("hints", {}), "predictions", "values"))
 
 
 def compare_outputs(spec: dict, case_name: str, expected: tuple, got: tuple, *,
@@ -214,8 +216,8 @@ def compare_outputs(spec: dict, case_name: str, expected: tuple, got: tuple, *,
     hints = spec.get("hints", {})
     where = f"case '{case_name}': "
     if spec.get("comparator", {}).get("kind", "allclose") == "accuracy":
-        msg = _accuracy_message(spec, expected, got, hidden)
-        return (msg is None, "ok" if msg is None else where + msg)
+        passed, msg = _accuracy_verdict(spec, expected, got)
+        return passed, where + msg
     if len(got) != len(expected):
         want = f"{len(expected)} output" + ("s" if len(expected) > 1 else "")
         listing = " (" + ", ".join(names) + ")" if len(expected) > 1 else ""
@@ -361,7 +363,7 @@ def check(name: str, fn, cases_path: str | None = None) -> None:
     if not callable(fn):
         raise CheckFailed(f"check({name!r}, ...) needs your function, got {type(fn).__name__}") from None
     spec, cases = checks[name]["spec"], checks[name]["cases"]
-    failures = []
+    failures, notes = [], []
     for case in cases:
         try:
             value = fn(*case["args"](), **case["kwargs"]())
@@ -379,8 +381,12 @@ def check(name: str, fn, cases_path: str | None = None) -> None:
                                           hidden=False, mistakes=case["mistakes"])
         if not passed:
             failures.append(message)
+        elif message != "ok":
+            notes.append(message)
     if failures:
-        head = f"{name}: {len(failures)} of {len(cases)} public cases failed" if len(failures) > 1 or \
-            len(cases) == 1 or "not implemented" not in failures[0] else f"{name}: not implemented yet"
+        if "is not implemented yet" in failures[0]:
+            raise CheckFailed(f"{name} is not implemented yet: replace `raise NotImplementedError()` "
+                              "with your code.") from None
+        head = f"{name}: {len(failures)} of {len(cases)} public cases failed"
         raise CheckFailed(head + "\n" + "\n".join("  - " + f for f in failures)) from None
-    print(f"{name}: all {len(cases)} public cases passed")
+    print(f"{name}: all {len(cases)} public cases passed" + "".join(f"\n  - {n}" for n in notes))
