@@ -1,0 +1,145 @@
+"""The hostile corpus: every kind of attack or breakage gets its exact score and reason,
+the batch completes, and the honest submissions graded beside them are unaffected."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from hostile import corpus  # noqa: E402
+
+from autograder import grading, sandbox  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+LIMITS = sandbox.Limits(cell_seconds=15, task_seconds=15)
+
+
+class ConnectionCounter:
+    """A TCP server on localhost that counts who reached it (nobody should)."""
+
+    def __init__(self):
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(16)
+        self.port = self.server.getsockname()[1]
+        self.count = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                connection, _ = self.server.accept()
+            except OSError:
+                return
+            self.count += 1
+            connection.close()
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    if sandbox.find_bwrap() is None:
+        pytest.fail("bubblewrap is required: apt-get install bubblewrap")
+    course = corpus.released_course(tmp_path_factory.mktemp("hostile") / "course")
+    counter = ConnectionCounter()
+    cases = corpus.ch1_corpus(course, counter.port)
+    for student, (notebook, _score, _reasons) in cases.items():
+        corpus.write_submission(course, "ch1_pooling", student, notebook)
+    outcome = grading.grade_assignment(course, "ch1_pooling", workers=2, limits=LIMITS, progress=False)
+    return {"course": course, "cases": cases, "outcome": outcome,
+            "results": {r.student: r for r in outcome["graded"]}, "counter": counter}
+
+
+STUDENTS = ["honest-right", "honest-partial", "honest-blank", "patch-allclose", "patch-builtins",
+            "steal-files", "network", "os-exit", "kill-parent", "infinite-loop-cell",
+            "infinite-loop-function", "fork-bomb", "memory-bomb", "input", "print-gigabytes",
+            "edited-test", "deleted-test", "duplicated-test", "edited-test-wrong", "invalid-json",
+            "missing-function"]
+
+
+def test_corpus_lists_every_student_tested_here(graded):
+    assert sorted(graded["cases"]) == sorted(STUDENTS)
+
+
+@pytest.mark.parametrize("student", STUDENTS)
+def test_submission_gets_its_exact_score_and_reason(graded, student):
+    _notebook, score, reasons = graded["cases"][student]
+    result = graded["results"][student]
+    assert (result.score, sorted(result.reasons)) == (score, sorted(reasons)), result.notes
+
+
+def test_the_whole_batch_completed_and_was_recorded(graded):
+    from nbgrader.api import Gradebook
+
+    assert sorted(graded["results"]) == sorted(STUDENTS)
+    with Gradebook(f"sqlite:///{graded['course'] / 'gradebook.db'}") as gb:
+        for student, (_nb, score, _reasons) in graded["cases"].items():
+            submission = gb.find_submission("ch1_pooling", student)
+            assert submission.score == pytest.approx(score), student
+
+
+def test_nothing_reached_the_network(graded):
+    assert graded["counter"].count == 0
+
+
+def test_autograded_notebooks_carry_no_hidden_test_code(graded):
+    notebooks = sorted((graded["course"] / "autograded").glob("*/ch1_pooling/ch1_pooling.ipynb"))
+    assert len(notebooks) == len(STUDENTS)
+    for path in notebooks:
+        text = path.read_text()
+        assert "HIDDEN TESTS" not in text and "run_hidden" not in text, path
+
+
+def test_failed_test_cells_show_the_check_message(graded):
+    path = graded["course"] / "autograded" / "honest-partial" / "ch1_pooling" / "ch1_pooling.ipynb"
+    cells = json.loads(path.read_text())["cells"]
+    pooling = next(c for c in cells if c["metadata"].get("nbgrader", {}).get("grade_id") == "test-pooling")
+    assert pooling["outputs"][0]["output_type"] == "error"
+    assert "max_pool" in "\n".join(pooling["outputs"][0]["traceback"])
+    weights = next(c for c in cells if c["metadata"].get("nbgrader", {}).get("grade_id") == "test-nw-weights")
+    text = "".join(weights["outputs"][0]["text"])
+    assert weights["outputs"][0]["output_type"] == "stream" and "hidden cases passed" in text
+
+
+def test_hidden_failure_messages_never_echo_the_exception_text(graded):
+    # the network submission's functions are fine; the builtins one raises nothing; take a
+    # submission whose function raises with its own text and check the hidden lines
+    result = graded["results"]["print-gigabytes"]
+    test_nw = next(t for t in result.tasks if t.grade_id == "test-nw")
+    hidden_lines = [m for m in test_nw.message.splitlines() if m.startswith("  - ")]
+    assert hidden_lines and all(line.endswith("raised OSError") for line in hidden_lines)
+
+
+def test_rerun_without_force_regrades_nothing(graded):
+    again = grading.grade_assignment(graded["course"], "ch1_pooling", workers=2, limits=LIMITS, progress=False)
+    assert again["graded"] == []
+    assert sorted(s for s, why in again["skipped"]) == sorted(STUDENTS)
+    assert all(why == "already graded" for _s, why in again["skipped"])
+
+
+def test_no_sandboxed_process_outlives_the_batch(graded):
+    leftovers = [pid for slot in range(8) for pid in sandbox.processes_of_uid(sandbox.FIRST_UID + slot)]
+    assert leftovers == []
+
+
+def test_the_run_seed_is_recorded(graded):
+    log = (graded["course"] / "autograded" / ".runs" / "ch1_pooling.jsonl").read_text().splitlines()
+    assert json.loads(log[0])["seed"] == graded["outcome"]["seed"]
+    record = json.loads((graded["course"] / "autograded" / "honest-right" / "ch1_pooling" /
+                         "ch1_pooling.ipynb").read_text())["metadata"]["autograder"]
+    assert record["seed"] == graded["outcome"]["seed"] and record["complete"] is True
+
+
+def test_grader_refuses_without_bwrap_unless_told(graded, monkeypatch, capsys):
+    from autograder import cli
+
+    monkeypatch.setattr(grading, "find_bwrap", lambda: None)
+    code = cli.main(["--course", str(graded["course"]), "grade", "ch1_pooling", "--quiet"])
+    assert code == 3
+    assert "apt-get install bubblewrap" in capsys.readouterr().err
