@@ -1,0 +1,256 @@
+"""The built site in a real browser: headless Chromium (Debian's) over _build/html, no network.
+
+- A local HTTP server on 127.0.0.1 serves ``_build/html`` (built by ``make book``); every
+  request to any other host is aborted and recorded as a failure, so a page that needs
+  the network (a CDN MathJax, web fonts, thebe, analytics) fails here exactly as it would
+  fail for a reader offline.
+- Every page of ``_toc.yml`` is tested (new chapters are covered as soon as they are listed):
+  HTTP 200, no console errors, every local asset found, every display equation typeset by
+  MathJax and no raw TeX left in the visible text, every image decoded, nothing external.
+- The search page finds "Nadaraya"; chapter pages link their exercise and offer their
+  notebook; exercise pages offer the released zip and notebook.
+- A full-page screenshot of every chapter, taken once its math is typeset, goes to
+  ``test-artifacts/`` (gitignored).
+
+Point ``ATTENTION_BOOK_HTML`` at another build directory to test it instead of
+``_build/html``. A missing build is a failure, never a skip: CI must run these tests.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import threading
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+HTML = Path(os.environ.get("ATTENTION_BOOK_HTML", REPO / "_build" / "html")).resolve()
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-sync"]
+ASSIGNMENTS = ["ch1_pooling", "ch2_soft_hard", "ch3_seq2seq", "ch4_self_attention", "ch5_multihead"]
+
+pytestmark = pytest.mark.browser
+
+
+def toc_pages() -> list[str]:
+    """Every document of _toc.yml, in order, e.g. 'book/preface', 'book/ch1_pooling'."""
+    toc = yaml.safe_load((REPO / "_toc.yml").read_text())
+    pages = [toc["root"]]
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "file" in node:
+                pages.append(node["file"])
+            for key in ("parts", "chapters", "sections"):
+                for child in node.get(key, []):
+                    walk(child)
+
+    walk(toc)
+    return [str(Path(p).with_suffix("")) if Path(p).suffix in (".md", ".ipynb") else p for p in pages]
+
+
+PAGES = toc_pages()
+CHAPTERS = [p for p in PAGES if Path(p).name in ASSIGNMENTS and "exercises" not in p]
+
+
+# ----------------------------------------------------------------------------------------
+# fixtures: the built site, served locally, and one Chromium
+
+
+@pytest.fixture(scope="module")
+def site() -> str:
+    """Base URL of _build/html served on 127.0.0.1 (an ephemeral port)."""
+    if not (HTML / "index.html").is_file():
+        pytest.fail(f"no built site at {HTML}: run `make book` first (the browser tests read "
+                    f"_build/html and must not be skipped)", pytrace=False)
+
+    class QuietHandler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(HTML)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (apt-get install chromium; "
+                    f".ci/run does this)", pytrace=False)
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+class PageVisit:
+    """One browser page with every request outside the site blocked and every problem recorded."""
+
+    def __init__(self, context, base: str):
+        self.base = base
+        self.host = urlsplit(base).netloc
+        self.context = context
+        self.page = context.new_page()
+        self.external: list[str] = []
+        self.console_errors: list[str] = []
+        self.bad_local: list[str] = []
+        self.page.route("**/*", self._route)
+        self.page.on("console", lambda msg: msg.type == "error" and self.console_errors.append(
+            f"{msg.text} ({msg.location.get('url', '')})"))
+        self.page.on("pageerror", lambda err: self.console_errors.append(f"uncaught: {err}"))
+        self.page.on("response", self._response)
+
+    def _route(self, route):
+        url = route.request.url
+        parts = urlsplit(url)
+        if parts.scheme in ("http", "https", "ws", "wss") and parts.netloc != self.host:
+            self.external.append(url)
+            route.abort("blockedbyclient")
+        else:
+            route.continue_()
+
+    def _response(self, response):
+        if urlsplit(response.url).netloc == self.host and response.status >= 400:
+            self.bad_local.append(f"{response.status} {response.url}")
+
+    def goto(self, path: str, settle: bool = True):
+        response = self.page.goto(f"{self.base}/{path}", wait_until="load")
+        if settle:  # let late requests (fonts, lazy scripts) happen before anything is asserted
+            self.page.wait_for_load_state("networkidle")
+        return response
+
+    def close(self):
+        self.page.close()
+
+
+@pytest.fixture(scope="module")
+def browser_context(browser):
+    # one context for the module: its HTTP cache spares reloading MathJax on every page
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    yield context
+    context.close()
+
+
+@pytest.fixture
+def visit(browser_context, site):
+    v = PageVisit(browser_context, site)
+    yield v
+    v.close()
+
+
+# ----------------------------------------------------------------------------------------
+# in-page probes (JavaScript run in the browser)
+
+WAIT_FOR_MATHJAX = """async () => {
+  const blocks = document.querySelectorAll('div.math, span.math');
+  if (blocks.length === 0) return 0;
+  for (let i = 0; i < 200 && !(window.MathJax && MathJax.startup && MathJax.startup.promise); i++)
+    await new Promise(r => setTimeout(r, 50));
+  if (!(window.MathJax && MathJax.startup && MathJax.startup.promise)) return -1;
+  await MathJax.startup.promise;
+  return blocks.length;
+}"""
+
+UNTYPESET_MATH = """() => Array.from(document.querySelectorAll('div.math, span.math'))
+  .filter(el => !el.querySelector('mjx-container'))
+  .map(el => el.textContent.trim().slice(0, 80))"""
+
+# the reader-visible prose: everything but code, scripts and the typeset formulas themselves
+VISIBLE_PROSE = """() => {
+  const clone = document.body.cloneNode(true);
+  clone.querySelectorAll('pre, code, script, style, template, mjx-container, .highlight, [hidden]')
+       .forEach(el => el.remove());
+  return clone.textContent;
+}"""
+
+BROKEN_IMAGES = """() => Array.from(document.images)
+  .filter(img => !(img.complete && img.naturalWidth > 0))
+  .map(img => img.getAttribute('src'))"""
+
+
+# ----------------------------------------------------------------------------------------
+# every page of the TOC
+
+
+@pytest.mark.parametrize("page_name", PAGES)
+def test_page_renders_offline_with_math_images_and_no_errors(visit, page_name):
+    response = visit.goto(f"{page_name}.html")
+    assert response is not None and response.status == 200, f"{page_name}.html: HTTP {response and response.status}"
+
+    blocks = visit.page.evaluate(WAIT_FOR_MATHJAX)
+    assert blocks != -1, f"{page_name}: the page has math but MathJax never started (is it self-hosted?)"
+    untypeset = visit.page.evaluate(UNTYPESET_MATH)
+    assert not untypeset, f"{page_name}: {len(untypeset)} math blocks not typeset by MathJax, e.g. {untypeset[:3]}"
+
+    prose = visit.page.evaluate(VISIBLE_PROSE)
+    for raw in ("$$", "\\[", "\\begin{"):
+        at = prose.find(raw)
+        assert at < 0, f"{page_name}: raw TeX {raw!r} left in the visible text: ...{prose[max(0, at - 60):at + 60]!r}..."
+
+    broken = visit.page.evaluate(BROKEN_IMAGES)
+    assert not broken, f"{page_name}: images that did not load: {broken}"
+    if page_name in CHAPTERS:  # the picture a reviewer looks at, taken once the math is typeset
+        ARTIFACTS.mkdir(exist_ok=True)
+        shot = ARTIFACTS / f"{Path(page_name).name}.png"
+        visit.page.screenshot(path=str(shot), full_page=True)
+        assert shot.stat().st_size > 10_000, f"{page_name}: the screenshot {shot} is blank"
+    assert not visit.external, f"{page_name}: requests left the site: {visit.external}"
+    assert not visit.bad_local, f"{page_name}: local resources missing: {visit.bad_local}"
+    assert not visit.console_errors, f"{page_name}: console errors: {visit.console_errors}"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_chapter_links_its_exercise_and_offers_its_notebook(visit, chapter):
+    visit.goto(f"{chapter}.html")
+    name = Path(chapter).name
+    exercise_links = visit.page.locator(f"article a[href$='exercises/{name}.html']")
+    assert exercise_links.count() > 0, f"{chapter}: no link to its exercise page exercises/{name}"
+
+    download = visit.page.locator(f"a[href$='_sources/{chapter}.ipynb']")
+    assert download.count() > 0, f"{chapter}: the page offers no download of {name}.ipynb"
+    notebook = visit.context.request.get(f"{visit.base}/_sources/{chapter}.ipynb")
+    assert notebook.status == 200 and b'"cells"' in notebook.body()
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_exercise_page_offers_the_released_zip_and_notebook(visit, assignment):
+    page = f"book/exercises/{assignment}"
+    if page not in PAGES:
+        pytest.fail(f"{page} is not in _toc.yml", pytrace=False)
+    visit.goto(f"{page}.html")
+    for suffix, magic in ((f"{assignment}.zip", b"PK\x03\x04"), (f"{assignment}.ipynb", b"{")):
+        links = visit.page.locator(f"a.download[href$='/{suffix}']")
+        assert links.count() > 0, f"{page}: no download link for {suffix}"
+        href = links.first.get_attribute("href")
+        body = visit.context.request.get(f"{visit.base}/book/exercises/{href}").body()
+        assert body.startswith(magic), f"{page}: {href} is not a {suffix.rsplit('.', 1)[1]} file"
+    assert not visit.external
+
+
+def test_search_finds_nadaraya_offline(visit):
+    visit.goto("search.html?q=Nadaraya")
+    results = visit.page.locator("#search-results ul.search li")
+    results.first.wait_for(timeout=15_000)
+    hrefs = [a.get_attribute("href") for a in visit.page.locator("#search-results ul.search li a").all()]
+    assert any("ch1_pooling" in (h or "") for h in hrefs), f"search for Nadaraya did not list chapter 1: {hrefs}"
+    assert not visit.external, f"search made requests outside the site: {visit.external}"
+    assert not visit.console_errors, f"search page console errors: {visit.console_errors}"
+
+
+def test_toc_lists_every_chapter_and_exercise():
+    for name in ASSIGNMENTS:
+        assert f"book/{name}" in PAGES and f"book/exercises/{name}" in PAGES
