@@ -21,3 +21,11 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
 # A notebook must finish in well under this (ch3 trains a small model for a few seconds).
 c.Execute.timeout = 300
+
+# Feedback shows each test cell's verdict and messages, but never the hidden test code
+# (stock nbgrader would copy it into the HTML): strip the hidden regions first.
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades",
+    "nbgrader.preprocessors.ClearHiddenTests",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+]

@@ -97,9 +97,9 @@ def _shape_diagnosis(exp_shape: tuple, got_shape: tuple) -> tuple[str, str]:
         return "transposed", "the last two axes look swapped"
     if len(exp_shape) == len(got_shape) and sorted(exp_shape) == sorted(got_shape):
         return "transposed", "the axes are in a different order"
-    if len(got_shape) == len(exp_shape) - 1:
+    if any(exp_shape[:i] + exp_shape[i + 1:] == got_shape for i in range(len(exp_shape))):
         return "shape", "one axis is missing (did you reduce over an axis that should stay, or drop a batch axis?)"
-    if len(got_shape) == len(exp_shape) + 1:
+    if any(got_shape[:i] + got_shape[i + 1:] == exp_shape for i in range(len(got_shape))):
         return "shape", "there is one axis too many (did you forget to reduce, or keepdims=True?)"
     return "shape", ""
 

@@ -1,0 +1,351 @@
+"""The check registry and the student-side check module.
+
+- every check's reference passes its own public and hidden cases (and run_hidden);
+- deliberately wrong implementations fail with the message that teaches the fix;
+- hidden messages hold no input or expected values;
+- the student-side module: its messages, no traceback from inside it, no imports of the
+  course, and public_cases.npz round-trips without pickle.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autograder import checks, release, student_check
+from autograder.checks import Case, Seeded
+
+NAMES = sorted(checks.REGISTRY)
+CONTRACT_REGEX = re.compile(r"check\(\s*[\"'](\w+)[\"']\s*,\s*(\w+)\s*\)")
+
+
+def _perfect(name):
+    """A correct implementation of a check: the reference (or, for the outcome task, the truth)."""
+    if name == "translate":
+        return lambda src: checks._translate_answer(Case("", (src,)))
+    if name == "luong_concat_context":
+        ref = checks.REGISTRY["luong_context"].reference_fn()
+        return lambda h_t, h, w_a, w_c, v, mask=None: ref(h_t, h, w_a, w_c, "concat", mask, v)
+    return checks.REGISTRY[name].reference_fn()
+
+
+def _verdicts(name, fn, cases, hidden):
+    out = []
+    for case in cases:
+        got = checks.normalise(checks._call(fn, case))
+        out.append(checks.compare(name, case, checks.expected(name, case), got, hidden=hidden))
+    return out
+
+
+# ----------------------------------------------------------------------------------------
+# the registry
+
+
+def test_registry_covers_the_five_assignments_and_names_match_keys():
+    assert set(c.assignment for c in checks.REGISTRY.values()) == set(checks.ASSIGNMENTS)
+    for name, check in checks.REGISTRY.items():
+        assert check.name == name
+        for assignment in checks.ASSIGNMENTS:
+            assert 4 <= len(checks.checks_for(assignment)) <= 7
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_reference_passes_its_public_and_hidden_cases(name):
+    fn = _perfect(name)
+    for hidden, cases in ((False, checks.public_cases(name)), (True, checks.hidden_cases(name, 11)),
+                          (True, checks.hidden_cases(name, 12345))):
+        assert cases, name
+        for verdict in _verdicts(name, fn, cases, hidden):
+            assert verdict.passed, verdict.message
+    checks.run_hidden(name, fn, seed=3)  # raises on failure
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_cases_hold_only_contract_types_and_hidden_differ_from_public(name):
+    allowed = (np.ndarray, int, float, bool, str, type(None), Seeded)
+    public, hidden = checks.public_cases(name), checks.hidden_cases(name, 5)
+    for case in public + hidden:
+        assert isinstance(case.name, str) and case.name
+        for value in list(case.args) + list(case.kwargs.values()):
+            assert isinstance(value, allowed), (case.name, type(value))
+    arrays = lambda cases: [a for c in cases for a in c.args if isinstance(a, np.ndarray) and a.dtype.kind == "f"]  # noqa: E731
+    if arrays(public):
+        assert not all(p.shape == h.shape and np.array_equal(p, h) for p, h in zip(arrays(public), arrays(hidden)))
+    assert [c.name for c in checks.hidden_cases(name, 5)] == [c.name for c in hidden]  # same seed, same cases
+
+
+def test_edge_cases_are_present():
+    names = {n: [c.name for c in checks.public_cases(n)] for n in NAMES}
+    assert "fully-masked row" in names["masked_softmax"]
+    assert "fully-masked row" in names["attention"]
+    assert any("n=1" in c for c in names["average_pool"])
+    for case in checks.public_cases("scaled_dot_score")[:2]:
+        assert case.args[0].shape[-2] != case.args[1].shape[-2]  # n_q != n_k catches a transpose
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if checks.REGISTRY[n].mistakes])
+def test_every_declared_mistake_is_recognised_on_some_public_case(name):
+    for mistake in checks.REGISTRY[name].mistakes:
+        seen = False
+        for case in checks.public_cases(name):
+            try:
+                got = checks.normalise(checks._call(mistake.outputs, case))
+            except (ValueError, TypeError, IndexError):
+                continue
+            verdict = checks.compare(name, case, checks.expected(name, case), got, hidden=False)
+            if not verdict.passed:
+                assert "known mistake" in verdict.message, verdict.message
+                assert mistake.hint in verdict.message
+                seen = True
+        assert seen, f"{name}: mistake {mistake.hint!r} never distinguishable on the public cases"
+
+
+# ----------------------------------------------------------------------------------------
+# deliberately wrong implementations and what they are told
+
+
+def _first_failure(name, fn, hidden=False):
+    cases = checks.hidden_cases(name, 2) if hidden else checks.public_cases(name)
+    for case in cases:
+        verdict = _verdicts(name, fn, [case], hidden)[0]
+        if not verdict.passed:
+            return case, verdict.message
+    raise AssertionError(f"{name}: the wrong implementation passed every case")
+
+
+def test_transposed_k_gets_the_transpose_hint():
+    def transposed(q, k):
+        return (np.asarray(k) @ np.swapaxes(q, -1, -2)) / math.sqrt(np.shape(q)[-1])  # K Q^T
+
+    case, message = _first_failure("scaled_dot_score", transposed)
+    n_q, n_k = case.args[0].shape[-2], case.args[1].shape[-2]
+    assert f"expected scores of shape {case.args[0].shape[:-2] + (n_q, n_k)}" in message
+    assert "did you transpose K?" in message
+
+
+def test_missing_sqrt_scaling_is_named():
+    def unscaled(x, w_q, w_k, w_v, mask=None):
+        q, k, v = x @ w_q, x @ w_k, x @ w_v
+        from solutions.soft_hard import masked_softmax
+
+        weights = masked_softmax(q @ np.swapaxes(k, -1, -2), mask)
+        return weights @ v, weights
+
+    _, message = _first_failure("self_attention", unscaled)
+    assert "forgot to divide the scores by sqrt(d_k)" in message
+
+
+def test_nan_on_fully_masked_rows_is_located_and_explained():
+    def naive(scores, mask=None):
+        s = np.asarray(scores, dtype=float)
+        if mask is not None:
+            s = np.where(mask, s, -np.inf)
+        e = np.exp(s - s.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    with np.errstate(invalid="ignore"):
+        case, message = _first_failure("masked_softmax", naive)
+    assert case.name == "padding mask" or "masked" in case.name or "key" in case.name
+    assert "contains NaN" in message and "at index" in message
+    assert "guard the division" in message
+
+
+def test_wrong_shape_says_expected_and_got():
+    def keepdims(x, mask=None):
+        return np.asarray(x).mean(axis=-2, keepdims=True)
+
+    case, message = _first_failure("average_pool", keepdims)
+    assert f"expected output of shape {case.args[0].shape[:-2] + case.args[0].shape[-1:]}" in message
+    assert "one axis too many" in message
+
+
+def test_wrong_arity_and_none_are_explained():
+    case = checks.public_cases("attention")[0]
+    exp = checks.expected("attention", case)
+    verdict = checks.compare("attention", case, exp, exp[:1], hidden=False)
+    assert not verdict.passed and "expected 2 outputs (output, weights), got 1" in verdict.message
+    with pytest.raises(ValueError, match="forget a `return`"):
+        checks.normalise(None)
+    with pytest.raises(ValueError, match="not numeric"):
+        checks.normalise("abc")
+    assert checks.normalise(3.5)[0].shape == ()
+    assert len(checks.normalise((1, np.zeros(2)))) == 2
+
+
+def test_outcome_check_reports_accuracy_against_the_threshold():
+    case = checks.public_cases("translate")[0]
+    truth = checks.expected("translate", case)[0]
+    ok = checks.compare("translate", case, (truth,), (truth,), hidden=True)
+    assert ok.passed and "100.0%" in ok.message
+    wrong = truth.copy()
+    wrong[: len(wrong) // 2, 0] = (wrong[: len(wrong) // 2, 0] - 3 + 1) % 10 + 3  # another digit
+    bad = checks.compare("translate", case, (truth,), (wrong,), hidden=True)
+    assert not bad.passed and "50.0%" in bad.message and "85%" in bad.message
+    # an <eos> and anything after it are ignored
+    with_eos = np.concatenate([truth, np.full((len(truth), 1), 2), np.full((len(truth), 1), 7)], axis=1)
+    assert checks.compare("translate", case, (truth,), (with_eos,), hidden=False).passed
+
+
+def test_translate_truth_matches_the_generated_targets():
+    from solutions import seq2seq
+
+    pairs = seq2seq.make_translation_data(50, 4, 1, 5)
+    src, tgt = checks._translation_ids(pairs)
+    assert np.array_equal(checks._translate_answer(Case("x", (src,)))[:, : tgt.shape[1]], tgt)
+
+
+def _numbers(text):
+    return set(re.findall(r"-?\d+\.\d+(?:e[-+]?\d+)?", text))
+
+
+def test_hidden_messages_hold_no_input_or_expected_values():
+    def off_by_a_bit(q, k, v, mask=None):
+        out, w = checks.REGISTRY["attention"].reference_fn()(q, k, v, mask)
+        return out + 0.25, w
+
+    seen = 0
+    for case in checks.hidden_cases("attention", 9):
+        exp = checks.expected("attention", case)
+        got = checks.normalise(off_by_a_bit(*case.args))
+        hidden = checks.compare("attention", case, exp, got, hidden=True).message
+        public = checks.compare("attention", case, exp, got, hidden=False).message
+        assert "(expected " in public  # the public message shows the entry ...
+        assert "(expected " not in hidden and "got " not in hidden.split("tolerance")[-1]  # ... the hidden one does not
+        values = {f"{x:.6g}" for a in list(exp) + [a for a in case.args if isinstance(a, np.ndarray)]
+                  for x in np.ravel(a).astype(float)}
+        assert not (_numbers(hidden) & values), hidden
+        seen += 1
+    assert seen
+
+
+def test_run_hidden_fails_with_a_summary_and_no_values():
+    def transposed(q, k):
+        return np.asarray(k) @ np.swapaxes(q, -1, -2) / math.sqrt(np.shape(q)[-1])
+
+    with pytest.raises(AssertionError) as info:
+        checks.run_hidden("scaled_dot_score", transposed, seed=1)
+    message = str(info.value)
+    assert re.search(r"hidden check failed on \d+ of \d+ cases", message)
+    assert "did you transpose K?" in message
+    assert "BEGIN HIDDEN" not in message and "run_hidden" not in message
+
+    def crashes(q, k):
+        raise IndexError("tuple index out of range")
+
+    with pytest.raises(AssertionError, match="raised IndexError"):
+        checks.run_hidden("scaled_dot_score", crashes, seed=1)
+
+
+def test_hidden_seed_comes_from_the_environment(monkeypatch):
+    calls = []
+
+    def spy(q, k):
+        calls.append(np.asarray(q).copy())
+        return checks.REGISTRY["scaled_dot_score"].reference_fn()(q, k)
+
+    monkeypatch.setenv(checks.HIDDEN_SEED_ENV, "41")
+    checks.run_hidden("scaled_dot_score", spy)
+    first = [c.copy() for c in calls]
+    calls.clear()
+    checks.run_hidden("scaled_dot_score", spy, seed=41)
+    assert all(np.array_equal(a, b) for a, b in zip(first, calls))
+
+
+# ----------------------------------------------------------------------------------------
+# the student-side module and public_cases.npz
+
+
+@pytest.fixture(scope="module")
+def ch2_cases(tmp_path_factory):
+    path = tmp_path_factory.mktemp("public") / "public_cases.npz"
+    release.build_public_cases("ch2_soft_hard", path)
+    return path
+
+
+def test_public_cases_round_trip_without_pickle(tmp_path):
+    cases = [{"name": "mixed", "args": (np.arange(6.0).reshape(2, 3), np.array([True, False]), 3, 2.5, True, "dot", None, Seeded(7)),
+              "kwargs": {"mask": np.eye(2, dtype=bool), "k": None}, "expected": (np.ones(3), np.array(4)),
+              "mistakes": [("a hint", (np.zeros(3), np.array(1)))]}]
+    path = tmp_path / "public_cases.npz"
+    student_check.save_cases(path, "ch2_soft_hard", {"demo": {"spec": {"rtol": 1e-6, "atol": 0.0}, "cases": cases}})
+    with np.load(path, allow_pickle=False) as data:  # must not need pickle
+        assert "__meta__" in data.files
+    loaded = student_check.load_cases(path)["demo"]
+    case = loaded["cases"][0]
+    args, kwargs = case["args"](), case["kwargs"]()
+    assert np.array_equal(args[0], cases[0]["args"][0]) and args[1].dtype == bool
+    assert args[2:7] == [3, 2.5, True, "dot", None]
+    assert isinstance(args[7], np.random.Generator)
+    assert args[7].random() == np.random.default_rng(7).random()
+    assert np.array_equal(kwargs["mask"], np.eye(2, dtype=bool)) and kwargs["k"] is None
+    assert np.array_equal(case["expected"][0], np.ones(3))
+    assert case["mistakes"][0][0] == "a hint"
+    args[0][0, 0] = 99.0  # a function that writes into its input does not change the next call
+    assert case["args"]()[0][0, 0] == 0.0
+
+
+def test_student_check_passes_a_correct_function(ch2_cases, capsys):
+    student_check.check("masked_softmax", checks.REGISTRY["masked_softmax"].reference_fn(), cases_path=str(ch2_cases))
+    assert "masked_softmax: all 6 public cases passed" in capsys.readouterr().out
+
+
+def test_student_check_messages(ch2_cases):
+    def unscaled(q, k, v, mask=None):
+        from solutions.soft_hard import attention
+
+        return attention(q, k, v, mask, score="dot")
+
+    with pytest.raises(student_check.CheckFailed) as info:
+        student_check.check("attention", unscaled, cases_path=str(ch2_cases))
+    message = str(info.value)
+    assert message.startswith("attention: ") and "public cases failed" in message
+    assert "forgot to divide the scores by sqrt(d_k)" in message
+    rendered = info.value._render_traceback_()  # what Jupyter shows instead of a traceback
+    assert "Traceback" not in "\n".join(rendered) and "student_check.py" not in "\n".join(rendered)
+
+    def stub(scores, mask=None):
+        raise NotImplementedError()
+
+    with pytest.raises(student_check.CheckFailed, match="not implemented yet"):
+        student_check.check("masked_softmax", stub, cases_path=str(ch2_cases))
+
+    def buggy(scores, mask=None):
+        return scores[5, 5, 5, 5]
+
+    with pytest.raises(student_check.CheckFailed) as info:
+        student_check.check("masked_softmax", buggy, cases_path=str(ch2_cases))
+    assert "raised IndexError" in str(info.value) and "`return scores[5, 5, 5, 5]`" in str(info.value)
+
+    with pytest.raises(student_check.CheckFailed, match="no public check called 'attentoin'"):
+        student_check.check("attentoin", unscaled, cases_path=str(ch2_cases))
+    with pytest.raises(student_check.CheckFailed, match="returned value is None"):
+        student_check.check("masked_softmax", lambda s, m=None: None, cases_path=str(ch2_cases))
+
+
+def test_student_check_imports_nothing_from_the_course(ch2_cases, tmp_path):
+    source = Path(student_check.__file__).read_text()
+    assert not re.search(r"^\s*(from|import)\s+(solutions|autograder)", source, re.M)
+    folder = tmp_path / "released"
+    folder.mkdir()
+    (folder / "attention_check.py").write_text(source)
+    (folder / "public_cases.npz").write_bytes(Path(ch2_cases).read_bytes())
+    script = (
+        "import sys, numpy as np\n"
+        "from attention_check import check\n"
+        "def masked_softmax(s, mask=None):\n"
+        "    s = np.asarray(s, float); mask = np.ones(s.shape, bool) if mask is None else np.broadcast_to(mask, s.shape)\n"
+        "    z = np.where(mask, s, -np.inf); m = z.max(-1, keepdims=True); m = np.where(np.isfinite(m), m, 0)\n"
+        "    e = np.where(mask, np.exp(z - m), 0); t = e.sum(-1, keepdims=True)\n"
+        "    return e / np.where(t > 0, t, 1)\n"
+        "check('masked_softmax', masked_softmax)\n"
+        "assert not any(m == 'solutions' or m.startswith(('solutions.', 'autograder')) for m in sys.modules), sorted(sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=folder, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "all 6 public cases passed" in result.stdout

@@ -1,0 +1,165 @@
+"""The source notebooks and `python -m autograder.release` (on a temporary copy of the course).
+
+- every source notebook has the required structure: an opening that names the chapter,
+  4-6 auto-graded tasks worth 10-20 points, one manually graded answer, locked test cells
+  whose `check(...)` calls (found with the grader's regex) name registry checks of that
+  assignment and whose hidden block calls run_hidden for the same checks;
+- the release holds no solution, no hidden test and no import of `solutions`, has the
+  stubs, the public cases and the check module, is zipped, and its public checks run
+  offline from the released folder alone;
+- the scan fails loudly on a planted leak.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+from autograder import checks, release, student_check
+
+COURSE = Path(release.__file__).resolve().parent
+CONTRACT_REGEX = re.compile(r"check\(\s*[\"'](\w+)[\"']\s*,\s*(\w+)\s*\)")
+HIDDEN_BLOCK = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
+CHAPTERS = {
+    "ch1_pooling": "Attention as pooling",
+    "ch2_soft_hard": "Soft and hard attention",
+    "ch3_seq2seq": "Seq2seq with attention",
+    "ch4_self_attention": "Self-attention",
+    "ch5_multihead": "Multi-head attention",
+}
+
+
+def _source(assignment):
+    return nbformat.read(COURSE / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+
+
+def _graded_code_cells(nb):
+    return [c for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")]
+
+
+@pytest.mark.parametrize("assignment", checks.ASSIGNMENTS)
+def test_source_notebook_structure(assignment):
+    nb = _source(assignment)
+    assert CHAPTERS[assignment] in nb.cells[0].source, "the opening must name the chapter to read"
+    tests = _graded_code_cells(nb)
+    assert 4 <= len(tests) <= 6
+    points = sum(c.metadata["nbgrader"]["points"] for c in tests)
+    assert 10 <= points <= 20
+    manual = [c for c in nb.cells if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("grade")]
+    assert len(manual) == 1 and manual[0].metadata["nbgrader"]["solution"]
+    used = []
+    for cell in tests:
+        meta = cell.metadata["nbgrader"]
+        assert meta["locked"] and meta["points"] > 0
+        hidden = HIDDEN_BLOCK.search(cell.source)
+        assert hidden, "every test cell has a hidden block"
+        public_part = HIDDEN_BLOCK.sub("", cell.source)
+        calls = CONTRACT_REGEX.findall(public_part)
+        assert calls, cell.source
+        for name, fn in calls:
+            assert name == fn and checks.REGISTRY[name].assignment == assignment
+            assert f'run_hidden("{name}", {fn})' in hidden.group(1)
+        used += [name for name, _ in calls]
+    assert sorted(used) == sorted(c.name for c in checks.checks_for(assignment))
+    ids = [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if "nbgrader" in c.metadata]
+    assert len(ids) == len(set(ids))
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
+            assert "### BEGIN SOLUTION" in cell.source and '"""' in cell.source  # docstring with shapes
+        assert "from solutions" not in cell.source and "import solutions" not in cell.source or \
+            "BEGIN HIDDEN TESTS" in cell.source
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory):
+    course = tmp_path_factory.mktemp("course")
+    shutil.copy(COURSE / "nbgrader_config.py", course)
+    shutil.copytree(COURSE / "source", course / "source",
+                    ignore=shutil.ignore_patterns("*.npz", "attention_check.py", "__pycache__"))
+    release.release(course, log=lambda *_: None)
+    return course
+
+
+@pytest.mark.parametrize("assignment", checks.ASSIGNMENTS)
+def test_release_contents(released, assignment):
+    folder = released / "release" / assignment
+    files = {p.name for p in folder.iterdir()}
+    assert {f"{assignment}.ipynb", "public_cases.npz", release.CHECK_MODULE} <= files
+    nb = nbformat.read(folder / f"{assignment}.ipynb", as_version=4)
+    text = "\n".join(c.source for c in nb.cells)
+    assert release.FORBIDDEN.search(text) is None
+    assert "run_hidden" not in text
+    solutions = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code"]
+    assert solutions and all("raise NotImplementedError()" in c.source for c in solutions)
+    for cell in _graded_code_cells(nb):
+        assert CONTRACT_REGEX.search(cell.source)
+    loaded = student_check.load_cases(folder / "public_cases.npz")
+    assert sorted(loaded) == sorted(c.name for c in checks.checks_for(assignment))
+    with zipfile.ZipFile(released / "release" / f"{assignment}.zip") as zf:
+        names = set(zf.namelist())
+    assert {f"{assignment}/{f}" for f in files if f != "__pycache__"} <= names
+    assert release.scan(folder) == [] and release.scan_zip(released / "release" / f"{assignment}.zip") == []
+
+
+def test_public_checks_run_offline_from_the_released_folder(released, tmp_path):
+    """Unzip a release elsewhere and run the instructor's solution cells against it in a
+    fresh interpreter: every public check passes, and neither `solutions` nor
+    `autograder` is imported."""
+    with zipfile.ZipFile(released / "release" / "ch5_multihead.zip") as zf:
+        zf.extractall(tmp_path)
+    folder = tmp_path / "ch5_multihead"
+    source = _source("ch5_multihead")
+    code = [c.source for c in source.cells if c.cell_type == "code" and not c.metadata.get("nbgrader", {}).get("grade")]
+    checks_code = [re.sub(HIDDEN_BLOCK, "", c.source) for c in _graded_code_cells(source)]
+    script = "\n\n".join(code + checks_code + [
+        "import sys\nassert not [m for m in sys.modules if m.split('.')[0] in ('solutions', 'autograder')]\n"])
+    result = subprocess.run([sys.executable, "-c", script], cwd=folder, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.count("public cases passed") == len(checks.checks_for("ch5_multihead"))
+
+
+def test_ch3_release_ships_training_data_loadable_without_pickle(released):
+    with np.load(released / "release" / "ch3_seq2seq" / release.DATA_FILE, allow_pickle=False) as data:
+        assert data["train_src"].shape[0] == data["train_tgt"].shape[0] == checks.TRANSLATE_TRAIN_SIZE
+        assert list(data["target_vocab"][:3]) == ["<pad>", "<bos>", "<eos>"]
+
+
+def test_scan_finds_planted_leaks(tmp_path):
+    folder = tmp_path / "release" / "ch1_pooling"
+    folder.mkdir(parents=True)
+    (folder / "ok.py").write_text("print('fine')\n")
+    assert release.scan(folder) == []
+    (folder / "leak.py").write_text("x = 1\n### BEGIN SOLUTION\n")
+    (folder / "cheat.py").write_text("from solutions.pooling import average_pool\n")
+    problems = release.scan(folder)
+    assert any("leak.py, line 2" in p for p in problems) and any("cheat.py" in p for p in problems)
+    zip_path = release.make_zip(folder)
+    assert len(release.scan_zip(zip_path)) == 2
+
+
+def test_release_fails_loudly_when_a_notebook_imports_solutions(tmp_path):
+    course = tmp_path / "course"
+    course.mkdir()
+    shutil.copy(COURSE / "nbgrader_config.py", course)
+    shutil.copytree(COURSE / "source" / "ch5_multihead", course / "source" / "ch5_multihead",
+                    ignore=shutil.ignore_patterns("*.npz", "attention_check.py", "__pycache__"))
+    path = course / "source" / "ch5_multihead" / "ch5_multihead.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.insert(2, nbformat.v4.new_code_cell("from solutions.multihead import split_heads"))
+    nbformat.write(nb, path)
+    with pytest.raises(release.ReleaseError, match="from solutions"):
+        release.release(course, only=["ch5_multihead"], log=lambda *_: None)
+
+
+def test_cli_reports_failure_with_exit_code(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "autograder.release", "--course", str(tmp_path), "--only", "ch1_pooling"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1 and "no source notebook" in result.stderr
