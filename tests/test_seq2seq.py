@@ -324,6 +324,10 @@ def test_twins_raise_value_errors_that_name_the_shapes():
         luong_context(**(largs | {"kind": "bilinear"}))
     with pytest.raises(ValueError, match="needs v"):
         luong_context(**(_luong_inputs(rng, "concat") | {"v": None}))
+    with pytest.raises(ValueError, match="needs w_a of shape \\(d, d\\)"):
+        luong_context(**(largs | {"w_a": None}))
+    with pytest.raises(ValueError, match="only used by kind='concat'"):
+        luong_context(**(largs | {"v": np.ones(3)}))
 
 
 # ----------------------------------------------------------------------------------------
