@@ -514,6 +514,16 @@ def test_reinforce_classifier_beats_chance_by_a_clear_margin(hard_model):
 
 
 @pytest.mark.slow
+def test_reinforce_with_running_baseline_learns_the_long_marker_task():
+    # the configuration the chapter plots: 40 positions, 8 classes, chance = 1/8
+    model, history = train_hard_attention("running", seq_len=40, num_classes=8, steps=300, seed=0)
+    tokens, labels, marker = make_marker_data(2000, seed=321, seq_len=40, num_classes=8)
+    assert classifier_accuracy(model, tokens, labels) >= 0.9
+    assert history["hit_rate"][-1] >= 0.9
+    assert history["baseline"][-1] > -0.5  # the running mean tracks a reward that rose towards 0
+
+
+@pytest.mark.slow
 def test_soft_attention_twin_learns_the_marker_task():
     model, history = train_soft_attention(seed=0)
     tokens, labels, marker = make_marker_data(2000, seed=123)
