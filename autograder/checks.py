@@ -776,10 +776,10 @@ class HiddenCheckFailed(AssertionError):
 
 
 def _student_error(err: BaseException) -> str:
+    """The exception's type only: its text could echo hidden inputs back into feedback."""
     if isinstance(err, NotImplementedError):
-        return "not implemented"
-    text = str(err).splitlines()[0] if str(err) else ""
-    return f"raised {type(err).__name__}" + (f": {text[:200]}" if text else "")
+        return "is not implemented yet"
+    return f"raised {type(err).__name__} (run the public check to see where)"
 
 
 def run_hidden(name: str, fn, seed: int | None = None) -> None:

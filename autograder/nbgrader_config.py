@@ -22,10 +22,48 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # A notebook must finish in well under this (ch3 trains a small model for a few seconds).
 c.Execute.timeout = 300
 
-# Feedback shows each test cell's verdict and messages, but never the hidden test code
-# (stock nbgrader would copy it into the HTML): strip the hidden regions first.
+# Feedback shows each test cell's verdict and messages, but never the hidden test code.
+# Stock nbgrader copies it into the HTML twice: in the cell's source, and in the context
+# lines of a traceback raised in the test cell itself (e.g. a NameError when a function
+# was never defined). Scrub the tracebacks first, then strip the hidden regions.
+import re  # noqa: E402
+
+from nbconvert.preprocessors import Preprocessor  # noqa: E402
+from traitlets import Bool  # noqa: E402
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class ScrubHiddenTestsFromTracebacks(Preprocessor):
+    """Drop every traceback line of a graded cell that shows a line of its hidden tests."""
+
+    enabled = Bool(True)  # nbconvert preprocessors are off unless enabled
+
+    def preprocess_cell(self, cell, resources, index):
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code" or not meta.get("grade") or "BEGIN HIDDEN TESTS" not in cell.source:
+            return cell, resources
+        hidden, inside = [], False
+        for line in cell.source.splitlines():
+            if "BEGIN HIDDEN TESTS" in line:
+                inside = True
+            if inside and line.strip():
+                hidden.append(line.strip())
+            if "END HIDDEN TESTS" in line:
+                inside = False
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                output["traceback"] = [
+                    "\n".join(part for part in frame.split("\n")
+                              if not any(h in _ANSI.sub("", part) for h in hidden))
+                    for frame in output.get("traceback", [])
+                ]
+        return cell, resources
+
+
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
+    ScrubHiddenTestsFromTracebacks,
     "nbgrader.preprocessors.ClearHiddenTests",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
