@@ -134,6 +134,9 @@ class Recorder:
                     if grade_id in scores:
                         grade.auto_score = float(scores[grade_id])
                         grade.needs_manual_grade = grade.manual_score is not None
+                    elif grade_id in result.unanswered:  # as nbgrader: no answer -> 0, no review
+                        grade.auto_score = 0.0
+                        grade.needs_manual_grade = grade.manual_score is not None
                     else:  # a written answer: nbgrader leaves it to a human
                         grade.auto_score = None
                         grade.needs_manual_grade = True

@@ -74,6 +74,7 @@ class SubmissionResult:
     sha256: str = ""
     seconds: float = 0.0
     sandbox_starts: int = 0
+    unanswered: list = field(default_factory=list)  # manually graded cells left as released
 
     def add_reason(self, reason: str, note: str) -> None:
         if reason not in self.reasons:
@@ -408,6 +409,7 @@ def grade_submission(job: GradeJob) -> SubmissionResult:
         result.seconds = time.monotonic() - started
         return result
     program = nbparse.build_program(spec, submission)
+    result.unanswered = nbparse.unanswered_manual_cells(spec, submission)
     for note in program.tampering:
         result.add_reason("tampered cell", note)
     release_root = course / "release"

@@ -132,6 +132,19 @@ def read_submission(path: Path):
     return notebook
 
 
+def unanswered_manual_cells(spec: AssignmentSpec, submission) -> list[str]:
+    """Manually graded cells whose content is still the released one (nbgrader scores them 0)."""
+    from nbgrader.utils import compute_checksum
+
+    manual = {gid for gid, meta in spec.metadata.items() if meta.get("grade") and meta.get("solution")}
+    out = []
+    for cell in submission.cells:
+        meta = _nbgrader(cell)
+        if meta.get("grade_id") in manual and meta.get("checksum") and meta["checksum"] == compute_checksum(cell):
+            out.append(meta["grade_id"])
+    return out
+
+
 @dataclass
 class Program:
     """The code the sandbox runs, and where each piece came from."""
