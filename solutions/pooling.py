@@ -15,16 +15,17 @@ Conventions (``shared/DESIGN.md``): rows are items; masks are boolean with True 
 a fully masked sequence pools to zeros (never NaN). Functions keep the floating dtype of
 their input (float32 stays float32).
 
-Equation numbers refer to the chapter:
+Equation numbers refer to the chapter; its MyST labels are given after each number:
 
-- (1.1) average pooling ``sum_j m_j x_j / sum_j m_j``; (1.2) max pooling ``max_{j: m_j} x_j``
-- (1.3) Gaussian kernel ``K_h(u) = exp(-u^2 / (2 h^2))``
-- (1.4) Nadaraya-Watson weights ``a_ij = K_h(|x_i - x_j|) / sum_l K_h(|x_i - x_l|)
+- (1.1) ``eq-ch1-average-pool``: ``sum_j m_j x_j / sum_j m_j``;
+  (1.2) ``eq-ch1-max-pool``: ``max_{j: m_j} x_j``
+- (1.3) ``eq-ch1-gaussian-kernel``: ``K_h(u) = exp(-u^2 / (2 h^2))``
+- (1.4) ``eq-ch1-nw-weights``: ``a_ij = K_h(|x_i - x_j|) / sum_l K_h(|x_i - x_l|)
   = softmax_j(-|x_i - x_j|^2 / (2 h^2))``
-- (1.5) prediction ``f(x_i) = sum_j a_ij y_j`` (attention pooling: ``weights @ values``)
-- (1.6) leave-one-out loss ``L(h) = (1/n) sum_i (f_{-i}(x_i) - y_i)^2``, where ``f_{-i}``
+- (1.5) ``eq-ch1-nw-prediction``: ``f(x_i) = sum_j a_ij y_j`` (attention pooling: ``weights @ values``)
+- (1.6) ``eq-ch1-loo-loss``: ``L(h) = (1/n) sum_i (f_{-i}(x_i) - y_i)^2``, where ``f_{-i}``
   drops point i from the keys
-- (1.7) its derivative ``dL/dh = (2/n) sum_i (f_{-i}(x_i) - y_i) sum_j a_ij g_ij (y_j - f_{-i}(x_i))``
+- (1.7) ``eq-ch1-loo-grad``: ``dL/dh = (2/n) sum_i (f_{-i}(x_i) - y_i) sum_j a_ij g_ij (y_j - f_{-i}(x_i))``
   with ``g_ij = d s_ij / dh = |x_i - x_j|^2 / h^3``
 """
 

@@ -29,17 +29,18 @@ Conventions (``shared/DESIGN.md``): queries are rows; ``q`` is ``(..., n_q, d)``
 summing to 1. Masks are boolean, broadcastable to ``(..., n_q, n_k)``, True = "may attend".
 NumPy functions keep the floating dtype of their input (float32 stays float32).
 
-Equation numbers refer to the chapter:
+Equations are cited by their labels in the chapter (MyST ``:label:``, rendered as numbers):
 
-- (2.1) ``softmax(s)_j = exp(s_j - max s) / sum_l exp(s_l - max s)``
-- (2.2) masked softmax: ``s_j -> -inf`` where the mask is False; empty rows give 0
-- (2.3) dot ``q.k``; (2.4) scaled dot ``q.k / sqrt(d)``; (2.5) general ``q W k``;
-  (2.6) additive ``v . tanh(q W_q + k W_k)``; (2.7) cosine ``q.k / (|q| |k|)``
-- (2.8) soft attention ``o_i = sum_j a_ij v_j`` with ``a_i = softmax(score(q_i, K))``
-- (2.9) hard attention ``o_i = v_{z_i}``, ``z_i ~ Categorical(a_i)`` (or ``argmax a_i``)
-- (2.10) REINFORCE ``grad_s E[R] = E[(R - b) grad_s log p(z)]``, with
-  ``grad_s log p(z) = onehot(z) - softmax(s)``
-- (2.11) Gumbel-softmax ``y = softmax((s + g) / tau)``, ``g = -log(-log u)``, ``u ~ U(0, 1)``
+- ``ch2-softmax``: ``softmax(s)_j = exp(s_j - max s) / sum_l exp(s_l - max s)``
+- ``ch2-masked-softmax``: the max and the sum run over allowed keys only; empty rows give 0
+- ``ch2-dot`` ``q.k``; ``ch2-scaled-dot`` ``q.k / sqrt(d)``; ``ch2-general`` ``q W k``;
+  ``ch2-additive`` ``v . tanh(q W_q + k W_k)``; ``ch2-cosine`` ``q.k / (|q| |k|)``
+- ``ch2-soft-attention``: ``o_i = sum_j a_ij v_j`` with ``a_i = softmax(score(q_i, K))``
+- ``ch2-hard-attention``: ``o_i = v_{z_i}``, ``z_i ~ Categorical(a_i)`` (or ``argmax a_i``)
+- ``ch2-baseline``: REINFORCE with a baseline, ``g = (R - b) grad_s log p(z)``, with
+  ``grad_s log p(z) = onehot(z) - softmax(s)`` for a softmax policy
+- ``ch2-gumbel-softmax``: ``y = softmax((s + g) / tau)``, ``g = -log(-log u)``, ``u ~ U(0, 1)``
+- ``ch2-memory-hop``: one hop of the memory network, ``u_k = u_{k-1} + sum_i p_i c_i``
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ def _check_qk(q: np.ndarray, k: np.ndarray, width_q: int | None = None) -> None:
 
 
 def softmax(scores, axis: int = -1) -> np.ndarray:
-    """Max-shifted softmax along ``axis``, eq. (2.1).
+    """Max-shifted softmax along ``axis``, eq. ``ch2-softmax``.
 
     scores: (..., n) real array (float32 stays float32; ints become float64).
     Returns weights of the same shape, non-negative, summing to 1 along ``axis``.
@@ -147,7 +148,7 @@ def softmax(scores, axis: int = -1) -> np.ndarray:
 
 
 def masked_softmax(scores, mask=None) -> np.ndarray:
-    """Softmax over the last axis that gives masked-out keys exactly zero weight, eq. (2.2).
+    """Softmax over the last axis that gives masked-out keys exactly zero weight, eq. ``ch2-masked-softmax``.
 
     scores: (..., n_q, n_k) real array.
     mask:   boolean, broadcastable to (..., n_q, n_k), True = "may attend"; None = all.
@@ -173,7 +174,7 @@ def masked_softmax(scores, mask=None) -> np.ndarray:
 
 
 def dot_score(q, k) -> np.ndarray:
-    """Dot-product score ``s_ij = q_i . k_j``, eq. (2.3).
+    """Dot-product score ``s_ij = q_i . k_j``, eq. ``ch2-dot``.
 
     q: (..., n_q, d), k: (..., n_k, d)  ->  scores (..., n_q, n_k).
     """
@@ -183,7 +184,7 @@ def dot_score(q, k) -> np.ndarray:
 
 
 def scaled_dot_score(q, k) -> np.ndarray:
-    """Scaled dot-product score ``s_ij = q_i . k_j / sqrt(d)``, eq. (2.4).
+    """Scaled dot-product score ``s_ij = q_i . k_j / sqrt(d)``, eq. ``ch2-scaled-dot``.
 
     q: (..., n_q, d), k: (..., n_k, d)  ->  scores (..., n_q, n_k).
     Dividing by sqrt(d) keeps the score variance near 1 for unit-variance q, k.
@@ -196,7 +197,7 @@ def scaled_dot_score(q, k) -> np.ndarray:
 
 
 def general_score(q, k, w) -> np.ndarray:
-    """Bilinear ("general", Luong) score ``s_ij = q_i W k_j``, eq. (2.5).
+    """Bilinear ("general", Luong) score ``s_ij = q_i W k_j``, eq. ``ch2-general``.
 
     q: (..., n_q, d_q), k: (..., n_k, d_k), w: (d_q, d_k)  ->  scores (..., n_q, n_k).
     """
@@ -212,7 +213,7 @@ def general_score(q, k, w) -> np.ndarray:
 
 
 def additive_score(q, k, w_q, w_k, v) -> np.ndarray:
-    """Additive (Bahdanau) score ``s_ij = v . tanh(q_i W_q + k_j W_k)``, eq. (2.6).
+    """Additive (Bahdanau) score ``s_ij = v . tanh(q_i W_q + k_j W_k)``, eq. ``ch2-additive``.
 
     q: (..., n_q, d_q), k: (..., n_k, d_k), w_q: (d_q, d_att), w_k: (d_k, d_att),
     v: (d_att,)  ->  scores (..., n_q, n_k).
@@ -240,7 +241,7 @@ def additive_score(q, k, w_q, w_k, v) -> np.ndarray:
 
 
 def cosine_score(q, k) -> np.ndarray:
-    """Cosine-similarity score ``s_ij = q_i . k_j / (|q_i| |k_j|)``, eq. (2.7).
+    """Cosine-similarity score ``s_ij = q_i . k_j / (|q_i| |k_j|)``, eq. ``ch2-cosine``.
 
     q: (..., n_q, d), k: (..., n_k, d)  ->  scores (..., n_q, n_k) in [-1, 1].
     A zero query or key vector has score 0 with everything.
@@ -284,7 +285,7 @@ def _check_score_params(score, score_fn, q, k, score_params: dict) -> None:
 
 
 def attention(q, k, v, mask=None, score="scaled_dot", **score_params):
-    """Soft attention ``o_i = sum_j softmax(score(q_i, K))_j v_j``, eq. (2.8).
+    """Soft attention ``o_i = sum_j softmax(score(q_i, K))_j v_j``, eq. ``ch2-soft-attention``.
 
     q:    (..., n_q, d_q) queries
     k:    (..., n_k, d_k) keys
@@ -333,7 +334,7 @@ def attention(q, k, v, mask=None, score="scaled_dot", **score_params):
 
 
 def hard_attention(weights, values, rng=None):
-    """Hard attention: each query takes exactly one value, eq. (2.9).
+    """Hard attention: each query takes exactly one value, eq. ``ch2-hard-attention``.
 
     weights: (..., n_q, n_k) attention weights (rows sum to 1, or 0 for an empty row)
     values:  (..., n_k, d_v)
@@ -371,7 +372,7 @@ def hard_attention(weights, values, rng=None):
 
 
 def reinforce_grad(scores, index, reward, baseline=0.0) -> np.ndarray:
-    """Score-function (REINFORCE) gradient estimate for a softmax policy, eq. (2.10).
+    """Score-function (REINFORCE) gradient estimate for a softmax policy, eq. ``ch2-baseline``.
 
     scores:   (..., n) logits of the policy ``p = softmax(scores)``
     index:    (...) the sampled choice z (ints in [0, n))
@@ -439,7 +440,7 @@ def reinforce_grad_samples(scores, reward_fn, n, rng, baseline=0.0) -> np.ndarra
 
 
 def gumbel_softmax(scores, tau, rng, hard=False) -> np.ndarray:
-    """Gumbel-softmax (concrete) relaxation of a categorical sample, eq. (2.11).
+    """Gumbel-softmax (concrete) relaxation of a categorical sample, eq. ``ch2-gumbel-softmax``.
 
     scores: (..., n) logits; ``-inf`` marks a choice that is never taken.
     tau:    temperature > 0; as tau -> 0 the sample approaches a one-hot vector.
@@ -561,7 +562,7 @@ class HardAttentionClassifier(nn.Module):
     s = MLP(e) (B, n) -> policy
     softmax(s) -> position z (sampled in training, argmax at test) -> value
     embed_class(token_z mod C) (B, d) -> logits (B, C).
-    The choice z is not differentiable: the scorer is trained with REINFORCE, eq. (2.10).
+    The choice z is not differentiable: the scorer is trained with REINFORCE, eq. ``ch2-baseline``.
     """
 
     def __init__(self, vocab_size: int, num_classes: int, d_model: int = 32):
@@ -664,7 +665,7 @@ def train_hard_attention(
         classifier, looking only at the sampled position, is right, else 0.
     entropy_bonus: weight of the policy entropy added to the objective (0 = plain REINFORCE).
     Loss per batch: cross-entropy of the classifier on the glimpse (differentiable) plus the
-    REINFORCE surrogate ``-(R - b) log p(z)``, eq. (2.10); b never depends on z.
+    REINFORCE surrogate ``-(R - b) log p(z)``, eq. ``ch2-baseline``; b never depends on z.
     Returns ``(model, history)``; history has lists "step", "reward" (mean batch reward),
     "baseline", "accuracy" (held-out, argmax position), "hit_rate" (fraction of held-out
     sequences whose argmax position IS the marker), each logged every ``log_every`` steps,
@@ -964,7 +965,7 @@ def make_memory_data(n: int, seed: int, num_people: int = 3, num_objects: int = 
 
 
 class MemoryNetwork(nn.Module):
-    """End-to-end memory network with ``hops`` rounds of attention over the sentences.
+    """End-to-end memory network with ``hops`` rounds of attention over the sentences, eq. ``ch2-memory-hop``.
 
     memory (B, S, W), query (B, W) word ids. Embeddings E_0, ..., E_hops (each (V, d)) are
     shared between adjacent hops, as in the paper: hop k uses keys A_k = E_{k-1} and values
