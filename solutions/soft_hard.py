@@ -339,7 +339,10 @@ def hard_attention(weights, values, rng=None):
     weights: (..., n_q, n_k) attention weights (rows sum to 1, or 0 for an empty row)
     values:  (..., n_k, d_v)
     rng:     None -> ``index = argmax`` of each row (deterministic, ties go to the first);
-             a ``numpy.random.Generator`` -> one sample per query from Categorical(row).
+             a ``numpy.random.Generator`` -> one sample per query from Categorical(row), by
+             inverse-CDF sampling: ``u = rng.random(weights.shape[:-1])`` drawn once, then
+             the first j whose cumulative weight exceeds ``u * row_sum`` (the grader relies on
+             this exact recipe to reproduce a student's samples from the same seed).
     Returns ``(output, index)``: output (..., n_q, d_v) = ``values[..., index, :]`` and
     index (..., n_q) of ints. A row whose weights are all zero (a fully masked query) gets
     index -1 and a zero output, matching the soft convention.
