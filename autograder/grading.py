@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib
 import io
@@ -387,6 +388,7 @@ class SandboxPool:
 
 
 POOL = SandboxPool()
+atexit.register(POOL.close)
 
 
 def grade_submission(job: GradeJob) -> SubmissionResult:
@@ -463,7 +465,7 @@ class Progress:
 def grade_assignment(course, assignment: str, *, workers: int = 2, students=None, force: bool = False,
                      cluster: str | None = None, sandboxed: bool = True, limits: Limits = Limits(),
                      seed: int | None = None, progress: bool = True, registry_name: str = REGISTRY,
-                     out=None) -> dict:
+                     keep_sandboxes: bool = False) -> dict:
     """Grade every (or the given) submission; returns {"graded": [...], "skipped": [...], "seed": s}."""
     from autograder.gradebook import Recorder
 
@@ -528,7 +530,8 @@ def grade_assignment(course, assignment: str, *, workers: int = 2, students=None
     finally:
         if executor is not None:
             executor.shutdown(wait=True)
-            POOL.close()
+            if not keep_sandboxes:  # a caller grading several assignments may reuse them
+                POOL.close()
         if client is not None:
             client.close()
     return {"graded": graded, "skipped": skipped, "seed": seed}
