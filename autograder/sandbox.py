@@ -121,7 +121,7 @@ def sandbox_command(uid: int, release_root: Path | None, limits: Limits) -> list
         "--ro-bind", wire.__file__, "/sandbox_worker.py",
         "/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
         "--inh-caps=-all", "--bounding-set=-all",
-        interpreter, "-I", "-S", "/sandbox_worker.py", *site, "--", *PRELOAD,
+        interpreter, "-I", "-S", "/sandbox_worker.py", "--sandboxed", *site, "--", *PRELOAD,
     ]
     return command
 

@@ -294,11 +294,19 @@ def _become_subreaper() -> None:
         pass
 
 
-def _sweep() -> None:
-    """Kill and reap everything left in the sandbox except ourselves."""
+def _sweep(child: int, whole_namespace: bool) -> None:
+    """Kill and reap everything the child left behind.
+
+    In the sandbox (our own pid namespace and uid) that is every process but us:
+    kill(-1). Unsandboxed (--no-sandbox) kill(-1) would hit the whole machine, so only the
+    child's process group is killed there.
+    """
     for _ in range(200):
         try:
-            os.kill(-1, signal.SIGKILL)
+            if whole_namespace:
+                os.kill(-1, signal.SIGKILL)
+            else:
+                os.killpg(child, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         try:
@@ -311,7 +319,7 @@ def _sweep() -> None:
         time.sleep(0.005)
 
 
-def zygote(preload: list[str]) -> None:
+def zygote(preload: list[str], sandboxed: bool) -> None:
     control_in, control_out = 0, os.dup(1)
     # our own stdout/stderr go nowhere useful; the trusted side reads frames only
     null = os.open(os.devnull, os.O_WRONLY)
@@ -342,20 +350,23 @@ def zygote(preload: list[str]) -> None:
         if pid == 0:  # the child: never returns into the loop
             code = 0
             try:
+                os.setsid()  # its own process group, so it can be swept as one
                 run_submission(request, arrays, control_out)
             except BaseException:  # noqa: BLE001 - report by exit status
                 code = 70
             finally:
                 os._exit(code)
         _pid, status = os.waitpid(pid, 0)
-        _sweep()
+        _sweep(pid, sandboxed)
         exit_info = {"ev": "exit", "code": os.waitstatus_to_exitcode(status)}
         write_frame(control_out, exit_info)
 
 
 if __name__ == "__main__":
-    # argv: site-packages paths to add (the sandbox runs python -I -S), then "--", preloads
+    # argv: [--sandboxed] site-packages paths (the sandbox runs python -I -S), "--", preloads
     arguments = sys.argv[1:]
+    in_sandbox = bool(arguments) and arguments[0] == "--sandboxed"
+    arguments = arguments[1:] if in_sandbox else arguments
     split = arguments.index("--") if "--" in arguments else len(arguments)
     sys.path.extend(arguments[:split])
-    zygote(arguments[split + 1:])
+    zygote(arguments[split + 1:], in_sandbox)

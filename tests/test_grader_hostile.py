@@ -143,3 +143,9 @@ def test_grader_refuses_without_bwrap_unless_told(graded, monkeypatch, capsys):
     code = cli.main(["--course", str(graded["course"]), "grade", "ch1_pooling", "--quiet"])
     assert code == 3
     assert "apt-get install bubblewrap" in capsys.readouterr().err
+
+
+def test_no_sandbox_mode_grades_honest_work_the_same(graded):
+    out = grading.grade_assignment(graded["course"], "ch1_pooling", workers=1, students=["honest-right", "honest-partial"],
+                                   force=True, sandboxed=False, limits=LIMITS, progress=False)
+    assert {r.student: r.score for r in out["graded"]} == {"honest-right": 12.0, "honest-partial": 9.0}
