@@ -128,6 +128,14 @@ def test_nadaraya_watson_with_vector_inputs_and_outputs():
     np.testing.assert_allclose(nadaraya_watson(xq, xk, y, 0.8), pred_ref, rtol=1e-10)
 
 
+def test_nadaraya_watson_keeps_float32():
+    x, y = toy_regression()
+    x32, y32 = x.astype(np.float32), y.astype(np.float32)
+    w = nadaraya_watson_weights(x32, x32, 0.5)
+    assert w.dtype == np.float32 and nadaraya_watson(x32, x32, y32, 0.5).dtype == np.float32
+    np.testing.assert_allclose(w, nadaraya_watson_weights(x, x, 0.5), rtol=1e-4, atol=1e-6)
+
+
 def test_tiny_bandwidth_gives_nearest_neighbour_not_nan():
     x, y = toy_regression()
     xq = np.array([0.3, 2.5, 4.9, 100.0])  # 100 is far from every key

@@ -232,6 +232,16 @@ def test_cosine_score_matches_torch_cosine_similarity(qk):
     assert np.all(cosine_score(q0, k)[0, 0, 0] == 0)
 
 
+def test_scores_keep_float32_and_agree_with_float64(qk):
+    q, k, rng = qk
+    w, w_q, w_k, v = rng.normal(size=(6, 6)), rng.normal(size=(6, 4)), rng.normal(size=(6, 4)), rng.normal(size=4)
+    calls = [(dot_score, ()), (scaled_dot_score, ()), (cosine_score, ()), (general_score, (w,)), (additive_score, (w_q, w_k, v))]
+    for score, params in calls:
+        f32 = score(q.astype(np.float32), k.astype(np.float32), *(p.astype(np.float32) for p in params))
+        assert f32.dtype == np.float32, score.__name__
+        np.testing.assert_allclose(f32, score(q, k, *params), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("score", [dot_score, scaled_dot_score, cosine_score])
 def test_scores_reject_mismatched_widths_naming_the_shapes(score):
     with pytest.raises(ValueError, match=r"expected keys of width 16 to match queries, got 8.*\(4, 16\).*\(5, 8\)"):
