@@ -11,7 +11,8 @@ For every assignment id, in order:
    with the course's ``nbgrader_config.py`` (gradebook ``autograder/gradebook.db``);
 3. zip ``release/<id>/`` into ``release/<id>.zip``;
 4. scan the release (files, zips and the public-case JSON) for solution text, hidden tests
-   and imports of the reference package, and fail loudly if anything is found.
+   and imports of the reference package; if anything is found, delete that release and its
+   zip and fail loudly (exit status 1, every finding listed).
 
 Options: ``--course DIR`` (a copy of the course, as the tests use), ``--only ID`` (repeatable).
 """
@@ -173,7 +174,9 @@ def release(course: Path = COURSE, only: list[str] | None = None, log=print) -> 
         released = course / "release" / assignment
         zip_path = make_zip(released)
         problems = scan(released) + scan_zip(zip_path)
-        if problems:
+        if problems:  # never leave a leaking release where someone could publish it
+            shutil.rmtree(released, ignore_errors=True)
+            zip_path.unlink(missing_ok=True)
             raise ReleaseError(f"the release of {assignment} leaks solutions or hidden tests:\n  "
                                + "\n  ".join(problems))
         timings[assignment] = time.perf_counter() - start

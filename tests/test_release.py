@@ -157,6 +157,8 @@ def test_release_fails_loudly_when_a_notebook_imports_solutions(tmp_path):
     nbformat.write(nb, path)
     with pytest.raises(release.ReleaseError, match="from solutions"):
         release.release(course, only=["ch5_multihead"], log=lambda *_: None)
+    assert not (course / "release" / "ch5_multihead").exists()  # the leaking release is gone
+    assert not (course / "release" / "ch5_multihead.zip").exists()
 
 
 def test_cli_reports_failure_with_exit_code(tmp_path):
