@@ -332,7 +332,8 @@ def _raised_message(name: str, err: BaseException) -> str:
     line = ""
     if own:
         f = own[-1]
-        line = f" (at line {f.lineno}: `{(f.line or '').strip()}`)"
+        code = (f.line or "").strip()
+        line = f" (at line {f.lineno}: `{code}`)" if code else f" (at line {f.lineno})"
     return f"{name} raised {type(err).__name__}: {err}{line}"
 
 
