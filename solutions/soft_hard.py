@@ -142,9 +142,12 @@ def softmax(scores, axis: int = -1) -> np.ndarray:
         raise ValueError("expected scores with at least 1 dim, got a scalar")
     m = np.max(scores, axis=axis, keepdims=True)  # (..., 1, ...)
     m = np.where(np.isfinite(m), m, 0.0).astype(scores.dtype, copy=False)
-    e = np.exp(scores - m)  # in (0, 1]: no overflow
+    # one full-size buffer, worked in place: shift, exponentiate, normalise
+    e = scores - m  # <= 0 everywhere, so exp cannot overflow
+    np.exp(e, out=e)
     total = np.sum(e, axis=axis, keepdims=True)
-    return e / np.where(total > 0, total, 1.0).astype(scores.dtype, copy=False)
+    e /= np.where(total > 0, total, 1.0).astype(scores.dtype, copy=False)
+    return e
 
 
 def masked_softmax(scores, mask=None) -> np.ndarray:
@@ -161,12 +164,16 @@ def masked_softmax(scores, mask=None) -> np.ndarray:
     if mask is None:
         return softmax(scores, axis=-1)
     mask = _check_mask(mask, scores.shape)
-    neg_inf = np.asarray(-np.inf, dtype=scores.dtype)
-    m = np.max(np.where(mask, scores, neg_inf), axis=-1, keepdims=True)  # (..., n_q, 1)
+    # max over the allowed keys only, so a large masked score cannot shift the row
+    m = np.max(scores, axis=-1, keepdims=True, where=mask, initial=-np.inf)  # (..., n_q, 1)
     m = np.where(np.isfinite(m), m, 0.0).astype(scores.dtype, copy=False)  # empty row: shift 0
-    e = np.exp(np.where(mask, scores - m, neg_inf))  # (..., n_q, n_k), 0 where masked
+    # one full-size buffer, worked in place: shift, exponentiate the allowed keys, zero the rest
+    e = scores - m  # (..., n_q, n_k)
+    np.exp(e, out=e, where=mask)  # allowed keys: in (0, 1]
+    np.copyto(e, 0.0, where=~mask)  # masked keys: exactly 0 (even if their score was +-inf)
     total = np.sum(e, axis=-1, keepdims=True)  # (..., n_q, 1)
-    return e / np.where(total > 0, total, 1.0).astype(scores.dtype, copy=False)
+    e /= np.where(total > 0, total, 1.0).astype(scores.dtype, copy=False)
+    return e
 
 
 # ----------------------------------------------------------------------------------------
