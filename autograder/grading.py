@@ -143,7 +143,8 @@ def _tasks(spec) -> list[tuple[str, str, str]]:
     return [(test.grade_id, check, function) for test in spec.tests for check, function in test.checks]
 
 
-def make_request(spec, program, reg, seed: int, release_dir: str | None) -> tuple[dict, bytes, list]:
+def make_request(spec, program, reg, seed: int, release_dir: str | None) -> tuple[dict, dict, bytes, list]:
+    """(phase one: the cells, phase two: the cases, the cases' npz, [(case, hidden, expected)] per task)."""
     arrays: dict = {}
     tasks, all_cases = [], []
     for _grade_id, check, function in _tasks(spec):
@@ -155,8 +156,8 @@ def make_request(spec, program, reg, seed: int, release_dir: str | None) -> tupl
         tasks.append({"check": check, "function": function, "cases": encoded})
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
-    request = {"cells": program.cells, "tasks": tasks, "release_dir": release_dir}
-    return request, buffer.getvalue(), all_cases
+    request = {"cells": program.cells, "release_dir": release_dir}
+    return request, {"tasks": tasks}, buffer.getvalue(), all_cases
 
 
 # ---------------------------------------------------------------------------------------
@@ -179,13 +180,13 @@ def _kill_reason(run, limits: Limits) -> str:
     return {"output": "output too large"}.get(run.ended, "crash")
 
 
-def run_program(sandbox: Sandbox, request: dict, blob: bytes, max_attempts: int = 6) -> RunRecord:
+def run_program(sandbox: Sandbox, request: dict, cases: dict, blob: bytes, max_attempts: int = 6) -> RunRecord:
     record = RunRecord()
     done_tasks: set = set()
     for _attempt in range(max_attempts):
         starts_before = sandbox.starts
-        run = sandbox.run(dict(request, skip_cells=sorted(record.failed_cells),
-                               skip_tasks=sorted(done_tasks | set(record.failed_tasks))), blob)
+        run = sandbox.run(dict(request, skip_cells=sorted(record.failed_cells)),
+                          dict(cases, skip_tasks=sorted(done_tasks | set(record.failed_tasks))), blob)
         record.starts += sandbox.starts - starts_before
         for header, data in run.events:
             event = header.get("ev")
@@ -205,11 +206,11 @@ def run_program(sandbox: Sandbox, request: dict, blob: bytes, max_attempts: int 
         elif run.where and run.where[0] == "task":
             record.failed_tasks[run.where[1]] = (reason, run.detail)
         else:  # died before running anything: nothing more to learn by retrying
-            for task in range(len(request["tasks"])):
+            for task in range(len(cases["tasks"])):
                 if task not in done_tasks:
                     record.failed_tasks.setdefault(task, (reason, run.detail))
             return record
-    for task in range(len(request["tasks"])):
+    for task in range(len(cases["tasks"])):
         if task not in done_tasks:
             record.failed_tasks.setdefault(task, ("crash", "gave up after repeated failures"))
     return record
@@ -418,10 +419,10 @@ def grade_submission(job: GradeJob) -> SubmissionResult:
     release_dir = None
     if (release_root / job.assignment).is_dir():
         release_dir = f"/release/{job.assignment}" if job.sandboxed else str(release_root / job.assignment)
-    request, blob, all_cases = make_request(spec, program, reg, job.seed, release_dir)
+    request, cases, blob, all_cases = make_request(spec, program, reg, job.seed, release_dir)
     sandbox = POOL.acquire(release_root, job.limits, job.sandboxed)
     try:
-        record = run_program(sandbox, request, blob)
+        record = run_program(sandbox, request, cases, blob)
     finally:
         POOL.give_back(sandbox)
     result.sandbox_starts = record.starts

@@ -88,7 +88,7 @@ def python_paths() -> tuple[str, list[str]]:
     return interpreter, sorted(site)
 
 
-def sandbox_command(uid: int, release_root: Path | None, limits: Limits) -> list[str]:
+def sandbox_command(uid: int, release_root: Path | None, limits: Limits, control_fd: int) -> list[str]:
     interpreter, site = python_paths()
     prefix = str(Path(interpreter).parents[1])  # .../versions/3.11.7
     bwrap = find_bwrap()
@@ -121,14 +121,15 @@ def sandbox_command(uid: int, release_root: Path | None, limits: Limits) -> list
         "--ro-bind", wire.__file__, "/sandbox_worker.py",
         "/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
         "--inh-caps=-all", "--bounding-set=-all",
-        interpreter, "-I", "-S", "/sandbox_worker.py", "--sandboxed", *site, "--", *PRELOAD,
+        interpreter, "-I", "-S", "/sandbox_worker.py", "--sandboxed", f"--control-fd={control_fd}",
+        *site, "--", *PRELOAD,
     ]
     return command
 
 
-def unsandboxed_command() -> list[str]:
+def unsandboxed_command(control_fd: int) -> list[str]:
     interpreter, site = python_paths()
-    return [interpreter, "-I", "-S", wire.__file__, *site, "--", *PRELOAD]
+    return [interpreter, "-I", "-S", wire.__file__, f"--control-fd={control_fd}", *site, "--", *PRELOAD]
 
 
 class Slot:
@@ -179,8 +180,51 @@ class RunResult:
     processes_at_kill: int = 0
 
 
+class FrameReader:
+    """Frames from one pipe, parsed incrementally; a frame over the cap or bad bytes is an error."""
+
+    def __init__(self, fd: int, cap: int):
+        self.fd, self.cap, self.buffer, self.eof = fd, cap, bytearray(), False
+
+    def fill(self) -> None:
+        chunk = os.read(self.fd, 1 << 20)
+        if chunk:
+            self.buffer += chunk
+        else:
+            self.eof = True
+
+    def next(self):
+        """(header, blob), None if incomplete, or ("error", reason)."""
+        if len(self.buffer) < 12:
+            return None
+        if bytes(self.buffer[:4]) != wire.MAGIC:
+            return ("error", "garbage")
+        n_head, n_blob = wire.HEADER.unpack(bytes(self.buffer[4:12]))
+        if n_head + n_blob > self.cap:
+            return ("error", "output")
+        total = 12 + n_head + n_blob
+        if len(self.buffer) < total:
+            return None
+        try:
+            header = wire.json.loads(bytes(self.buffer[12:12 + n_head]))
+        except ValueError:
+            return ("error", "garbage")
+        blob = bytes(self.buffer[12 + n_head:total])
+        del self.buffer[:total]
+        if not isinstance(header, dict):
+            return ("error", "garbage")
+        return header, blob
+
+
 class Sandbox:
-    """One sandboxed worker process (a zygote) for one slot; restarted after any abnormal run."""
+    """One sandboxed worker process (a zygote) for one slot; restarted after any abnormal run.
+
+    Two pipes come back from the sandbox: the *event* pipe (the child's cells and results;
+    the student's code holds its write end) and the *control* pipe (ready / exit, written
+    only by the zygote, closed in the child, and out of reach through /proc because the
+    zygote is not dumpable). A run ends only when the control pipe says the child and all
+    it started are gone, so nothing a submission writes can bleed into the next one.
+    """
 
     def __init__(self, release_root: Path | None, limits: Limits = Limits(), sandboxed: bool = True):
         if sandboxed and find_bwrap() is None:
@@ -190,24 +234,35 @@ class Sandbox:
         self.sandboxed = sandboxed
         self.slot = Slot() if sandboxed else None
         self.process: subprocess.Popen | None = None
-        self._buffer = bytearray()
+        self.events: FrameReader | None = None
+        self.control: FrameReader | None = None
         self.starts = 0
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> None:
+        control_read, control_write = os.pipe()
         if self.sandboxed:
-            command = sandbox_command(self.slot.uid, self.release_root, self.limits)
+            command = sandbox_command(self.slot.uid, self.release_root, self.limits, control_write)
         else:
-            command = unsandboxed_command()
+            command = unsandboxed_command(control_write)
         self.process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            start_new_session=True, close_fds=True,
+            start_new_session=True, close_fds=True, pass_fds=(control_write,),
         )
-        self._buffer = bytearray()
+        os.close(control_write)
+        self.events = FrameReader(self.process.stdout.fileno(), self.limits.result_bytes + (1 << 20))
+        self.control = FrameReader(control_read, 1 << 16)
         self.starts += 1
-        header, _ = self._next_frame(time.monotonic() + self.limits.start_seconds)
-        if header is None or header.get("ev") != "ready":
+        deadline = time.monotonic() + self.limits.start_seconds
+        while True:
+            frame = self.control.next()
+            if frame is not None or self.control.eof or time.monotonic() > deadline:
+                break
+            ready, _, _ = select.select([control_read], [], [], max(0.0, deadline - time.monotonic()))
+            if ready:
+                self.control.fill()
+        if not frame or frame[0] == "error" or frame[0].get("ev") != "ready":
             self.kill()
             raise RuntimeError("the sandboxed worker did not start (is the virtualenv readable?)")
 
@@ -228,6 +283,10 @@ class Sandbox:
                     stream.close()
                 except OSError:
                     pass
+            try:
+                os.close(self.control.fd)
+            except OSError:
+                pass
             self.process = None
         if self.slot is not None:
             for _ in range(50):  # pid-namespace death is asynchronous; make sure
@@ -249,97 +308,121 @@ class Sandbox:
 
     # -- one request -----------------------------------------------------------------------
 
-    def _next_frame(self, deadline: float):
-        """The next frame, or (None, reason) on timeout / EOF / garbage."""
-        fd = self.process.stdout.fileno()
-        while True:
-            if len(self._buffer) >= 12:
-                if bytes(self._buffer[:4]) != wire.MAGIC:
-                    return None, "garbage"
-                n_head, n_blob = wire.HEADER.unpack(bytes(self._buffer[4:12]))
-                if n_head + n_blob > self.limits.result_bytes + (1 << 20):
-                    return None, "output"
-                total = 12 + n_head + n_blob
-                if len(self._buffer) >= total:
-                    try:
-                        header = wire.json.loads(bytes(self._buffer[12:12 + n_head]))
-                    except ValueError:
-                        return None, "garbage"
-                    blob = bytes(self._buffer[12 + n_head:total])
-                    del self._buffer[:total]
-                    if not isinstance(header, dict):
-                        return None, "garbage"
-                    return header, blob
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None, "timeout"
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if not ready:
-                return None, "timeout"
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                return None, "eof"
-            self._buffer += chunk
+    def _send(self, header: dict, blob: bytes = b"") -> bool:
+        try:
+            self.process.stdin.write(wire.encode_frame(header, blob))
+            self.process.stdin.flush()
+            return True
+        except (BrokenPipeError, OSError):
+            return False
 
-    def run(self, request: dict, blob: bytes) -> RunResult:
+    def _pump(self, deadline: float) -> str:
+        """Wait until some bytes arrive on either pipe: "ok", "timeout" or "eof"."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return "timeout"
+        fds = [r.fd for r in (self.events, self.control) if not r.eof]
+        if not fds:
+            return "eof"
+        ready, _, _ = select.select(fds, [], [], remaining)
+        if not ready:
+            return "timeout"
+        for reader in (self.events, self.control):
+            if reader.fd in ready:
+                reader.fill()
+        return "eof" if self.control.eof else "ok"
+
+    def _drain_events(self) -> None:
+        while not self.events.eof and select.select([self.events.fd], [], [], 0)[0]:
+            self.events.fill()
+            if len(self.events.buffer) > self.limits.stream_bytes:
+                break
+
+    def _abort(self, result: RunResult, where, reason: str) -> RunResult:
+        result.where = where
+        result.processes_at_kill = self.kill()
+        if reason == "timeout":
+            result.ended = "timeout"
+            seconds = self.limits.task_seconds if where and where[0] == "task" else self.limits.cell_seconds
+            result.detail = f"ran longer than {seconds:g} s"
+        elif reason == "output":
+            result.ended, result.detail = "output", "sent back more data than allowed"
+        elif reason == "garbage":
+            result.ended, result.detail = "crash", "wrote over the grader's result channel"
+        else:
+            result.ended, result.detail = "crash", "the worker process was killed"
+        return result
+
+    def run(self, request: dict, cases: dict, blob: bytes) -> RunResult:
+        """Run the cells of `request`, then (phase two) the `cases` with their npz `blob`.
+
+        The cases go down the pipe only when the child reports its cells done, and events
+        that claim to be cell output after that point are dropped: what a cell prints can
+        never contain a hidden input.
+        """
         if self.process is None or self.process.poll() is not None:
             self.kill()
             self.start()
+        self.events.buffer.clear()
         request = dict(request, limits=self.limits.for_child())
         result = RunResult()
-        try:
-            self.process.stdin.write(wire.encode_frame(request, blob))
-            self.process.stdin.flush()
-        except (BrokenPipeError, OSError):
-            self.kill()
-            result.ended, result.detail = "crash", "the sandboxed worker died before the run"
-            return result
-        where: tuple | None = None
-        deadline = time.monotonic() + self.limits.cell_seconds
-        received = 0
-        while True:
-            header, blob_or_reason = self._next_frame(deadline)
-            if header is None:
-                reason = blob_or_reason
-                result.where = where
-                result.processes_at_kill = self.kill()
-                if reason == "timeout":
-                    result.ended = "timeout"
-                    seconds = self.limits.task_seconds if where and where[0] == "task" else self.limits.cell_seconds
-                    result.detail = f"ran longer than {seconds:g} s"
-                elif reason == "output":
-                    result.ended, result.detail = "output", "sent back more data than allowed"
-                elif reason == "garbage":
-                    result.ended, result.detail = "crash", "wrote over the grader's result channel"
-                else:
-                    result.ended, result.detail = "crash", "the worker process was killed"
-                return result
-            received += len(blob_or_reason)
+        if not self._send(request):
+            return self._abort(result, None, "eof")
+        state = {"cells_done": False, "done": False, "where": None, "received": 0,
+                 "deadline": time.monotonic() + self.limits.cell_seconds}
+
+        def handle(header: dict, data: bytes):
+            """Apply one event; returns an abort reason or None."""
+            state["received"] += len(data)
+            if state["received"] > self.limits.stream_bytes:
+                return "output"
             event = header.get("ev")
-            if event == "exit":
-                code = header.get("code")
-                result.where = where
+            if event in ("cell_start", "cell", "cells_done") and state["cells_done"]:
+                return None  # forged by the submission after its cells ended: ignored
+            if event in ("task_start", "case", "task_missing", "task_end") and not state["cells_done"]:
+                return None  # no case was sent yet: anything claiming to be a result is forged
+            result.events.append((header, data))
+            if event == "cell_start":
+                state["where"] = ("cell", header.get("cell"))
+                state["deadline"] = time.monotonic() + self.limits.cell_seconds
+            elif event == "cells_done":
+                state["cells_done"], state["where"] = True, None
+                if not self._send(cases, blob):
+                    return "eof"
+                state["deadline"] = time.monotonic() + self.limits.task_seconds
+            elif event == "task_start":
+                state["where"] = ("task", header.get("task"))
+                state["deadline"] = time.monotonic() + self.limits.task_seconds
+            elif event == "done":
+                state["done"] = True
+                state["deadline"] = time.monotonic() + 30  # the zygote sweeps, then reports exit
+            return None
+
+        while True:
+            status = self._pump(state["deadline"])
+            while (frame := self.events.next()) is not None:
+                if frame[0] == "error":
+                    return self._abort(result, state["where"], frame[1])
+                reason = handle(*frame)
+                if reason:
+                    return self._abort(result, state["where"], reason)
+            exit_frame = self.control.next()
+            if exit_frame is not None:
+                if exit_frame[0] == "error" or exit_frame[0].get("ev") != "exit":
+                    return self._abort(result, state["where"], "garbage")
+                self._drain_events()
+                while (frame := self.events.next()) is not None and frame[0] != "error":
+                    if handle(*frame):
+                        break
+                code = exit_frame[0].get("code")
+                if state["done"] and code == 0:
+                    return result
+                result.where = state["where"]
                 if code == -signal.SIGXCPU:
                     result.ended, result.detail = "timeout", "used up its CPU-time limit"
                 else:
                     how = f"killed by signal {-code}" if isinstance(code, int) and code < 0 else f"exited with status {code}"
                     result.ended, result.detail = "crash", f"the process ended early ({how})"
                 return result
-            result.events.append((header, blob_or_reason))
-            if received > self.limits.stream_bytes:
-                result.where = where
-                result.processes_at_kill = self.kill()
-                result.ended, result.detail = "output", "sent back more data than allowed"
-                return result
-            if event == "cell_start":
-                where = ("cell", header.get("cell"))
-                deadline = time.monotonic() + self.limits.cell_seconds
-            elif event == "task_start":
-                where = ("task", header.get("task"))
-                deadline = time.monotonic() + self.limits.task_seconds
-            elif event == "done":
-                # the child's exit frame follows once the zygote has swept the sandbox
-                header, _ = self._next_frame(time.monotonic() + 30)
-                if header is None or header.get("ev") != "exit":
-                    self.kill()
-                return result
+            if status in ("timeout", "eof"):
+                return self._abort(result, state["where"], status)

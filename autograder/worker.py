@@ -189,8 +189,13 @@ def _set_limits(limits: dict) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-def run_submission(request: dict, arrays, result_fd: int) -> None:
-    """Executed in the forked child: cells, then every case of every task, streaming events."""
+def run_submission(request: dict, result_fd: int) -> None:
+    """Executed in the forked child: cells, then every case of every task, streaming events.
+
+    The cases (hidden inputs included) are not in this process while the cells run: they
+    are read from the request pipe only after the last cell, so no cell can print them into
+    the feedback.
+    """
     limits = request.get("limits", {})
     output_limit = int(limits.get("cell_output_chars", 4000))
 
@@ -211,6 +216,7 @@ def run_submission(request: dict, arrays, result_fd: int) -> None:
     sys.path.insert(0, workdir)
 
     capture = os.path.join(workdir, ".captured_output")
+    cases_fd = os.dup(0)  # the trusted side sends the cases here once the cells are done
     devnull = os.open(os.devnull, os.O_RDONLY)
     if devnull != 0:  # stdin becomes /dev/null (input() gets EOF), replacing the request pipe
         os.dup2(devnull, 0)
@@ -244,8 +250,14 @@ def run_submission(request: dict, arrays, result_fd: int) -> None:
             pass
         emit({"ev": "cell", "cell": index, "error": error, "output": _read_capture(capture, output_limit)})
 
-    skip_tasks = set(request.get("skip_tasks", []))
-    for task_index, task in enumerate(request["tasks"]):
+    emit({"ev": "cells_done"})
+    import numpy as np
+
+    phase, blob = read_frame(cases_fd)
+    os.close(cases_fd)
+    arrays = np.load(io.BytesIO(blob), allow_pickle=False) if blob else {}
+    skip_tasks = set(phase.get("skip_tasks", []))
+    for task_index, task in enumerate(phase["tasks"]):
         if task_index in skip_tasks:
             continue
         emit({"ev": "task_start", "task": task_index})
@@ -294,6 +306,15 @@ def _become_subreaper() -> None:
         pass
 
 
+def _not_dumpable() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no /proc/<us>/fd
+    except OSError:
+        pass
+
+
 def _sweep(child: int, whole_namespace: bool) -> None:
     """Kill and reap everything the child left behind.
 
@@ -319,8 +340,8 @@ def _sweep(child: int, whole_namespace: bool) -> None:
         time.sleep(0.005)
 
 
-def zygote(preload: list[str], sandboxed: bool) -> None:
-    control_in, control_out = 0, os.dup(1)
+def zygote(preload: list[str], sandboxed: bool, control_fd: int) -> None:
+    control_in, events_out = 0, os.dup(1)
     # our own stdout/stderr go nowhere useful; the trusted side reads frames only
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)
@@ -337,36 +358,36 @@ def zygote(preload: list[str], sandboxed: bool) -> None:
     except Exception:
         pass
     _become_subreaper()
-    write_frame(control_out, {"ev": "ready", "pid": os.getpid()})
+    _not_dumpable()
+    write_frame(control_fd, {"ev": "ready", "pid": os.getpid()})
     while True:
         try:
-            request, blob = read_frame(control_in)
+            request, _blob = read_frame(control_in)
         except EOFError:
             return
-        import numpy as np
-
-        arrays = np.load(io.BytesIO(blob), allow_pickle=False) if blob else {}
         pid = os.fork()
         if pid == 0:  # the child: never returns into the loop
             code = 0
             try:
+                os.close(control_fd)  # only the zygote may say a run is over
                 os.setsid()  # its own process group, so it can be swept as one
-                run_submission(request, arrays, control_out)
+                run_submission(request, events_out)
             except BaseException:  # noqa: BLE001 - report by exit status
                 code = 70
             finally:
                 os._exit(code)
         _pid, status = os.waitpid(pid, 0)
         _sweep(pid, sandboxed)
-        exit_info = {"ev": "exit", "code": os.waitstatus_to_exitcode(status)}
-        write_frame(control_out, exit_info)
+        write_frame(control_fd, {"ev": "exit", "code": os.waitstatus_to_exitcode(status)})
 
 
 if __name__ == "__main__":
-    # argv: [--sandboxed] site-packages paths (the sandbox runs python -I -S), "--", preloads
+    # argv: [--sandboxed] --control-fd=N site-packages paths (python -I -S), "--", preloads
     arguments = sys.argv[1:]
     in_sandbox = bool(arguments) and arguments[0] == "--sandboxed"
     arguments = arguments[1:] if in_sandbox else arguments
+    control = int(arguments[0].split("=", 1)[1])  # --control-fd=N
+    arguments = arguments[1:]
     split = arguments.index("--") if "--" in arguments else len(arguments)
     sys.path.extend(arguments[:split])
-    zygote(arguments[split + 1:], in_sandbox)
+    zygote(arguments[split + 1:], in_sandbox, control)

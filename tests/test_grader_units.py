@@ -146,7 +146,7 @@ def test_wrong_shape_is_judged_on_the_trusted_side_with_a_teaching_message():
 def test_sandbox_command_isolates_network_course_files_and_uid(tmp_path):
     if sandbox.find_bwrap() is None:
         pytest.fail("bubblewrap is required: apt-get install bubblewrap")
-    command = sandbox.sandbox_command(61234, tmp_path, sandbox.Limits())
+    command = sandbox.sandbox_command(61234, tmp_path, sandbox.Limits(), 5)
     joined = " ".join(command)
     assert "--unshare-net" in command and "--die-with-parent" in command and "--new-session" in command
     assert "--reuid=61234" in command and "--clearenv" in command
