@@ -25,6 +25,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +39,7 @@ INSTALL_HINT = (
 
 PRELOAD = ["numpy", "torch", "torch.nn", "torch.nn.functional", "matplotlib", "matplotlib.pyplot"]
 SLOT_DIR = Path("/tmp/autograder-slots")
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner")
 FIRST_UID = 61000
 MAX_SLOTS = 512
 
@@ -246,10 +248,12 @@ class Sandbox:
             command = sandbox_command(self.slot.uid, self.release_root, self.limits, control_write)
         else:
             command = unsandboxed_command(control_write)
-        self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            start_new_session=True, close_fds=True, pass_fds=(control_write,),
-        )
+        # bwrap --die-with-parent follows the *thread* that forked it, so every sandbox is
+        # forked by one long-lived thread: pool threads may come and go, sandboxes stay up
+        self.process = _SPAWNER.submit(
+            subprocess.Popen, command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True, pass_fds=(control_write,),
+        ).result()
         os.close(control_write)
         self.events = FrameReader(self.process.stdout.fileno(), self.limits.result_bytes + (1 << 20))
         self.control = FrameReader(control_read, 1 << 16)

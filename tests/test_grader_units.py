@@ -160,3 +160,23 @@ def test_summary_table_lists_reasons():
     result = grading.SubmissionResult("alice", "hw", 1, score=2, max_score=5, reasons=["timeout", "crash"])
     table = grading.summary_table([result], [("bob", "already graded")])
     assert "alice    2      5    timeout, crash" in table and "skipped: already graded" in table
+
+
+def test_the_submission_cannot_reach_the_zygotes_control_pipe(tmp_path):
+    if sandbox.find_bwrap() is None:
+        pytest.fail("bubblewrap is required: apt-get install bubblewrap")
+    box = sandbox.Sandbox(None, sandbox.Limits(cell_seconds=20, task_seconds=20))
+    try:
+        probe = ("import os\nparent = os.getppid()\n"
+                 "try:\n    print('open', os.listdir(f'/proc/{parent}/fd'))\n"
+                 "except OSError as err:\n    print('denied', type(err).__name__)\n"
+                 "print('fds', sorted(int(f) for f in os.listdir('/proc/self/fd')))")
+        run = box.run({"cells": [probe]}, {"tasks": []}, b"")
+        output = next(h["output"] for h, _b in run.events if h.get("ev") == "cell")
+        assert run.ended == "done" and "denied PermissionError" in output
+        # garbage on every descriptor the child holds costs that run, and the next run is clean
+        flood = "import os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, b'\\x00' * 64)\n    except OSError:\n        pass"
+        assert box.run({"cells": [flood]}, {"tasks": []}, b"").ended == "crash"
+        assert box.run({"cells": ["x = 1"]}, {"tasks": []}, b"").ended == "done"
+    finally:
+        box.close()
