@@ -20,7 +20,6 @@ import atexit
 import hashlib
 import importlib
 import io
-import os
 import secrets
 import sys
 import threading

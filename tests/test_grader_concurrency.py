@@ -4,12 +4,9 @@ a Dask scheduler (distributed.LocalCluster)."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest

@@ -3,9 +3,6 @@ done and regrades nothing (unless --force)."""
 
 from __future__ import annotations
 
-import json
-import os
-import re
 import signal
 import subprocess
 import sys
