@@ -141,6 +141,7 @@ class PageVisit:
 def browser_context(browser):
     # one context for the module: its HTTP cache spares reloading MathJax on every page
     context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(90_000)  # generous: CI machines are shared and slow
     yield context
     context.close()
 
@@ -158,7 +159,7 @@ def visit(browser_context, site):
 WAIT_FOR_MATHJAX = """async () => {
   const blocks = document.querySelectorAll('div.math, span.math');
   if (blocks.length === 0) return 0;
-  for (let i = 0; i < 200 && !(window.MathJax && MathJax.startup && MathJax.startup.promise); i++)
+  for (let i = 0; i < 600 && !(window.MathJax && MathJax.startup && MathJax.startup.promise); i++)
     await new Promise(r => setTimeout(r, 50));
   if (!(window.MathJax && MathJax.startup && MathJax.startup.promise)) return -1;
   await MathJax.startup.promise;
