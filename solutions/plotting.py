@@ -82,9 +82,10 @@ def show_heatmaps(
         Names of the grid rows, written left of the first column (e.g. ``"layer 1"``).
     col_labels : sequence of ``cols`` str, optional
         Names of the grid columns, written above the first row (e.g. ``"head 1"``).
-    titles : sequence of ``cols`` str or ``rows x cols`` nested sequences, optional
-        One title per panel; a flat sequence of ``rows * cols`` titles is accepted too.
-        Overrides ``col_labels`` as the title of the first row's panels.
+    titles : sequence of str, or ``rows x cols`` nested sequences of str, optional
+        One title per panel: nested as the grid, or flat with ``rows * cols`` entries
+        (row-major), or flat with ``cols`` entries repeated on every row. When given,
+        titles replace ``col_labels`` above the first row.
     xlabel, ylabel : str
         Axis names, written once on the bottom row / left column.
     cmap : str
