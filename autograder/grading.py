@@ -374,6 +374,23 @@ class SandboxPool:
                 return free.pop()
         return Sandbox(release_root, limits, sandboxed)
 
+    def warm(self, release_root: Path, limits: Limits, sandboxed: bool, count: int) -> None:
+        """Make sure `count` started sandboxes are waiting (started in parallel)."""
+        key = (str(release_root), limits, sandboxed)
+        with self._lock:
+            missing = count - len(self._free.get(key, []))
+        fresh = [Sandbox(release_root, limits, sandboxed) for _ in range(max(0, missing))]
+        threads = [threading.Thread(target=box.start) for box in fresh]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for box in fresh:
+            if box.process is not None:
+                self.give_back(box)
+            else:
+                box.close()
+
     def give_back(self, sandbox: Sandbox) -> None:
         key = (str(sandbox.release_root), sandbox.limits, sandbox.sandboxed)
         with self._lock:
@@ -473,6 +490,11 @@ def grade_assignment(course, assignment: str, *, workers: int = 2, students=None
     if sandboxed and find_bwrap() is None:
         raise SandboxUnavailable(INSTALL_HINT)
     spec = nbparse.load_assignment(course, assignment)
+    warming = None
+    if not cluster and list_students(course, assignment):
+        # start the sandboxes (Python, NumPy, PyTorch) while the gradebook is being checked
+        warming = threading.Thread(target=POOL.warm, args=(course / "release", limits, sandboxed, max(1, workers)))
+        warming.start()
     recorder = Recorder(course, spec)
     recorder.check_gradebook()
     seed = secrets.randbits(31) if seed is None else int(seed)
@@ -484,6 +506,8 @@ def grade_assignment(course, assignment: str, *, workers: int = 2, students=None
         else:
             jobs.append(GradeJob(str(course), assignment, student, seed, limits, sandboxed, registry_name))
     recorder.log_run(seed, [job.student for job in jobs])
+    if warming is not None:
+        warming.join()
     bar = Progress(len(jobs), progress)
     graded: list[SubmissionResult] = []
 
