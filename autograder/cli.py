@@ -50,6 +50,10 @@ def cmd_grade(args) -> int:
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if not outcome["graded"] and not outcome["skipped"]:
+        print(f"no submissions found in {Path(args.course) / 'submitted'}/*/{args.assignment}/ "
+              f"(import an LMS download with `python -m autograder collect {args.assignment} FILE.zip`)")
+        return 0
     print(summary_table(outcome["graded"], outcome["skipped"]))
     print(f"graded {len(outcome['graded'])}, skipped {len(outcome['skipped'])}; hidden-case seed {outcome['seed']}")
     return 0
