@@ -17,6 +17,10 @@ What this file builds, in the order the chapter derives it:
   by ``train_toy_transformer`` on sequence reversal (or copying) in seconds on a CPU;
   ``attention_maps`` returns its per-head weights, and ``generate`` (with a KV cache) and
   ``generate_without_cache`` decode greedily so the two can be checked equal.
+- Heads that divide the work: ``make_two_offset_data`` asks for the ordered pair of the
+  tokens at two fixed offsets back, ``train_two_offset_transformer`` trains a one-layer,
+  two-head ``TinyTransformer`` on it, and ``offset_profile`` measures how much weight each
+  head puts on each offset (in the trained model: one head per offset).
 
 Conventions (``shared/DESIGN.md``): rows are items; weights are ``(..., h, n_q, n_kv)``;
 NumPy weight matrices are used as ``x @ w``; masks are boolean, True = "may attend",
@@ -62,6 +66,10 @@ __all__ = [
     "generate",
     "generate_without_cache",
     "sequence_accuracy",
+    "make_two_offset_data",
+    "train_two_offset_transformer",
+    "two_offset_accuracy",
+    "offset_profile",
 ]
 
 
@@ -545,3 +553,114 @@ def sequence_accuracy(model: TinyTransformer, tokens, length):
     out, _ = generate(model, tokens[:, : length + 1], length)  # (N, 2L + 1)
     right = out[:, length + 1 :] == tokens[:, length + 1 :]  # (N, L)
     return right.float().mean().item(), right.all(dim=-1).float().mean().item()
+
+
+# ----------------------------------------------------------------------------------------
+# heads that divide the work: a task that needs two positions at once
+
+IGNORE_INDEX = -100  # the default ignore_index of F.cross_entropy: positions without an answer
+
+
+def _check_offsets(offsets, length):
+    ok = (
+        len(offsets) == 2
+        and all(isinstance(o, (int, np.integer)) and not isinstance(o, bool) for o in offsets)
+        and 1 <= min(offsets)
+        and offsets[0] != offsets[1]
+        and max(offsets) < length
+    )
+    if not ok:
+        raise ValueError(
+            f"expected two different positive integer offsets smaller than length = {length}, "
+            f"got offsets={offsets!r}: position t reads the tokens at t - a and t - b"
+        )
+    return int(offsets[0]), int(offsets[1])
+
+
+def make_two_offset_data(num_samples, length=12, offsets=(2, 5), num_symbols=8, seed=0):
+    """Random sequences whose answer at position t is the ordered pair (x_{t-a}, x_{t-b}).
+
+    x is uniform over ``num_symbols`` symbols (tokens 0 .. V - 1); offsets = (a, b), two
+    different positive integers. The answer at t >= max(a, b) is the single class
+    ``y_t = V x_{t-a} + x_{t-b}`` (one of V^2 classes, so the order of the two tokens
+    matters); earlier positions have no answer and get ``IGNORE_INDEX`` (-100, which
+    ``F.cross_entropy`` skips).
+    Returns ``(tokens, targets)``, both int64 (num_samples, length).
+    """
+    a, b = _check_offsets(tuple(offsets), length)
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, num_symbols, (num_samples, length), generator=gen)  # (N, L)
+    t = torch.arange(max(a, b), length)  # the positions that have an answer
+    y = torch.full((num_samples, length), IGNORE_INDEX)  # (N, L)
+    y[:, t] = num_symbols * x[:, t - a] + x[:, t - b]  # (N, L - max(a, b))
+    return x, y
+
+
+def train_two_offset_transformer(offsets=(2, 5), length=12, steps=1500, batch_size=64, lr=5e-3, seed=0,
+                                 d_model=16, num_heads=2, d_ff=128, num_symbols=8):
+    """Train a one-layer ``TinyTransformer`` on ``make_two_offset_data``.
+
+    The model reads V = ``num_symbols`` input tokens and predicts one of V^2 answer
+    classes, so its vocabulary has V^2 tokens (the inputs use the first V). Fresh random
+    sequences every step, cross-entropy on the positions that have an answer, Adam.
+    Seeded and single-threaded (``torch.set_num_threads(1)``, restored afterwards).
+    Returns ``(model, losses)`` with the model in eval mode and the loss of every step.
+    """
+    _check_offsets(tuple(offsets), length)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.manual_seed(seed)
+        vocab = num_symbols**2
+        model = TinyTransformer(vocab, d_model, num_heads, num_layers=1, d_ff=d_ff, max_len=length)
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+        losses = []
+        model.train()
+        for step in range(steps):
+            tokens, targets = make_two_offset_data(batch_size, length, offsets, num_symbols,
+                                                   seed=seed * 1_000_003 + step + 1)  # (B, L) each
+            logits, _ = model(tokens)  # (B, L, V^2)
+            loss = F.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1), ignore_index=IGNORE_INDEX)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        model.eval()
+        return model, losses
+    finally:
+        torch.set_num_threads(threads)
+
+
+@torch.no_grad()
+def two_offset_accuracy(model: TinyTransformer, tokens, targets):
+    """Fraction of the answered positions (targets != IGNORE_INDEX) whose arg-max class is right.
+
+    tokens, targets: (N, L) from ``make_two_offset_data``.
+    """
+    model.eval()
+    logits, _ = model(tokens)  # (N, L, V^2)
+    answered = targets != IGNORE_INDEX  # (N, L)
+    return (logits.argmax(-1) == targets)[answered].float().mean().item()
+
+
+@torch.no_grad()
+def offset_profile(model: TinyTransformer, tokens, max_offset):
+    """Mean attention weight of every head on every offset back, 0 .. max_offset.
+
+    tokens: (N, L) ints. For every query position t >= max_offset (so that all offsets
+    exist) and every k, take the weight of key t - k, and average over the queries and the
+    N sequences. Returns float64 NumPy (num_layers, h, max_offset + 1): entry [l, i, k] is
+    how much head i of layer l looks k positions back (1 on one k = a clean diagonal).
+    """
+    tokens = torch.as_tensor(tokens)
+    if tokens.dim() != 2 or not 0 <= max_offset < tokens.shape[1]:
+        raise ValueError(
+            f"expected tokens (N, L) and 0 <= max_offset < L, got tokens {tuple(tokens.shape)} "
+            f"and max_offset = {max_offset}"
+        )
+    model.eval()
+    _, weights = model(tokens)  # per layer (N, h, L, L)
+    w = torch.stack(weights, dim=1).double()  # (N, layers, h, L, L)
+    queries = torch.arange(max_offset, tokens.shape[1])  # (n_t,)
+    profile = [w[..., queries, queries - k].mean(dim=(0, -1)) for k in range(max_offset + 1)]  # each (layers, h)
+    return torch.stack(profile, dim=-1).numpy()  # (layers, h, max_offset + 1)

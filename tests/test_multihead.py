@@ -21,13 +21,17 @@ from solutions.multihead import (
     generate,
     generate_without_cache,
     make_toy_data,
+    make_two_offset_data,
     merge_heads,
     multihead_attention,
     multihead_flops,
     multihead_param_count,
+    offset_profile,
     sequence_accuracy,
     split_heads,
     train_toy_transformer,
+    train_two_offset_transformer,
+    two_offset_accuracy,
 )
 from solutions.self_attention import causal_mask, padding_mask
 
@@ -363,3 +367,50 @@ def test_toy_transformer_attention_maps_are_causal_and_a_head_looks_at_the_mirro
     # the query predicting y_{i+1} = x_{L-i} sits at index L + i; its source is index L - 1 - i
     mirror = np.mean([maps[:, :, L + i, L - 1 - i] for i in range(L)], axis=0)  # (layers, heads)
     assert mirror.max() > 0.5
+
+
+# ----------------------------------------------------------------------------------------
+# the chapter 5 demo: two heads, two offsets, one head each
+
+
+def test_make_two_offset_data_answers_the_ordered_pair_at_both_offsets():
+    x, y = make_two_offset_data(20, length=9, offsets=(2, 5), num_symbols=7, seed=4)
+    assert x.shape == y.shape == (20, 9) and x.dtype == y.dtype == torch.int64
+    assert torch.all(y[:, :5] == -100)
+    for t_ in range(5, 9):
+        assert torch.equal(y[:, t_], 7 * x[:, t_ - 2] + x[:, t_ - 5])
+    swapped = make_two_offset_data(20, length=9, offsets=(5, 2), num_symbols=7, seed=4)[1]
+    assert not torch.equal(swapped, y)  # the order of the pair matters
+    assert torch.equal(make_two_offset_data(20, length=9, offsets=(2, 5), num_symbols=7, seed=4)[0], x)
+
+
+@pytest.mark.parametrize("offsets", [(2, 2), (0, 3), (2, 9), (1,)])
+def test_make_two_offset_data_rejects_bad_offsets(offsets):
+    with pytest.raises(ValueError, match="offsets"):
+        make_two_offset_data(3, length=9, offsets=offsets)
+
+
+def test_offset_profile_averages_the_weights_on_each_diagonal():
+    torch.manual_seed(0)
+    model = TinyTransformer(6, d_model=8, num_heads=2, num_layers=2, d_ff=8, max_len=7)
+    tokens = torch.randint(0, 6, (3, 7))
+    profile = offset_profile(model, tokens, max_offset=3)
+    maps = np.stack([attention_maps(model, s) for s in tokens])  # (N, layers, h, n, n)
+    expected = np.zeros((2, 2, 4))
+    for k in range(4):
+        expected[..., k] = np.mean([maps[:, :, :, q, q - k] for q in range(3, 7)], axis=(0, 1))
+    assert profile.shape == (2, 2, 4)
+    np.testing.assert_allclose(profile, expected, rtol=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_two_heads_specialise_one_per_offset(seed):
+    offsets = (2, 5)
+    model, losses = train_two_offset_transformer(offsets=offsets, seed=seed)
+    tokens, targets = make_two_offset_data(500, length=12, offsets=offsets, seed=2024)
+    assert two_offset_accuracy(model, tokens, targets) >= 0.99
+    profile = offset_profile(model, tokens, max_offset=6)[0]  # (h, 7): the one layer
+    dominant = profile.argmax(-1)  # each head's offset
+    assert sorted(dominant.tolist()) == sorted(offsets)  # two different heads, one per offset
+    assert np.all(profile.max(-1) >= 0.8)  # and each a sharp diagonal
