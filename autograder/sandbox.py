@@ -171,6 +171,20 @@ def processes_of_uid(uid: int) -> list[int]:
     return pids
 
 
+def stray_processes(slots: int = 32) -> list[int]:
+    """Processes still running under the uid of a slot nobody holds (there should be none)."""
+    stray = []
+    SLOT_DIR.mkdir(parents=True, exist_ok=True)
+    for number in range(slots):
+        with open(SLOT_DIR / f"slot-{number}.lock", "a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # in use by a live grader
+            stray += processes_of_uid(FIRST_UID + number)
+    return stray
+
+
 @dataclass
 class RunResult:
     """What one request produced: the events received, and how the run ended."""
