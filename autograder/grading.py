@@ -201,7 +201,7 @@ def run_program(sandbox: Sandbox, request: dict, cases: dict, blob: bytes, max_a
             return record
         reason = _kill_reason(run, sandbox.limits)
         if run.where and run.where[0] == "cell":
-            record.failed_cells[run.where[1]] = (reason, f"cell {run.where[1] + 1}: {run.detail}")
+            record.failed_cells[run.where[1]] = (reason, run.detail)
         elif run.where and run.where[0] == "task":
             record.failed_tasks[run.where[1]] = (reason, run.detail)
         else:  # died before running anything: nothing more to learn by retrying
@@ -323,7 +323,10 @@ def judge(spec, reg, all_cases, record: RunRecord, result: SubmissionResult) -> 
 
 def _cell_outputs(program, record: RunRecord, result: SubmissionResult) -> None:
     for program_index, origin in enumerate(program.origin):
-        if origin is None:
+        if origin is None:  # a locked cell put back from the source: no output to show
+            if program_index in record.failed_cells:
+                reason, detail = record.failed_cells[program_index]
+                result.add_reason(reason, f"a restored locked cell: {detail}")
             continue
         outputs = []
         event = record.cells.get(program_index)
@@ -337,7 +340,8 @@ def _cell_outputs(program, record: RunRecord, result: SubmissionResult) -> None:
             outputs.append({"output_type": "error", "ename": error["type"], "evalue": error["message"],
                             "traceback": error["text"].splitlines()})
         if program_index in record.failed_cells:
-            reason, note = record.failed_cells[program_index]
+            reason, detail = record.failed_cells[program_index]
+            note = f"notebook cell {origin + 1}: {detail}"
             result.add_reason(reason, note)
             outputs.append({"output_type": "error", "ename": reason.replace(" ", "_"),
                             "evalue": f"stopped by the grader: {note}", "traceback": [f"stopped by the grader: {note}"]})

@@ -79,7 +79,9 @@ def _bind_with_parents(path: str) -> list[str]:
     args: list[str] = []
     parts = Path(path).parts
     for depth in range(2, len(parts)):
-        args += ["--perms", "0755", "--dir", str(Path(*parts[:depth]))]
+        parent = str(Path(*parts[:depth]))
+        if parent != "/tmp":  # the private tmpfs, mounted before any bind (see below)
+            args += ["--perms", "0755", "--dir", parent]
     return args + ["--ro-bind", path, path]
 
 
@@ -99,6 +101,8 @@ def sandbox_command(uid: int, release_root: Path | None, limits: Limits, control
     command = [
         bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
         "--unshare-cgroup-try", "--die-with-parent", "--new-session",
+        # the private /tmp first: a virtualenv that lives under /tmp is bound on top of it
+        "--size", str(limits.tmpfs_bytes), "--perms", "1777", "--tmpfs", "/tmp",
         "--ro-bind", "/usr", "/usr",
     ]
     for link in ("bin", "lib", "lib64", "sbin"):
@@ -115,7 +119,6 @@ def sandbox_command(uid: int, release_root: Path | None, limits: Limits, control
         command += ["--ro-bind", str(release_root.resolve()), "/release"]
     command += [
         "--proc", "/proc", "--dev", "/dev",
-        "--size", str(limits.tmpfs_bytes), "--perms", "1777", "--tmpfs", "/tmp",
         "--chdir", "/tmp", "--clearenv",
         "--setenv", "HOME", "/tmp", "--setenv", "MPLBACKEND", "Agg",
         "--setenv", "MPLCONFIGDIR", "/tmp/.matplotlib", "--setenv", "OMP_NUM_THREADS", "1",
@@ -280,9 +283,11 @@ class Sandbox:
             ready, _, _ = select.select([control_read], [], [], max(0.0, deadline - time.monotonic()))
             if ready:
                 self.control.fill()
-        if not frame or frame[0] == "error" or frame[0].get("ev") != "ready":
+        if not frame or frame[0] == "error" or frame[0].get("ev") != "ready" or frame[0].get("error"):
+            problem = frame[0].get("error") if frame and frame[0] != "error" else None
             self.kill()
-            raise RuntimeError("the sandboxed worker did not start (is the virtualenv readable?)")
+            raise RuntimeError("the sandboxed worker did not start"
+                               + (f": {problem}" if problem else " (is the virtualenv readable inside bwrap?)"))
 
     def kill(self) -> int:
         """Kill the sandbox and everything in it; returns how many processes the slot had."""

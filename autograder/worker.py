@@ -346,6 +346,11 @@ def zygote(preload: list[str], sandboxed: bool, control_fd: int) -> None:
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)
     os.close(null)
+    try:
+        import numpy  # noqa: F401 - required: the cases and results are NumPy arrays
+    except Exception as err:  # the sandbox cannot see the virtualenv: say so and stop
+        write_frame(control_fd, {"ev": "ready", "error": f"cannot import numpy inside the sandbox ({err})"})
+        return
     for module in preload:
         try:
             __import__(module)

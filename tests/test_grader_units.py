@@ -154,6 +154,8 @@ def test_sandbox_command_isolates_network_course_files_and_uid(tmp_path):
     bound = [command[i + 1] for i, arg in enumerate(command) if arg in ("--ro-bind", "--bind")]
     assert not any(path in (repo, repo + "/solutions", repo + "/autograder") for path in bound), bound
     assert "/solutions" not in joined and "gradebook" not in joined
+    # the private /tmp is mounted before every bind, so a virtualenv under /tmp stays visible
+    assert command.index("--tmpfs") < command.index("--ro-bind")
 
 
 def test_summary_table_lists_reasons():
