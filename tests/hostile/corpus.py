@@ -10,6 +10,8 @@ student trying to cheat, or a buggy one, would change it.
 - `solved(course, id)`: the released notebook with every solution region filled in.
 - `set_cell` / `append_cell` / `drop_cell` / `duplicate_cell`: edit a notebook by grade_id.
 - `ch1_corpus(course)`: {student: (notebook or raw text, expected score, expected reasons)}.
+- `slow_batch`, `start_grader`, `gradebook_scores`, `autograded_mtimes`: a batch of slow honest
+  ch1 submissions and a grader run on it, for the kill-and-resume and concurrency tests.
 """
 
 from __future__ import annotations
@@ -286,3 +288,37 @@ def ch1_corpus(course: Path, port: int) -> dict:
 
 def _rename(notebook, grade_id: str, old: str, new: str) -> str:
     return notebook.cells[_index(notebook, grade_id)].source.replace(f"def {old}(", f"def {new}(")
+
+
+# ---- batches of slow honest ch1 submissions, for the resume and concurrency tests
+
+A = "ch1_pooling"
+SLOW = "import time\ntime.sleep(1.0)  # a slow but honest notebook"
+
+
+def slow_batch(course: Path, n: int) -> dict:
+    """n slow honest submissions: even ones right (12), odd ones with a wrong max_pool (9)."""
+    good = add_cell_after(solved(course, A), "setup", SLOW)
+    wrong = append_to_cell(good, "average-max-pool", WRONG_MAX_POOL)
+    expected = {}
+    for i in range(n):
+        student = f"s{i:02d}"
+        write_submission(course, A, student, good if i % 2 == 0 else wrong)
+        expected[student] = 12.0 if i % 2 == 0 else 9.0
+    return expected
+
+
+def start_grader(course: Path, *extra: str) -> subprocess.Popen:
+    command = [sys.executable, "-m", "autograder", "--course", str(course), "grade", A, "--quiet", *extra]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def gradebook_scores(course: Path) -> dict:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        return {s.student.id: s.score for s in gb.assignment_submissions(A)}
+
+
+def autograded_mtimes(course: Path) -> dict:
+    return {p.parts[-3]: p.stat().st_mtime_ns for p in (course / "autograded").glob(f"*/{A}/{A}.ipynb")}
