@@ -562,17 +562,12 @@ def make_marker_data(n: int, seed: int, seq_len: int = 10, num_classes: int = 4)
     return torch.as_tensor(tokens), torch.as_tensor(labels), torch.as_tensor(marker)
 
 
-class HardAttentionClassifier(nn.Module):
-    """Look at ONE position, chosen by a learned policy, and classify from it alone.
+class _MarkerClassifier(nn.Module):
+    """What the hard classifier and its soft twin share: the two pathways of a glimpse network.
 
-    Two pathways, as in a glimpse network: "where" sees the whole token (class and whether
-    it is marked), "what" sees only the class of the token it is shown, so looking at the
-    wrong place cannot be made up for by the classifier.
-    tokens (B, n) -> keys e = embed_class(c) + embed_flag(marked) (B, n, d) -> scores
-    s = MLP(e) (B, n) -> policy
-    softmax(s) -> position z (sampled in training, argmax at test) -> value
-    embed_class(token_z mod C) (B, d) -> logits (B, C).
-    The choice z is not differentiable: the scorer is trained with REINFORCE, eq. ``ch2-baseline``.
+    "Where" (the scorer) sees the whole token, its class and whether it is marked; "what"
+    (the value) sees only the class, so looking at the wrong place cannot be made up for by
+    the classifier. The two models differ only in how the scores become a value to classify.
     """
 
     def __init__(self, vocab_size: int, num_classes: int, d_model: int = 32):
@@ -592,13 +587,28 @@ class HardAttentionClassifier(nn.Module):
         """tokens (B, n) -> (B, n, d): class embedding + marked/plain embedding."""
         return self.class_embed(tokens % self.num_classes) + self.flag_embed(tokens // self.num_classes)
 
+    def scores(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens (B, n) -> scores s = MLP(keys) (B, n)."""
+        return self.scorer(self.keys(tokens)).squeeze(-1)  # (B, n, d) -> (B, n)
+
+
+class HardAttentionClassifier(_MarkerClassifier):
+    """Look at ONE position, chosen by a learned policy, and classify from it alone.
+
+    tokens (B, n) -> keys e = embed_class(c) + embed_flag(marked) (B, n, d) -> scores
+    s = MLP(e) (B, n) -> policy
+    softmax(s) -> position z (sampled in training, argmax at test) -> value
+    embed_class(token_z mod C) (B, d) -> logits (B, C).
+    The choice z is not differentiable: the scorer is trained with REINFORCE, eq. ``ch2-baseline``.
+    """
+
     def forward(self, tokens: torch.Tensor, sample: bool = False):
         """tokens (B, n) -> (logits (B, C), index (B,), log_prob (B,), weights (B, n)).
 
         ``weights`` is the policy softmax(s); ``log_prob`` is log p(index), the quantity
         REINFORCE differentiates. ``sample=False`` takes the argmax position.
         """
-        s = self.scorer(self.keys(tokens)).squeeze(-1)  # (B, n, d) -> (B, n)
+        s = self.scores(tokens)  # (B, n)
         log_p = F.log_softmax(s, dim=-1)  # (B, n)
         if sample:
             index = torch.distributions.Categorical(logits=s).sample()  # (B,)
@@ -609,7 +619,7 @@ class HardAttentionClassifier(nn.Module):
         return self.classify(glimpse), index, log_p[rows, index], log_p.exp()
 
 
-class SoftAttentionClassifier(nn.Module):
+class SoftAttentionClassifier(_MarkerClassifier):
     """The soft twin: the same two pathways, but classify from the weighted average of all
     the values instead of one of them.
 
@@ -617,26 +627,9 @@ class SoftAttentionClassifier(nn.Module):
     sum_j a_j embed_class(token_j mod C) (B, d) -> logits (B, C). Trained by backpropagation.
     """
 
-    def __init__(self, vocab_size: int, num_classes: int, d_model: int = 32):
-        super().__init__()
-        self.num_classes = num_classes
-        if vocab_size != 2 * num_classes:
-            raise ValueError(
-                f"expected vocab_size = 2 * num_classes = {2 * num_classes} (plain and marked tokens), got {vocab_size}"
-            )
-        self.class_embed = nn.Embedding(num_classes, d_model)  # what the token is
-        self.flag_embed = nn.Embedding(2, d_model)  # plain (0) or marked (1)
-        self.scorer = nn.Sequential(nn.Linear(d_model, d_model), nn.Tanh(), nn.Linear(d_model, 1))
-        self.value_embed = nn.Embedding(num_classes, d_model)
-        self.classify = nn.Linear(d_model, num_classes)
-
-    def keys(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens (B, n) -> (B, n, d): class embedding + marked/plain embedding."""
-        return self.class_embed(tokens % self.num_classes) + self.flag_embed(tokens // self.num_classes)
-
     def forward(self, tokens: torch.Tensor):
         """tokens (B, n) -> (logits (B, C), weights (B, n))."""
-        weights = torch.softmax(self.scorer(self.keys(tokens)).squeeze(-1), dim=-1)  # (B, n)
+        weights = torch.softmax(self.scores(tokens), dim=-1)  # (B, n)
         values = self.value_embed(tokens % self.num_classes)  # (B, n, d)
         context = (weights.unsqueeze(1) @ values).squeeze(1)  # (B, 1, n) @ (B, n, d) -> (B, d)
         return self.classify(context), weights
