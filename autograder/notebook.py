@@ -266,7 +266,18 @@ def autograded_notebook(spec: AssignmentSpec, submission, test_messages: dict, c
             cells.insert(_insert_position(cells, spec, test.grade_id), new)
     notebook.cells = cells
     notebook.metadata["autograder"] = record
+    _consistent_cell_ids(notebook)
     return notebook
+
+
+def _consistent_cell_ids(notebook) -> None:
+    """nbformat 4.5+ requires an id on every cell and 4.4 forbids one; the autograded notebook
+    mixes cells of the submission (either) with rebuilt test cells (new_code_cell gives an id)."""
+    for cell in notebook.cells:
+        if notebook.nbformat_minor >= 5:
+            cell.setdefault("id", nbformat.v4.nbbase.random_cell_id())
+        else:
+            cell.pop("id", None)
 
 
 def _insert_position(cells, spec: AssignmentSpec, grade_id: str) -> int:

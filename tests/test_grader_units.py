@@ -117,6 +117,21 @@ def test_edited_and_deleted_test_cells_are_reported_and_deleted_locked_cells_com
     assert "test cell 'test-softmax' was deleted" in deleted.tampering
 
 
+@pytest.mark.parametrize("minor", [4, 5])
+def test_autograded_notebook_is_valid_for_the_submissions_nbformat(spec, minor):
+    """4.5 requires cell ids, 4.4 forbids them; the rebuilt test cell must follow the submission."""
+    submission = _submission(spec, _cell("def masked_softmax(s, mask=None):\n    return s", "softmax", solution=True))
+    submission.nbformat_minor = minor
+    for cell in submission.cells:
+        if minor < 5:
+            cell.pop("id", None)
+    graded = nbparse.autograded_notebook(spec, submission, {"test-softmax": (False, "wrong")}, {}, {})
+    nbformat.validate(graded)  # raises on an id where 4.4 forbids one, or a missing one in 4.5
+    assert [c.metadata.get("nbgrader", {}).get("grade_id") for c in graded.cells][-1] == "test-softmax"
+    from_nothing = nbparse.autograded_notebook(spec, None, {}, {}, {})  # an invalid submission
+    nbformat.validate(from_nothing)
+
+
 def test_invalid_json_is_an_invalid_notebook(tmp_path):
     path = tmp_path / "x.ipynb"
     path.write_text("{ not json")
