@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from autograder import notebook as nbparse
-from autograder.sandbox import Limits, Sandbox, SandboxUnavailable, find_bwrap, INSTALL_HINT
+from autograder.sandbox import Limits, Sandbox, require_sandbox
 
 REGISTRY = "autograder.checks"
 REASONS = ("invalid notebook", "tampered cell", "missing function", "timeout", "fork bomb",
@@ -491,8 +491,8 @@ def grade_assignment(course, assignment: str, *, workers: int = 2, students=None
     from autograder.gradebook import Recorder
 
     course = Path(course).resolve()
-    if sandboxed and find_bwrap() is None:
-        raise SandboxUnavailable(INSTALL_HINT)
+    if sandboxed:
+        require_sandbox()  # before any work: say what to install (or to run as root), never run unsandboxed
     spec = nbparse.load_assignment(course, assignment)
     warming = None
     if not cluster and list_students(course, assignment):

@@ -66,12 +66,28 @@ class Limits:
         }
 
 
+NEEDS_ROOT_HINT = (
+    "the sandbox runs every worker under its own unprivileged uid (so that the process limit "
+    "holds per worker and a fork bomb cannot starve the others), and switching uid needs root. "
+    "Run the grader as root, e.g. `sudo make grade A=<id>`, or pass --no-sandbox to run "
+    "submissions without isolation on a machine you trust."
+)
+
+
 class SandboxUnavailable(RuntimeError):
-    """bwrap is missing (and --no-sandbox was not given)."""
+    """The sandbox cannot run here: bwrap is missing, or we are not root (and --no-sandbox was not given)."""
 
 
 def find_bwrap() -> str | None:
     return shutil.which("bwrap")
+
+
+def require_sandbox() -> None:
+    """Raise SandboxUnavailable, saying what to do, unless bwrap is installed and we are root."""
+    if find_bwrap() is None:
+        raise SandboxUnavailable(INSTALL_HINT)
+    if os.geteuid() != 0:
+        raise SandboxUnavailable(NEEDS_ROOT_HINT)
 
 
 def _bind_with_parents(path: str) -> list[str]:
@@ -246,8 +262,8 @@ class Sandbox:
     """
 
     def __init__(self, release_root: Path | None, limits: Limits = Limits(), sandboxed: bool = True):
-        if sandboxed and find_bwrap() is None:
-            raise SandboxUnavailable(INSTALL_HINT)
+        if sandboxed:
+            require_sandbox()
         self.release_root = release_root
         self.limits = limits
         self.sandboxed = sandboxed

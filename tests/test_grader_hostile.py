@@ -138,10 +138,20 @@ def test_the_run_seed_is_recorded(graded):
 def test_grader_refuses_without_bwrap_unless_told(graded, monkeypatch, capsys):
     from autograder import cli
 
-    monkeypatch.setattr(grading, "find_bwrap", lambda: None)
+    monkeypatch.setattr(sandbox, "find_bwrap", lambda: None)
     code = cli.main(["--course", str(graded["course"]), "grade", "ch1_pooling", "--quiet"])
     assert code == 3
     assert "apt-get install bubblewrap" in capsys.readouterr().err
+
+
+def test_grader_refuses_to_sandbox_without_root_and_says_how(graded, monkeypatch, capsys):
+    from autograder import cli
+
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
+    code = cli.main(["--course", str(graded["course"]), "grade", "ch1_pooling", "--quiet"])
+    assert code == 3
+    err = capsys.readouterr().err
+    assert "needs root" in err and "--no-sandbox" in err
 
 
 def test_no_sandbox_mode_grades_honest_work_the_same(graded):
