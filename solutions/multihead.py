@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from solutions.self_attention import sinusoidal_positions
-from solutions.soft_hard import attention
+from solutions.soft_hard import _as_float, attention
 
 __all__ = [
     "split_heads",
@@ -82,13 +82,6 @@ def _check_heads(d_model, num_heads, what: str = "d_model") -> int:
             f"{what} / num_heads features, so pick num_heads among the divisors of {d_model}"
         )
     return d_model // num_heads
-
-
-def _as_float(x, name: str) -> np.ndarray:
-    x = np.asarray(x)
-    if x.dtype == bool or not np.issubdtype(x.dtype, np.number) or np.iscomplexobj(x):
-        raise TypeError(f"expected {name} to be a real numeric array, got dtype {x.dtype}")
-    return x if np.issubdtype(x.dtype, np.floating) else x.astype(np.float64)
 
 
 # ----------------------------------------------------------------------------------------

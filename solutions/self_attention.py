@@ -37,7 +37,7 @@ import tracemalloc
 
 import numpy as np
 
-from solutions.soft_hard import attention
+from solutions.soft_hard import _as_float, attention
 
 __all__ = [
     "self_attention",
@@ -49,14 +49,6 @@ __all__ = [
     "online_softmax_attention",
     "peak_memory",
 ]
-
-
-def _as_float(x, name: str) -> np.ndarray:
-    """``x`` as a floating array; float32/float64 are kept, integers become float64."""
-    x = np.asarray(x)
-    if x.dtype == bool or not np.issubdtype(x.dtype, np.number) or np.iscomplexobj(x):
-        raise TypeError(f"expected {name} to be a real numeric array, got dtype {x.dtype}")
-    return x if np.issubdtype(x.dtype, np.floating) else x.astype(np.float64)
 
 
 def _check_size(value, name: str, minimum: int) -> int:
