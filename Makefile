@@ -18,6 +18,9 @@ BOOK_PACKAGES  = fonts-wqy-microhei
 GRADE_PACKAGES = bubblewrap
 # test: the book's and the grader's, plus Chromium for the browser tests.
 TEST_PACKAGES  = $(BOOK_PACKAGES) chromium $(GRADE_PACKAGES)
+# Every target that creates .venv: Debian ships its Python's venv module (ensurepip) apart.
+# Asked only while .venv does not exist, and only if $(PYTHON) cannot import ensurepip.
+VENV_PACKAGES  = $(if $(wildcard $(PY)),,$(shell $(PYTHON) -c 'import ensurepip' 2>/dev/null || echo python3-venv))
 REQUIRE        = bash tools/require-system-packages
 
 # One job at a time, prerequisites left to right, even under make -j: the system check runs
@@ -33,12 +36,12 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $@
 
-require-book:  ; @$(REQUIRE) "make book" $(BOOK_PACKAGES)
-require-test:  ; @$(REQUIRE) "make test" $(TEST_PACKAGES)
+require-book:  ; @$(REQUIRE) "make book" $(VENV_PACKAGES) $(BOOK_PACKAGES)
+require-test:  ; @$(REQUIRE) "make test" $(VENV_PACKAGES) $(TEST_PACKAGES)
 require-grade:
 	@test -n "$(A)" || { echo "usage: make grade A=<assignment id>, e.g. A=ch1_pooling"; exit 2; }
-	@$(REQUIRE) "make grade" $(GRADE_PACKAGES)
-require-bench: ; @$(REQUIRE) "make bench" $(GRADE_PACKAGES)
+	@$(REQUIRE) "make grade" $(VENV_PACKAGES) $(GRADE_PACKAGES)
+require-bench: ; @$(REQUIRE) "make bench" $(VENV_PACKAGES) $(GRADE_PACKAGES)
 
 ## release: nbgrader generate_assignment for all five chapters, plus their public-case data
 release: $(STAMP)

@@ -53,10 +53,12 @@ def run(argv: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: 
     return process.returncode, output
 
 
-def required_packages(variable: str = "TEST_PACKAGES") -> list[str]:
+def required_packages(
+    variable: str = "TEST_PACKAGES", variables: tuple[str, ...] = ()
+) -> list[str]:
     """The Debian packages a target needs, as the Makefile lists them (TEST_PACKAGES: make test's)."""
     printer = "print-%: ; @echo $($*)"
-    status, output = run(["make", "-s", "--eval", printer, f"print-{variable}"], REPO)
+    status, output = run(["make", "-s", "--eval", printer, f"print-{variable}", *variables], REPO)
     assert status == 0, output
     return output.split()
 
@@ -139,6 +141,22 @@ def test_unprivileged_make_stops_before_writing_anything_and_prints_the_sudo_lin
     assert len(sudo_lines) == 1 and ABSENT in sudo_lines[0].split(), output
     assert f"require-{goal}] Error 1" in output, output  # the check stopped make, nothing later
     assert files_under(copy) == before, "make wrote files before the system check stopped it"
+
+
+@pytest.mark.parametrize(
+    "venv_exists, python, expected",
+    [(False, "false", ["python3-venv"]), (False, sys.executable, []), (True, "false", [])],
+)
+def test_venv_module_is_asked_for_only_when_python_cannot_create_the_venv(
+    tmp_path, venv_exists, python, expected
+):
+    """`false` stands for a Debian python3 without its venv module: `import ensurepip` fails."""
+    venv = tmp_path / "venv"
+    if venv_exists:
+        (venv / "bin").mkdir(parents=True)
+        (venv / "bin" / "python").symlink_to(sys.executable)
+    variables = (f"VENV={venv}", f"PYTHON={python}")
+    assert required_packages("VENV_PACKAGES", variables) == expected
 
 
 def test_check_is_silent_when_every_package_is_installed():
