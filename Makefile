@@ -32,6 +32,7 @@ REQUIRE        = bash tools/require-system-packages
 venv: $(STAMP)
 
 $(STAMP): requirements.txt pyproject.toml
+	@$(REQUIRE) "make $(or $(MAKECMDGOALS),venv)" $(VENV_PACKAGES)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $@
