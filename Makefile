@@ -12,7 +12,7 @@ A      ?=
 
 # The Debian packages each target needs, listed here and nowhere else (a test extends a list
 # on the command line, e.g. make book BOOK_PACKAGES="fonts-wqy-microhei some-absent-package").
-# book: a CJK font, for the Chinese text that chapters 4 and 6 draw in their figures.
+# book: a CJK font, for the Chinese text of chapters 4 and 6 (their pages and figures).
 BOOK_PACKAGES  = fonts-wqy-microhei
 # grade and bench: bubblewrap, the sandbox that students' code runs in.
 GRADE_PACKAGES = bubblewrap
