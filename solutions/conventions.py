@@ -79,8 +79,12 @@ def check_batch(*arrays: tuple[str, np.ndarray]) -> tuple:
         raise ValueError(f"expected the batch dims (all but the last two) to broadcast, got {shapes}") from None
 
 
-def check_mask(mask, shape: tuple, name: str = "scores") -> np.ndarray:
-    """A boolean mask (True = may attend) broadcastable to ``shape``, returned as an array."""
+def check_mask(mask, shape: tuple, name: str = "scores", context: str = "") -> np.ndarray:
+    """A boolean mask (True = may attend) broadcastable to ``shape``, returned as an array.
+
+    ``name`` says what ``shape`` is ("scores", "(..., n_q, n_kv)"); ``context`` is added
+    to the error (e.g. "one mask for all heads").
+    """
     mask = np.asarray(mask)
     if mask.dtype != bool:
         raise TypeError(
@@ -94,6 +98,7 @@ def check_mask(mask, shape: tuple, name: str = "scores") -> np.ndarray:
     if out != tuple(shape):
         raise ValueError(
             f"expected a mask broadcastable to the {name} shape {tuple(shape)}, got mask of shape {mask.shape}"
+            + (f" ({context})" if context else "")
         )
     return mask
 
