@@ -37,7 +37,16 @@ import tracemalloc
 
 import numpy as np
 
-from solutions.conventions import as_float, check_int, check_mask
+from solutions.conventions import (
+    BLOCK_BYTES,
+    as_float,
+    check_batch,
+    check_int,
+    check_mask,
+    flatten_batch,
+    query_blocks,
+    run_blocks,
+)
 from solutions.soft_hard import attention
 
 __all__ = [
@@ -211,71 +220,60 @@ def online_softmax_attention(q, k, v, block_size=128, mask=None):
     block_size: how many keys to process at once (need not divide n_k).
     mask: boolean, broadcastable to (..., n_q, n_k), True = may attend; None = all.
     Returns the output (..., n_q, d_v), equal to ``attention(q, k, v, mask)[0]`` up to
-    rounding; a query with no allowed key gets a zero output.
+    rounding; a query with no allowed key gets a zero output (``docs/conventions.md``).
 
-    Only a (..., n_q, block_size) block of scores exists at any time, eq. (4.7): for each
-    query we carry the running max m of its scores, the running sum l of ``exp(s - m)``
-    and the running unnormalised output o. When a block raises the max from m to m', the
-    old sum and output are rescaled by ``exp(m - m')``; dividing by l happens once, at
-    the end. The weights themselves are never formed, so none are returned.
+    Only a tile of (query rows) x (block_size keys) scores exists at any time, eq.
+    ``ch4-online-softmax``: for each query we carry the running max m of its scores, the
+    running sum l of ``exp(s - m)`` and the running unnormalised output o. When a block
+    raises the max from m to m', the old sum and output are rescaled by ``exp(m - m')``;
+    dividing by l happens once, at the end. The weights themselves are never formed, so
+    none are returned. Query rows are taken ``BLOCK_BYTES`` of scores at a time, so m, l, o
+    and the tile stay in cache (the FlashAttention tiling); the query blocks share out
+    NumPy's BLAS threads like ``attention``'s.
     """
     q, k, v = as_float(q, "q"), as_float(k, "k"), as_float(v, "v")
     block_size = check_int(block_size, "block_size", 1)
-    if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
-        raise ValueError(
-            f"expected q (..., n_q, d_k), k (..., n_k, d_k), v (..., n_k, d_v), "
-            f"got q {q.shape}, k {k.shape}, v {v.shape}"
-        )
+    batch = check_batch(("q", q), ("k", k), ("v", v))
     if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"expected queries and keys of the same width d_k, got q {q.shape} and k {k.shape}"
-        )
+        raise ValueError(f"expected queries and keys of the same width d_k, got q {q.shape} and k {k.shape}")
     if v.shape[-2] != k.shape[-2]:
         raise ValueError(f"expected one value per key, got k {k.shape} and v {v.shape}")
     dtype = np.result_type(q, k, v)
     n_q, n_k, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
-    try:
-        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    except ValueError:
-        raise ValueError(
-            f"expected the batch dims of q {q.shape}, k {k.shape}, v {v.shape} to broadcast"
-        ) from None
     if mask is not None:
-        mask = np.asarray(mask)
-        if mask.dtype != bool:
-            raise TypeError(f"expected a boolean mask (True = may attend), got dtype {mask.dtype}")
-        mask = mask.reshape((1,) * max(0, 2 - mask.ndim) + mask.shape)  # at least (.., 1, n_k)
-        try:
-            full = np.broadcast_shapes(mask.shape, batch + (n_q, n_k))
-        except ValueError:
-            full = None
-        if full is None or full[-2:] != (n_q, n_k):
-            raise ValueError(
-                f"expected a mask broadcastable to (..., n_q, n_k) = {batch + (n_q, n_k)}, "
-                f"got {mask.shape}"
-            )
-        batch = full[:-2]
+        mask = check_mask(mask, batch + (n_q, n_k), name="(..., n_q, n_k)")
+        mask = flatten_batch(np.broadcast_to(mask, batch + (n_q, n_k)), batch)  # (P, n_q, n_k)
 
-    q = q * dtype.type(1.0 / math.sqrt(q.shape[-1]))  # (..., n_q, d_k), eq. (4.2) scaling
-    m = np.full(batch + (n_q, 1), -np.inf, dtype=dtype)  # running max of the scores
-    l = np.zeros(batch + (n_q, 1), dtype=dtype)  # running sum of exp(s - m)
-    o = np.zeros(batch + (n_q, d_v), dtype=dtype)  # running sum of exp(s - m) v
-    for start in range(0, n_k, block_size):
-        stop = min(start + block_size, n_k)
-        s = q @ np.swapaxes(k[..., start:stop, :], -1, -2)  # (..., n_q, b)
-        if mask is not None:
-            block_mask = mask if mask.shape[-1] == 1 else mask[..., start:stop]
-            s = np.where(block_mask, s, dtype.type(-np.inf))  # (..., n_q, b)
-        m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # (..., n_q, 1)
-        # a row with nothing allowed so far keeps m = -inf: shift by 0 there (no inf - inf)
-        shift = np.where(np.isfinite(m_new), m_new, dtype.type(0))  # (..., n_q, 1)
-        np.subtract(s, shift, out=s)
-        np.exp(s, out=s)  # p = exp(s - m'), 0 where masked
-        rescale = np.exp(m - shift)  # (..., n_q, 1): exp(m - m'), 0 while m = -inf
-        l = l * rescale + s.sum(axis=-1, keepdims=True)  # (..., n_q, 1)
-        o = o * rescale + s @ v[..., start:stop, :]  # (..., n_q, d_v)
-        m = m_new
-    return o / np.where(l > 0, l, dtype.type(1))  # (..., n_q, d_v); l = 0 only if fully masked
+    q = q * dtype.type(1.0 / math.sqrt(q.shape[-1]))  # (..., n_q, d_k), the 1/sqrt(d_k) of eq. (4.2)
+    q3, k3, v3 = (flatten_batch(x.astype(dtype, copy=False), batch) for x in (q, k, v))  # (P, n, d)
+    output = np.empty(batch + (n_q, d_v), dtype)
+    o3 = output.reshape((-1, n_q, d_v))  # (P, n_q, d_v), a view
+
+    def attend(block):
+        p, r = block
+        qb = q3[p, r]  # (P_b, r_b, d_k)
+        m = np.full(qb.shape[:-1] + (1,), -np.inf, dtype=dtype)  # running max of the scores
+        l = np.zeros_like(m)  # running sum of exp(s - m)
+        o = np.zeros(qb.shape[:-1] + (d_v,), dtype=dtype)  # running sum of exp(s - m) v
+        for start in range(0, n_k, block_size):
+            keys = slice(start, min(start + block_size, n_k))
+            s = qb @ np.swapaxes(k3[p, keys], -1, -2)  # (P_b, r_b, b)
+            if mask is not None:
+                np.copyto(s, -np.inf, where=~mask[p, r, keys])
+            m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # (P_b, r_b, 1)
+            # a row with nothing allowed so far keeps m = -inf: shift by 0 there (no inf - inf)
+            shift = np.where(np.isfinite(m_new), m_new, dtype.type(0))
+            np.subtract(s, shift, out=s)
+            np.exp(s, out=s)  # p = exp(s - m'), 0 where masked
+            rescale = np.exp(m - shift)  # (P_b, r_b, 1): exp(m - m'), 0 while m = -inf
+            l = l * rescale + s.sum(axis=-1, keepdims=True)
+            o = o * rescale + s @ v3[p, keys]  # (P_b, r_b, d_v)
+            m = m_new
+        o3[p, r] = o / np.where(l > 0, l, dtype.type(1))  # l = 0 only for a fully masked row
+
+    rows = max(1, BLOCK_BYTES // (min(block_size, max(n_k, 1)) * dtype.itemsize))
+    run_blocks(attend, query_blocks(o3.shape[0], n_q, rows))
+    return output
 
 
 def peak_memory(fn, *args, **kwargs):
