@@ -42,6 +42,15 @@ from solutions.soft_hard import (
     train_memory_network,
     train_soft_attention,
 )
+from solutions.training import seeded
+
+
+@pytest.fixture(autouse=True)
+def _seeded_single_thread():
+    """Every test here runs inside ``seeded(0)``: torch seeded, one thread, deterministic
+    algorithms (``docs/conventions.md``), so neither load nor core count changes a result."""
+    with seeded(0):
+        yield
 
 
 def chi2_upper(df: int, z: float = 3.719) -> float:
