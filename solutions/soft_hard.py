@@ -6,12 +6,13 @@ What this file builds, in the order the chapter derives it:
   query row with no allowed key gets all-zero weights (never NaN).
 - Score functions ``dot_score``, ``scaled_dot_score``, ``general_score``,
   ``additive_score``, ``cosine_score``: how well each query matches each key.
-- ``attention``: soft attention, ``softmax(score(q, k)) @ v``, with an optional mask.
+- ``attention``: soft attention, ``softmax(score(q, k)) @ v``, with an optional mask,
+  computed in cache-sized blocks of query rows (``block_rows=None``: unblocked).
 - ``hard_attention``, ``reinforce_grad``, ``gumbel_softmax``: pick one key instead of
   averaging, and the two ways to train through that choice (score function / relaxation).
 - Small PyTorch models: a hard-attention classifier trained with REINFORCE next to its
   soft-attention twin, a query-dependent aspect-sentiment model, and a multi-hop memory
-  network, each with a synthetic task generated here and a ``train_*`` function.
+  network, each with a synthetic task and a ``train_*`` function (in ``soft_hard_models``).
 
 Using the trained models (each ``train_*`` takes a few seconds on one CPU thread)::
 
@@ -214,14 +215,26 @@ def _check_score_params(score, score_fn, q, k, score_params: dict) -> None:
         ) from None
 
 
-def _score_function(score) -> Callable[..., np.ndarray]:
+def _resolve_score(score, q: np.ndarray, k: np.ndarray, score_params: dict):
+    """``(score_fn, score_params, dtype)`` for ``attention``: the function a score name stands
+    for, its parameters checked against its signature, and the dtype of its scores."""
     if isinstance(score, str):
         if score not in SCORES:
             raise ValueError(f"unknown score {score!r}: expected one of {sorted(SCORES)} or a callable")
-        return SCORES[score]
-    if callable(score):
-        return score
-    raise TypeError(f"expected score to be a name in {sorted(SCORES)} or a callable, got {score!r}")
+        score_fn = SCORES[score]
+    elif callable(score):
+        score_fn = score
+    else:
+        raise TypeError(f"expected score to be a name in {sorted(SCORES)} or a callable, got {score!r}")
+    if score == "additive" and "v_att" in score_params:
+        score_params = {("v" if name == "v_att" else name): value for name, value in score_params.items()}
+    _check_score_params(score, score_fn, q, k, score_params)
+    try:  # the scores' dtype, from one query and one key
+        dtype = as_float(score_fn(q[..., :1, :], k[..., :1, :], **score_params), "scores").dtype
+    except ValueError:
+        score_fn(q, k, **score_params)  # the same complaint, naming the full shapes
+        raise
+    return score_fn, score_params, dtype
 
 
 def attention(q, k, v, mask=None, score="scaled_dot", block_rows="auto", **score_params):
@@ -245,26 +258,17 @@ def attention(q, k, v, mask=None, score="scaled_dot", block_rows="auto", **score
     (``docs/conventions.md``). Every block size gives the same result up to rounding.
     """
     q, k, v = as_float(q, "q"), as_float(k, "k"), as_float(v, "v")
-    score_fn = _score_function(score)
-    if v.ndim < 2 or k.ndim < 2 or v.shape[-2] != k.shape[-2]:
+    batch = check_batch(("q", q), ("k", k))  # the batch dims of the scores and weights
+    if v.ndim < 2 or v.shape[-2] != k.shape[-2]:
         raise ValueError(
-            f"expected one value per key: values (..., n_k, d_v) with n_k = {k.shape[-2] if k.ndim >= 2 else '?'} "
+            f"expected one value per key: values (..., n_k, d_v) with n_k = {k.shape[-2]} "
             f"as in keys {k.shape}, got values of shape {v.shape}"
         )
-    if score == "additive" and "v_att" in score_params:
-        score_params = dict(score_params)
-        score_params["v"] = score_params.pop("v_att")
-    _check_score_params(score, score_fn, q, k, score_params)
-    batch = check_batch(("q", q), ("k", k))  # the batch dims of the scores and weights
     batch_out = check_batch(("q", q), ("k", k), ("v", v))  # the output's (v may add some)
     n_q, n_k, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
     if mask is not None:
         mask = check_mask(mask, batch + (n_q, n_k))
-    try:  # the scores' dtype, from one query and one key
-        dtype = as_float(score_fn(q[..., :1, :], k[..., :1, :], **score_params), "scores").dtype
-    except ValueError:
-        score_fn(q, k, **score_params)  # the same complaint, naming the full shapes
-        raise
+    score_fn, score_params, dtype = _resolve_score(score, q, k, score_params)
     if score == "scaled_dot":  # scale q (n_q d numbers) rather than the scores (n_q n_k)
         q, score_fn = q * dtype.type(1.0 / math.sqrt(q.shape[-1])), dot_score
     if block_rows is None:
@@ -296,8 +300,7 @@ def attention(q, k, v, mask=None, score="scaled_dot", block_rows="auto", **score
     # weights (max, subtract, exp, sum, scale, in place) and meets V: the (..., n_q, n_k)
     # array then crosses memory once, instead of once per step as in the unblocked form.
     # The blocks share out NumPy's BLAS threads (threadpoolctl limits apply).
-    blocks = list(query_blocks(w3.shape[0], n_q, block_rows))
-    run_blocks(attend, blocks)
+    run_blocks(attend, query_blocks(w3.shape[0], n_q, block_rows))
     if output is None:  # v has batch dims the scores lack: one matmul over the broadcast
         output = weights @ v.astype(dtype, copy=False)  # (..., n_q, d_v)
     return output, weights
