@@ -17,11 +17,12 @@ Chapter modules import from here instead of carrying their own copies.
 
 from __future__ import annotations
 
+import functools
 import math
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from threadpoolctl import threadpool_info, threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 __all__ = [
     "as_float",
@@ -225,16 +226,18 @@ def run_blocks(work, blocks: list) -> None:
     NumPy releases the GIL inside ufuncs and matmul, so the threads run in parallel; the
     blocks write disjoint slices of the output, so the result does not depend on the order.
     """
-    threads = 1 if len(blocks) < 4 else _blas_threads()
+    blas = _numpy_blas()
+    threads = 1 if len(blocks) < 4 else max((lib.num_threads for lib in blas.lib_controllers), default=1)
     if threads == 1:
         for block in blocks:
             work(block)
         return
-    with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(threads) as pool:
+    with blas.limit(limits=1), ThreadPoolExecutor(threads) as pool:
         for _ in pool.map(work, blocks):
             pass  # re-raises the first exception of a block
 
 
-def _blas_threads() -> int:
-    """How many threads NumPy's BLAS may use now (1 if threadpoolctl finds no BLAS)."""
-    return max((info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"), default=1)
+@functools.cache
+def _numpy_blas() -> ThreadpoolController:
+    """NumPy's BLAS, found once (a threadpoolctl scan of the loaded libraries takes ms)."""
+    return ThreadpoolController().select(user_api="blas")
