@@ -25,7 +25,11 @@ import os
 import sys
 
 _FORCED_BLAS = [name for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if name in os.environ]
-if _FORCED_BLAS and "--keep-blas-env" not in sys.argv and not os.environ.get("ATTENTION_BENCH_REEXEC"):
+if (
+    _FORCED_BLAS
+    and "--keep-blas-env" not in sys.argv
+    and not os.environ.get("ATTENTION_BENCH_REEXEC")
+):
     env = {k: v for k, v in os.environ.items() if k not in _FORCED_BLAS}
     env["ATTENTION_BENCH_REEXEC"] = ",".join(f"{k}={os.environ[k]}" for k in _FORCED_BLAS)
     os.execve(sys.executable, [sys.executable] + sys.argv, env)
@@ -127,31 +131,50 @@ def bench_speed(batch, heads, n, d, repeats, threads):
         for name in ("numpy attention, blocked", "numpy attention, unblocked"):
             out = fns[name]()[0]
             assert out.dtype == np.float32, out.dtype
-            np.testing.assert_allclose(out, ref, rtol=1e-3, atol=1e-4)  # same answer, float32 rounding
-        np.testing.assert_allclose(naive_torch_attention(qt, kt, vt).numpy(), ref, rtol=1e-3, atol=1e-4)
+            np.testing.assert_allclose(
+                out, ref, rtol=1e-3, atol=1e-4
+            )  # same answer, float32 rounding
+        np.testing.assert_allclose(
+            naive_torch_attention(qt, kt, vt).numpy(), ref, rtol=1e-3, atol=1e-4
+        )
         medians, cpu = time_interleaved(fns, repeats)
     flops = 4 * batch * heads * n * n * d  # Q K^T and A V, 2 FLOPs per multiply-add
-    print(f"\n== speed, {threads} thread(s): B={batch}, h={heads}, n={n}, d={d}, float32, "
-          f"median of {repeats} interleaved rounds ==")
-    print(f"  {'':<28} {'wall':>8}    {'matmul rate':>14}  {'wall ratios':>24}   {'CPU':>8}  CPU ratios")
+    print(
+        f"\n== speed, {threads} thread(s): B={batch}, h={heads}, n={n}, d={d}, float32, "
+        f"median of {repeats} interleaved rounds =="
+    )
+    print(
+        f"  {'':<28} {'wall':>8}    {'matmul rate':>14}  {'wall ratios':>24}   {'CPU':>8}  CPU ratios"
+    )
     fused, naive = medians["torch fused SDPA"], medians["torch naive (3 ops)"]
     fused_cpu, naive_cpu = cpu["torch fused SDPA"], cpu["torch naive (3 ops)"]
     for name, seconds in medians.items():
-        print(f"  {name:<28} {seconds * 1e3:8.1f} ms {flops / seconds / 1e9:6.1f} GFLOP/s  "
-              f"/ fused {seconds / fused:5.2f}  / naive {seconds / naive:5.2f}   "
-              f"{cpu[name] * 1e3:8.1f} ms  / fused {cpu[name] / fused_cpu:5.2f}  / naive {cpu[name] / naive_cpu:5.2f}")
+        print(
+            f"  {name:<28} {seconds * 1e3:8.1f} ms {flops / seconds / 1e9:6.1f} GFLOP/s  "
+            f"/ fused {seconds / fused:5.2f}  / naive {seconds / naive:5.2f}   "
+            f"{cpu[name] * 1e3:8.1f} ms  / fused {cpu[name] / fused_cpu:5.2f}  / naive {cpu[name] / naive_cpu:5.2f}"
+        )
     return medians, cpu
 
 
 def bench_long(n, d, repeats, block_size):
     rng = np.random.default_rng(2)
     q, k, v = (rng.standard_normal((n, d), dtype=np.float32) for _ in range(3))
-    np.testing.assert_allclose(online_softmax_attention(q, k, v, block_size=block_size),
-                               attention(q, k, v)[0], rtol=1e-4, atol=1e-5)
-    medians, cpu = time_interleaved({
-        "attention, blocked": lambda: attention(q, k, v),
-        f"online softmax, {block_size}-key blocks": lambda: online_softmax_attention(q, k, v, block_size=block_size),
-    }, repeats)
+    np.testing.assert_allclose(
+        online_softmax_attention(q, k, v, block_size=block_size),
+        attention(q, k, v)[0],
+        rtol=1e-4,
+        atol=1e-5,
+    )
+    medians, cpu = time_interleaved(
+        {
+            "attention, blocked": lambda: attention(q, k, v),
+            f"online softmax, {block_size}-key blocks": lambda: online_softmax_attention(
+                q, k, v, block_size=block_size
+            ),
+        },
+        repeats,
+    )
     for name, seconds in medians.items():
         print(f"  n={n:<6} {name:<34} {seconds * 1e3:8.1f} ms wall {cpu[name] * 1e3:8.1f} ms CPU")
     blocked, online = medians.values()
@@ -159,8 +182,12 @@ def bench_long(n, d, repeats, block_size):
 
 
 def bench_memory(sizes, d, block_size):
-    print(f"\n== peak memory (tracemalloc), one head, d={d}, float32, online block_size={block_size}, 1 thread ==")
-    print(f"  {'n':>6} {'unblocked attention':>20} {'online softmax':>15} {'online / unblocked':>19}")
+    print(
+        f"\n== peak memory (tracemalloc), one head, d={d}, float32, online block_size={block_size}, 1 thread =="
+    )
+    print(
+        f"  {'n':>6} {'unblocked attention':>20} {'online softmax':>15} {'online / unblocked':>19}"
+    )
     rng = np.random.default_rng(1)
     ratios = {}
     for n in sizes:
@@ -170,8 +197,10 @@ def bench_memory(sizes, d, block_size):
         (naive, _), peak_naive = peak_memory(attention, q, k, v, block_rows=None)
         del naive
         ratios[n] = peak_online / peak_naive
-        print(f"  {n:>6} {peak_naive / 2**20:>16.1f} MiB {peak_online / 2**20:>11.1f} MiB "
-              f"{ratios[n]:>19.4f}  (1/{1 / ratios[n]:.0f})")
+        print(
+            f"  {n:>6} {peak_naive / 2**20:>16.1f} MiB {peak_online / 2**20:>11.1f} MiB "
+            f"{ratios[n]:>19.4f}  (1/{1 / ratios[n]:.0f})"
+        )
     return ratios
 
 
@@ -181,28 +210,46 @@ def verdict(ok: bool) -> str:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2],
-                        help="thread counts, each given to both NumPy's BLAS and torch")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        nargs="+",
+        default=[1, 2],
+        help="thread counts, each given to both NumPy's BLAS and torch",
+    )
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--sizes", type=int, nargs="*", default=[4096, 8192, 16384])
-    parser.add_argument("--block-size", type=int, default=512, help="keys per block of online softmax")
-    parser.add_argument("--keep-blas-env", action="store_true",
-                        help="keep OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (default: remove them)")
+    parser.add_argument(
+        "--block-size", type=int, default=512, help="keys per block of online softmax"
+    )
+    parser.add_argument(
+        "--keep-blas-env",
+        action="store_true",
+        help="keep OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (default: remove them)",
+    )
     args = parser.parse_args()
 
     reexec = os.environ.get("ATTENTION_BENCH_REEXEC")
-    forced = {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ}
-    print(f"CPU: {cpu_model()}, {os.cpu_count()} logical cores; load average at start "
-          f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    forced = {
+        k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ
+    }
+    print(
+        f"CPU: {cpu_model()}, {os.cpu_count()} logical cores; load average at start "
+        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     if reexec:
         print(f"re-executed without {reexec} (for this process only)")
     elif forced:
         print(f"kept {forced} (--keep-blas-env)")
     for info in threadpool_info():
         if info["user_api"] == "blas":
-            print(f"NumPy BLAS: {info['internal_api']} {info['version']}, kernel {info.get('architecture')}")
-    print(f"numpy {np.__version__}, torch {torch.__version__} (CPU capability "
-          f"{torch.backends.cpu.get_cpu_capability()}); attention blocks of {BLOCK_BYTES // 1024} KiB of scores")
+            print(
+                f"NumPy BLAS: {info['internal_api']} {info['version']}, kernel {info.get('architecture')}"
+            )
+    print(
+        f"numpy {np.__version__}, torch {torch.__version__} (CPU capability "
+        f"{torch.backends.cpu.get_cpu_capability()}); attention blocks of {BLOCK_BYTES // 1024} KiB of scores"
+    )
     bandwidth = copy_bandwidth()
     print(f"memory roof: a 64 MiB NumPy copy moves {bandwidth / 1e9:.1f} GB/s (read + write)")
 
@@ -213,35 +260,49 @@ def main():
     for threads in args.threads:
         torch.set_num_threads(threads)
         with threadpool_limits(limits=threads, user_api="blas"):
-            results[threads], cpu_results[threads] = bench_speed(batch, heads, n, d, args.repeats, threads)
-            print(f"  roofline: the unblocked form moves ~{unblocked_bytes / 2**20:.0f} MiB through memory "
-                  f"(10 passes over the {batch * heads * n * n * 4 / 2**20:.0f} MiB weights), "
-                  f"{unblocked_bytes / bandwidth * 1e3:.0f} ms at the copy bandwidth; the blocked one "
-                  f"~{blocked_bytes / 2**20:.0f} MiB ({blocked_bytes / bandwidth * 1e3:.0f} ms), "
-                  f"{unblocked_bytes / blocked_bytes:.1f}x less")
+            results[threads], cpu_results[threads] = bench_speed(
+                batch, heads, n, d, args.repeats, threads
+            )
+            print(
+                f"  roofline: the unblocked form moves ~{unblocked_bytes / 2**20:.0f} MiB through memory "
+                f"(10 passes over the {batch * heads * n * n * 4 / 2**20:.0f} MiB weights), "
+                f"{unblocked_bytes / bandwidth * 1e3:.0f} ms at the copy bandwidth; the blocked one "
+                f"~{blocked_bytes / 2**20:.0f} MiB ({blocked_bytes / bandwidth * 1e3:.0f} ms), "
+                f"{unblocked_bytes / blocked_bytes:.1f}x less"
+            )
             print(f"\n== long sequences, {threads} thread(s): one head, d={d}, float32 ==")
-            results[threads]["online / blocked"] = bench_long(4096, d, max(3, args.repeats // 3), args.block_size)
+            results[threads]["online / blocked"] = bench_long(
+                4096, d, max(3, args.repeats // 3), args.block_size
+            )
 
     with threadpool_limits(limits=1, user_api="blas"):  # one tile in flight, as on one core
         memory = bench_memory(args.sizes, d, args.block_size) if args.sizes else {}
 
-    print(f"\n== targets on this machine (load average now {', '.join(f'{x:.2f}' for x in os.getloadavg())}) ==")
+    print(
+        f"\n== targets on this machine (load average now {', '.join(f'{x:.2f}' for x in os.getloadavg())}) =="
+    )
     for threads, medians in results.items():
         blocked = medians["numpy attention, blocked"]
         vs_fused = blocked / medians["torch fused SDPA"]
         vs_naive = blocked / medians["torch naive (3 ops)"]
         online = medians["online / blocked"]
-        print(f"  {threads} thread(s): blocked / fused SDPA = {vs_fused:.2f} (target <= {TARGET_VS_FUSED}): "
-              f"{verdict(vs_fused <= TARGET_VS_FUSED)}; blocked / naive torch = {vs_naive:.2f} "
-              f"(target <= {TARGET_VS_NAIVE}): {verdict(vs_naive <= TARGET_VS_NAIVE)}; "
-              f"online / blocked at n=4096 = {online:.2f} (target <= 1): {verdict(online <= 1)}")
+        print(
+            f"  {threads} thread(s): blocked / fused SDPA = {vs_fused:.2f} (target <= {TARGET_VS_FUSED}): "
+            f"{verdict(vs_fused <= TARGET_VS_FUSED)}; blocked / naive torch = {vs_naive:.2f} "
+            f"(target <= {TARGET_VS_NAIVE}): {verdict(vs_naive <= TARGET_VS_NAIVE)}; "
+            f"online / blocked at n=4096 = {online:.2f} (target <= 1): {verdict(online <= 1)}"
+        )
         cpu = cpu_results[threads]
-        print(f"    by CPU time: blocked / fused SDPA = {cpu['numpy attention, blocked'] / cpu['torch fused SDPA']:.2f}, "
-              f"blocked / naive torch = {cpu['numpy attention, blocked'] / cpu['torch naive (3 ops)']:.2f}")
+        print(
+            f"    by CPU time: blocked / fused SDPA = {cpu['numpy attention, blocked'] / cpu['torch fused SDPA']:.2f}, "
+            f"blocked / naive torch = {cpu['numpy attention, blocked'] / cpu['torch naive (3 ops)']:.2f}"
+        )
     if memory:
         largest = max(memory)
-        print(f"  peak memory at n={largest}: online / unblocked = {memory[largest]:.4f} "
-              f"(target <= 1/20 = {TARGET_MEMORY}): {verdict(memory[largest] <= TARGET_MEMORY)}")
+        print(
+            f"  peak memory at n={largest}: online / unblocked = {memory[largest]:.4f} "
+            f"(target <= 1/20 = {TARGET_MEMORY}): {verdict(memory[largest] <= TARGET_MEMORY)}"
+        )
 
 
 if __name__ == "__main__":

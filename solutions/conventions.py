@@ -64,7 +64,9 @@ def as_float(x, name: str) -> np.ndarray:
 def check_int(value, name: str, minimum: int) -> int:
     """An integer ``>= minimum`` (bools are not integers here)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"expected {name} to be an integer, got {value!r} of type {type(value).__name__}")
+        raise TypeError(
+            f"expected {name} to be an integer, got {value!r} of type {type(value).__name__}"
+        )
     if value < minimum:
         raise ValueError(f"expected {name} >= {minimum}, got {name}={value}")
     return int(value)
@@ -78,21 +80,29 @@ def check_shape(x: np.ndarray, expected: tuple, name: str, dims: str, context: s
     """
     if x.shape == tuple(expected):
         return
-    hint = f" (did you transpose {name}?)" if x.ndim == 2 and x.shape[::-1] == tuple(expected) else ""
+    hint = (
+        f" (did you transpose {name}?)" if x.ndim == 2 and x.shape[::-1] == tuple(expected) else ""
+    )
     where = f": {context}" if context else ""
-    raise ValueError(f"expected {name} of shape {dims} = {tuple(expected)}, got {x.shape}{where}{hint}")
+    raise ValueError(
+        f"expected {name} of shape {dims} = {tuple(expected)}, got {x.shape}{where}{hint}"
+    )
 
 
 def check_batch(*arrays: tuple[str, np.ndarray]) -> tuple:
     """The broadcast batch shape (all axes but the last two) of named ``(..., n, d)`` arrays."""
     for name, x in arrays:
         if x.ndim < 2:
-            raise ValueError(f"expected {name} of shape (..., n, d) with at least 2 dims, got {x.shape}")
+            raise ValueError(
+                f"expected {name} of shape (..., n, d) with at least 2 dims, got {x.shape}"
+            )
     try:
         return np.broadcast_shapes(*(x.shape[:-2] for _, x in arrays))
     except ValueError:
         shapes = ", ".join(f"{name} {x.shape}" for name, x in arrays)
-        raise ValueError(f"expected the batch dims (all but the last two) to broadcast, got {shapes}") from None
+        raise ValueError(
+            f"expected the batch dims (all but the last two) to broadcast, got {shapes}"
+        ) from None
 
 
 def check_mask(mask, shape: tuple, name: str = "scores", context: str = "") -> np.ndarray:
@@ -145,7 +155,9 @@ def masked_softmax_into(scores: np.ndarray, mask=None, axis: int = -1) -> np.nda
         np.exp(scores, out=scores)  # in (0, 1]; -inf scores give exactly 0
     else:
         np.exp(scores, out=scores, where=mask)
-        np.copyto(scores, 0.0, where=~mask)  # masked keys: exactly 0 (even if their score was +-inf)
+        np.copyto(
+            scores, 0.0, where=~mask
+        )  # masked keys: exactly 0 (even if their score was +-inf)
     total = np.sum(scores, axis=axis, keepdims=True)  # (..., 1)
     scale = np.divide(1.0, total, out=np.zeros_like(total), where=total > 0)  # empty rows: 0
     np.multiply(scores, scale, out=scores)  # a multiply is cheaper than a divide per entry
@@ -216,7 +228,11 @@ def query_blocks(pairs: int, n_q: int, rows: int) -> list[tuple[slice, slice]]:
     if rows >= n_q:  # several whole pairs per block
         step = max(1, rows // max(n_q, 1))
         return [(slice(p, min(p + step, pairs)), slice(0, n_q)) for p in range(0, pairs, step)]
-    return [(slice(p, p + 1), slice(r, min(r + rows, n_q))) for p in range(pairs) for r in range(0, n_q, rows)]
+    return [
+        (slice(p, p + 1), slice(r, min(r + rows, n_q)))
+        for p in range(pairs)
+        for r in range(0, n_q, rows)
+    ]
 
 
 def run_blocks(work, blocks: list) -> None:
@@ -227,7 +243,9 @@ def run_blocks(work, blocks: list) -> None:
     blocks write disjoint slices of the output, so the result does not depend on the order.
     """
     blas = _numpy_blas()
-    threads = 1 if len(blocks) < 4 else max((lib.num_threads for lib in blas.lib_controllers), default=1)
+    threads = (
+        1 if len(blocks) < 4 else max((lib.num_threads for lib in blas.lib_controllers), default=1)
+    )
     if threads == 1:
         for block in blocks:
             work(block)

@@ -48,8 +48,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from solutions.self_attention import sinusoidal_positions
 from solutions.conventions import as_float, check_mask, masked_softmax_torch
+from solutions.self_attention import sinusoidal_positions
 from solutions.soft_hard import attention
 from solutions.training import train_loop
 
@@ -78,7 +78,9 @@ __all__ = [
 
 def _check_heads(d_model, num_heads, what: str = "d_model") -> int:
     if isinstance(num_heads, bool) or not isinstance(num_heads, (int, np.integer)) or num_heads < 1:
-        raise ValueError(f"expected a positive integer number of heads, got num_heads={num_heads!r}")
+        raise ValueError(
+            f"expected a positive integer number of heads, got num_heads={num_heads!r}"
+        )
     if d_model % num_heads:
         raise ValueError(
             f"{what} = {d_model} is not divisible by num_heads = {num_heads}: each head gets "
@@ -144,7 +146,11 @@ def multihead_attention(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None):
         raise ValueError(
             f"expected x_q (..., n_q, d_q) and x_kv (..., n_kv, d_kv), got {x_q.shape} and {x_kv.shape}"
         )
-    for name, w, x_name, x in (("w_q", w_q, "x_q", x_q), ("w_k", w_k, "x_kv", x_kv), ("w_v", w_v, "x_kv", x_kv)):
+    for name, w, x_name, x in (
+        ("w_q", w_q, "x_q", x_q),
+        ("w_k", w_k, "x_kv", x_kv),
+        ("w_v", w_v, "x_kv", x_kv),
+    ):
         if w.ndim != 2 or w.shape[0] != x.shape[-1]:
             raise ValueError(
                 f"expected {name} of shape ({x.shape[-1]}, d_model) to match the width of "
@@ -163,7 +169,10 @@ def multihead_attention(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None):
         )
     _check_heads(d_model, num_heads)
     if mask is not None:
-        target = np.broadcast_shapes(x_q.shape[:-2], x_kv.shape[:-2]) + (x_q.shape[-2], x_kv.shape[-2])
+        target = np.broadcast_shapes(x_q.shape[:-2], x_kv.shape[:-2]) + (
+            x_q.shape[-2],
+            x_kv.shape[-2],
+        )
         mask = check_mask(mask, target, name="(..., n_q, n_kv)", context="one mask for all heads")
         if mask.ndim >= 3:
             mask = np.expand_dims(mask, -3)  # (..., 1, n_q, n_kv): the same for every head
@@ -172,7 +181,9 @@ def multihead_attention(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None):
     k = split_heads(x_kv @ w_k, num_heads)  # (..., h, n_kv, d_h)
     v = split_heads(x_kv @ w_v, num_heads)  # (..., h, n_kv, d_h)
     heads, weights = attention(q, k, v, mask=mask)  # (..., h, n_q, d_h), (..., h, n_q, n_kv)
-    output = merge_heads(heads) @ w_o  # (..., n_q, d_model) @ (d_model, d_out), eq. ch5-multihead-eq
+    output = (
+        merge_heads(heads) @ w_o
+    )  # (..., n_q, d_model) @ (d_model, d_out), eq. ch5-multihead-eq
     return output, weights
 
 
@@ -277,7 +288,7 @@ class MultiHeadAttention(nn.Module):
         return self.out_proj(merge_heads(heads)), weights  # (B, n_q, d_model), (B, h, n_q, n_kv)
 
     @classmethod
-    def from_torch(cls, mha: nn.MultiheadAttention) -> "MultiHeadAttention":
+    def from_torch(cls, mha: nn.MultiheadAttention) -> MultiHeadAttention:
         """A ``MultiHeadAttention`` with the weights (and dtype) of ``mha``, copied.
 
         Works for ``nn.MultiheadAttention(d, h)`` with or without bias, batch first or not
@@ -293,15 +304,21 @@ class MultiHeadAttention(nn.Module):
                 f"vdim={mha.vdim}: this module projects keys and values from width d_model"
             )
         if mha.bias_k is not None or mha.add_zero_attn:
-            raise ValueError("add_bias_kv and add_zero_attn are not supported: build mha without them")
+            raise ValueError(
+                "add_bias_kv and add_zero_attn are not supported: build mha without them"
+            )
         bias = mha.in_proj_bias is not None
         module = cls(mha.embed_dim, mha.num_heads, bias=bias).to(mha.in_proj_weight.dtype)
         with torch.no_grad():
-            for proj, w in zip((module.q_proj, module.k_proj, module.v_proj), mha.in_proj_weight.chunk(3)):
+            for proj, w in zip(
+                (module.q_proj, module.k_proj, module.v_proj), mha.in_proj_weight.chunk(3)
+            ):
                 proj.weight.copy_(w)  # torch stores (d_out, d_in) and computes x @ W^T
             module.out_proj.weight.copy_(mha.out_proj.weight)
             if bias:
-                for proj, b in zip((module.q_proj, module.k_proj, module.v_proj), mha.in_proj_bias.chunk(3)):
+                for proj, b in zip(
+                    (module.q_proj, module.k_proj, module.v_proj), mha.in_proj_bias.chunk(3)
+                ):
                     proj.bias.copy_(b)
                 module.out_proj.bias.copy_(mha.out_proj.bias)
         return module
@@ -336,7 +353,9 @@ class TransformerEncoderBlock(nn.Module):
     ``MultiHeadAttention``; returns x (B, n, d_model) and the weights (B, h, n, n_total).
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, norm_first: bool = True, dropout: float = 0.0):
+    def __init__(
+        self, d_model: int, num_heads: int, d_ff: int, norm_first: bool = True, dropout: float = 0.0
+    ):
         super().__init__()
         self.norm_first = norm_first
         self.attn = MultiHeadAttention(d_model, num_heads)
@@ -347,7 +366,9 @@ class TransformerEncoderBlock(nn.Module):
 
     def forward(self, x, mask=None, cache: KVCache | None = None):
         if self.norm_first:
-            a, weights = self.attn(self.norm1(x), mask=mask, cache=cache)  # (B, n, d), (B, h, n, n_kv)
+            a, weights = self.attn(
+                self.norm1(x), mask=mask, cache=cache
+            )  # (B, n, d), (B, h, n, n_kv)
             x = x + self.dropout(a)
             x = x + self.dropout(self.ff(self.norm2(x)))
         else:
@@ -357,12 +378,16 @@ class TransformerEncoderBlock(nn.Module):
         return x, weights  # (B, n, d_model), (B, h, n, n_kv)
 
     @classmethod
-    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> "TransformerEncoderBlock":
+    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> TransformerEncoderBlock:
         """A block with the weights of ``nn.TransformerEncoderLayer`` (ReLU activation)."""
         if not isinstance(layer, nn.TransformerEncoderLayer):
-            raise TypeError(f"expected a torch.nn.TransformerEncoderLayer, got {type(layer).__name__}")
+            raise TypeError(
+                f"expected a torch.nn.TransformerEncoderLayer, got {type(layer).__name__}"
+            )
         if getattr(layer, "activation_relu_or_gelu", 0) != 1:
-            raise ValueError("expected a TransformerEncoderLayer with activation='relu' (the FFN here uses ReLU)")
+            raise ValueError(
+                "expected a TransformerEncoderLayer with activation='relu' (the FFN here uses ReLU)"
+            )
         d_model, d_ff = layer.linear1.in_features, layer.linear1.out_features
         block = cls(d_model, layer.self_attn.num_heads, d_ff, norm_first=layer.norm_first)
         block = block.to(layer.linear1.weight.dtype)
@@ -389,15 +414,23 @@ class TinyTransformer(nn.Module):
     per-layer weights, each (B, h, n, n_past + n).
     """
 
-    def __init__(self, vocab_size: int, d_model: int = 64, num_heads: int = 4, num_layers: int = 2,
-                 d_ff: int = 128, max_len: int = 64):
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int = 64,
+        num_heads: int = 4,
+        num_layers: int = 2,
+        d_ff: int = 128,
+        max_len: int = 64,
+    ):
         super().__init__()
         self.max_len = max_len
         self.embed = nn.Embedding(vocab_size, d_model)
         positions = torch.from_numpy(sinusoidal_positions(max_len, d_model)).float()  # (max_len, d)
         self.register_buffer("positions", positions, persistent=False)
         self.blocks = nn.ModuleList(
-            TransformerEncoderBlock(d_model, num_heads, d_ff, norm_first=True) for _ in range(num_layers)
+            TransformerEncoderBlock(d_model, num_heads, d_ff, norm_first=True)
+            for _ in range(num_layers)
         )
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size)
@@ -436,8 +469,19 @@ def make_toy_data(num_samples, length=8, seed=0, task="reverse", num_symbols=10)
     return torch.cat([x, sep, y], dim=-1)  # (N, 2L + 1)
 
 
-def train_toy_transformer(task="reverse", length=8, steps=400, batch_size=64, lr=3e-3, seed=0,
-                          d_model=64, num_heads=4, num_layers=2, d_ff=128, num_symbols=10):
+def train_toy_transformer(
+    task="reverse",
+    length=8,
+    steps=400,
+    batch_size=64,
+    lr=3e-3,
+    seed=0,
+    d_model=64,
+    num_heads=4,
+    num_layers=2,
+    d_ff=128,
+    num_symbols=10,
+):
     """Train a ``TinyTransformer`` to produce the reversal (or copy) of a sequence.
 
     Fresh random sequences every step (``make_toy_data``), next-token cross-entropy on the
@@ -448,15 +492,23 @@ def train_toy_transformer(task="reverse", length=8, steps=400, batch_size=64, lr
     """
 
     def batch_loss(model, step):
-        tokens = make_toy_data(batch_size, length, seed=seed * 1_000_003 + step + 1, task=task,
-                               num_symbols=num_symbols)  # (B, 2L + 1)
+        tokens = make_toy_data(
+            batch_size, length, seed=seed * 1_000_003 + step + 1, task=task, num_symbols=num_symbols
+        )  # (B, 2L + 1)
         logits, _ = model(tokens[:, :-1])  # (B, 2L, vocab): position t predicts token t + 1
         answer = logits[:, length:]  # (B, L, vocab): predictions of y_1 .. y_L
-        return F.cross_entropy(answer.reshape(-1, answer.shape[-1]), tokens[:, length + 1 :].reshape(-1))
+        return F.cross_entropy(
+            answer.reshape(-1, answer.shape[-1]), tokens[:, length + 1 :].reshape(-1)
+        )
 
     return train_loop(
-        lambda: TinyTransformer(num_symbols + 1, d_model, num_heads, num_layers, d_ff, max_len=2 * length + 1),
-        batch_loss, steps=steps, seed=seed, lr=lr,
+        lambda: TinyTransformer(
+            num_symbols + 1, d_model, num_heads, num_layers, d_ff, max_len=2 * length + 1
+        ),
+        batch_loss,
+        steps=steps,
+        seed=seed,
+        lr=lr,
     )
 
 
@@ -470,7 +522,9 @@ def attention_maps(model: TinyTransformer, tokens):
     if tokens.dim() == 1:
         tokens = tokens[None]
     if tokens.dim() != 2 or tokens.shape[0] != 1:
-        raise ValueError(f"expected one sequence of shape (n,) or (1, n), got {tuple(tokens.shape)}")
+        raise ValueError(
+            f"expected one sequence of shape (n,) or (1, n), got {tuple(tokens.shape)}"
+        )
     model.eval()
     _, weights = model(tokens)
     return torch.stack([w[0] for w in weights]).double().numpy()  # (layers, h, n, n)
@@ -562,8 +616,18 @@ def make_two_offset_data(num_samples, length=12, offsets=(2, 5), num_symbols=8, 
     return x, y
 
 
-def train_two_offset_transformer(offsets=(2, 5), length=12, steps=1500, batch_size=64, lr=5e-3, seed=0,
-                                 d_model=16, num_heads=2, d_ff=128, num_symbols=8):
+def train_two_offset_transformer(
+    offsets=(2, 5),
+    length=12,
+    steps=1500,
+    batch_size=64,
+    lr=5e-3,
+    seed=0,
+    d_model=16,
+    num_heads=2,
+    d_ff=128,
+    num_symbols=8,
+):
     """Train a one-layer ``TinyTransformer`` on ``make_two_offset_data``.
 
     The model reads V = ``num_symbols`` input tokens and predicts one of V^2 answer
@@ -577,14 +641,20 @@ def train_two_offset_transformer(offsets=(2, 5), length=12, steps=1500, batch_si
     vocab = num_symbols**2
 
     def batch_loss(model, step):
-        tokens, targets = make_two_offset_data(batch_size, length, offsets, num_symbols,
-                                               seed=seed * 1_000_003 + step + 1)  # (B, L) each
+        tokens, targets = make_two_offset_data(
+            batch_size, length, offsets, num_symbols, seed=seed * 1_000_003 + step + 1
+        )  # (B, L) each
         logits, _ = model(tokens)  # (B, L, V^2)
-        return F.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1), ignore_index=IGNORE_INDEX)
+        return F.cross_entropy(
+            logits.reshape(-1, vocab), targets.reshape(-1), ignore_index=IGNORE_INDEX
+        )
 
     return train_loop(
         lambda: TinyTransformer(vocab, d_model, num_heads, num_layers=1, d_ff=d_ff, max_len=length),
-        batch_loss, steps=steps, seed=seed, lr=lr,
+        batch_loss,
+        steps=steps,
+        seed=seed,
+        lr=lr,
     )
 
 
@@ -619,5 +689,7 @@ def offset_profile(model: TinyTransformer, tokens, max_offset):
     _, weights = model(tokens)  # per layer (N, h, L, L)
     w = torch.stack(weights, dim=1).double()  # (N, layers, h, L, L)
     queries = torch.arange(max_offset, tokens.shape[1])  # (n_t,)
-    profile = [w[..., queries, queries - k].mean(dim=(0, -1)) for k in range(max_offset + 1)]  # each (layers, h)
+    profile = [
+        w[..., queries, queries - k].mean(dim=(0, -1)) for k in range(max_offset + 1)
+    ]  # each (layers, h)
     return torch.stack(profile, dim=-1).numpy()  # (layers, h, max_offset + 1)

@@ -57,7 +57,9 @@ def _check_sequence_mask(x: np.ndarray, mask) -> np.ndarray | None:
         raise ValueError(f"expected a sequence of shape (..., n, d), got shape {x.shape}")
     if mask is None:
         return None
-    return check_mask(mask, x.shape[:-1], name="(..., n)", context=f"one flag per item of x {x.shape}")
+    return check_mask(
+        mask, x.shape[:-1], name="(..., n)", context=f"one flag per item of x {x.shape}"
+    )
 
 
 def average_pool(x, mask=None) -> np.ndarray:
@@ -226,9 +228,13 @@ def loo_loss_and_grad(x, y, bandwidth) -> tuple[float, float]:
     y = as_float(y, "y")
     n = xs.shape[0]
     if n < 2:
-        raise ValueError(f"expected at least 2 points for a leave-one-out loss, got x of shape {np.shape(x)}")
+        raise ValueError(
+            f"expected at least 2 points for a leave-one-out loss, got x of shape {np.shape(x)}"
+        )
     if y.ndim not in (1, 2) or y.shape[0] != n:
-        raise ValueError(f"expected y of shape ({n},) or ({n}, d_y) to match x of shape {np.shape(x)}, got {y.shape}")
+        raise ValueError(
+            f"expected y of shape ({n},) or ({n}, d_y) to match x of shape {np.shape(x)}, got {y.shape}"
+        )
     y2 = y[:, None] if y.ndim == 1 else y  # (n, d_y)
     dist2 = _squared_distances(xs, xs)  # (n, n)
     scores = -dist2 / (2.0 * h * h)  # (n, n), s_ij of eq. eq-ch1-nw-weights

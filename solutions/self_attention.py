@@ -234,7 +234,9 @@ def online_softmax_attention(q, k, v, block_size=128, mask=None):
     block_size = check_int(block_size, "block_size", 1)
     batch = check_batch(("q", q), ("k", k), ("v", v))
     if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"expected queries and keys of the same width d_k, got q {q.shape} and k {k.shape}")
+        raise ValueError(
+            f"expected queries and keys of the same width d_k, got q {q.shape} and k {k.shape}"
+        )
     if v.shape[-2] != k.shape[-2]:
         raise ValueError(f"expected one value per key, got k {k.shape} and v {v.shape}")
     dtype = np.result_type(q, k, v)
@@ -252,7 +254,7 @@ def online_softmax_attention(q, k, v, block_size=128, mask=None):
         p, r = block
         qb = q3[p, r] * scale  # (P_b, r_b, d_k), scaled here: no copy of all of q
         m = np.full(qb.shape[:-1] + (1,), -np.inf, dtype=dtype)  # running max of the scores
-        l = np.zeros_like(m)  # running sum of exp(s - m)
+        l = np.zeros_like(m)  # noqa: E741  (the l of the formula) running sum of exp(s - m)
         o = np.zeros(qb.shape[:-1] + (d_v,), dtype=dtype)  # running sum of exp(s - m) v
         for start in range(0, n_k, block_size):
             keys = slice(start, min(start + block_size, n_k))
@@ -265,7 +267,7 @@ def online_softmax_attention(q, k, v, block_size=128, mask=None):
             np.subtract(s, shift, out=s)
             np.exp(s, out=s)  # p = exp(s - m'), 0 where masked
             rescale = np.exp(m - shift)  # (P_b, r_b, 1): exp(m - m'), 0 while m = -inf
-            l = l * rescale + s.sum(axis=-1, keepdims=True)
+            l = l * rescale + s.sum(axis=-1, keepdims=True)  # noqa: E741
             o = o * rescale + s @ v3[p, keys]  # (P_b, r_b, d_v)
             m = m_new
         o3[p, r] = o / np.where(l > 0, l, dtype.type(1))  # l = 0 only for a fully masked row

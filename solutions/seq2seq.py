@@ -43,8 +43,9 @@ Equations of the chapter, by label:
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -139,8 +140,10 @@ class Vocab:
 
         ``bos``/``eos`` prepend/append those markers; ``mask`` is True on real tokens.
         """
-        rows = [([self.bos_id] if bos else []) + self.encode(s) + ([self.eos_id] if eos else [])
-                for s in sequences]
+        rows = [
+            ([self.bos_id] if bos else []) + self.encode(s) + ([self.eos_id] if eos else [])
+            for s in sequences
+        ]
         n = max((len(r) for r in rows), default=0)
         ids = torch.full((len(rows), n), self.pad_id, dtype=torch.long)  # (B, n)
         for b, r in enumerate(rows):
@@ -282,7 +285,9 @@ def bahdanau_context(s_prev, h, w_s, w_h, v, mask=None):
     if v.ndim != 1:
         raise ValueError(f"expected v of shape (d_att,), got {v.shape}")
     (d_dec,), (d_enc,), (d_att,) = s_prev.shape[1:], h.shape[2:], v.shape
-    check_shape(w_s, (d_dec, d_att), "w_s", "(d_dec, d_att)", f"s_prev is {s_prev.shape}, v is {v.shape}")
+    check_shape(
+        w_s, (d_dec, d_att), "w_s", "(d_dec, d_att)", f"s_prev is {s_prev.shape}, v is {v.shape}"
+    )
     check_shape(w_h, (d_enc, d_att), "w_h", "(d_enc, d_att)", f"h is {h.shape}, v is {v.shape}")
     mask = _source_mask(mask, h)
 
@@ -298,10 +303,14 @@ def _luong_scores(h_t, h, w_a, kind, v):
     """Luong's score of every source position, {eq}`ch3-luong-scores`: (B, d), (B, n_in, d) -> (B, n_in)."""
     d = h_t.shape[1]
     if kind != "concat" and v is not None:
-        raise ValueError(f"v is only used by kind='concat', got v of shape {np.shape(v)} with kind={kind!r}")
+        raise ValueError(
+            f"v is only used by kind='concat', got v of shape {np.shape(v)} with kind={kind!r}"
+        )
     if kind == "dot":
         if w_a is not None:
-            raise ValueError(f"kind='dot' has no weights: expected w_a=None, got shape {np.shape(w_a)}")
+            raise ValueError(
+                f"kind='dot' has no weights: expected w_a=None, got shape {np.shape(w_a)}"
+            )
         return np.einsum("bjd,bd->bj", h, h_t)  # (B, n_in): h_t . h_j
     if w_a is None:
         shape = "(d, d)" if kind == "general" else "(2d, d_att)"
@@ -315,7 +324,9 @@ def _luong_scores(h_t, h, w_a, kind, v):
     v = as_float(v, "v")
     if v.ndim != 1:
         raise ValueError(f"expected v of shape (d_att,) for kind='concat', got {v.shape}")
-    check_shape(w_a, (2 * d, v.shape[0]), "w_a", "(2d, d_att)", f"for kind='concat', v is {v.shape}")
+    check_shape(
+        w_a, (2 * d, v.shape[0]), "w_a", "(2d, d_att)", f"for kind='concat', v is {v.shape}"
+    )
     # [h_t; h_j] W_a = h_t W_a[:d] + h_j W_a[d:]: no need to tile h_t over positions
     features = np.tanh((h_t @ w_a[:d])[:, None, :] + h @ w_a[d:])  # (B, n_in, d_att)
     return features @ v  # (B, n_in)
@@ -380,8 +391,14 @@ def local_attention(h_t, h, w_a, window, *, position=None, w_p=None, v_p=None, m
         )
     if position is not None:  # local-m
         position = np.asarray(position)
-        if not np.issubdtype(position.dtype, np.integer) or position.ndim > 1 or position.size not in (1, batch):
-            raise ValueError(f"expected position to be an int or (B,) = ({batch},) ints, got {position!r}")
+        if (
+            not np.issubdtype(position.dtype, np.integer)
+            or position.ndim > 1
+            or position.size not in (1, batch)
+        ):
+            raise ValueError(
+                f"expected position to be an int or (B,) = ({batch},) ints, got {position!r}"
+            )
         p_t = np.broadcast_to(position, (batch,)).astype(h.dtype)  # (B,)
     else:  # local-p
         if w_p is None or v_p is None:
@@ -389,7 +406,9 @@ def local_attention(h_t, h, w_a, window, *, position=None, w_p=None, v_p=None, m
         w_p, v_p = as_float(w_p, "w_p"), as_float(v_p, "v_p")
         if v_p.ndim != 1:
             raise ValueError(f"expected v_p of shape (d_p,), got {v_p.shape}")
-        check_shape(w_p, (d, v_p.shape[0]), "w_p", "(d, d_p)", f"h_t is {h_t.shape}, v_p is {v_p.shape}")
+        check_shape(
+            w_p, (d, v_p.shape[0]), "w_p", "(d, d_p)", f"h_t is {h_t.shape}, v_p is {v_p.shape}"
+        )
         p_t = n_in / (1.0 + np.exp(-(np.tanh(h_t @ w_p) @ v_p)))  # (B,): n_in * sigmoid(...)
 
     s = np.arange(n_in)  # (n_in,) source positions
@@ -426,11 +445,15 @@ class Encoder(nn.Module):
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor):
         lengths = src_mask.sum(dim=1)  # (B,)
         if bool((lengths == 0).any()):
-            raise ValueError(f"every source needs at least one token, got lengths {lengths.tolist()}")
+            raise ValueError(
+                f"every source needs at least one token, got lengths {lengths.tolist()}"
+            )
         x = self.embedding(src)  # (B, n_in, E)
         packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
         out, final = self.rnn(packed)  # final: (2, B, H) = (direction, B, H)
-        h, _ = pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])  # (B, n_in, 2H)
+        h, _ = pad_packed_sequence(
+            out, batch_first=True, total_length=src.shape[1]
+        )  # (B, n_in, 2H)
         summary = torch.cat([final[0], final[1]], dim=-1)  # (B, 2H)
         return h, summary
 
@@ -454,8 +477,13 @@ class AdditiveAttention(nn.Module):
         computes it once per source and passes it to every step as ``h_proj``."""
         return self.w_h(h)
 
-    def forward(self, query: torch.Tensor, h: torch.Tensor, mask: torch.Tensor | None = None,
-                h_proj: torch.Tensor | None = None):
+    def forward(
+        self,
+        query: torch.Tensor,
+        h: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        h_proj: torch.Tensor | None = None,
+    ):
         if h_proj is None:
             h_proj = self.project_keys(h)  # (B, n_in, d_att)
         features = torch.tanh(self.w_s(query)[:, None, :] + h_proj)  # (B, n_in, d_att)
@@ -493,10 +521,15 @@ class LuongAttention(nn.Module):
         ``[h_t; h_j] W_a``; None for "dot" and "general" (nothing to precompute)."""
         if self.kind != "concat":
             return None
-        return nn.functional.linear(h, self.w_a.weight[:, self.dim:])
+        return nn.functional.linear(h, self.w_a.weight[:, self.dim :])
 
-    def forward(self, h_t: torch.Tensor, h: torch.Tensor, mask: torch.Tensor | None = None,
-                h_proj: torch.Tensor | None = None):
+    def forward(
+        self,
+        h_t: torch.Tensor,
+        h: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        h_proj: torch.Tensor | None = None,
+    ):
         if self.kind == "dot":
             scores = torch.bmm(h, h_t[:, :, None])[..., 0]  # (B, n_in)
         elif self.kind == "general":
@@ -509,7 +542,9 @@ class LuongAttention(nn.Module):
             scores = self.v(torch.tanh(query[:, None, :] + h_proj))[..., 0]  # (B, n_in)
         weights = masked_softmax_torch(scores, mask)  # (B, n_in)
         context = torch.bmm(weights[:, None, :], h)[:, 0, :]  # (B, d)
-        h_tilde = torch.tanh(self.w_c(torch.cat([context, h_t], dim=-1)))  # (B, d), eq. ch3-luong-output
+        h_tilde = torch.tanh(
+            self.w_c(torch.cat([context, h_t], dim=-1))
+        )  # (B, d), eq. ch3-luong-output
         return h_tilde, weights
 
 
@@ -523,8 +558,14 @@ class AttentionDecoder(nn.Module):
     ``s_0 = tanh(W_0 summary)`` given by ``Seq2Seq``.
     """
 
-    def __init__(self, vocab_size: int, embed_dim: int, hidden_dim: int, encoder_dim: int,
-                 attention: nn.Module):
+    def __init__(
+        self,
+        vocab_size: int,
+        embed_dim: int,
+        hidden_dim: int,
+        encoder_dim: int,
+        attention: nn.Module,
+    ):
         super().__init__()
         self.attention = attention
         self.attend_first = isinstance(attention, AdditiveAttention)
@@ -598,12 +639,20 @@ class Seq2Seq(nn.Module):
     are ``2 * hidden_dim`` wide; the decoder state has the same width (Luong needs it).
     """
 
-    def __init__(self, attention: str | None = "additive", embed_dim: int = 32,
-                 hidden_dim: int = 64, attention_dim: int = 64,
-                 src_vocab: Vocab = SOURCE_VOCAB, tgt_vocab: Vocab = TARGET_VOCAB):
+    def __init__(
+        self,
+        attention: str | None = "additive",
+        embed_dim: int = 32,
+        hidden_dim: int = 64,
+        attention_dim: int = 64,
+        src_vocab: Vocab = SOURCE_VOCAB,
+        tgt_vocab: Vocab = TARGET_VOCAB,
+    ):
         super().__init__()
         if attention not in ATTENTION_KINDS:
-            raise ValueError(f"expected attention to be one of {ATTENTION_KINDS}, got {attention!r}")
+            raise ValueError(
+                f"expected attention to be one of {ATTENTION_KINDS}, got {attention!r}"
+            )
         self.attention_kind = attention
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
         self.encoder = Encoder(len(src_vocab), embed_dim, hidden_dim)
@@ -716,12 +765,25 @@ DEFAULT_CONFIG = TrainConfig()
 # About 3-4 s of one core: short inputs (1-5 digits), a narrow model, 300 steps.
 # With any attention kind and seeds 0-2 it reached 90-99 % exact match on held-out 1-5 digit
 # strings (the plain baseline: about 88 %, 55 % on 5 digits). ``quick_train`` uses it.
-TINY_CONFIG = TrainConfig(n_train=2000, max_digits=5, steps=300, batch_size=64, lr=1e-2,
-                          embed_dim=16, hidden_dim=32, attention_dim=32)
+TINY_CONFIG = TrainConfig(
+    n_train=2000,
+    max_digits=5,
+    steps=300,
+    batch_size=64,
+    lr=1e-2,
+    embed_dim=16,
+    hidden_dim=32,
+    attention_dim=32,
+)
 
 
-def train(attention: str | None = "additive", config: TrainConfig = DEFAULT_CONFIG,
-          seed: int = 0, data=None, verbose: bool = False):
+def train(
+    attention: str | None = "additive",
+    config: TrainConfig = DEFAULT_CONFIG,
+    seed: int = 0,
+    data=None,
+    verbose: bool = False,
+):
     """Train a ``Seq2Seq`` with teacher forcing and Adam on the spoken-digits task.
 
     attention: as in ``Seq2Seq`` ("additive", "dot", "general", "concat" or None).
@@ -747,7 +809,11 @@ def train(attention: str | None = "additive", config: TrainConfig = DEFAULT_CONF
 
     return train_loop(
         lambda: Seq2Seq(attention, config.embed_dim, config.hidden_dim, config.attention_dim),
-        batch_loss, steps=config.steps, seed=seed, lr=config.lr, grad_clip=config.grad_clip,
+        batch_loss,
+        steps=config.steps,
+        seed=seed,
+        lr=config.lr,
+        grad_clip=config.grad_clip,
         print_every=100 if verbose else 0,
     )
 
@@ -760,7 +826,7 @@ def quick_train(attention: str | None = "additive", seed: int = 0):
 def _decode_all(model: Seq2Seq, data, batch_size: int = 500):
     outputs = []
     for i in range(0, len(data), batch_size):
-        chunk = [s for s, _ in data[i: i + batch_size]]
+        chunk = [s for s, _ in data[i : i + batch_size]]
         outputs += model.greedy_decode(chunk)[0]
     return outputs
 

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -165,7 +165,9 @@ def additive_score(q, k, w_q, w_k, v) -> np.ndarray:
             f"{k.shape} and w_q {w_q.shape}, got {w_k.shape}"
         )
     if v.shape != (d_att,):
-        raise ValueError(f"expected v of shape (d_att,) = ({d_att},) to match w_q {w_q.shape}, got {v.shape}")
+        raise ValueError(
+            f"expected v of shape (d_att,) = ({d_att},) to match w_q {w_q.shape}, got {v.shape}"
+        )
     qp = (q @ w_q)[..., :, None, :]  # (..., n_q, 1, d_att)
     kp = (k @ w_k)[..., None, :, :]  # (..., 1, n_k, d_att)
     return np.tanh(qp + kp) @ v  # (..., n_q, n_k, d_att) @ (d_att,) -> (..., n_q, n_k)
@@ -209,7 +211,11 @@ def _check_score_params(score, score_fn, q, k, score_params: dict) -> None:
         signature.bind(q, k, **score_params)
     except TypeError:
         wanted = list(signature.parameters)[2:]
-        hint = " (pass the additive vector as v_att=..., since v names the values)" if score == "additive" else ""
+        hint = (
+            " (pass the additive vector as v_att=..., since v names the values)"
+            if score == "additive"
+            else ""
+        )
         raise TypeError(
             f"score {score!r} takes the parameters {wanted} after q and k{hint}; got {sorted(score_params)}"
         ) from None
@@ -220,14 +226,20 @@ def _resolve_score(score, q: np.ndarray, k: np.ndarray, score_params: dict):
     for, its parameters checked against its signature, and the dtype of its scores."""
     if isinstance(score, str):
         if score not in SCORES:
-            raise ValueError(f"unknown score {score!r}: expected one of {sorted(SCORES)} or a callable")
+            raise ValueError(
+                f"unknown score {score!r}: expected one of {sorted(SCORES)} or a callable"
+            )
         score_fn = SCORES[score]
     elif callable(score):
         score_fn = score
     else:
-        raise TypeError(f"expected score to be a name in {sorted(SCORES)} or a callable, got {score!r}")
+        raise TypeError(
+            f"expected score to be a name in {sorted(SCORES)} or a callable, got {score!r}"
+        )
     if score == "additive" and "v_att" in score_params:
-        score_params = {("v" if name == "v_att" else name): value for name, value in score_params.items()}
+        score_params = {
+            ("v" if name == "v_att" else name): value for name, value in score_params.items()
+        }
     _check_score_params(score, score_fn, q, k, score_params)
     try:  # the scores' dtype, from one query and one key
         dtype = as_float(score_fn(q[..., :1, :], k[..., :1, :], **score_params), "scores").dtype
@@ -281,7 +293,9 @@ def attention(q, k, v, mask=None, score="scaled_dot", block_rows="auto", **score
     weights = np.empty(batch + (n_q, n_k), dtype)  # (..., n_q, n_k)
     output = np.empty(batch + (n_q, d_v), dtype) if batch_out == batch else None
     q3, k3 = flatten_batch(q, batch), flatten_batch(k, batch)  # (P, n_q, d), (P, n_k, d)
-    v3 = flatten_batch(v.astype(dtype, copy=False), batch) if output is not None else None  # (P, n_k, d_v)
+    v3 = (
+        flatten_batch(v.astype(dtype, copy=False), batch) if output is not None else None
+    )  # (P, n_k, d_v)
     m3 = None if mask is None else flatten_batch(np.broadcast_to(mask, batch + (n_q, n_k)), batch)
     w3 = weights.reshape((-1, n_q, n_k))  # (P, n_q, n_k), a view
 
@@ -338,7 +352,9 @@ def hard_attention(weights, values, rng=None):
         index = np.argmax(weights, axis=-1)  # (..., n_q)
     else:
         if not isinstance(rng, np.random.Generator):
-            raise TypeError(f"expected rng to be None or a numpy.random.Generator, got {type(rng).__name__}")
+            raise TypeError(
+                f"expected rng to be None or a numpy.random.Generator, got {type(rng).__name__}"
+            )
         # inverse-CDF sampling, one uniform per query: z = #{j : cdf_j <= u * total}
         cdf = np.cumsum(weights, axis=-1)  # (..., n_q, n_k)
         u = rng.random(weights.shape[:-1]) * total  # (..., n_q)
@@ -374,7 +390,9 @@ def reinforce_grad(scores, index, reward, baseline=0.0) -> np.ndarray:
         )
     n = scores.shape[-1]
     if np.any((index < 0) | (index >= n)):
-        raise ValueError(f"expected indices in [0, {n}), got values from {index.min()} to {index.max()}")
+        raise ValueError(
+            f"expected indices in [0, {n}), got values from {index.min()} to {index.max()}"
+        )
     advantage = np.asarray(reward, dtype=scores.dtype) - np.asarray(baseline, dtype=scores.dtype)
     try:
         advantage = np.broadcast_to(advantage, index.shape)  # (...)
@@ -415,8 +433,12 @@ def reinforce_grad_samples(scores, reward_fn, n, rng, baseline=0.0) -> np.ndarra
     z = rng.choice(scores.shape[0], size=n, p=p / p.sum())  # (n,)
     reward = np.asarray(reward_fn(z), dtype=scores.dtype)  # (n,)
     if reward.shape != (n,):
-        raise ValueError(f"expected reward_fn to return one reward per sample, shape ({n},), got {reward.shape}")
-    return reinforce_grad(np.broadcast_to(scores, (n, scores.shape[0])), z, reward, baseline)  # (n, k)
+        raise ValueError(
+            f"expected reward_fn to return one reward per sample, shape ({n},), got {reward.shape}"
+        )
+    return reinforce_grad(
+        np.broadcast_to(scores, (n, scores.shape[0])), z, reward, baseline
+    )  # (n, k)
 
 
 def gumbel_softmax(scores, tau, rng, hard=False) -> np.ndarray:

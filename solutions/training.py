@@ -91,7 +91,9 @@ def train_loop(
             optimizer.step()
             history["loss"].append(loss.item())
             if print_every and (step + 1) % print_every == 0:
-                print(f"step {step + 1}: loss {loss.item():.4f} ({time.perf_counter() - start:.1f} s)")
+                print(
+                    f"step {step + 1}: loss {loss.item():.4f} ({time.perf_counter() - start:.1f} s)"
+                )
             last = step == steps - 1
             if (evaluate is not None or logs) and (last or (log_every and step % log_every == 0)):
                 if evaluate is not None:

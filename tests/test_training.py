@@ -18,7 +18,9 @@ def _regression(seed: int, steps: int = 30, **kwargs):
         rows = torch.arange(step % 4 * 16, step % 4 * 16 + 16)
         return ((model(x[rows]).squeeze(-1) - y[rows]) ** 2).mean()
 
-    return train_loop(lambda: nn.Linear(3, 1), batch_loss, steps=steps, seed=seed, lr=0.05, **kwargs)
+    return train_loop(
+        lambda: nn.Linear(3, 1), batch_loss, steps=steps, seed=seed, lr=0.05, **kwargs
+    )
 
 
 def test_same_seed_same_history_other_seed_other_history():
