@@ -2,7 +2,6 @@
 scaled_dot_product_attention (weights copied, float64), plus the properties chapter 5 uses:
 head reshapes, parameter count, causality via gradients, KV-cache decoding, a trained toy model."""
 
-
 import numpy as np
 import pytest
 import torch
@@ -386,6 +385,10 @@ def reversal_model():
 
 @pytest.mark.slow
 def test_toy_transformer_learns_to_reverse(reversal_model):
+    """Seed 0, deterministic. Over training seeds 0-19 (min / median / max): last / first
+    loss 0.0001 / 0.0001 / 0.0006, held-out exact match 0.992 / 1.000 / 1.000, token
+    accuracy 0.999 / 1.000 / 1.000. Thresholds 0.1, 0.95 and 0.98: margins 0.099, 0.042
+    and 0.019 from the worst seed."""
     model, history = reversal_model
     assert len(history["loss"]) == 400
     assert history["loss"][-1] < 0.1 * history["loss"][0]
@@ -396,6 +399,9 @@ def test_toy_transformer_learns_to_reverse(reversal_model):
 
 @pytest.mark.slow
 def test_toy_transformer_attention_maps_are_causal_and_a_head_looks_at_the_mirror(reversal_model):
+    """Seed 0, deterministic. Over training seeds 0-19 the strongest head's mean weight on
+    the mirror position is 0.913 / 0.955 / 0.982 (min / median / max). Threshold 0.5:
+    margin 0.41 below the worst seed."""
     model, _ = reversal_model
     L = 8
     seq = make_toy_data(1, length=L, seed=7)[0, :-1]  # (2L,)
@@ -447,6 +453,11 @@ def test_offset_profile_averages_the_weights_on_each_diagonal():
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_two_heads_specialise_one_per_offset(seed):
+    """Seeds 0-2, deterministic. Over training seeds 0-19, 19 reach held-out accuracy 1.000
+    with one head per offset and per-head peak weight 0.926 / 0.952 / 0.969 (min / median /
+    max); seed 16 does not learn the task (accuracy 0.128, heads not specialised). Thresholds
+    0.99 and 0.8: margins 0.01 and 0.126 below the seeds that learn; seeds 0-2 are among
+    them."""
     offsets = (2, 5)
     model, _ = train_two_offset_transformer(offsets=offsets, seed=seed)
     tokens, targets = make_two_offset_data(500, length=12, offsets=offsets, seed=2024)

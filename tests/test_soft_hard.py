@@ -736,6 +736,12 @@ def test_aspect_attention_rejects_unknown_words_and_aspects(aspect_model):
 
 @pytest.mark.slow
 def test_memory_network_hops_follow_the_two_supporting_facts():
+    """Seed 0, deterministic. Over training seeds 0-19 (min / median / max): held-out and
+    test accuracy 1.000 / 1.000 / 1.000, hop 1 on the "has" sentence 1.000 / 1.000 / 1.000,
+    hop 2 on the location sentence 0.832 / 1.000 / 1.000 (seeds 2 and 7: 0.832, 0.856; the
+    answer is still right: hop 2 may split its weight), and every seed passes the story
+    below. Thresholds 0.95, 0.9 (hop 1) and 0.75 (hop 2): margins 0.05, 0.1 and 0.082
+    below the worst seed."""
     model, history = train_memory_network(seed=0)
     assert history["accuracy"][-1] >= 0.95 > history["chance"] + 0.5
     test = make_memory_data(500, seed=77)
@@ -744,7 +750,7 @@ def test_memory_network_hops_follow_the_two_supporting_facts():
     assert float((logits.argmax(-1) == test["answer"]).float().mean()) >= 0.95
     hop1 = weights[:, 0].argmax(-1) == test["support"][:, 0]  # "<person> has the <object>"
     hop2 = weights[:, 1].argmax(-1) == test["support"][:, 1]  # "<person> is in the <place>"
-    assert float(hop1.float().mean()) >= 0.9 and float(hop2.float().mean()) >= 0.9
+    assert float(hop1.float().mean()) >= 0.9 and float(hop2.float().mean()) >= 0.75
     story = [
         "mary is in the kitchen",
         "john has the apple",
