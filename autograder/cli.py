@@ -41,6 +41,12 @@ def cmd_grade(args) -> int:
         limits = Limits(**{**limits.__dict__, **overrides})
     if args.no_sandbox:
         print("warning: --no-sandbox: students' code runs without isolation", file=sys.stderr)
+    elif not args.quiet:
+        from autograder.sandbox import describe_mode, find_bwrap
+
+        if find_bwrap() is not None:
+            for line in describe_mode():
+                print(line, file=sys.stderr)
     try:
         outcome = grade_assignment(args.course, args.assignment, workers=args.workers, students=args.student,
                                    force=args.force, cluster=args.cluster, sandboxed=not args.no_sandbox,

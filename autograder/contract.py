@@ -381,7 +381,7 @@ def failure_of(spec: dict, outcome: dict) -> str | None:
     if outcome["kind"] == "error":
         if outcome["code"] == "NotImplementedError":
             return f"{spec['name']} is not implemented yet"
-        return f"{spec['name']} raised {outcome['code']}"
+        return f"{spec['name']} raised {outcome['code']}" + _hint(spec.get("hints", {}), "", outcome["code"])
     if outcome["kind"] == "bad":
         return BAD_RETURNS[outcome["code"]]
     return None

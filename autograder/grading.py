@@ -150,10 +150,12 @@ class RunRecord:
     grader_error: str = ""
     starts: int = 0
     attempts: int = 0
+    memory_kills: int = 0  # processes the kernel killed for memory (cgroup), all attempts
 
 
 #: how an attempt ended -> the reason a student and the instructor see
-END_REASONS = {"timeout": "timeout", "budget": "timeout", "crash": "crash", "output": "output too large",
+END_REASONS = {"timeout": "timeout", "budget": "timeout", "crash": "crash", "memory": "memory",
+               "output": "output too large",
                "protocol": "protocol violation", "grader": GRADER_ERROR}
 
 
@@ -188,6 +190,7 @@ def run_program(sandbox: Sandbox, request: dict, tasks: list, blob: bytes, all_c
         run = sandbox.run(attempt, cases, plan, deadline, accept, received)
         record.starts += sandbox.starts - starts
         record.attempts += 1
+        record.memory_kills += run.oom_kills
         received += run.received
         record.cells.update(run.cells)
         for task in run.finished_tasks:  # a task counts only once all its events arrived
@@ -200,7 +203,7 @@ def run_program(sandbox: Sandbox, request: dict, tasks: list, blob: bytes, all_c
         if run.ended == "grader":
             record.grader_error = run.detail
             return record
-        retry = run.ended in ("timeout", "crash") and run.where is not None and time.monotonic() < deadline
+        retry = run.ended in ("timeout", "crash", "memory") and run.where is not None and time.monotonic() < deadline
         if retry and run.where[0] == "cell":
             record.failed_cells[run.where[1]] = (reason, run.detail)
             continue
@@ -427,6 +430,8 @@ def _grade(job: GradeJob, result: SubmissionResult) -> None:
     result.sandbox_starts = record.starts
     if record.grader_error:
         raise RuntimeError(record.grader_error)
+    if record.memory_kills:
+        result.add_reason("memory", "the kernel killed a process of the submission for going over the memory limit")
     _cell_outputs(program, record, result)
     judge(spec, reg, all_cases, record, result)
 

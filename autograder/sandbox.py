@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import itertools
 import os
 import select
+import shlex
 import shutil
 import signal
 import subprocess
@@ -30,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder import contract, wire
+from autograder import cgroups, contract, wire
 
 INSTALL_HINT = (
     "bubblewrap (`bwrap`) is not installed, and the grader will not run students' code "
@@ -41,6 +43,9 @@ INSTALL_HINT = (
 PRELOAD = ["numpy", "torch", "torch.nn", "torch.nn.functional", "matplotlib", "matplotlib.pyplot"]
 SLOT_DIR = Path("/tmp/autograder-slots")
 _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner")
+_ROOTLESS_SLOTS = itertools.count()
+START_MEMORY = 4 << 30  # headroom while the zygote imports NumPy and PyTorch
+LEAK_SLACK = 256 << 20  # memory still charged after a run beyond this: restart the sandbox
 FIRST_UID = 61000
 MAX_SLOTS = 512
 
@@ -73,28 +78,58 @@ class Limits:
         return dataclasses.replace(self, **overrides) if overrides else self
 
 
-NEEDS_ROOT_HINT = (
-    "the sandbox runs every worker under its own unprivileged uid (so that the process limit "
-    "holds per worker and a fork bomb cannot starve the others), and switching uid needs root. "
-    "Run the grader as root, e.g. `sudo make grade A=<id>`, or pass --no-sandbox to run "
-    "submissions without isolation on a machine you trust."
+NO_USERNS_HINT = (
+    "the grader is not running as root, and this kernel does not let an ordinary user create "
+    "the user namespace bubblewrap needs (rootless mode). Enable unprivileged user namespaces "
+    "(e.g. `sysctl kernel.unprivileged_userns_clone=1`), run the grader as root "
+    "(`sudo make grade A=<id>`), or pass --no-sandbox to run submissions without isolation on a "
+    "machine you trust."
 )
 
 
 class SandboxUnavailable(RuntimeError):
-    """The sandbox cannot run here: bwrap is missing, or we are not root (and --no-sandbox was not given)."""
+    """The sandbox cannot run here (no bwrap, or no root and no user namespaces)."""
 
 
 def find_bwrap() -> str | None:
     return shutil.which("bwrap")
 
 
+def rootless() -> bool:
+    """Not root: the sandbox runs in an unprivileged user namespace (no per-slot uid)."""
+    return os.geteuid() != 0
+
+
+def _userns_works() -> bool:
+    probe = [find_bwrap(), "--unshare-user", "--unshare-pid", "--ro-bind", "/", "/", "--proc", "/proc", "true"]
+    try:
+        return subprocess.run(probe, capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
 def require_sandbox() -> None:
-    """Raise SandboxUnavailable, saying what to do, unless bwrap is installed and we are root."""
+    """Raise SandboxUnavailable, saying what to do, unless bwrap can run here: as root (a
+    uid per worker slot), or rootless through an unprivileged user namespace."""
     if find_bwrap() is None:
         raise SandboxUnavailable(INSTALL_HINT)
-    if os.geteuid() != 0:
-        raise SandboxUnavailable(NEEDS_ROOT_HINT)
+    if rootless() and not _userns_works():
+        raise SandboxUnavailable(NO_USERNS_HINT)
+
+
+def describe_mode() -> list[str]:
+    """What the sandbox guarantees on this machine, for the instructor (printed by `grade`)."""
+    lines = ["sandbox: rootless (an unprivileged user namespace, your own uid)" if rootless() else
+             "sandbox: as root (an unprivileged uid per worker slot)"]
+    cgroup, why = cgroups.open_cgroup(f"probe-{os.getpid()}")
+    if cgroup is not None:
+        lines.append(f"limits: cgroup v{cgroup.version} per sandbox (memory incl. page cache, tmpfs, shared "
+                     "memory and memfds; pids; one CPU)")
+        cgroup.remove()
+    else:
+        lines.append(f"limits: no cgroup ({why}); weaker: memory is capped as address space only (shared "
+                     "memory and memfds are not counted), no CPU share, processes capped by RLIMIT_NPROC")
+    return lines
 
 
 def _bind_with_parents(path: str) -> list[str]:
@@ -110,19 +145,26 @@ def _bind_with_parents(path: str) -> list[str]:
 
 def python_paths() -> tuple[str, list[str]]:
     """(the real interpreter, the site-packages directories it needs)."""
-    interpreter = os.path.realpath(sys.executable)
+    # the interpreter this process really runs (an ordinary user may not reach the one root
+    # resolves the virtualenv's link to, e.g. under /root): the first candidate we can execute
+    candidates = [os.path.realpath(sys.executable), os.path.realpath(getattr(sys, "_base_executable", "")),
+                  os.path.join(sys.base_prefix, "bin", f"python{sys.version_info.major}.{sys.version_info.minor}")]
+    interpreter = next((c for c in candidates if c and os.access(c, os.X_OK)), candidates[0])
     site = [p for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]} if os.path.isdir(p)]
     return interpreter, sorted(site)
 
 
-def sandbox_command(uid: int, release_root: Path | None, limits: Limits, control_fd: int) -> list[str]:
+def sandbox_command(uid: int | None, release_root: Path | None, limits: Limits, control_fd: int) -> list[str]:
+    """The bwrap command line. ``uid`` None: rootless (an unprivileged user namespace, the
+    caller's own uid); else run as that unprivileged uid (needs root)."""
     interpreter, site = python_paths()
     prefix = str(Path(interpreter).parents[1])  # .../versions/3.11.7
     bwrap = find_bwrap()
     if bwrap is None:
         raise SandboxUnavailable(INSTALL_HINT)
     command = [
-        bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+        bwrap, *(["--unshare-user"] if uid is None else []),
+        "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
         "--unshare-cgroup-try", "--die-with-parent", "--new-session",
         # the private /tmp first: a virtualenv that lives under /tmp is bound on top of it
         "--size", str(limits.tmpfs_bytes), "--perms", "1777", "--tmpfs", "/tmp",
@@ -147,8 +189,8 @@ def sandbox_command(uid: int, release_root: Path | None, limits: Limits, control
         "--setenv", "MPLCONFIGDIR", "/tmp/.matplotlib", "--setenv", "OMP_NUM_THREADS", "1",
         "--setenv", "MKL_NUM_THREADS", "1", "--setenv", "PATH", "/usr/bin:/bin",
         "--ro-bind", contract.__file__, "/sandbox_worker.py",
-        "/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-        "--inh-caps=-all", "--bounding-set=-all",
+        *([] if uid is None else ["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                                  "--inh-caps=-all", "--bounding-set=-all"]),
         interpreter, "-I", "-S", "/sandbox_worker.py", "--sandboxed", f"--control-fd={control_fd}",
         *site, "--", *PRELOAD,
     ]
@@ -197,6 +239,25 @@ def processes_of_uid(uid: int) -> list[int]:
     return pids
 
 
+def descendants(root: int) -> list[int]:
+    """Every process below ``root`` (from /proc's parent links)."""
+    children: dict = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
 def stray_processes(slots: int = 32) -> list[int]:
     """Processes still running under the uid of a slot nobody holds (there should be none)."""
     stray = []
@@ -227,11 +288,12 @@ class RunResult:
     cases: dict = field(default_factory=dict)     # (task, case) -> contract outcome
     missing: dict = field(default_factory=dict)   # task -> "undefined" | "not_callable"
     finished_tasks: list = field(default_factory=list)
-    ended: str = "done"    # done | timeout | budget | crash | output | protocol | grader
+    ended: str = "done"    # done | timeout | budget | crash | memory | output | protocol | grader
     where: tuple | None = None  # ("cell", i) or ("task", t) when it did not end "done"
     detail: str = ""
     processes_at_kill: int = 0
     received: int = 0
+    oom_kills: int = 0     # processes the kernel killed for memory during this attempt
 
 
 def _set_nonblocking(fd: int) -> None:
@@ -254,20 +316,32 @@ class Sandbox:
         self.release_root = release_root
         self.limits = limits
         self.sandboxed = sandboxed
-        self.slot = Slot() if sandboxed else None
+        self.slot = Slot() if sandboxed and not rootless() else None
+        self.cgroup, self.cgroup_note = None, "not sandboxed"
+        if sandboxed:
+            name = f"slot-{self.slot.uid}" if self.slot else f"slot-rootless-{next(_ROOTLESS_SLOTS)}"
+            self.cgroup, self.cgroup_note = cgroups.open_cgroup(name)
         self.process: subprocess.Popen | None = None
         self.control: wire.FrameReader | None = None
         self.starts = 0
         self.dirty = False
+        self.baseline = 0  # the zygote's own memory, measured once it is ready
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> None:
         control_read, control_write = os.pipe()
         if self.sandboxed:
-            command = sandbox_command(self.slot.uid, self.release_root, self.limits, control_write)
+            command = sandbox_command(self.slot.uid if self.slot else None, self.release_root, self.limits,
+                                      control_write)
         else:
             command = unsandboxed_command(control_write)
+        if self.cgroup is not None:
+            # the zygote starts with room to import its modules; the cap tightens once it is ready
+            self.cgroup.kill_all()
+            self.cgroup.set_limits(self.limits.memory_bytes + START_MEMORY, self.limits.processes)
+            files = " ".join(shlex.quote(f) for f in self.cgroup.procs_files)
+            command = ["/bin/sh", "-c", f'echo $$ | tee {files} > /dev/null && exec "$@"', "sh", *command]
         # bwrap --die-with-parent follows the *thread* that forked it, so every sandbox is
         # forked by one long-lived thread: pool threads may come and go, sandboxes stay up
         self.process = _SPAWNER.submit(
@@ -293,13 +367,20 @@ class Sandbox:
             self.kill()
             raise RuntimeError("the sandboxed worker did not start"
                                + (f": {problem}" if problem else " (is the virtualenv readable inside bwrap?)"))
+        if self.cgroup is not None:
+            self.baseline = self.cgroup.memory_usage()
+            self.cgroup.set_limits(self.baseline + self.limits.memory_bytes, self.limits.processes)
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None and not self.dirty
 
     def kill(self) -> int:
-        """Kill the sandbox and everything in it; returns how many processes the slot had."""
+        """Kill the sandbox and everything in it; returns how many processes it had."""
         count = len(processes_of_uid(self.slot.uid)) if self.slot else 0
+        if self.process is not None and self.slot is None:  # rootless: count the namespace's tree
+            count = len(descendants(self.process.pid))
+        if self.cgroup is not None:
+            count = max(count, self.cgroup.kill_all())
         if self.process is not None:
             try:
                 os.killpg(self.process.pid, signal.SIGKILL)
@@ -334,6 +415,9 @@ class Sandbox:
 
     def close(self) -> None:
         self.kill()
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
         if self.slot is not None:
             self.slot.release()
 
@@ -353,10 +437,12 @@ class Sandbox:
             self.kill()
             self.start()
         result = RunResult()
+        oom_before = self.cgroup.oom_kills() if self.cgroup else 0
         stdin_fd = self.process.stdin.fileno()
         events = wire.FrameReader(self.process.stdout.fileno(), wire.EVENTS, self.limits.result_bytes)
         outbox = bytearray(contract.encode_frame(request))
-        state = {"phase": "setup", "pos": 0, "task": 0, "case": 0, "started": time.monotonic()}
+        state = {"phase": "setup", "pos": 0, "task": 0, "case": 0, "started": time.monotonic(),
+                 "oom_before": oom_before}
 
         def where():
             if state["phase"] in ("setup", "cells") and state["pos"] < len(plan.cells):
@@ -416,6 +502,9 @@ class Sandbox:
         def end(how: str, detail: str, kill: bool = True) -> RunResult:
             result.ended, result.detail, result.where = how, detail, where()
             result.received = events.received
+            result.oom_kills = (self.cgroup.oom_kills() - oom_before) if self.cgroup else 0
+            if result.oom_kills and how in ("crash", "timeout"):
+                result.ended, result.detail = "memory", "went over the memory limit (the kernel killed it)"
             if kill:
                 result.processes_at_kill = self.kill()
             return result
@@ -476,6 +565,10 @@ class Sandbox:
         code = exit_header["code"]
         if state["phase"] == "finished" and code == 0:
             result.received = events.received
+            if self.cgroup is not None:
+                result.oom_kills = self.cgroup.oom_kills() - state["oom_before"]
+                # anything still charged after the sweep (a leak) means a fresh sandbox next time
+                self.dirty = self.dirty or self.cgroup.memory_usage() > self.baseline + LEAK_SLACK
             if self.dirty:
                 self.kill()
             return result

@@ -380,3 +380,39 @@ def test_student_check_imports_nothing_from_the_course(ch2_cases, tmp_path):
     result = subprocess.run([sys.executable, "-c", script], cwd=folder, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "all 6 public cases passed" in result.stdout
+
+
+# ----------------------------------------------------------------------------------------
+# checks that test the method, not only the outcome
+
+
+def test_a_finite_difference_gradient_fails_where_an_analytic_one_passes():
+    ref = checks.REGISTRY["loo_loss_and_grad"].reference_fn()
+
+    def finite_difference(x, y, h):
+        e = 1e-5 * h
+        return ref(x, y, h)[0], (ref(x, y, h + e)[0] - ref(x, y, h - e)[0]) / (2 * e)
+
+    for seed in (1, 2, 3):
+        case = checks.hidden_cases("loo_loss_and_grad", seed)[0]
+        assert "near the optimum" in case.name
+        exp = checks.expected("loo_loss_and_grad", case)
+        assert checks.compare("loo_loss_and_grad", case, exp, ref(*case.args)).passed
+        verdict = checks.compare("loo_loss_and_grad", case, exp, finite_difference(*case.args))
+        assert not verdict.passed and "dloss_dbandwidth is wrong" in verdict.message
+
+
+def test_the_full_score_matrix_of_the_big_online_case_does_not_fit_in_the_chapters_memory():
+    from autograder.chapters import ch4_self_attention
+    from autograder.sandbox import Limits
+
+    memory = Limits().merged(checks.chapter("ch4_self_attention").limits).memory_bytes
+    for cases in (checks.public_cases("online_softmax_attention"), checks.hidden_cases("online_softmax_attention", 4)):
+        q, k, v, block, mask = cases[-1].args
+        assert q.shape[0] * k.shape[0] * 4 > memory  # even in float32
+        assert q.shape[0] * block * 8 * 4 < memory  # a few blocks of scores fit easily
+    assert memory == ch4_self_attention.MEMORY
+    message = contract.judge(checks.spec("online_softmax_attention"), "big", (np.zeros(1),),
+                             {"kind": "error", "code": "MemoryError"})[1]
+    assert message.endswith("never build the (n_q, n_k) score matrix: take the keys block by block, "
+                            "keeping only a running max, sum and output per query")

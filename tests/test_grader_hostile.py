@@ -197,14 +197,15 @@ def test_grader_refuses_without_bwrap_unless_told(graded, monkeypatch, capsys):
     assert "apt-get install bubblewrap" in capsys.readouterr().err
 
 
-def test_grader_refuses_to_sandbox_without_root_and_says_how(graded, monkeypatch, capsys):
+def test_without_root_and_without_user_namespaces_the_grader_refuses_and_says_how(graded, monkeypatch, capsys):
     from autograder import cli
 
     monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(sandbox, "_userns_works", lambda: False)
     code = cli.main(["--course", str(graded["course"]), "grade", "ch1_pooling", "--quiet"])
     assert code == 3
     err = capsys.readouterr().err
-    assert "needs root" in err and "--no-sandbox" in err
+    assert "user namespace" in err and "--no-sandbox" in err and "sudo make grade" in err
 
 
 def test_no_sandbox_mode_grades_honest_work_the_same(graded):

@@ -53,10 +53,28 @@ def _nw_cases(rng):
     ]
 
 
+def _near_optimum(rng):
+    """Data and a bandwidth just off the minimum of the LOO loss, where dL/dh is about 1e-5
+    of the loss: a finite difference's error (about 1e-11) is then far over the tolerance
+    (rtol 1e-8), while an analytic gradient's rounding error is not."""
+    loo = ref("solutions.pooling:loo_loss_and_grad")
+    while True:
+        x = np.sort(rng.uniform(0, 5, 12))
+        y = np.sin(2 * x) + 0.05 * normal(rng, 12)
+        low, high = 0.05, 3.0
+        if loo(x, y, low)[1] < 0 < loo(x, y, high)[1]:  # the loss falls, then rises
+            break
+    for _ in range(60):  # bisection on the sign of dL/dh
+        mid = 0.5 * (low + high)
+        low, high = (mid, high) if loo(x, y, mid)[1] < 0 else (low, mid)
+    return x, y, high * (1 + 1e-4)
+
+
 def _loo_cases(rng):
     n = int(rng.integers(6, 10))
     x = np.sort(rng.uniform(0, 5, n))
     return [
+        Case("bandwidth near the optimum (a finite difference is not accurate enough)", _near_optimum(rng)),
         Case("1-d data", (x, np.sin(x) + 0.1 * normal(rng, n), 0.6)),
         Case("2-d inputs", (normal(rng, 7, 2), normal(rng, 7), 1.1)),
         Case("vector targets", (x, normal(rng, n, 2), 0.35)),
@@ -89,10 +107,12 @@ CHAPTER = register(Chapter("ch1_pooling", checks=(
            mistakes=(Mistake("the Gaussian kernel divides the squared distance by 2 h^2, not h^2",
                              lambda xq, xk, y, h: ref("solutions.pooling:nadaraya_watson")(xq, xk, y, h / math.sqrt(2))),)),
     Check("loo_loss_and_grad", "solutions.pooling:loo_loss_and_grad", _loo_cases,
-           outputs=("loss", "dloss_dbandwidth"),
+           outputs=("loss", "dloss_dbandwidth"), rtol=1e-8, atol=1e-13,
            hints={"arity": "return a pair (loss, dloss_dbandwidth)",
                   "loss.values": "leave point i out of its own prediction (mask the diagonal) and average the squared errors",
-                  "dloss_dbandwidth.values": "compare your derivative with a finite difference (L(h + e) - L(h - e)) / (2 e)"},
+                  "dloss_dbandwidth.values": "differentiate the loss by hand (chain rule through the softmax "
+                                             "weights): a finite difference (L(h + e) - L(h - e)) / (2 e) "
+                                             "is a good test of your formula, but not accurate enough to pass"},
            mistakes=(Mistake("your gradient has the wrong sign: it is dL/dh, the direction that increases the loss",
                              lambda x, y, h: (lambda lg: (lg[0], -lg[1]))(ref("solutions.pooling:loo_loss_and_grad")(x, y, h))),)),
 )))

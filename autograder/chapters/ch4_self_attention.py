@@ -61,7 +61,16 @@ def _online_cases(rng):
         Case("block larger than n_k", (normal(rng, 2, n_q, 5), normal(rng, 2, n_k, 5), normal(rng, 2, n_k, 5), 64, None)),
         Case("mask with a fully-masked row", (normal(rng, n_q, 4), normal(rng, n_k, 4), normal(rng, n_k, 3), 2, rows)),
         Case("block size 1, large scores", (8 * normal(rng, n_q, 6), 8 * normal(rng, n_k, 6), normal(rng, n_k, 2), 1, None)),
+        # the method, not only the outcome: the full score matrix of this case (720 MB in
+        # float64, 360 MB in float32) does not fit in the sandbox's MEMORY; its blocks do
+        Case(f"{BIG_Q} queries x {BIG_K} keys (the full score matrix does not fit in memory)",
+             (normal(rng, BIG_Q, 4), normal(rng, BIG_K, 4), normal(rng, BIG_K, 2), 1024, None)),
     ]
+
+
+#: the sandbox memory of this chapter, and the case whose (n_q, n_k) scores exceed it
+MEMORY = 256 << 20
+BIG_Q, BIG_K = 3000, 30000
 
 
 def _transposed_self_attention(x, w_q, w_k, w_v, mask=None):
@@ -81,7 +90,7 @@ def _swap_sin_cos(n, d):
     return pe
 
 
-CHAPTER = register(Chapter("ch4_self_attention", checks=(
+CHAPTER = register(Chapter("ch4_self_attention", limits={"memory_bytes": MEMORY}, checks=(
     Check("self_attention", "solutions.self_attention:self_attention", _self_attention_cases,
            outputs=("output", "weights"),
            hints={"arity": "return a pair (output, weights)", "nan": HINT_EMPTY,
@@ -112,7 +121,9 @@ CHAPTER = register(Chapter("ch4_self_attention", checks=(
            mistakes=(Mistake("sin goes in the even columns (2i) and cos in the odd ones (2i+1)", _swap_sin_cos),)),
     Check("online_softmax_attention", "solutions.self_attention:online_softmax_attention", _online_cases,
            outputs=("output",), rtol=1e-6, atol=1e-9,
-           hints={"nan": "a row whose keys are all masked so far has running max -inf: shift by 0 there "
+           hints={"MemoryError": "never build the (n_q, n_k) score matrix: take the keys block by block, "
+                                 "keeping only a running max, sum and output per query",
+                  "nan": "a row whose keys are all masked so far has running max -inf: shift by 0 there "
                          "(never compute -inf - (-inf)), and give a fully masked row a zero output",
                   "values": "when a block raises the running max from m to m', rescale the running sum and "
                             "output by exp(m - m') before adding the block; divide by the sum once, at the end"},

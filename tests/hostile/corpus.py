@@ -405,6 +405,64 @@ def sleep_in_every_solution_cell(notebook):
     return notebook
 
 
+# ---- state one submission leaves for the next (graded in this order on one worker)
+
+PLANT = '''
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmget(7777, 1 << 20, 0o1666)  # a System V segment that outlives its process
+for path in ("/tmp/planted.txt", "/dev/shm/planted"):
+    try:
+        with open(path, "w") as handle:
+            handle.write("from the previous student")
+    except OSError:
+        pass
+for i in range(64):  # every working directory name a later run might use
+    os.makedirs(f"/tmp/run-{i}", exist_ok=True)
+planted = os.memfd_create("planted")
+os.write(planted, b"x" * 4096)
+if os.fork() == 0:  # a process that waits for the next student
+    os.setsid()
+    time.sleep(3600)
+    os._exit(0)
+'''
+
+PROBE = '''
+import os
+left = [n for n in os.listdir("/tmp") if n != os.path.basename(os.getcwd())]
+left += os.listdir("/dev/shm") if os.path.isdir("/dev/shm") else []
+with open("/proc/sysvipc/shm") as handle:
+    left += handle.read().splitlines()[1:]
+left += [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid(), os.getppid())]
+if left:  # anything from an earlier submission: sabotage, so the score shows it
+    def max_pool(x, mask=None):
+        raise RuntimeError("left over: " + repr(left)[:200])
+'''
+
+SHM_HOG = '''
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+for key in range(12):  # 12 x 300 MiB of shared memory, each detached after touching it
+    segment = libc.shmget(9000 + key, 300 << 20, 0o1666)
+    address = libc.shmat(segment, None, 0)
+    ctypes.memset(ctypes.c_void_p(address), 1, 300 << 20)
+    libc.shmdt(ctypes.c_void_p(address))
+'''
+
+
+def state_corpus(course: Path) -> dict:
+    """{student: (notebook, score, reasons)}, to be graded in name order on ONE worker."""
+    good = solved(course, A)
+    return {
+        "state-1-plant": (add_cell_after(good, "loo", PLANT), 12, []),
+        "state-2-probe": (add_cell_after(good, "average-max-pool", PROBE), 12, []),
+        "state-3-shm-hog": (add_cell_after(good, "setup", SHM_HOG), 12, ["memory"]),
+        "state-4-probe": (add_cell_after(good, "average-max-pool", PROBE), 12, []),
+        "state-5-honest": (good, 12, []),
+    }
+
+
 #: files written next to a corpus notebook
 EXTRA_FILES = {"timestamp-not-a-date": {"timestamp.txt": "the day before the deadline, honest"}}
 
