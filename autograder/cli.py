@@ -62,7 +62,8 @@ def cmd_grade(args) -> int:
               f"(import an LMS download with `python -m autograder collect {args.assignment} FILE.zip`)")
         return 0
     print(summary_table(outcome["graded"], outcome["skipped"]))
-    print(f"graded {len(outcome['graded'])}, skipped {len(outcome['skipped'])}; hidden-case seed {outcome['seed']}")
+    print(f"graded {len(outcome['graded'])}, skipped {len(outcome['skipped'])}; hidden-case seed {outcome['seed']}; "
+          f"start-up {outcome['startup_seconds']:.1f} s")
     if outcome["rerun"]:
         print(f"{len(outcome['rerun'])} submission(s) hit a grader error and were not recorded: "
               f"{', '.join(outcome['rerun'])}; run the same command again to retry them", file=sys.stderr)

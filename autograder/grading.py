@@ -1,10 +1,12 @@
 """Orchestrate: parse -> run -> judge -> record, isolated per submission, over a pool or Dask.
 
-- `GradeJob` is everything one submission's grading needs (paths, seed, limits); it pickles,
-  so the same `grade_submission(job)` runs in a local thread pool or on a Dask worker.
-- `make_request` turns the test cells of the *source* notebook into what the sandbox gets:
-  the program's cells, and (sent only once the cells are done) every public and hidden case
-  of every check, encoded with the contract's one codec.
+- `prepare` builds, once per assignment, everything a worker needs (`AssignmentWork`: the
+  spec from the source notebook, the release's public files, the chapter's check data for
+  the seed); a `GradeJob` carries one submission's bytes. Both pickle, so the same
+  `grade_submission(job, work)` runs in a local thread pool or on a Dask worker that sees
+  no course folder; only this process writes the gradebook.
+- `make_cases_payload` encodes every public and hidden case of every check with the
+  contract's one codec (sent to the sandbox only once the cells are done).
 - `run_program` drives the sandbox within the submission's wall-clock budget (kept here, on
   the trusted side): a cell or task that times out or crashes is skipped and the rest rerun,
   while the budget lasts; a protocol violation or an output flood ends the submission.
@@ -19,8 +21,10 @@ from __future__ import annotations
 import atexit
 import hashlib
 import importlib
+import os
 import secrets
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -37,14 +41,66 @@ GRADER_ERROR = "grader error"
 
 
 @dataclass(frozen=True)
-class GradeJob:
-    course: str
+class AssignmentWork:
+    """What every submission of one assignment needs, built once by the instructor's process
+    and sent to the workers (a Dask worker needs no course folder and no shared disk): the
+    spec from the source notebook, the release's public files, the chapter's check data for
+    this run's seed (encoded cases, expected answers, known mistakes, check specs), limits."""
+
     assignment: str
-    student: str
     seed: int
+    spec: nbparse.AssignmentSpec
+    release_files: dict          # file name -> bytes (the public release folder, no notebook)
+    tasks: list                  # per task: {"check", "function", "cases": encoded}
+    blob: bytes                  # the cases' arrays (npz)
+    all_cases: list              # per task: [(case, hidden, expected, mistakes)]
+    check_specs: dict            # check name -> contract spec
     limits: Limits = Limits()
     sandboxed: bool = True
-    registry: str = REGISTRY
+
+    def release_root(self) -> Path:
+        """The release files, written once per process into a private folder (by content hash)."""
+        digest = hashlib.sha256()
+        for name in sorted(self.release_files):
+            digest.update(name.encode() + b"\0" + self.release_files[name])
+        root = Path(tempfile.gettempdir()) / f"autograder-release-{os.getuid()}-{digest.hexdigest()[:16]}"
+        folder = root / self.assignment
+        if not (root / "complete").is_file():
+            folder.mkdir(parents=True, exist_ok=True)
+            os.chmod(root, 0o755)
+            for name, data in self.release_files.items():
+                (folder / name).write_bytes(data)
+            (root / "complete").write_text("ok")
+        return root
+
+
+@dataclass(frozen=True)
+class GradeJob:
+    """One submission: its bytes travel with the job."""
+
+    student: str
+    notebook: bytes
+    sha256: str
+
+
+def prepare(course: Path, assignment: str, seed: int, limits: Limits = Limits(), sandboxed: bool = True,
+            registry_name: str = REGISTRY) -> AssignmentWork:
+    """Everything the workers need for this assignment and seed (the trusted side computes
+    every expected answer here; workers never import the reference package)."""
+    reg = registry(registry_name)
+    spec = nbparse.load_assignment(course, assignment)
+    folder = Path(course) / "release" / assignment
+    files = {p.name: p.read_bytes() for p in sorted(folder.iterdir())
+             if p.is_file() and p.suffix != ".ipynb"} if folder.is_dir() else {}
+    tasks, blob, all_cases = make_cases_payload(spec, reg, seed)
+    specs = {check: reg.spec(check) for _g, check, _f in _tasks(spec)}
+    return AssignmentWork(assignment, seed, spec, files, tasks, blob, all_cases, specs,
+                          effective_limits(limits, reg.chapter(assignment).limits), sandboxed)
+
+
+def make_job(course: Path, assignment: str, student: str) -> GradeJob:
+    data = submission_path(course, assignment, student).read_bytes()
+    return GradeJob(student, data, hashlib.sha256(data).hexdigest())
 
 
 @dataclass
@@ -121,8 +177,9 @@ def _tasks(spec) -> list[tuple[str, str, str]]:
     return [(test.grade_id, check, function) for test in spec.tests for check, function in test.checks]
 
 
-def make_request(spec, program, reg, seed: int, release_dir: str | None) -> tuple[dict, list, bytes, list]:
-    """(the cells, the tasks, the cases' arrays as npz, [(case, hidden, expected, mistakes)] per task)."""
+def make_cases_payload(spec, reg, seed: int) -> tuple[list, bytes, list]:
+    """(the tasks with their encoded cases, the cases' arrays as npz, [(case, hidden, expected,
+    mistakes)] per task)."""
     arrays: dict = {}
     tasks, all_cases = [], []
     for _grade_id, check, function in _tasks(spec):
@@ -132,8 +189,7 @@ def make_request(spec, program, reg, seed: int, release_dir: str | None) -> tupl
                     "kwargs": {k: contract.encode(v, arrays) for k, v in case.kwargs.items()}}
                    for case, _hidden, _expected, _mistakes in cases]
         tasks.append({"check": check, "function": function, "cases": encoded})
-    request = {"cells": program.cells, "release_dir": release_dir}
-    return request, tasks, contract.pack(arrays), all_cases
+    return tasks, contract.pack(arrays), all_cases
 
 
 # ---------------------------------------------------------------------------------------
@@ -165,14 +221,15 @@ def _end_reason(run, limits: Limits) -> str:
     return END_REASONS[run.ended]
 
 
-def run_program(sandbox: Sandbox, request: dict, tasks: list, blob: bytes, all_cases: list, reg) -> RunRecord:
+def run_program(sandbox: Sandbox, request: dict, tasks: list, blob: bytes, all_cases: list,
+                check_specs: dict) -> RunRecord:
     """Run the program and every task, retrying around failed cells and tasks while the
     submission's budget lasts. Ends early on anything that is not a timeout or a crash."""
     limits = sandbox.limits
     record = RunRecord()
     deadline = time.monotonic() + limits.submission_seconds
     received = 0
-    specs = [reg.spec(task["check"]) for task in tasks]
+    specs = [check_specs[task["check"]] for task in tasks]
 
     def accept(task: int, case: int, header: dict, data: bytes) -> dict:
         expected = all_cases[task][case][2]
@@ -226,12 +283,12 @@ MISSING = {"undefined": "is not defined", "not_callable": "is not a function"}
 SHOWN = 5  # failing cases listed per check
 
 
-def judge(spec, reg, all_cases, record: RunRecord, result: SubmissionResult) -> None:
+def judge(spec, check_specs: dict, all_cases, record: RunRecord, result: SubmissionResult) -> None:
     tasks = _tasks(spec)
     per_test: dict = {t.grade_id: [] for t in spec.tests}
     for task_index, (grade_id, check, function) in enumerate(tasks):
         cases = all_cases[task_index]
-        check_spec = reg.spec(check)
+        check_spec = check_specs[check]
         outcome = {"check": check, "public": [], "hidden": [], "cases": [], "fatal": None,
                    "n_public": sum(1 for c in cases if not c[1]), "n_hidden": sum(1 for c in cases if c[1])}
         if task_index in record.missing:
@@ -384,13 +441,14 @@ def _not_graded(spec, result: SubmissionResult, reason: str, note: str) -> None:
     result.score = 0.0
 
 
-def grade_submission(job: GradeJob) -> SubmissionResult:
+def grade_submission(job: GradeJob, work: AssignmentWork) -> SubmissionResult:
     """Parse, run and judge one submission. Never raises: a failure on the trusted side is
     the reason "grader error" for this submission alone (not complete: a rerun retries it)."""
     started = time.monotonic()
-    result = SubmissionResult(job.student, job.assignment, job.seed)
+    result = SubmissionResult(job.student, work.assignment, work.seed, max_score=work.spec.max_score,
+                              sha256=job.sha256)
     try:
-        _grade(job, result)
+        _grade(job, work, result)
     except Exception as err:  # noqa: BLE001 - contained: this submission only
         result.complete = False
         result.tasks, result.score = [], 0.0
@@ -401,30 +459,22 @@ def grade_submission(job: GradeJob) -> SubmissionResult:
     return result
 
 
-def _grade(job: GradeJob, result: SubmissionResult) -> None:
-    course = Path(job.course)
-    reg = registry(job.registry)
-    spec = nbparse.load_assignment(course, job.assignment)
-    result.max_score = spec.max_score
-    path = submission_path(course, job.assignment, job.student)
-    result.sha256 = file_sha256(path)
+def _grade(job: GradeJob, work: AssignmentWork, result: SubmissionResult) -> None:
+    spec = work.spec
     try:
-        submission = nbparse.read_submission(path)
+        submission = nbparse.read_submission(job.notebook)
     except nbparse.InvalidNotebook as err:
         return _not_graded(spec, result, "invalid notebook", str(err))
     program = nbparse.build_program(spec, submission)
     result.unanswered = nbparse.unanswered_manual_cells(spec, submission)
     for note in program.tampering:
         result.add_reason("tampered cell", note)
-    release_root = course / "release"
-    release_dir = None
-    if (release_root / job.assignment).is_dir():
-        release_dir = f"/release/{job.assignment}" if job.sandboxed else str(release_root / job.assignment)
-    request, tasks, blob, all_cases = make_request(spec, program, reg, job.seed, release_dir)
-    limits = effective_limits(job.limits, reg.chapter(job.assignment).limits)
-    sandbox = POOL.acquire(release_root, limits, job.sandboxed)
+    release_root = work.release_root()
+    release_dir = f"/release/{work.assignment}" if work.sandboxed else str(release_root / work.assignment)
+    request = {"cells": program.cells, "release_dir": release_dir if work.release_files else None}
+    sandbox = POOL.acquire(release_root, work.limits, work.sandboxed)
     try:
-        record = run_program(sandbox, request, tasks, blob, all_cases, reg)
+        record = run_program(sandbox, request, work.tasks, work.blob, work.all_cases, work.check_specs)
     finally:
         POOL.give_back(sandbox)
     result.sandbox_starts = record.starts
@@ -433,7 +483,7 @@ def _grade(job: GradeJob, result: SubmissionResult) -> None:
     if record.memory_kills:
         result.add_reason("memory", "the kernel killed a process of the submission for going over the memory limit")
     _cell_outputs(program, record, result)
-    judge(spec, reg, all_cases, record, result)
+    judge(spec, work.check_specs, work.all_cases, record, result)
 
 
 # ---------------------------------------------------------------------------------------
@@ -474,28 +524,31 @@ def grade_assignment(course, assignment: str, *, workers: int = 2, students=None
     """Grade every (or the given) submission; returns {"graded": [...], "skipped": [...], "seed": s}."""
     from autograder.gradebook import Recorder
 
+    called = time.monotonic()
     course = Path(course).resolve()
     if sandboxed:
         require_sandbox()  # before any work: say what to install (or to run as root), never run unsandboxed
     spec = nbparse.load_assignment(course, assignment)
-    warming = None
-    if not cluster and list_students(course, assignment):
-        # start the sandboxes (Python, NumPy, PyTorch) while the gradebook is being checked
-        warming = threading.Thread(target=POOL.warm, args=(course / "release", limits, sandboxed, max(1, workers)))
-        warming.start()
+    seed = secrets.randbits(31) if seed is None else int(seed)
     recorder = Recorder(course, spec)
     recorder.check_gradebook()
-    seed = secrets.randbits(31) if seed is None else int(seed)
     wanted = list_students(course, assignment) if not students else list(students)
+    work = prepare(course, assignment, seed, limits, sandboxed, registry_name)
+    warming = None
+    if not cluster and wanted:  # start the sandboxes (Python, NumPy, PyTorch) while we look around
+        warming = threading.Thread(target=POOL.warm, args=(work.release_root(), work.limits, sandboxed,
+                                                           max(1, workers)))
+        warming.start()
     jobs, skipped = [], []
     for student in wanted:
         if not force and recorder.already_graded(student, file_sha256(submission_path(course, assignment, student))):
             skipped.append((student, "already graded"))
         else:
-            jobs.append(GradeJob(str(course), assignment, student, seed, limits, sandboxed, registry_name))
-    recorder.log_run(seed, [job.student for job in jobs])
+            jobs.append(student)
+    recorder.log_run(seed, jobs)
     if warming is not None:
         warming.join()
+    startup = time.monotonic() - called  # the check data computed, the sandboxes started
     bar = Progress(len(jobs), progress)
     graded: list[SubmissionResult] = []
 
@@ -504,27 +557,28 @@ def grade_assignment(course, assignment: str, *, workers: int = 2, students=None
         from distributed import Client
 
         client = Client(cluster)
-        submit = lambda job: client.submit(grade_submission, job, pure=False)  # noqa: E731
+        shared = client.scatter(work, broadcast=True)  # once per worker, not once per submission
+        submit = lambda job: client.submit(grade_submission, job, shared, pure=False)  # noqa: E731
     else:
         executor = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="grader")
-        submit = lambda job: executor.submit(grade_submission, job)  # noqa: E731
+        submit = lambda job: executor.submit(grade_submission, job, work)  # noqa: E731
     in_flight: dict = {}
     limit = max(1, workers) * 2 if not cluster else 1_000_000
     queue = list(jobs)
     try:
         while queue or in_flight:
             while queue and len(in_flight) < limit:
-                job = queue.pop(0)
-                lock = recorder.try_lock(job.student)
+                student = queue.pop(0)
+                lock = recorder.try_lock(student)
                 if lock is None:
-                    skipped.append((job.student, "being graded by another grader"))
-                    bar.step(job.student)
+                    skipped.append((student, "being graded by another grader"))
+                    bar.step(student)
                     continue
-                if not force and recorder.already_graded(job.student, file_sha256(
-                        submission_path(course, assignment, job.student))):
+                job = make_job(course, assignment, student)
+                if not force and recorder.already_graded(student, job.sha256):
                     lock.release()
-                    skipped.append((job.student, "already graded"))
-                    bar.step(job.student)
+                    skipped.append((student, "already graded"))
+                    bar.step(student)
                     continue
                 in_flight[submit(job)] = (job, lock)
             if not in_flight:
@@ -533,7 +587,7 @@ def grade_assignment(course, assignment: str, *, workers: int = 2, students=None
             for future in done:
                 job, lock = in_flight.pop(future)
                 try:
-                    graded.append(_collect(future, job, recorder))
+                    graded.append(_collect(future, job, work, recorder))
                 finally:
                     lock.release()
                 bar.step(job.student)
@@ -545,15 +599,15 @@ def grade_assignment(course, assignment: str, *, workers: int = 2, students=None
         if client is not None:
             client.close()
     rerun = [r.student for r in graded if not r.complete]
-    return {"graded": graded, "skipped": skipped, "seed": seed, "rerun": rerun}
+    return {"graded": graded, "skipped": skipped, "seed": seed, "rerun": rerun, "startup_seconds": startup}
 
 
-def _collect(future, job: GradeJob, recorder) -> SubmissionResult:
+def _collect(future, job: GradeJob, work: AssignmentWork, recorder) -> SubmissionResult:
     """The finished job's result, recorded; any failure here is that submission's grader error."""
     try:
         result = future.result()
     except Exception as err:  # noqa: BLE001 - e.g. a Dask worker died: this submission only
-        result = SubmissionResult(job.student, job.assignment, job.seed, complete=False)
+        result = SubmissionResult(job.student, work.assignment, work.seed, complete=False)
         result.add_reason(GRADER_ERROR, f"{type(err).__name__} while running the job; rerun to retry")
     if not result.complete:
         return result  # nothing recorded: a rerun grades it again

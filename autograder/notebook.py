@@ -118,12 +118,16 @@ def load_assignment(course: Path, assignment: str) -> AssignmentSpec:
                           source_path, release_path if release_path.is_file() else None)
 
 
-def read_submission(path: Path):
-    """The submitted notebook, or InvalidNotebook saying why it cannot be graded."""
+def read_submission(source):
+    """The submitted notebook (a path, or the file's bytes), or InvalidNotebook saying why it
+    cannot be graded."""
     try:
-        notebook = nbformat.read(str(path), as_version=4)
+        if isinstance(source, bytes):
+            notebook = nbformat.reads(source.decode("utf-8"), as_version=4)
+        else:
+            notebook = nbformat.read(str(source), as_version=4)
     except FileNotFoundError:
-        raise InvalidNotebook(f"no notebook at {path}") from None
+        raise InvalidNotebook(f"no notebook at {source}") from None
     except Exception as err:  # nbformat raises several types for bad JSON / bad structure
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise InvalidNotebook(f"not a readable Jupyter notebook ({first[:200]})") from None
