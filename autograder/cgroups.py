@@ -68,7 +68,11 @@ class Cgroup:
         if (memory / "memory.memsw.limit_in_bytes").exists():  # swap may not evade the cap
             # memory <= memory+swap at every step: raise memsw first, lower it last
             raising = memory_bytes >= int((memory / "memory.limit_in_bytes").read_text())
-            files = ["memory.memsw.limit_in_bytes", *files] if raising else [*files, "memory.memsw.limit_in_bytes"]
+            files = (
+                ["memory.memsw.limit_in_bytes", *files]
+                if raising
+                else [*files, "memory.memsw.limit_in_bytes"]
+            )
         for name in files:
             _write(memory / name, memory_bytes)
         _write(self.leaves["pids"] / "pids.max", pids)
@@ -197,8 +201,10 @@ def _open_v2(slot: str) -> tuple[Cgroup | None, str]:
     try:
         _write(own / "cgroup.subtree_control", " ".join(f"+{c}" for c in sorted(wanted)))
     except OSError as err:
-        return None, (f"cannot enable controllers under {own} ({err.strerror}): run the grader in a "
-                      "delegated cgroup of its own, e.g. `systemd-run --user --scope -p Delegate=yes make grade A=<id>`")
+        return None, (
+            f"cannot enable controllers under {own} ({err.strerror}): run the grader in a "
+            "delegated cgroup of its own, e.g. `systemd-run --user --scope -p Delegate=yes make grade A=<id>`"
+        )
     subtree.mkdir(exist_ok=True)
     _write(subtree / "cgroup.subtree_control", " ".join(f"+{c}" for c in sorted(wanted)))
     leaf = subtree / slot

@@ -28,8 +28,9 @@ import math
 import os
 import pkgutil
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -37,9 +38,27 @@ from autograder import contract
 from autograder.contract import Seeded, normalise
 
 __all__ = [
-    "Seeded", "Case", "Verdict", "Check", "Mistake", "Chapter", "register", "load_chapters",
-    "REGISTRY", "CHAPTERS", "public_cases", "hidden_cases", "expected", "normalise", "verdict",
-    "compare", "run_hidden", "spec", "mistake_outputs", "checks_for", "chapter",
+    "Seeded",
+    "Case",
+    "Verdict",
+    "Check",
+    "Mistake",
+    "Chapter",
+    "register",
+    "load_chapters",
+    "REGISTRY",
+    "CHAPTERS",
+    "public_cases",
+    "hidden_cases",
+    "expected",
+    "normalise",
+    "verdict",
+    "compare",
+    "run_hidden",
+    "spec",
+    "mistake_outputs",
+    "checks_for",
+    "chapter",
 ]
 
 #: the seed of the public cases (hidden cases mix the grading seed with a different stream)
@@ -116,8 +135,10 @@ def register(chapter: Chapter) -> Chapter:
     for check in checks:
         owner = REGISTRY.get(check.name)
         if owner is not None and owner.assignment != chapter.assignment:
-            raise ValueError(f"check {check.name!r} of {chapter.assignment} is already registered by "
-                             f"{owner.assignment}: check names are function names and must be unique")
+            raise ValueError(
+                f"check {check.name!r} of {chapter.assignment} is already registered by "
+                f"{owner.assignment}: check names are function names and must be unique"
+            )
     chapter = dataclasses.replace(chapter, checks=checks)
     CHAPTERS[chapter.assignment] = chapter
     REGISTRY.update({c.name: c for c in checks})
@@ -171,16 +192,22 @@ def distinct_sizes(rng, low: int, high: int, k: int) -> list[int]:
 def scaled_query(path: str, arg: int, width: Callable[[tuple], int]) -> Callable:
     """The reference with argument ``arg`` multiplied by sqrt(width(args)): what a function
     that forgot to divide its scores by sqrt(d) returns."""
+
     def outputs(*args, **kwargs):
         args = list(args)
         args[arg] = np.asarray(args[arg]) * math.sqrt(width(tuple(args)))
         return ref(path)(*args, **kwargs)
+
     return outputs
 
 
-HINT_EMPTY = ("a row (or sequence) with nothing allowed must give zeros, not 0/0: guard the "
-              "division, e.g. divide by np.where(total > 0, total, 1)")
-HINT_MAX_SHIFT = "subtract the row maximum before exp (max-shifted softmax): exp of a large score overflows"
+HINT_EMPTY = (
+    "a row (or sequence) with nothing allowed must give zeros, not 0/0: guard the "
+    "division, e.g. divide by np.where(total > 0, total, 1)"
+)
+HINT_MAX_SHIFT = (
+    "subtract the row maximum before exp (max-shifted softmax): exp of a large score overflows"
+)
 
 
 # ----------------------------------------------------------------------------------------
@@ -191,14 +218,18 @@ def _get(name: str) -> Check:
     try:
         return REGISTRY[name]
     except KeyError:
-        raise ValueError(f"unknown check {name!r}; known checks: {', '.join(sorted(REGISTRY))}") from None
+        raise ValueError(
+            f"unknown check {name!r}; known checks: {', '.join(sorted(REGISTRY))}"
+        ) from None
 
 
 def chapter(assignment: str) -> Chapter:
     try:
         return CHAPTERS[assignment]
     except KeyError:
-        raise ValueError(f"unknown assignment {assignment!r}; expected one of {tuple(sorted(CHAPTERS))}") from None
+        raise ValueError(
+            f"unknown assignment {assignment!r}; expected one of {tuple(sorted(CHAPTERS))}"
+        ) from None
 
 
 def checks_for(assignment: str) -> list[Check]:
@@ -208,12 +239,16 @@ def checks_for(assignment: str) -> list[Check]:
 
 def public_cases(name: str) -> list[Case]:
     """The public cases of a check (fixed seed): what ships in public_cases.npz."""
-    return list(_get(name).make_cases(np.random.default_rng([PUBLIC_SEED, zlib.crc32(name.encode())])))
+    return list(
+        _get(name).make_cases(np.random.default_rng([PUBLIC_SEED, zlib.crc32(name.encode())]))
+    )
 
 
 def hidden_cases(name: str, seed: int) -> list[Case]:
     """Fresh cases from the grading seed (a different stream from the public one)."""
-    return list(_get(name).make_cases(np.random.default_rng([int(seed), zlib.crc32(name.encode()), 1])))
+    return list(
+        _get(name).make_cases(np.random.default_rng([int(seed), zlib.crc32(name.encode()), 1]))
+    )
 
 
 def fresh(case: Case) -> tuple[list, dict]:
@@ -222,7 +257,9 @@ def fresh(case: Case) -> tuple[list, dict]:
     arrays: dict = {}
     args = [contract.encode(a, arrays) for a in case.args]
     kwargs = {k: contract.encode(v, arrays) for k, v in case.kwargs.items()}
-    return [contract.decode(a, arrays) for a in args], {k: contract.decode(v, arrays) for k, v in kwargs.items()}
+    return [contract.decode(a, arrays) for a in args], {
+        k: contract.decode(v, arrays) for k, v in kwargs.items()
+    }
 
 
 def call(fn, case: Case):
@@ -241,8 +278,14 @@ def expected(name: str, case: Case) -> tuple[np.ndarray, ...]:
 def spec(name: str) -> dict:
     """The public (JSON-able) part of a check: what ``contract.judge`` needs; it ships."""
     check = _get(name)
-    return {"name": check.name, "outputs": list(check.outputs), "rtol": check.rtol, "atol": check.atol,
-            "hints": dict(check.hints), "comparator": dict(check.comparator)}
+    return {
+        "name": check.name,
+        "outputs": list(check.outputs),
+        "rtol": check.rtol,
+        "atol": check.atol,
+        "hints": dict(check.hints),
+        "comparator": dict(check.comparator),
+    }
 
 
 def mistake_outputs(name: str, case: Case) -> list[tuple[str, tuple[np.ndarray, ...]]]:
@@ -258,14 +301,19 @@ def mistake_outputs(name: str, case: Case) -> list[tuple[str, tuple[np.ndarray, 
 
 def verdict(name: str, case: Case, expected_arrays, outcome: dict) -> Verdict:
     """One case judged by the contract (the same function everywhere)."""
-    passed, message = contract.judge(spec(name), case.name, tuple(expected_arrays), outcome,
-                                     mistake_outputs(name, case))
+    passed, message = contract.judge(
+        spec(name), case.name, tuple(expected_arrays), outcome, mistake_outputs(name, case)
+    )
     return Verdict(passed, message)
 
 
 def compare(name: str, case: Case, expected_arrays, got) -> Verdict:
     """A returned value (normalised or not) judged against the expected arrays."""
-    got = got if isinstance(got, tuple) and all(isinstance(g, np.ndarray) for g in got) else normalise(got)
+    got = (
+        got
+        if isinstance(got, tuple) and all(isinstance(g, np.ndarray) for g in got)
+        else normalise(got)
+    )
     return verdict(name, case, expected_arrays, {"kind": "value", "arrays": got})
 
 
@@ -273,13 +321,24 @@ class HiddenCheckFailed(AssertionError):
     """A hidden check failed; Jupyter shows only the message, never the hidden test code."""
 
     def _render_traceback_(self):
-        return ["HiddenCheckFailed: " + line if i == 0 else line for i, line in enumerate(str(self).splitlines())]
+        return [
+            "HiddenCheckFailed: " + line if i == 0 else line
+            for i, line in enumerate(str(self).splitlines())
+        ]
 
 
 def contract_cases(name: str, cases: list[Case]) -> list[dict]:
     """Cases in the form ``contract.run_cases`` takes (fresh arguments on every call)."""
-    return [{"name": c.name, "args": lambda c=c: fresh(c)[0], "kwargs": lambda c=c: fresh(c)[1],
-             "expected": expected(name, c), "mistakes": mistake_outputs(name, c)} for c in cases]
+    return [
+        {
+            "name": c.name,
+            "args": lambda c=c: fresh(c)[0],
+            "kwargs": lambda c=c: fresh(c)[1],
+            "expected": expected(name, c),
+            "mistakes": mistake_outputs(name, c),
+        }
+        for c in cases
+    ]
 
 
 def run_hidden(name: str, fn, seed: int | None = None) -> None:

@@ -43,8 +43,19 @@ import traceback  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-__all__ = ["check", "CheckFailed", "Seeded", "normalise", "run_case", "judge", "summary",
-           "save_cases", "load_cases", "encode", "decode"]
+__all__ = [
+    "check",
+    "CheckFailed",
+    "Seeded",
+    "normalise",
+    "run_case",
+    "judge",
+    "summary",
+    "save_cases",
+    "load_cases",
+    "encode",
+    "decode",
+]
 
 CASES_FILE = "public_cases.npz"
 FORMAT_VERSION = 2
@@ -92,8 +103,10 @@ def encode(value, arrays: dict) -> dict:
         return {"t": "str", "v": value}
     if value is None:
         return {"t": "none"}
-    raise TypeError(f"a case value of type {type(value).__name__} cannot be encoded: "
-                    "use arrays, numbers, strings, None or Seeded")
+    raise TypeError(
+        f"a case value of type {type(value).__name__} cannot be encoded: "
+        "use arrays, numbers, strings, None or Seeded"
+    )
 
 
 def decode(spec: dict, arrays):
@@ -134,14 +147,18 @@ def save_cases(path, assignment: str, checks: dict) -> None:
     for name, entry in checks.items():
         cases = []
         for case in entry["cases"]:
-            cases.append({
-                "name": case["name"],
-                "args": [encode(a, arrays) for a in case["args"]],
-                "kwargs": {k: encode(v, arrays) for k, v in case["kwargs"].items()},
-                "expected": [encode(np.asarray(e), arrays) for e in case["expected"]],
-                "mistakes": [{"hint": hint, "outputs": [encode(np.asarray(o), arrays) for o in outs]}
-                             for hint, outs in case.get("mistakes", ())],
-            })
+            cases.append(
+                {
+                    "name": case["name"],
+                    "args": [encode(a, arrays) for a in case["args"]],
+                    "kwargs": {k: encode(v, arrays) for k, v in case["kwargs"].items()},
+                    "expected": [encode(np.asarray(e), arrays) for e in case["expected"]],
+                    "mistakes": [
+                        {"hint": hint, "outputs": [encode(np.asarray(o), arrays) for o in outs]}
+                        for hint, outs in case.get("mistakes", ())
+                    ],
+                }
+            )
         meta["checks"][name] = {"spec": entry["spec"], "cases": cases}
     arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     with open(path, "wb") as handle:
@@ -154,16 +171,24 @@ def load_cases(path) -> dict:
     arrays = unpack(open(path, "rb").read())
     meta = json.loads(arrays.pop("__meta__").tobytes().decode())
     if meta.get("version") != FORMAT_VERSION:
-        raise ValueError(f"{path} has format version {meta.get('version')}, expected {FORMAT_VERSION}")
+        raise ValueError(
+            f"{path} has format version {meta.get('version')}, expected {FORMAT_VERSION}"
+        )
     out = {}
     for name, entry in meta["checks"].items():
-        cases = [{
-            "name": case["name"],
-            "args": lambda enc=case["args"]: [decode(a, arrays) for a in enc],
-            "kwargs": lambda enc=case["kwargs"]: {k: decode(v, arrays) for k, v in enc.items()},
-            "expected": tuple(decode(e, arrays) for e in case["expected"]),
-            "mistakes": [(m["hint"], tuple(decode(o, arrays) for o in m["outputs"])) for m in case["mistakes"]],
-        } for case in entry["cases"]]
+        cases = [
+            {
+                "name": case["name"],
+                "args": lambda enc=case["args"]: [decode(a, arrays) for a in enc],
+                "kwargs": lambda enc=case["kwargs"]: {k: decode(v, arrays) for k, v in enc.items()},
+                "expected": tuple(decode(e, arrays) for e in case["expected"]),
+                "mistakes": [
+                    (m["hint"], tuple(decode(o, arrays) for o in m["outputs"]))
+                    for m in case["mistakes"]
+                ],
+            }
+            for case in entry["cases"]
+        ]
         out[name] = {"spec": entry["spec"], "cases": cases}
     return out
 
@@ -173,10 +198,27 @@ def load_cases(path) -> dict:
 
 #: what an exception is called in every message: the first builtin class it is an instance
 #: of, in this order (a student's own class name never appears)
-ERRORS = ("NotImplementedError", "RecursionError", "MemoryError", "EOFError", "ZeroDivisionError",
-          "FloatingPointError", "OverflowError", "IndexError", "KeyError", "ValueError", "TypeError",
-          "AttributeError", "NameError", "AssertionError", "RuntimeError", "OSError", "SystemExit",
-          "KeyboardInterrupt", "Exception")
+ERRORS = (
+    "NotImplementedError",
+    "RecursionError",
+    "MemoryError",
+    "EOFError",
+    "ZeroDivisionError",
+    "FloatingPointError",
+    "OverflowError",
+    "IndexError",
+    "KeyError",
+    "ValueError",
+    "TypeError",
+    "AttributeError",
+    "NameError",
+    "AssertionError",
+    "RuntimeError",
+    "OSError",
+    "SystemExit",
+    "KeyboardInterrupt",
+    "Exception",
+)
 #: an OSError that means "a file or the disk is full" (EFBIG, ENOSPC): the output limit
 FILE_TOO_LARGE = "FileTooLarge"
 ERROR_CODES = frozenset(ERRORS + (FILE_TOO_LARGE, "BaseException"))
@@ -273,9 +315,12 @@ def _shape_diagnosis(exp_shape: tuple, got_shape: tuple) -> tuple[str, str]:
         return "transposed", "the last two axes look swapped"
     if len(exp_shape) == len(got_shape) and sorted(exp_shape) == sorted(got_shape):
         return "transposed", "the axes are in a different order"
-    if any(exp_shape[:i] + exp_shape[i + 1:] == got_shape for i in range(len(exp_shape))):
-        return "shape", "one axis is missing (did you reduce over an axis that should stay, or drop a batch axis?)"
-    if any(got_shape[:i] + got_shape[i + 1:] == exp_shape for i in range(len(got_shape))):
+    if any(exp_shape[:i] + exp_shape[i + 1 :] == got_shape for i in range(len(exp_shape))):
+        return (
+            "shape",
+            "one axis is missing (did you reduce over an axis that should stay, or drop a batch axis?)",
+        )
+    if any(got_shape[:i] + got_shape[i + 1 :] == exp_shape for i in range(len(got_shape))):
         return "shape", "there is one axis too many (did you forget to reduce, or keepdims=True?)"
     return "shape", ""
 
@@ -284,8 +329,10 @@ def _values_message(output, exp, got, rtol, atol, hints) -> str | None:
     """None if ``got`` matches ``exp``, else what is wrong: counts, indices, the max error."""
     if exp.dtype == bool:
         if got.dtype != bool:
-            return (f"expected {output} to be a boolean array (True = may attend), got dtype "
-                    f"{got.dtype}." + _hint(hints, output, "dtype"))
+            return (
+                f"expected {output} to be a boolean array (True = may attend), got dtype "
+                f"{got.dtype}." + _hint(hints, output, "dtype")
+            )
         wrong = exp != got
         if not wrong.any():
             return None
@@ -294,11 +341,16 @@ def _values_message(output, exp, got, rtol, atol, hints) -> str | None:
             msg += f", first at index {_fmt_index(np.argwhere(wrong)[0])}"
         return msg + "." + _hint(hints, output, "values")
     exp_f, got_f = exp.astype(np.float64), got.astype(np.float64)
-    for name, bad in (("NaN", np.isnan(got_f) & ~np.isnan(exp_f)), ("inf", np.isinf(got_f) & ~np.isinf(exp_f))):
+    for name, bad in (
+        ("NaN", np.isnan(got_f) & ~np.isnan(exp_f)),
+        ("inf", np.isinf(got_f) & ~np.isinf(exp_f)),
+    ):
         if bad.any():
             where = f" at index {_fmt_index(np.argwhere(bad)[0])}" if got.ndim else ""
-            return (f"{output} contains {name} in {int(bad.sum())} of {got.size} entries{where}."
-                    + _hint(hints, output, "nan" if name == "NaN" else "inf"))
+            return (
+                f"{output} contains {name} in {int(bad.sum())} of {got.size} entries{where}."
+                + _hint(hints, output, "nan" if name == "NaN" else "inf")
+            )
     both_nonfinite = ~np.isfinite(exp_f) & (exp_f == got_f)
     with np.errstate(invalid="ignore"):
         err = np.where(both_nonfinite, 0.0, np.abs(got_f - exp_f))
@@ -307,8 +359,10 @@ def _values_message(output, exp, got, rtol, atol, hints) -> str | None:
     if not over.any():
         return None
     worst = float(np.max(np.where(over, err, 0.0)))
-    msg = (f"{output} is wrong in {int(over.sum())} of {got.size} entries: max error {worst:.3g} "
-           f"vs tolerance atol={atol:g} + rtol={rtol:g} * |expected|")
+    msg = (
+        f"{output} is wrong in {int(over.sum())} of {got.size} entries: max error {worst:.3g} "
+        f"vs tolerance atol={atol:g} + rtol={rtol:g} * |expected|"
+    )
     if got.ndim:
         msg += f"; first wrong entry at index {_fmt_index(np.argwhere(over)[0])}"
     return msg + "." + _hint(hints, output, "values")
@@ -323,7 +377,9 @@ def _matches(exp: tuple, got: tuple, rtol: float, atol: float) -> bool:
         if e.dtype == bool or g.dtype == bool:
             if not np.array_equal(e, g):
                 return False
-        elif not np.allclose(g.astype(np.float64), e.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True):
+        elif not np.allclose(
+            g.astype(np.float64), e.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True
+        ):
             return False
     return True
 
@@ -331,12 +387,17 @@ def _matches(exp: tuple, got: tuple, rtol: float, atol: float) -> bool:
 def _token_rows(pred, exp_rows: int):
     """Integer token ids (B, n) from a prediction, or the problem's message."""
     if pred.ndim != 2 or pred.shape[0] != exp_rows:
-        return None, (f"expected predictions of shape ({exp_rows}, n_out) (one row of token ids per "
-                      f"input sentence), got shape {pred.shape}.")
+        return None, (
+            f"expected predictions of shape ({exp_rows}, n_out) (one row of token ids per "
+            f"input sentence), got shape {pred.shape}."
+        )
     if not np.issubdtype(pred.dtype, np.integer):
         if pred.dtype.kind == "f" and np.all(np.isfinite(pred)) and np.all(pred == np.round(pred)):
             return pred.astype(np.int64), None
-        return None, f"expected integer token ids, got dtype {pred.dtype}: return argmax indices, not scores."
+        return (
+            None,
+            f"expected integer token ids, got dtype {pred.dtype}: return argmax indices, not scores.",
+        )
     return pred, None
 
 
@@ -367,13 +428,19 @@ def _sequence_verdict(spec: dict, expected: tuple, got: tuple) -> tuple[bool, st
         if correct == len(want):
             return True, f"all {len(want)} token sequences are exact"
         first = next(i for i, (w, h) in enumerate(zip(want, have)) if w != h)
-        return False, (f"{len(want) - correct} of {len(want)} token sequences differ from the expected "
-                       f"ones, first in row {first}." + _hint(hints, "tokens", "values"))
+        return False, (
+            f"{len(want) - correct} of {len(want)} token sequences differ from the expected "
+            f"ones, first in row {first}." + _hint(hints, "tokens", "values")
+        )
     threshold = float(comp["threshold"])
-    summary_text = f"exact-match accuracy {correct / total:.1%} ({correct} of {len(want)} sentences)"
+    summary_text = (
+        f"exact-match accuracy {correct / total:.1%} ({correct} of {len(want)} sentences)"
+    )
     if correct / total >= threshold:
         return True, f"{summary_text}, required {threshold:.0%}"
-    return False, f"{summary_text} is below the required {threshold:.0%}." + _hint(hints, "predictions", "values")
+    return False, f"{summary_text} is below the required {threshold:.0%}." + _hint(
+        hints, "predictions", "values"
+    )
 
 
 def failure_of(spec: dict, outcome: dict) -> str | None:
@@ -381,13 +448,17 @@ def failure_of(spec: dict, outcome: dict) -> str | None:
     if outcome["kind"] == "error":
         if outcome["code"] == "NotImplementedError":
             return f"{spec['name']} is not implemented yet"
-        return f"{spec['name']} raised {outcome['code']}" + _hint(spec.get("hints", {}), "", outcome["code"])
+        return f"{spec['name']} raised {outcome['code']}" + _hint(
+            spec.get("hints", {}), "", outcome["code"]
+        )
     if outcome["kind"] == "bad":
         return BAD_RETURNS[outcome["code"]]
     return None
 
 
-def judge(spec: dict, case_name: str, expected: tuple, outcome: dict, mistakes=()) -> tuple[bool, str]:
+def judge(
+    spec: dict, case_name: str, expected: tuple, outcome: dict, mistakes=()
+) -> tuple[bool, str]:
     """``(passed, message)`` for one case.
 
     spec: the check's public description: ``name``, ``outputs`` (names), ``rtol``, ``atol``,
@@ -407,7 +478,9 @@ def judge(spec: dict, case_name: str, expected: tuple, outcome: dict, mistakes=(
     if len(got) != len(expected):
         want = f"{len(expected)} output" + ("s" if len(expected) > 1 else "")
         listing = " (" + ", ".join(names) + ")" if len(expected) > 1 else ""
-        return False, where + f"expected {want}{listing}, got {len(got)}." + _hint(hints, "", "arity")
+        return False, where + f"expected {want}{listing}, got {len(got)}." + _hint(
+            hints, "", "arity"
+        )
     if spec.get("comparator", {}).get("kind", "allclose") in ("accuracy", "tokens"):
         passed, msg = _sequence_verdict(spec, expected, got)
         return passed, where + msg
@@ -416,11 +489,14 @@ def judge(spec: dict, case_name: str, expected: tuple, outcome: dict, mistakes=(
             kind, why = _shape_diagnosis(tuple(exp.shape), tuple(g.shape))
             msg = f"expected {output} of shape {tuple(exp.shape)}, got {tuple(g.shape)}"
             msg += f": {why}." if why else "."
-            hint = _hint(hints, output, kind) or (_hint(hints, output, "shape") if kind != "shape" else "")
+            hint = _hint(hints, output, kind) or (
+                _hint(hints, output, "shape") if kind != "shape" else ""
+            )
             return False, where + msg + hint
     for hint, outputs in mistakes:
-        if not _matches(tuple(expected), tuple(outputs), spec["rtol"], spec["atol"]) and \
-                _matches(tuple(outputs), got, spec["rtol"], spec["atol"]):
+        if not _matches(tuple(expected), tuple(outputs), spec["rtol"], spec["atol"]) and _matches(
+            tuple(outputs), got, spec["rtol"], spec["atol"]
+        ):
             return False, where + f"your result matches a known mistake: {hint}"
     for output, exp, g in zip(names, expected, got):
         msg = _values_message(output, exp, g, spec["rtol"], spec["atol"], hints)
@@ -429,12 +505,17 @@ def judge(spec: dict, case_name: str, expected: tuple, outcome: dict, mistakes=(
     return True, "ok"
 
 
-def summary(name: str, failures: list[str], total: int, hidden: bool, shown: int | None = None) -> str:
+def summary(
+    name: str, failures: list[str], total: int, hidden: bool, shown: int | None = None
+) -> str:
     """The head line and the failing cases (the first ``shown`` of them), as every place shows them."""
     if not failures:
         return f"{name}: all {total} {'hidden' if hidden else 'public'} cases passed"
-    head = (f"{name}: hidden check failed on {len(failures)} of {total} cases:" if hidden
-            else f"{name}: {len(failures)} of {total} public cases failed")
+    head = (
+        f"{name}: hidden check failed on {len(failures)} of {total} cases:"
+        if hidden
+        else f"{name}: {len(failures)} of {total} public cases failed"
+    )
     listed = failures if shown is None else failures[:shown]
     more = [f"... and {len(failures) - len(listed)} more"] if len(listed) < len(failures) else []
     return head + "\n" + "\n".join("  - " + f for f in listed + more)
@@ -449,18 +530,27 @@ class CheckFailed(AssertionError):
 
     def _render_traceback_(self):
         # IPython calls this instead of printing a traceback: the lesson, not our insides
-        return ["\x1b[31mCheckFailed\x1b[0m: " + line if i == 0 else line
-                for i, line in enumerate(str(self).splitlines())]
+        return [
+            "\x1b[31mCheckFailed\x1b[0m: " + line if i == 0 else line
+            for i, line in enumerate(str(self).splitlines())
+        ]
 
 
 def _where_raised(err: BaseException) -> str:
     """For your own kernel only: the line of your code that raised, and the error's text."""
-    frames = [f for f in traceback.extract_tb(err.__traceback__)
-              if os.path.abspath(f.filename) != os.path.abspath(__file__)]
+    frames = [
+        f
+        for f in traceback.extract_tb(err.__traceback__)
+        if os.path.abspath(f.filename) != os.path.abspath(__file__)
+    ]
     text = f"{type(err).__name__}: {err}"
     if frames:
         code = (frames[-1].line or "").strip()
-        text += f" (at line {frames[-1].lineno}: `{code}`)" if code else f" (at line {frames[-1].lineno})"
+        text += (
+            f" (at line {frames[-1].lineno}: `{code}`)"
+            if code
+            else f" (at line {frames[-1].lineno})"
+        )
     return text
 
 
@@ -470,11 +560,20 @@ def run_cases(spec: dict, fn, cases: list, hidden: bool) -> tuple[list[str], lis
     failures, notes = [], []
     for case in cases:
         outcome = run_case(fn, case["args"](), case["kwargs"]())
-        passed, message = judge(spec, case["name"], case["expected"], outcome, case.get("mistakes", ()))
+        passed, message = judge(
+            spec, case["name"], case["expected"], outcome, case.get("mistakes", ())
+        )
         if not passed:
             failures.append(message)
-            if outcome["kind"] == "error" and not hidden and outcome["code"] != "NotImplementedError":
-                notes.append(f"in case '{case['name']}' your code raised " + _where_raised(outcome["exception"]))
+            if (
+                outcome["kind"] == "error"
+                and not hidden
+                and outcome["code"] != "NotImplementedError"
+            ):
+                notes.append(
+                    f"in case '{case['name']}' your code raised "
+                    + _where_raised(outcome["exception"])
+                )
         if outcome["kind"] == "error" and outcome["code"] == "NotImplementedError":
             break
     return failures, notes
@@ -489,24 +588,31 @@ def check(name: str, fn, cases_path: str | None = None) -> None:
     __tracebackhide__ = True
     path = cases_path or os.path.join(os.path.dirname(os.path.abspath(__file__)), CASES_FILE)
     if not os.path.exists(path):
-        raise CheckFailed(f"cannot find {CASES_FILE} next to {os.path.basename(__file__)} "
-                          f"({path}): keep the released folder together") from None
+        raise CheckFailed(
+            f"cannot find {CASES_FILE} next to {os.path.basename(__file__)} "
+            f"({path}): keep the released folder together"
+        ) from None
     if path not in _CACHE:
         _CACHE[path] = load_cases(path)
     checks = _CACHE[path]
     if name not in checks:
-        raise CheckFailed(f"there is no public check called {name!r}; known checks: "
-                          f"{', '.join(sorted(checks))}") from None
+        raise CheckFailed(
+            f"there is no public check called {name!r}; known checks: {', '.join(sorted(checks))}"
+        ) from None
     if not callable(fn):
-        raise CheckFailed(f"check({name!r}, ...) needs your function, got {type(fn).__name__}") from None
+        raise CheckFailed(
+            f"check({name!r}, ...) needs your function, got {type(fn).__name__}"
+        ) from None
     spec, cases = checks[name]["spec"], checks[name]["cases"]
     failures, notes = run_cases(spec, fn, cases, hidden=False)
     if failures and failures[0].endswith("is not implemented yet"):
-        raise CheckFailed(f"{name} is not implemented yet: replace `raise NotImplementedError()` "
-                          "with your code.") from None
+        raise CheckFailed(
+            f"{name} is not implemented yet: replace `raise NotImplementedError()` with your code."
+        ) from None
     if failures:
-        raise CheckFailed(summary(name, failures, len(cases), hidden=False)
-                          + "".join("\n" + n for n in notes)) from None
+        raise CheckFailed(
+            summary(name, failures, len(cases), hidden=False) + "".join("\n" + n for n in notes)
+        ) from None
     print(summary(name, [], len(cases), hidden=False))
 
 
@@ -539,7 +645,7 @@ def encode_frame(header: dict, blob: bytes = b"") -> bytes:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def _read_exact(fd: int, n: int) -> bytes:
@@ -566,8 +672,11 @@ def _neutralise_magics(source: str) -> str:
     out = []
     for line in source.split("\n"):
         stripped = line.lstrip()
-        out.append(line[: len(line) - len(stripped)] + "pass  # " + stripped
-                   if stripped.startswith(("%", "!")) else line)
+        out.append(
+            line[: len(line) - len(stripped)] + "pass  # " + stripped
+            if stripped.startswith(("%", "!"))
+            else line
+        )
     return "\n".join(out)
 
 
@@ -657,7 +766,14 @@ def run_submission(request: dict, events_fd: int, cases_fd: int) -> None:
             sys.stderr.flush()
         except BaseException:  # noqa: BLE001 - a full disk must not stop the report
             pass
-        emit({"ev": "cell", "cell": index, "error": error, "output": _read_capture(capture, output_limit)})
+        emit(
+            {
+                "ev": "cell",
+                "cell": index,
+                "error": error,
+                "output": _read_capture(capture, output_limit),
+            }
+        )
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     emit({"ev": "cells_done"})
@@ -679,8 +795,14 @@ def run_submission(request: dict, events_fd: int, cases_fd: int) -> None:
             args = [decode(s, arrays) for s in case["args"]]
             kwargs = {k: decode(s, arrays) for k, s in case["kwargs"].items()}
             outcome = run_case(function, args, kwargs)
-            header = {"ev": "case", "task": task_index, "case": case_index, "outcome": outcome["kind"],
-                      "code": outcome.get("code"), "n": 0}
+            header = {
+                "ev": "case",
+                "task": task_index,
+                "case": case_index,
+                "outcome": outcome["kind"],
+                "code": outcome.get("code"),
+                "n": 0,
+            }
             payload = b""
             if outcome["kind"] == "value":
                 header["n"] = len(outcome["arrays"])
@@ -726,9 +848,11 @@ def _remove_ipc() -> None:
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
-    for table, remove in (("shm", lambda i: libc.shmctl(i, 0, None)),
-                          ("sem", lambda i: libc.semctl(i, 0, 0)),
-                          ("msg", lambda i: libc.msgctl(i, 0, None))):
+    for table, remove in (
+        ("shm", lambda i: libc.shmctl(i, 0, None)),
+        ("sem", lambda i: libc.semctl(i, 0, 0)),
+        ("msg", lambda i: libc.msgctl(i, 0, None)),
+    ):
         try:
             with open(f"/proc/sysvipc/{table}") as handle:
                 rows = handle.read().splitlines()[1:]
@@ -808,8 +932,10 @@ def zygote(preload: list[str], sandboxed: bool, control_fd: int) -> None:
 
         shutil.rmtree(request["workdir"], ignore_errors=True)
         clean = _scrub() if sandboxed else True
-        _write_all(control_fd, encode_frame({"ev": "exit", "code": os.waitstatus_to_exitcode(status),
-                                             "clean": clean}))
+        _write_all(
+            control_fd,
+            encode_frame({"ev": "exit", "code": os.waitstatus_to_exitcode(status), "clean": clean}),
+        )
 
 
 if __name__ == "__main__":
@@ -818,4 +944,4 @@ if __name__ == "__main__":
     in_sandbox = arguments[0] == "--sandboxed"
     arguments = arguments[1:] if in_sandbox else arguments
     control = int(arguments[0].split("=", 1)[1])
-    zygote(arguments[arguments.index("--") + 1:], in_sandbox, control)
+    zygote(arguments[arguments.index("--") + 1 :], in_sandbox, control)

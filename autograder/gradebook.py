@@ -92,19 +92,28 @@ class Recorder:
             try:
                 notebook = gb.find_notebook(self.spec.notebook, self.spec.assignment)
             except MissingEntry:
-                raise ValueError(f"assignment {self.spec.assignment!r} is not in {self.course / 'gradebook.db'}: "
-                                 "run `make release` (nbgrader generate_assignment) first") from None
+                raise ValueError(
+                    f"assignment {self.spec.assignment!r} is not in {self.course / 'gradebook.db'}: "
+                    "run `make release` (nbgrader generate_assignment) first"
+                ) from None
             known = {cell.name for cell in notebook.grade_cells}
         missing = [t.grade_id for t in self.spec.tests if t.grade_id not in known]
         if missing:
-            raise ValueError(f"the gradebook lacks grade cells {missing} of {self.spec.assignment}: "
-                             "the source changed since the release; run `make release` again")
+            raise ValueError(
+                f"the gradebook lacks grade cells {missing} of {self.spec.assignment}: "
+                "the source changed since the release; run `make release` again"
+            )
 
     def log_run(self, seed: int, students: list[str]) -> None:
         runs = self.course / "autograded" / ".runs"
         runs.mkdir(parents=True, exist_ok=True)
-        entry = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(), "seed": seed,
-                 "assignment": self.spec.assignment, "students": students, "pid": os.getpid()}
+        entry = {
+            "time": datetime.datetime.now(datetime.UTC).isoformat(),
+            "seed": seed,
+            "assignment": self.spec.assignment,
+            "students": students,
+            "pid": os.getpid(),
+        }
         with open(runs / f"{self.spec.assignment}.jsonl", "a") as handle:
             handle.write(json.dumps(entry) + "\n")
 
@@ -163,10 +172,12 @@ class Recorder:
         except nbparse.InvalidNotebook:
             submission = None
         messages = {t.grade_id: (t.passed, t.message) for t in result.tasks}
-        outputs = {int(k): [nbformat.from_dict(o) for o in v] for k, v in result.cell_outputs.items()}
+        outputs = {
+            int(k): [nbformat.from_dict(o) for o in v] for k, v in result.cell_outputs.items()
+        }
         record = result.to_record()
         record.pop("cell_outputs")
-        record["graded_at"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
+        record["graded_at"] = datetime.datetime.now(datetime.UTC).isoformat()
         notebook = nbparse.autograded_notebook(spec, submission, messages, outputs, record)
         target = self.autograded_path(result.student)
         target.parent.mkdir(parents=True, exist_ok=True)

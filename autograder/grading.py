@@ -34,7 +34,7 @@ from pathlib import Path
 
 from autograder import contract, wire
 from autograder import notebook as nbparse
-from autograder.sandbox import Limits, Plan, Sandbox, require_sandbox
+from autograder.sandbox import DEFAULT_LIMITS, Limits, Plan, Sandbox, require_sandbox
 
 REGISTRY = "autograder.checks"
 GRADER_ERROR = "grader error"
@@ -50,12 +50,12 @@ class AssignmentWork:
     assignment: str
     seed: int
     spec: nbparse.AssignmentSpec
-    release_files: dict          # file name -> bytes (the public release folder, no notebook)
-    tasks: list                  # per task: {"check", "function", "cases": encoded}
-    blob: bytes                  # the cases' arrays (npz)
-    all_cases: list              # per task: [(case, hidden, expected, mistakes)]
-    check_specs: dict            # check name -> contract spec
-    limits: Limits = Limits()
+    release_files: dict  # file name -> bytes (the public release folder, no notebook)
+    tasks: list  # per task: {"check", "function", "cases": encoded}
+    blob: bytes  # the cases' arrays (npz)
+    all_cases: list  # per task: [(case, hidden, expected, mistakes)]
+    check_specs: dict  # check name -> contract spec
+    limits: Limits = DEFAULT_LIMITS
     sandboxed: bool = True
 
     def release_root(self) -> Path:
@@ -63,7 +63,10 @@ class AssignmentWork:
         digest = hashlib.sha256()
         for name in sorted(self.release_files):
             digest.update(name.encode() + b"\0" + self.release_files[name])
-        root = Path(tempfile.gettempdir()) / f"autograder-release-{os.getuid()}-{digest.hexdigest()[:16]}"
+        root = (
+            Path(tempfile.gettempdir())
+            / f"autograder-release-{os.getuid()}-{digest.hexdigest()[:16]}"
+        )
         folder = root / self.assignment
         if not (root / "complete").is_file():
             folder.mkdir(parents=True, exist_ok=True)
@@ -83,19 +86,42 @@ class GradeJob:
     sha256: str
 
 
-def prepare(course: Path, assignment: str, seed: int, limits: Limits = Limits(), sandboxed: bool = True,
-            registry_name: str = REGISTRY) -> AssignmentWork:
+def prepare(
+    course: Path,
+    assignment: str,
+    seed: int,
+    limits: Limits = DEFAULT_LIMITS,
+    sandboxed: bool = True,
+    registry_name: str = REGISTRY,
+) -> AssignmentWork:
     """Everything the workers need for this assignment and seed (the trusted side computes
     every expected answer here; workers never import the reference package)."""
     reg = registry(registry_name)
     spec = nbparse.load_assignment(course, assignment)
     folder = Path(course) / "release" / assignment
-    files = {p.name: p.read_bytes() for p in sorted(folder.iterdir())
-             if p.is_file() and p.suffix != ".ipynb"} if folder.is_dir() else {}
+    files = (
+        {
+            p.name: p.read_bytes()
+            for p in sorted(folder.iterdir())
+            if p.is_file() and p.suffix != ".ipynb"
+        }
+        if folder.is_dir()
+        else {}
+    )
     tasks, blob, all_cases = make_cases_payload(spec, reg, seed)
     specs = {check: reg.spec(check) for _g, check, _f in _tasks(spec)}
-    return AssignmentWork(assignment, seed, spec, files, tasks, blob, all_cases, specs,
-                          effective_limits(limits, reg.chapter(assignment).limits), sandboxed)
+    return AssignmentWork(
+        assignment,
+        seed,
+        spec,
+        files,
+        tasks,
+        blob,
+        all_cases,
+        specs,
+        effective_limits(limits, reg.chapter(assignment).limits),
+        sandboxed,
+    )
 
 
 def make_job(course: Path, assignment: str, student: str) -> GradeJob:
@@ -109,8 +135,8 @@ class TaskResult:
     points: float
     max_points: float
     message: str
-    cases: list = field(default_factory=list)   # [check, case name, hidden, passed]
-    wrong: list = field(default_factory=list)   # the failing cases' messages (safe to show)
+    cases: list = field(default_factory=list)  # [check, case name, hidden, passed]
+    wrong: list = field(default_factory=list)  # the failing cases' messages (safe to show)
     passed: bool = False
 
 
@@ -164,17 +190,23 @@ def _cached(key, make):
 
 def cases_for(reg, check: str, seed: int) -> list:
     """[(case, hidden, expected, mistakes)] for one check: public cases first, then hidden."""
+
     def make():
         public = [(case, False) for case in reg.public_cases(check)]
         hidden = [(case, True) for case in reg.hidden_cases(check, seed)]
-        return [(case, is_hidden, reg.expected(check, case), reg.mistake_outputs(check, case))
-                for case, is_hidden in public + hidden]
+        return [
+            (case, is_hidden, reg.expected(check, case), reg.mistake_outputs(check, case))
+            for case, is_hidden in public + hidden
+        ]
+
     return _cached((reg.__name__, check, seed), make)
 
 
 def _tasks(spec) -> list[tuple[str, str, str]]:
     """(test grade_id, check name, function name) for every check call of every test cell."""
-    return [(test.grade_id, check, function) for test in spec.tests for check, function in test.checks]
+    return [
+        (test.grade_id, check, function) for test in spec.tests for check, function in test.checks
+    ]
 
 
 def make_cases_payload(spec, reg, seed: int) -> tuple[list, bytes, list]:
@@ -185,9 +217,13 @@ def make_cases_payload(spec, reg, seed: int) -> tuple[list, bytes, list]:
     for _grade_id, check, function in _tasks(spec):
         cases = cases_for(reg, check, seed)
         all_cases.append(cases)
-        encoded = [{"args": [contract.encode(a, arrays) for a in case.args],
-                    "kwargs": {k: contract.encode(v, arrays) for k, v in case.kwargs.items()}}
-                   for case, _hidden, _expected, _mistakes in cases]
+        encoded = [
+            {
+                "args": [contract.encode(a, arrays) for a in case.args],
+                "kwargs": {k: contract.encode(v, arrays) for k, v in case.kwargs.items()},
+            }
+            for case, _hidden, _expected, _mistakes in cases
+        ]
         tasks.append({"check": check, "function": function, "cases": encoded})
     return tasks, contract.pack(arrays), all_cases
 
@@ -198,9 +234,9 @@ def make_cases_payload(spec, reg, seed: int) -> tuple[list, bytes, list]:
 
 @dataclass
 class RunRecord:
-    cells: dict = field(default_factory=dict)         # program cell -> cell header
-    outcomes: dict = field(default_factory=dict)      # (task, case) -> contract outcome
-    missing: dict = field(default_factory=dict)       # task -> "undefined" | "not_callable"
+    cells: dict = field(default_factory=dict)  # program cell -> cell header
+    outcomes: dict = field(default_factory=dict)  # (task, case) -> contract outcome
+    missing: dict = field(default_factory=dict)  # task -> "undefined" | "not_callable"
     failed_tasks: dict = field(default_factory=dict)  # task -> (reason, note)
     failed_cells: dict = field(default_factory=dict)  # program cell -> (reason, note)
     grader_error: str = ""
@@ -210,19 +246,28 @@ class RunRecord:
 
 
 #: how an attempt ended -> the reason a student and the instructor see
-END_REASONS = {"timeout": "timeout", "budget": "timeout", "crash": "crash", "memory": "memory",
-               "output": "output too large",
-               "protocol": "protocol violation", "grader": GRADER_ERROR}
+END_REASONS = {
+    "timeout": "timeout",
+    "budget": "timeout",
+    "crash": "crash",
+    "memory": "memory",
+    "output": "output too large",
+    "protocol": "protocol violation",
+    "grader": GRADER_ERROR,
+}
 
 
 def _end_reason(run, limits: Limits) -> str:
-    if run.ended in ("timeout", "budget") and run.processes_at_kill >= max(4, limits.processes // 2):
+    if run.ended in ("timeout", "budget") and run.processes_at_kill >= max(
+        4, limits.processes // 2
+    ):
         return "fork bomb"
     return END_REASONS[run.ended]
 
 
-def run_program(sandbox: Sandbox, request: dict, tasks: list, blob: bytes, all_cases: list,
-                check_specs: dict) -> RunRecord:
+def run_program(
+    sandbox: Sandbox, request: dict, tasks: list, blob: bytes, all_cases: list, check_specs: dict
+) -> RunRecord:
     """Run the program and every task, retrying around failed cells and tasks while the
     submission's budget lasts. Ends early on anything that is not a timeout or a crash."""
     limits = sandbox.limits
@@ -233,15 +278,23 @@ def run_program(sandbox: Sandbox, request: dict, tasks: list, blob: bytes, all_c
 
     def accept(task: int, case: int, header: dict, data: bytes) -> dict:
         expected = all_cases[task][case][2]
-        return wire.read_outcome(header, data, expected, specs[task]["comparator"].get("kind", "allclose"))
+        return wire.read_outcome(
+            header, data, expected, specs[task]["comparator"].get("kind", "allclose")
+        )
 
     while True:
         finished = set(record.missing) | {t for t, _c in record.outcomes}
         skip_tasks = sorted(finished | set(record.failed_tasks))
-        plan = Plan([i for i in range(len(request["cells"])) if i not in record.failed_cells],
-                    [(t, len(all_cases[t])) for t in range(len(tasks)) if t not in skip_tasks])
-        attempt = dict(request, skip_cells=sorted(record.failed_cells), limits=limits.for_child(),
-                       workdir=f"/tmp/{secrets.token_hex(16)}")  # unpredictable, made fresh
+        plan = Plan(
+            [i for i in range(len(request["cells"])) if i not in record.failed_cells],
+            [(t, len(all_cases[t])) for t in range(len(tasks)) if t not in skip_tasks],
+        )
+        attempt = dict(
+            request,
+            skip_cells=sorted(record.failed_cells),
+            limits=limits.for_child(),
+            workdir=f"/tmp/{secrets.token_hex(16)}",
+        )  # unpredictable, made fresh
         cases = contract.encode_frame({"tasks": tasks, "skip_tasks": skip_tasks}, blob)
         starts = sandbox.starts
         run = sandbox.run(attempt, cases, plan, deadline, accept, received)
@@ -260,7 +313,11 @@ def run_program(sandbox: Sandbox, request: dict, tasks: list, blob: bytes, all_c
         if run.ended == "grader":
             record.grader_error = run.detail
             return record
-        retry = run.ended in ("timeout", "crash", "memory") and run.where is not None and time.monotonic() < deadline
+        retry = (
+            run.ended in ("timeout", "crash", "memory")
+            and run.where is not None
+            and time.monotonic() < deadline
+        )
         if retry and run.where[0] == "cell":
             record.failed_cells[run.where[1]] = (reason, run.detail)
             continue
@@ -278,7 +335,11 @@ def run_program(sandbox: Sandbox, request: dict, tasks: list, blob: bytes, all_c
 # judge: trusted-side comparison, messages from the contract only
 
 #: an error code that is also a failure reason of its own
-ERROR_REASONS = {"MemoryError": "memory", contract.FILE_TOO_LARGE: "output too large", "EOFError": "input() called"}
+ERROR_REASONS = {
+    "MemoryError": "memory",
+    contract.FILE_TOO_LARGE: "output too large",
+    "EOFError": "input() called",
+}
 MISSING = {"undefined": "is not defined", "not_callable": "is not a function"}
 SHOWN = 5  # failing cases listed per check
 
@@ -289,11 +350,20 @@ def judge(spec, check_specs: dict, all_cases, record: RunRecord, result: Submiss
     for task_index, (grade_id, check, function) in enumerate(tasks):
         cases = all_cases[task_index]
         check_spec = check_specs[check]
-        outcome = {"check": check, "public": [], "hidden": [], "cases": [], "fatal": None,
-                   "n_public": sum(1 for c in cases if not c[1]), "n_hidden": sum(1 for c in cases if c[1])}
+        outcome = {
+            "check": check,
+            "public": [],
+            "hidden": [],
+            "cases": [],
+            "fatal": None,
+            "n_public": sum(1 for c in cases if not c[1]),
+            "n_hidden": sum(1 for c in cases if c[1]),
+        }
         if task_index in record.missing:
             what = MISSING[record.missing[task_index]]
-            outcome["fatal"] = f"{check}: `{function}` {what}: did the cell that defines it raise an error, or was it renamed?"
+            outcome["fatal"] = (
+                f"{check}: `{function}` {what}: did the cell that defines it raise an error, or was it renamed?"
+            )
             result.add_reason("missing function", f"`{function}` {what}")
         elif task_index in record.failed_tasks:
             reason, note = record.failed_tasks[task_index]
@@ -305,7 +375,9 @@ def judge(spec, check_specs: dict, all_cases, record: RunRecord, result: Submiss
                 passed, message = False, outcome["fatal"] or f"case '{case.name}': no result"
             else:
                 if got["kind"] == "error" and got["code"] in ERROR_REASONS:
-                    result.add_reason(ERROR_REASONS[got["code"]], f"{check}, case '{case.name}': {got['code']}")
+                    result.add_reason(
+                        ERROR_REASONS[got["code"]], f"{check}, case '{case.name}': {got['code']}"
+                    )
                 passed, message = contract.judge(check_spec, case.name, expected, got, mistakes)
             outcome["cases"].append([check, case.name, hidden, passed])
             if not passed:
@@ -323,7 +395,9 @@ def judge(spec, check_specs: dict, all_cases, record: RunRecord, result: Submiss
                 wrong.append(o["fatal"])
                 continue
             if not o["public"] and not o["hidden"]:
-                lines.append(f"{o['check']}: all {o['n_public']} public and {o['n_hidden']} hidden cases passed")
+                lines.append(
+                    f"{o['check']}: all {o['n_public']} public and {o['n_hidden']} hidden cases passed"
+                )
             for hidden, n in ((False, o["n_public"]), (True, o["n_hidden"])):
                 failures = o["hidden" if hidden else "public"]
                 if failures:
@@ -331,8 +405,17 @@ def judge(spec, check_specs: dict, all_cases, record: RunRecord, result: Submiss
                 wrong += failures
         if not outcomes:
             lines.append("this test cell calls no check")
-        result.tasks.append(TaskResult(test.grade_id, test.points if passed else 0.0, test.points,
-                                       "\n".join(lines), cases, wrong, passed))
+        result.tasks.append(
+            TaskResult(
+                test.grade_id,
+                test.points if passed else 0.0,
+                test.points,
+                "\n".join(lines),
+                cases,
+                wrong,
+                passed,
+            )
+        )
     result.score = float(sum(t.points for t in result.tasks))
 
 
@@ -351,14 +434,26 @@ def _cell_outputs(program, record: RunRecord, result: SubmissionResult) -> None:
             code = event["error"]
             if code in ERROR_REASONS:
                 result.add_reason(ERROR_REASONS[code], f"cell {origin + 1}: {code}")
-            outputs.append({"output_type": "error", "ename": code, "evalue": f"the cell raised {code}",
-                            "traceback": [f"{code}: the cell raised {code}"]})
+            outputs.append(
+                {
+                    "output_type": "error",
+                    "ename": code,
+                    "evalue": f"the cell raised {code}",
+                    "traceback": [f"{code}: the cell raised {code}"],
+                }
+            )
         if program_index in record.failed_cells:
             reason, detail = record.failed_cells[program_index]
             note = f"notebook cell {origin + 1}: {detail}"
             result.add_reason(reason, note)
-            outputs.append({"output_type": "error", "ename": reason.replace(" ", "_"),
-                            "evalue": f"stopped by the grader: {note}", "traceback": [f"stopped by the grader: {note}"]})
+            outputs.append(
+                {
+                    "output_type": "error",
+                    "ename": reason.replace(" ", "_"),
+                    "evalue": f"stopped by the grader: {note}",
+                    "traceback": [f"stopped by the grader: {note}"],
+                }
+            )
         result.cell_outputs[origin] = outputs
 
 
@@ -430,14 +525,25 @@ def effective_limits(base: Limits, overrides: dict) -> Limits:
     """The chapter's limits, except where the instructor set a limit explicitly (``base``
     differs from the default there)."""
     default = Limits()
-    return base.merged({k: v for k, v in overrides.items() if getattr(base, k) == getattr(default, k)})
+    return base.merged(
+        {k: v for k, v in overrides.items() if getattr(base, k) == getattr(default, k)}
+    )
 
 
 def _not_graded(spec, result: SubmissionResult, reason: str, note: str) -> None:
     result.add_reason(reason, note)
-    result.tasks = [TaskResult(test.grade_id, 0.0, test.points, f"not graded: {note}",
-                               [[c, "all cases", False, False] for c, _f in test.checks], [note], False)
-                    for test in spec.tests]
+    result.tasks = [
+        TaskResult(
+            test.grade_id,
+            0.0,
+            test.points,
+            f"not graded: {note}",
+            [[c, "all cases", False, False] for c, _f in test.checks],
+            [note],
+            False,
+        )
+        for test in spec.tests
+    ]
     result.score = 0.0
 
 
@@ -445,16 +551,20 @@ def grade_submission(job: GradeJob, work: AssignmentWork) -> SubmissionResult:
     """Parse, run and judge one submission. Never raises: a failure on the trusted side is
     the reason "grader error" for this submission alone (not complete: a rerun retries it)."""
     started = time.monotonic()
-    result = SubmissionResult(job.student, work.assignment, work.seed, max_score=work.spec.max_score,
-                              sha256=job.sha256)
+    result = SubmissionResult(
+        job.student, work.assignment, work.seed, max_score=work.spec.max_score, sha256=job.sha256
+    )
     try:
         _grade(job, work, result)
     except Exception as err:  # noqa: BLE001 - contained: this submission only
         result.complete = False
         result.tasks, result.score = [], 0.0
         where = traceback.extract_tb(err.__traceback__)[-1]
-        result.add_reason(GRADER_ERROR, f"{type(err).__name__} in the grader at "
-                                        f"{Path(where.filename).name}:{where.lineno}; rerun to retry")
+        result.add_reason(
+            GRADER_ERROR,
+            f"{type(err).__name__} in the grader at "
+            f"{Path(where.filename).name}:{where.lineno}; rerun to retry",
+        )
     result.seconds = time.monotonic() - started
     return result
 
@@ -470,18 +580,25 @@ def _grade(job: GradeJob, work: AssignmentWork, result: SubmissionResult) -> Non
     for note in program.tampering:
         result.add_reason("tampered cell", note)
     release_root = work.release_root()
-    release_dir = f"/release/{work.assignment}" if work.sandboxed else str(release_root / work.assignment)
+    release_dir = (
+        f"/release/{work.assignment}" if work.sandboxed else str(release_root / work.assignment)
+    )
     request = {"cells": program.cells, "release_dir": release_dir if work.release_files else None}
     sandbox = POOL.acquire(release_root, work.limits, work.sandboxed)
     try:
-        record = run_program(sandbox, request, work.tasks, work.blob, work.all_cases, work.check_specs)
+        record = run_program(
+            sandbox, request, work.tasks, work.blob, work.all_cases, work.check_specs
+        )
     finally:
         POOL.give_back(sandbox)
     result.sandbox_starts = record.starts
     if record.grader_error:
         raise RuntimeError(record.grader_error)
     if record.memory_kills:
-        result.add_reason("memory", "the kernel killed a process of the submission for going over the memory limit")
+        result.add_reason(
+            "memory",
+            "the kernel killed a process of the submission for going over the memory limit",
+        )
     _cell_outputs(program, record, result)
     judge(spec, work.check_specs, work.all_cases, record, result)
 
@@ -501,7 +618,12 @@ class Progress:
     """A one-line progress bar on stderr."""
 
     def __init__(self, total: int, enabled: bool = True):
-        self.total, self.done, self.enabled, self.started = total, 0, enabled and total > 0, time.monotonic()
+        self.total, self.done, self.enabled, self.started = (
+            total,
+            0,
+            enabled and total > 0,
+            time.monotonic(),
+        )
 
     def step(self, label: str) -> None:
         self.done += 1
@@ -510,17 +632,30 @@ class Progress:
         width = 30
         filled = int(width * self.done / self.total)
         rate = self.done / max(time.monotonic() - self.started, 1e-9)
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
-                         f"{rate:.1f}/s {label[:30]:<30}")
+        sys.stderr.write(
+            f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
+            f"{rate:.1f}/s {label[:30]:<30}"
+        )
         if self.done == self.total:
             sys.stderr.write("\n")
         sys.stderr.flush()
 
 
-def grade_assignment(course, assignment: str, *, workers: int = 2, students=None, force: bool = False,
-                     cluster: str | None = None, sandboxed: bool = True, limits: Limits = Limits(),
-                     seed: int | None = None, progress: bool = True, registry_name: str = REGISTRY,
-                     keep_sandboxes: bool = False) -> dict:
+def grade_assignment(
+    course,
+    assignment: str,
+    *,
+    workers: int = 2,
+    students=None,
+    force: bool = False,
+    cluster: str | None = None,
+    sandboxed: bool = True,
+    limits: Limits = DEFAULT_LIMITS,
+    seed: int | None = None,
+    progress: bool = True,
+    registry_name: str = REGISTRY,
+    keep_sandboxes: bool = False,
+) -> dict:
     """Grade every (or the given) submission; returns {"graded": [...], "skipped": [...], "seed": s}."""
     from autograder.gradebook import Recorder
 
@@ -536,12 +671,15 @@ def grade_assignment(course, assignment: str, *, workers: int = 2, students=None
     work = prepare(course, assignment, seed, limits, sandboxed, registry_name)
     warming = None
     if not cluster and wanted:  # start the sandboxes (Python, NumPy, PyTorch) while we look around
-        warming = threading.Thread(target=POOL.warm, args=(work.release_root(), work.limits, sandboxed,
-                                                           max(1, workers)))
+        warming = threading.Thread(
+            target=POOL.warm, args=(work.release_root(), work.limits, sandboxed, max(1, workers))
+        )
         warming.start()
     jobs, skipped = [], []
     for student in wanted:
-        if not force and recorder.already_graded(student, file_sha256(submission_path(course, assignment, student))):
+        if not force and recorder.already_graded(
+            student, file_sha256(submission_path(course, assignment, student))
+        ):
             skipped.append((student, "already graded"))
         else:
             jobs.append(student)
@@ -583,7 +721,11 @@ def grade_assignment(course, assignment: str, *, workers: int = 2, students=None
                 in_flight[submit(job)] = (job, lock)
             if not in_flight:
                 break
-            done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED) if executor else _dask_wait(in_flight)
+            done, _ = (
+                wait(list(in_flight), return_when=FIRST_COMPLETED)
+                if executor
+                else _dask_wait(in_flight)
+            )
             for future in done:
                 job, lock = in_flight.pop(future)
                 try:
@@ -599,7 +741,13 @@ def grade_assignment(course, assignment: str, *, workers: int = 2, students=None
         if client is not None:
             client.close()
     rerun = [r.student for r in graded if not r.complete]
-    return {"graded": graded, "skipped": skipped, "seed": seed, "rerun": rerun, "startup_seconds": startup}
+    return {
+        "graded": graded,
+        "skipped": skipped,
+        "seed": seed,
+        "rerun": rerun,
+        "startup_seconds": startup,
+    }
 
 
 def _collect(future, job: GradeJob, work: AssignmentWork, recorder) -> SubmissionResult:
@@ -608,7 +756,9 @@ def _collect(future, job: GradeJob, work: AssignmentWork, recorder) -> Submissio
         result = future.result()
     except Exception as err:  # noqa: BLE001 - e.g. a Dask worker died: this submission only
         result = SubmissionResult(job.student, work.assignment, work.seed, complete=False)
-        result.add_reason(GRADER_ERROR, f"{type(err).__name__} while running the job; rerun to retry")
+        result.add_reason(
+            GRADER_ERROR, f"{type(err).__name__} while running the job; rerun to retry"
+        )
     if not result.complete:
         return result  # nothing recorded: a rerun grades it again
     try:

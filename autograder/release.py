@@ -34,8 +34,10 @@ from autograder import checks, contract
 
 COURSE = Path(__file__).resolve().parent
 CHECK_MODULE = "attention_check.py"
-FORBIDDEN = re.compile(r"BEGIN SOLUTION|END SOLUTION|BEGIN HIDDEN TESTS|END HIDDEN TESTS|"
-                       r"from solutions|import solutions")
+FORBIDDEN = re.compile(
+    r"BEGIN SOLUTION|END SOLUTION|BEGIN HIDDEN TESTS|END HIDDEN TESTS|"
+    r"from solutions|import solutions"
+)
 
 
 class ReleaseError(RuntimeError):
@@ -52,11 +54,15 @@ def build_public_cases(assignment: str, path: Path) -> int:
     for check in checks.checks_for(assignment):
         cases = []
         for case in checks.public_cases(check.name):
-            cases.append({
-                "name": case.name, "args": case.args, "kwargs": case.kwargs,
-                "expected": checks.expected(check.name, case),
-                "mistakes": checks.mistake_outputs(check.name, case),
-            })
+            cases.append(
+                {
+                    "name": case.name,
+                    "args": case.args,
+                    "kwargs": case.kwargs,
+                    "expected": checks.expected(check.name, case),
+                    "mistakes": checks.mistake_outputs(check.name, case),
+                }
+            )
         entries[check.name] = {"spec": checks.spec(check.name), "cases": cases}
         total += len(cases)
     contract.save_cases(path, assignment, entries)
@@ -108,8 +114,10 @@ def generate(course: Path, assignment: str) -> None:
     finally:
         os.chdir(cwd)
     if not result["success"]:
-        raise ReleaseError(f"nbgrader generate_assignment {assignment} failed:\n"
-                           f"{result.get('error') or ''}\n{result.get('log') or ''}")
+        raise ReleaseError(
+            f"nbgrader generate_assignment {assignment} failed:\n"
+            f"{result.get('error') or ''}\n{result.get('log') or ''}"
+        )
 
 
 # ----------------------------------------------------------------------------------------
@@ -120,7 +128,11 @@ def make_zip(folder: Path) -> Path:
     target = folder.parent / f"{folder.name}.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
         for path in sorted(folder.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts and ".ipynb_checkpoints" not in path.parts:
+            if (
+                path.is_file()
+                and "__pycache__" not in path.parts
+                and ".ipynb_checkpoints" not in path.parts
+            ):
                 zf.write(path, Path(folder.name) / path.relative_to(folder))
     return target
 
@@ -178,8 +190,10 @@ def release(course: Path = COURSE, only: list[str] | None = None, log=print) -> 
         if problems:  # never leave a leaking release where someone could publish it
             shutil.rmtree(released, ignore_errors=True)
             zip_path.unlink(missing_ok=True)
-            raise ReleaseError(f"the release of {assignment} leaks solutions or hidden tests:\n  "
-                               + "\n  ".join(problems))
+            raise ReleaseError(
+                f"the release of {assignment} leaks solutions or hidden tests:\n  "
+                + "\n  ".join(problems)
+            )
         timings[assignment] = time.perf_counter() - start
         log(f"released {assignment}: {released} and {zip_path.name} ({timings[assignment]:.1f} s)")
     return timings
@@ -196,9 +210,15 @@ def scan_zip(zip_path: Path) -> list[str]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.release", description=__doc__.splitlines()[0])
-    parser.add_argument("--course", type=Path, default=COURSE, help="course directory (default: autograder/)")
-    parser.add_argument("--only", action="append", choices=checks.ASSIGNMENTS, help="release only this assignment")
+    parser = argparse.ArgumentParser(
+        prog="python -m autograder.release", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--course", type=Path, default=COURSE, help="course directory (default: autograder/)"
+    )
+    parser.add_argument(
+        "--only", action="append", choices=checks.ASSIGNMENTS, help="release only this assignment"
+    )
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
@@ -206,7 +226,9 @@ def main(argv=None) -> int:
     except ReleaseError as err:
         print(f"release failed: {err}", file=sys.stderr)
         return 1
-    print(f"released {len(args.only or checks.ASSIGNMENTS)} assignment(s) in {time.perf_counter() - start:.1f} s")
+    print(
+        f"released {len(args.only or checks.ASSIGNMENTS)} assignment(s) in {time.perf_counter() - start:.1f} s"
+    )
     return 0
 
 

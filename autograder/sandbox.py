@@ -55,27 +55,34 @@ class Limits:
     """Every limit of one submission. The wall-clock budgets are kept by the trusted side:
     nothing the sandbox sends extends them, and retries spend the same submission budget."""
 
-    memory_bytes: int = 2 << 30       # address space on top of what the zygote maps
-    cpu_seconds: int = 900            # RLIMIT_CPU of one child (all cells and cases)
-    processes: int = 48               # RLIMIT_NPROC for the slot's uid (threads count)
-    file_bytes: int = 64 << 20        # RLIMIT_FSIZE: captured output and any file written
-    tmpfs_bytes: int = 512 << 20      # size of the private /tmp
+    memory_bytes: int = 2 << 30  # address space on top of what the zygote maps
+    cpu_seconds: int = 900  # RLIMIT_CPU of one child (all cells and cases)
+    processes: int = 48  # RLIMIT_NPROC for the slot's uid (threads count)
+    file_bytes: int = 64 << 20  # RLIMIT_FSIZE: captured output and any file written
+    tmpfs_bytes: int = 512 << 20  # size of the private /tmp
     submission_seconds: float = 240.0  # wall time of the whole submission, retries included
-    cell_seconds: float = 120.0       # wall time of one cell (within the submission budget)
-    task_seconds: float = 60.0        # wall time of all cases of one task
-    start_seconds: float = 180.0      # wall time for the zygote to import numpy and torch
-    cell_output_chars: int = 4000     # captured stdout/stderr kept per cell
-    result_bytes: int = 64 << 20      # one case's returned arrays
-    stream_bytes: int = 512 << 20     # everything one submission may send back
+    cell_seconds: float = 120.0  # wall time of one cell (within the submission budget)
+    task_seconds: float = 60.0  # wall time of all cases of one task
+    start_seconds: float = 180.0  # wall time for the zygote to import numpy and torch
+    cell_output_chars: int = 4000  # captured stdout/stderr kept per cell
+    result_bytes: int = 64 << 20  # one case's returned arrays
+    stream_bytes: int = 512 << 20  # everything one submission may send back
 
     def for_child(self) -> dict:
-        return {"address_space_bytes": self.memory_bytes, "cpu_seconds": self.cpu_seconds,
-                "processes": self.processes, "file_bytes": self.file_bytes,
-                "cell_output_chars": self.cell_output_chars}
+        return {
+            "address_space_bytes": self.memory_bytes,
+            "cpu_seconds": self.cpu_seconds,
+            "processes": self.processes,
+            "file_bytes": self.file_bytes,
+            "cell_output_chars": self.cell_output_chars,
+        }
 
     def merged(self, overrides: dict) -> Limits:
         """These limits with a chapter's overrides applied (unknown names are an error)."""
         return dataclasses.replace(self, **overrides) if overrides else self
+
+
+DEFAULT_LIMITS = Limits()
 
 
 NO_USERNS_HINT = (
@@ -101,7 +108,17 @@ def rootless() -> bool:
 
 
 def _userns_works() -> bool:
-    probe = [find_bwrap(), "--unshare-user", "--unshare-pid", "--ro-bind", "/", "/", "--proc", "/proc", "true"]
+    probe = [
+        find_bwrap(),
+        "--unshare-user",
+        "--unshare-pid",
+        "--ro-bind",
+        "/",
+        "/",
+        "--proc",
+        "/proc",
+        "true",
+    ]
     try:
         return subprocess.run(probe, capture_output=True, timeout=30).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
@@ -119,16 +136,23 @@ def require_sandbox() -> None:
 
 def describe_mode() -> list[str]:
     """What the sandbox guarantees on this machine, for the instructor (printed by `grade`)."""
-    lines = ["sandbox: rootless (an unprivileged user namespace, your own uid)" if rootless() else
-             "sandbox: as root (an unprivileged uid per worker slot)"]
+    lines = [
+        "sandbox: rootless (an unprivileged user namespace, your own uid)"
+        if rootless()
+        else "sandbox: as root (an unprivileged uid per worker slot)"
+    ]
     cgroup, why = cgroups.open_cgroup(f"probe-{os.getpid()}")
     if cgroup is not None:
-        lines.append(f"limits: cgroup v{cgroup.version} per sandbox (memory incl. page cache, tmpfs, shared "
-                     "memory and memfds; pids; one CPU)")
+        lines.append(
+            f"limits: cgroup v{cgroup.version} per sandbox (memory incl. page cache, tmpfs, shared "
+            "memory and memfds; pids; one CPU)"
+        )
         cgroup.remove()
     else:
-        lines.append(f"limits: no cgroup ({why}); weaker: memory is capped as address space only (shared "
-                     "memory and memfds are not counted), no CPU share, processes capped by RLIMIT_NPROC")
+        lines.append(
+            f"limits: no cgroup ({why}); weaker: memory is capped as address space only (shared "
+            "memory and memfds are not counted), no CPU share, processes capped by RLIMIT_NPROC"
+        )
     return lines
 
 
@@ -147,14 +171,25 @@ def python_paths() -> tuple[str, list[str]]:
     """(the real interpreter, the site-packages directories it needs)."""
     # the interpreter this process really runs (an ordinary user may not reach the one root
     # resolves the virtualenv's link to, e.g. under /root): the first candidate we can execute
-    candidates = [os.path.realpath(sys.executable), os.path.realpath(getattr(sys, "_base_executable", "")),
-                  os.path.join(sys.base_prefix, "bin", f"python{sys.version_info.major}.{sys.version_info.minor}")]
+    candidates = [
+        os.path.realpath(sys.executable),
+        os.path.realpath(getattr(sys, "_base_executable", "")),
+        os.path.join(
+            sys.base_prefix, "bin", f"python{sys.version_info.major}.{sys.version_info.minor}"
+        ),
+    ]
     interpreter = next((c for c in candidates if c and os.access(c, os.X_OK)), candidates[0])
-    site = [p for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]} if os.path.isdir(p)]
+    site = [
+        p
+        for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+        if os.path.isdir(p)
+    ]
     return interpreter, sorted(site)
 
 
-def sandbox_command(uid: int | None, release_root: Path | None, limits: Limits, control_fd: int) -> list[str]:
+def sandbox_command(
+    uid: int | None, release_root: Path | None, limits: Limits, control_fd: int
+) -> list[str]:
     """The bwrap command line. ``uid`` None: rootless (an unprivileged user namespace, the
     caller's own uid); else run as that unprivileged uid (needs root)."""
     interpreter, site = python_paths()
@@ -163,12 +198,25 @@ def sandbox_command(uid: int | None, release_root: Path | None, limits: Limits, 
     if bwrap is None:
         raise SandboxUnavailable(INSTALL_HINT)
     command = [
-        bwrap, *(["--unshare-user"] if uid is None else []),
-        "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
-        "--unshare-cgroup-try", "--die-with-parent", "--new-session",
+        bwrap,
+        *(["--unshare-user"] if uid is None else []),
+        "--unshare-ipc",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
         # the private /tmp first: a virtualenv that lives under /tmp is bound on top of it
-        "--size", str(limits.tmpfs_bytes), "--perms", "1777", "--tmpfs", "/tmp",
-        "--ro-bind", "/usr", "/usr",
+        "--size",
+        str(limits.tmpfs_bytes),
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/tmp",
+        "--ro-bind",
+        "/usr",
+        "/usr",
     ]
     for link in ("bin", "lib", "lib64", "sbin"):
         if os.path.islink(f"/{link}"):
@@ -183,23 +231,71 @@ def sandbox_command(uid: int | None, release_root: Path | None, limits: Limits, 
     if release_root is not None and release_root.is_dir():
         command += ["--ro-bind", str(release_root.resolve()), "/release"]
     command += [
-        "--proc", "/proc", "--dev", "/dev",
-        "--chdir", "/tmp", "--clearenv",
-        "--setenv", "HOME", "/tmp", "--setenv", "MPLBACKEND", "Agg",
-        "--setenv", "MPLCONFIGDIR", "/tmp/.matplotlib", "--setenv", "OMP_NUM_THREADS", "1",
-        "--setenv", "MKL_NUM_THREADS", "1", "--setenv", "PATH", "/usr/bin:/bin",
-        "--ro-bind", contract.__file__, "/sandbox_worker.py",
-        *([] if uid is None else ["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                                  "--inh-caps=-all", "--bounding-set=-all"]),
-        interpreter, "-I", "-S", "/sandbox_worker.py", "--sandboxed", f"--control-fd={control_fd}",
-        *site, "--", *PRELOAD,
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--chdir",
+        "/tmp",
+        "--clearenv",
+        "--setenv",
+        "HOME",
+        "/tmp",
+        "--setenv",
+        "MPLBACKEND",
+        "Agg",
+        "--setenv",
+        "MPLCONFIGDIR",
+        "/tmp/.matplotlib",
+        "--setenv",
+        "OMP_NUM_THREADS",
+        "1",
+        "--setenv",
+        "MKL_NUM_THREADS",
+        "1",
+        "--setenv",
+        "PATH",
+        "/usr/bin:/bin",
+        "--ro-bind",
+        contract.__file__,
+        "/sandbox_worker.py",
+        *(
+            []
+            if uid is None
+            else [
+                "/usr/bin/setpriv",
+                f"--reuid={uid}",
+                f"--regid={uid}",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+            ]
+        ),
+        interpreter,
+        "-I",
+        "-S",
+        "/sandbox_worker.py",
+        "--sandboxed",
+        f"--control-fd={control_fd}",
+        *site,
+        "--",
+        *PRELOAD,
     ]
     return command
 
 
 def unsandboxed_command(control_fd: int) -> list[str]:
     interpreter, site = python_paths()
-    return [interpreter, "-I", "-S", contract.__file__, f"--control-fd={control_fd}", *site, "--", *PRELOAD]
+    return [
+        interpreter,
+        "-I",
+        "-S",
+        contract.__file__,
+        f"--control-fd={control_fd}",
+        *site,
+        "--",
+        *PRELOAD,
+    ]
 
 
 class Slot:
@@ -276,24 +372,24 @@ def stray_processes(slots: int = 32) -> list[int]:
 class Plan:
     """What one attempt runs, in order: every event is checked against it."""
 
-    cells: list            # program cell indices to run
-    tasks: list            # (task index, number of cases) to run
+    cells: list  # program cell indices to run
+    tasks: list  # (task index, number of cases) to run
 
 
 @dataclass
 class RunResult:
     """What one attempt produced (every event already validated) and how it ended."""
 
-    cells: dict = field(default_factory=dict)     # program cell -> cell header
-    cases: dict = field(default_factory=dict)     # (task, case) -> contract outcome
-    missing: dict = field(default_factory=dict)   # task -> "undefined" | "not_callable"
+    cells: dict = field(default_factory=dict)  # program cell -> cell header
+    cases: dict = field(default_factory=dict)  # (task, case) -> contract outcome
+    missing: dict = field(default_factory=dict)  # task -> "undefined" | "not_callable"
     finished_tasks: list = field(default_factory=list)
-    ended: str = "done"    # done | timeout | budget | crash | memory | output | protocol | grader
+    ended: str = "done"  # done | timeout | budget | crash | memory | output | protocol | grader
     where: tuple | None = None  # ("cell", i) or ("task", t) when it did not end "done"
     detail: str = ""
     processes_at_kill: int = 0
     received: int = 0
-    oom_kills: int = 0     # processes the kernel killed for memory during this attempt
+    oom_kills: int = 0  # processes the kernel killed for memory during this attempt
 
 
 def _set_nonblocking(fd: int) -> None:
@@ -310,7 +406,9 @@ class Sandbox:
     trusted deadline, so a submission that stops reading cannot stall the grader.
     """
 
-    def __init__(self, release_root: Path | None, limits: Limits = Limits(), sandboxed: bool = True):
+    def __init__(
+        self, release_root: Path | None, limits: Limits = DEFAULT_LIMITS, sandboxed: bool = True
+    ):
         if sandboxed:
             require_sandbox()
         self.release_root = release_root
@@ -319,7 +417,9 @@ class Sandbox:
         self.slot = Slot() if sandboxed and not rootless() else None
         self.cgroup, self.cgroup_note = None, "not sandboxed"
         if sandboxed:
-            name = f"slot-{self.slot.uid}" if self.slot else f"slot-rootless-{next(_ROOTLESS_SLOTS)}"
+            name = (
+                f"slot-{self.slot.uid}" if self.slot else f"slot-rootless-{next(_ROOTLESS_SLOTS)}"
+            )
             self.cgroup, self.cgroup_note = cgroups.open_cgroup(name)
         self.process: subprocess.Popen | None = None
         self.control: wire.FrameReader | None = None
@@ -332,8 +432,9 @@ class Sandbox:
     def start(self) -> None:
         control_read, control_write = os.pipe()
         if self.sandboxed:
-            command = sandbox_command(self.slot.uid if self.slot else None, self.release_root, self.limits,
-                                      control_write)
+            command = sandbox_command(
+                self.slot.uid if self.slot else None, self.release_root, self.limits, control_write
+            )
         else:
             command = unsandboxed_command(control_write)
         if self.cgroup is not None:
@@ -341,12 +442,24 @@ class Sandbox:
             self.cgroup.kill_all()
             self.cgroup.set_limits(self.limits.memory_bytes + START_MEMORY, self.limits.processes)
             files = " ".join(shlex.quote(f) for f in self.cgroup.procs_files)
-            command = ["/bin/sh", "-c", f'echo $$ | tee {files} > /dev/null && exec "$@"', "sh", *command]
+            command = [
+                "/bin/sh",
+                "-c",
+                f'echo $$ | tee {files} > /dev/null && exec "$@"',
+                "sh",
+                *command,
+            ]
         # bwrap --die-with-parent follows the *thread* that forked it, so every sandbox is
         # forked by one long-lived thread: pool threads may come and go, sandboxes stay up
         self.process = _SPAWNER.submit(
-            subprocess.Popen, command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True, pass_fds=(control_write,),
+            subprocess.Popen,
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+            pass_fds=(control_write,),
         ).result()
         os.close(control_write)
         _set_nonblocking(self.process.stdin.fileno())
@@ -365,8 +478,10 @@ class Sandbox:
         if frame is None or frame[0]["ev"] != "ready" or frame[0]["error"]:
             problem = problem or (frame[0].get("error") if frame else None)
             self.kill()
-            raise RuntimeError("the sandboxed worker did not start"
-                               + (f": {problem}" if problem else " (is the virtualenv readable inside bwrap?)"))
+            raise RuntimeError(
+                "the sandboxed worker did not start"
+                + (f": {problem}" if problem else " (is the virtualenv readable inside bwrap?)")
+            )
         if self.cgroup is not None:
             self.baseline = self.cgroup.memory_usage()
             self.cgroup.set_limits(self.baseline + self.limits.memory_bytes, self.limits.processes)
@@ -423,8 +538,15 @@ class Sandbox:
 
     # -- one attempt ------------------------------------------------------------------------
 
-    def run(self, request: dict, cases: bytes, plan: Plan, deadline: float, accept_case,
-            received_before: int = 0) -> RunResult:
+    def run(
+        self,
+        request: dict,
+        cases: bytes,
+        plan: Plan,
+        deadline: float,
+        accept_case,
+        received_before: int = 0,
+    ) -> RunResult:
         """Run the cells of ``request``, then (once they are done) send the ``cases`` frame.
 
         ``deadline``: the submission's absolute wall-clock budget (time.monotonic()); each
@@ -439,10 +561,18 @@ class Sandbox:
         result = RunResult()
         oom_before = self.cgroup.oom_kills() if self.cgroup else 0
         stdin_fd = self.process.stdin.fileno()
-        events = wire.FrameReader(self.process.stdout.fileno(), wire.EVENTS, self.limits.result_bytes)
+        events = wire.FrameReader(
+            self.process.stdout.fileno(), wire.EVENTS, self.limits.result_bytes
+        )
         outbox = bytearray(contract.encode_frame(request))
-        state = {"phase": "setup", "pos": 0, "task": 0, "case": 0, "started": time.monotonic(),
-                 "oom_before": oom_before}
+        state = {
+            "phase": "setup",
+            "pos": 0,
+            "task": 0,
+            "case": 0,
+            "started": time.monotonic(),
+            "oom_before": oom_before,
+        }
 
         def where():
             if state["phase"] in ("setup", "cells") and state["pos"] < len(plan.cells):
@@ -452,8 +582,11 @@ class Sandbox:
             return None
 
         def step_deadline() -> float:
-            seconds = {"setup": self.limits.cell_seconds, "cells": self.limits.cell_seconds,
-                       "tasks": self.limits.task_seconds}.get(state["phase"], 10.0)
+            seconds = {
+                "setup": self.limits.cell_seconds,
+                "cells": self.limits.cell_seconds,
+                "tasks": self.limits.task_seconds,
+            }.get(state["phase"], 10.0)
             if state["phase"] == "finished":  # the child is done; the zygote sweeps
                 return state["started"] + seconds
             return min(deadline, state["started"] + seconds)
@@ -482,17 +615,31 @@ class Sandbox:
                         return advance("finished")
                     raise wire.ProtocolViolation("event after the last task")
                 task, n_cases = plan.tasks[state["task"]]
-                if event == "case" and header["task"] == task and header["case"] == state["case"] \
-                        and state["case"] < n_cases and task not in result.missing:
-                    result.cases[(task, state["case"])] = accept_case(task, state["case"], header, blob)
+                if (
+                    event == "case"
+                    and header["task"] == task
+                    and header["case"] == state["case"]
+                    and state["case"] < n_cases
+                    and task not in result.missing
+                ):
+                    result.cases[(task, state["case"])] = accept_case(
+                        task, state["case"], header, blob
+                    )
                     state["case"] += 1
                     return None
-                if event == "task_missing" and header["task"] == task and state["case"] == 0 \
-                        and task not in result.missing:
+                if (
+                    event == "task_missing"
+                    and header["task"] == task
+                    and state["case"] == 0
+                    and task not in result.missing
+                ):
                     result.missing[task] = header["code"]
                     return None
-                if event == "task_end" and header["task"] == task and \
-                        (state["case"] == n_cases or task in result.missing):
+                if (
+                    event == "task_end"
+                    and header["task"] == task
+                    and (state["case"] == n_cases or task in result.missing)
+                ):
                     result.finished_tasks.append(task)
                     state["task"] += 1
                     state["case"] = 0
@@ -504,7 +651,10 @@ class Sandbox:
             result.received = events.received
             result.oom_kills = (self.cgroup.oom_kills() - oom_before) if self.cgroup else 0
             if result.oom_kills and how in ("crash", "timeout"):
-                result.ended, result.detail = "memory", "went over the memory limit (the kernel killed it)"
+                result.ended, result.detail = (
+                    "memory",
+                    "went over the memory limit (the kernel killed it)",
+                )
             if kill:
                 result.processes_at_kill = self.kill()
             return result
@@ -514,12 +664,21 @@ class Sandbox:
             limit = step_deadline()
             if now >= limit:
                 if now >= deadline and state["phase"] != "finished":
-                    return end("budget", f"used up the submission's budget of {self.limits.submission_seconds:g} s")
-                seconds = self.limits.task_seconds if state["phase"] == "tasks" else self.limits.cell_seconds
+                    return end(
+                        "budget",
+                        f"used up the submission's budget of {self.limits.submission_seconds:g} s",
+                    )
+                seconds = (
+                    self.limits.task_seconds
+                    if state["phase"] == "tasks"
+                    else self.limits.cell_seconds
+                )
                 return end("timeout", f"ran longer than {seconds:g} s")
             readers = [r.fd for r in (events, self.control) if not r.eof]
             try:
-                ready, writable, _ = select.select(readers, [stdin_fd] if outbox else [], [], limit - now)
+                ready, writable, _ = select.select(
+                    readers, [stdin_fd] if outbox else [], [], limit - now
+                )
             except (OSError, ValueError):
                 return end("crash", "the worker process was killed")
             if writable:

@@ -67,7 +67,11 @@ def parse_header(raw: bytes, schema: dict) -> dict:
         header = json.loads(raw)
     except (ValueError, RecursionError, UnicodeDecodeError):
         raise ProtocolViolation("header is not JSON") from None
-    if not isinstance(header, dict) or not isinstance(header.get("ev"), str) or header["ev"] not in schema:
+    if (
+        not isinstance(header, dict)
+        or not isinstance(header.get("ev"), str)
+        or header["ev"] not in schema
+    ):
         raise ProtocolViolation("unknown event")
     fields = schema[header["ev"]]
     if set(header) != {"ev", *fields}:
@@ -81,7 +85,11 @@ def parse_header(raw: bytes, schema: dict) -> dict:
         codes = {"error": contract.ERROR_CODES, "bad": set(contract.BAD_RETURNS), "value": {None}}
         if header["code"] not in codes[header["outcome"]]:
             raise ProtocolViolation("bad case code")
-    if header["ev"] == "cell" and header["error"] is not None and header["error"] not in contract.ERROR_CODES:
+    if (
+        header["ev"] == "cell"
+        and header["error"] is not None
+        and header["error"] not in contract.ERROR_CODES
+    ):
         raise ProtocolViolation("bad cell error code")
     if header["ev"] == "task_missing" and header["code"] not in MISSING_CODES:
         raise ProtocolViolation("bad missing code")
@@ -120,8 +128,8 @@ class FrameReader:
         total = 12 + n_head + n_blob
         if len(self.buffer) < total:
             return None
-        header = parse_header(bytes(self.buffer[12:12 + n_head]), self.schema)
-        blob = bytes(self.buffer[12 + n_head:total])
+        header = parse_header(bytes(self.buffer[12 : 12 + n_head]), self.schema)
+        blob = bytes(self.buffer[12 + n_head : total])
         del self.buffer[:total]
         if blob and not (header["ev"] == "case" and header["outcome"] == "value"):
             raise ProtocolViolation("unexpected blob")
@@ -142,7 +150,11 @@ def _fits(comparator: str, expected: tuple, declared: tuple) -> bool:
     (same rows, any number of columns up to 16 times the expected size)."""
     if comparator in ("accuracy", "tokens"):
         size = int(np.prod(declared, dtype=np.int64)) if declared else 1
-        return len(declared) == 2 and declared[0] == expected[0] and size <= 16 * max(int(np.prod(expected)), 1)
+        return (
+            len(declared) == 2
+            and declared[0] == expected[0]
+            and size <= 16 * max(int(np.prod(expected)), 1)
+        )
     return tuple(declared) == tuple(expected)
 
 
@@ -164,7 +176,11 @@ def read_outcome(header: dict, blob: bytes, expected: tuple, comparator: str) ->
         raise ProtocolViolation("unexpected npz members")
     declared = []
     for info in infos:
-        if info.compress_type != zipfile.ZIP_STORED or info.file_size != info.compress_size or info.flag_bits & 1:
+        if (
+            info.compress_type != zipfile.ZIP_STORED
+            or info.file_size != info.compress_size
+            or info.flag_bits & 1
+        ):
             raise ProtocolViolation("compressed or encrypted member")
         try:
             with archive.open(info) as member:
@@ -178,16 +194,23 @@ def read_outcome(header: dict, blob: bytes, expected: tuple, comparator: str) ->
                 offset = member.tell()
         except Exception:  # noqa: BLE001 - whatever the parser objects to is a violation
             raise ProtocolViolation("bad npy header") from None
-        if dtype.hasobject or dtype.kind not in "biuf" or any(type(s) is not int or s < 0 for s in shape):
+        if (
+            dtype.hasobject
+            or dtype.kind not in "biuf"
+            or any(type(s) is not int or s < 0 for s in shape)
+        ):
             raise ProtocolViolation("bad npy dtype or shape")
         count = int(np.prod(shape, dtype=object)) if shape else 1
         if count * dtype.itemsize != info.file_size - offset:
             raise ProtocolViolation("npy size does not match its header")
         declared.append(Declared(shape, dtype))
     if len(declared) != len(expected) or not all(
-            _fits(comparator, tuple(e.shape), d.shape) for e, d in zip(expected, declared)):
+        _fits(comparator, tuple(e.shape), d.shape) for e, d in zip(expected, declared)
+    ):
         if len(declared) == len(expected) and comparator in ("accuracy", "tokens"):
-            if any(len(d.shape) == 2 and d.shape[0] == e.shape[0] for e, d in zip(expected, declared)):
+            if any(
+                len(d.shape) == 2 and d.shape[0] == e.shape[0] for e, d in zip(expected, declared)
+            ):
                 return {"kind": "bad", "code": "too_large"}
         return {"kind": "value", "arrays": tuple(declared)}
     arrays = []

@@ -43,8 +43,12 @@ def release_course(root: Path) -> Path:
     course.mkdir(parents=True)
     shutil.copy(REPO / "autograder" / "nbgrader_config.py", course)
     shutil.copytree(REPO / "autograder" / "source", course / "source")
-    subprocess.run([sys.executable, "-m", "autograder.release", "--course", str(course)], check=True, cwd=REPO,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "autograder.release", "--course", str(course)],
+        check=True,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+    )
     return course
 
 
@@ -52,10 +56,17 @@ def make_batch(course: Path, per_assignment: int) -> int:
     """Write the submissions; returns how many."""
     count = 0
     for assignment in ASSIGNMENTS:
-        release = nbformat.read(course / "release" / assignment / f"{assignment}.ipynb", as_version=4)
+        release = nbformat.read(
+            course / "release" / assignment / f"{assignment}.ipynb", as_version=4
+        )
         source = nbformat.read(course / "source" / assignment / f"{assignment}.ipynb", as_version=4)
-        answers = {_meta(c)["grade_id"]: "\n".join(line for line in c.source.split("\n") if " SOLUTION" not in line)
-                   for c in source.cells if _meta(c).get("solution") and c.cell_type == "code"}
+        answers = {
+            _meta(c)["grade_id"]: "\n".join(
+                line for line in c.source.split("\n") if " SOLUTION" not in line
+            )
+            for c in source.cells
+            if _meta(c).get("solution") and c.cell_type == "code"
+        }
         solution_ids = sorted(answers)
         for i in range(per_assignment):
             unsolved = None if i % 2 == 0 else solution_ids[(i // 2) % len(solution_ids)]
@@ -75,15 +86,22 @@ def scores(course: Path) -> dict:
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        return {(a, s.student.id): s.score for a in ASSIGNMENTS for s in gb.assignment_submissions(a)}
+        return {
+            (a, s.student.id): s.score for a in ASSIGNMENTS for s in gb.assignment_submissions(a)
+        }
 
 
 def run_stock(course: Path) -> float:
     nbgrader = str(Path(sys.executable).parent / "nbgrader")
     started = time.perf_counter()
     for assignment in ASSIGNMENTS:
-        subprocess.run([nbgrader, "autograde", assignment, "--force"], cwd=course, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [nbgrader, "autograde", assignment, "--force"],
+            cwd=course,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     return time.perf_counter() - started
 
 
@@ -95,13 +113,31 @@ def run_ours(course: Path, workers: int) -> tuple[float, list, list]:
     started = time.perf_counter()
     startups = []
     for assignment in ASSIGNMENTS:
-        done = subprocess.run([sys.executable, "-m", "autograder", "--course", str(course), "grade", assignment,
-                               "--force", "--quiet", "--workers", str(workers)], cwd=REPO, capture_output=True,
-                              text=True, check=True)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "autograder",
+                "--course",
+                str(course),
+                "grade",
+                assignment,
+                "--force",
+                "--quiet",
+                "--workers",
+                str(workers),
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         startups.append(float(re.search(r"start-up ([\d.]+) s", done.stdout).group(1)))
     elapsed = time.perf_counter() - started
-    per_submission = [json.loads(p.read_text())["metadata"]["autograder"]["seconds"]
-                      for p in sorted((course / "autograded").glob("*/*/*.ipynb"))]
+    per_submission = [
+        json.loads(p.read_text())["metadata"]["autograder"]["seconds"]
+        for p in sorted((course / "autograded").glob("*/*/*.ipynb"))
+    ]
     return elapsed, startups, per_submission
 
 
@@ -119,24 +155,43 @@ def main(argv=None) -> int:
         shutil.copytree(stock_course, ours_course)
         n = make_batch(stock_course, args.per_assignment)
         make_batch(ours_course, args.per_assignment)
-        print(f"batch: {n} submissions ({args.per_assignment} per assignment, half fully solved)", flush=True)
+        print(
+            f"batch: {n} submissions ({args.per_assignment} per assignment, half fully solved)",
+            flush=True,
+        )
 
         stock_seconds = run_stock(stock_course)
-        print(f"stock nbgrader autograde: {stock_seconds:7.1f} s  ({n / stock_seconds:.2f} submissions/s)", flush=True)
+        print(
+            f"stock nbgrader autograde: {stock_seconds:7.1f} s  ({n / stock_seconds:.2f} submissions/s)",
+            flush=True,
+        )
         ours_seconds, startups, per_submission = run_ours(ours_course, args.workers)
-        print(f"this grader ({args.workers} workers): {ours_seconds:7.1f} s  ({n / ours_seconds:.2f} submissions/s)",
-              flush=True)
-        print(f"  start-up per `grade` call (check data + sandboxes): mean {sum(startups) / len(startups):.1f} s "
-              f"(min {min(startups):.1f}, max {max(startups):.1f})")
-        print(f"  per submission (parse, sandboxed run, judge): mean {sum(per_submission) / len(per_submission):.2f} s "
-              f"over {len(per_submission)}; wall time per submission {ours_seconds / n:.2f} s with {args.workers} workers")
+        print(
+            f"this grader ({args.workers} workers): {ours_seconds:7.1f} s  ({n / ours_seconds:.2f} submissions/s)",
+            flush=True,
+        )
+        print(
+            f"  start-up per `grade` call (check data + sandboxes): mean {sum(startups) / len(startups):.1f} s "
+            f"(min {min(startups):.1f}, max {max(startups):.1f})"
+        )
+        print(
+            f"  per submission (parse, sandboxed run, judge): mean {sum(per_submission) / len(per_submission):.2f} s "
+            f"over {len(per_submission)}; wall time per submission {ours_seconds / n:.2f} s with {args.workers} workers"
+        )
 
         stock_scores, ours_scores = scores(stock_course), scores(ours_course)
-        disagreements = {k: (stock_scores.get(k), ours_scores.get(k)) for k in stock_scores
-                         if stock_scores.get(k) != ours_scores.get(k)}
-        print(f"scores agree on {len(stock_scores) - len(disagreements)} of {len(stock_scores)} submissions"
-              + (f"; differ: {disagreements}" if disagreements else ""))
-        print(f"throughput ratio (this grader / stock nbgrader): {stock_seconds / ours_seconds:.1f}x")
+        disagreements = {
+            k: (stock_scores.get(k), ours_scores.get(k))
+            for k in stock_scores
+            if stock_scores.get(k) != ours_scores.get(k)
+        }
+        print(
+            f"scores agree on {len(stock_scores) - len(disagreements)} of {len(stock_scores)} submissions"
+            + (f"; differ: {disagreements}" if disagreements else "")
+        )
+        print(
+            f"throughput ratio (this grader / stock nbgrader): {stock_seconds / ours_seconds:.1f}x"
+        )
         return 1 if disagreements else 0
 
 

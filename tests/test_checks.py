@@ -59,8 +59,11 @@ def test_registry_covers_the_five_assignments_and_names_match_keys():
 @pytest.mark.parametrize("name", NAMES)
 def test_reference_passes_its_public_and_hidden_cases(name):
     fn = _perfect(name)
-    for hidden, cases in ((False, checks.public_cases(name)), (True, checks.hidden_cases(name, 11)),
-                          (True, checks.hidden_cases(name, 12345))):
+    for hidden, cases in (
+        (False, checks.public_cases(name)),
+        (True, checks.hidden_cases(name, 11)),
+        (True, checks.hidden_cases(name, 12345)),
+    ):
         assert cases, name
         for verdict in _verdicts(name, fn, cases, hidden):
             assert verdict.passed, verdict.message
@@ -75,10 +78,20 @@ def test_cases_hold_only_contract_types_and_hidden_differ_from_public(name):
         assert isinstance(case.name, str) and case.name
         for value in list(case.args) + list(case.kwargs.values()):
             assert isinstance(value, allowed), (case.name, type(value))
-    arrays = lambda cases: [a for c in cases for a in c.args if isinstance(a, np.ndarray) and a.dtype.kind == "f"]  # noqa: E731
+
+    def arrays(cases):
+        return [
+            a for c in cases for a in c.args if isinstance(a, np.ndarray) and a.dtype.kind == "f"
+        ]
+
     if arrays(public):
-        assert not all(p.shape == h.shape and np.array_equal(p, h) for p, h in zip(arrays(public), arrays(hidden)))
-    assert [c.name for c in checks.hidden_cases(name, 5)] == [c.name for c in hidden]  # same seed, same cases
+        assert not all(
+            p.shape == h.shape and np.array_equal(p, h)
+            for p, h in zip(arrays(public), arrays(hidden))
+        )
+    assert [c.name for c in checks.hidden_cases(name, 5)] == [
+        c.name for c in hidden
+    ]  # same seed, same cases
 
 
 def test_edge_cases_are_present():
@@ -162,7 +175,9 @@ def test_wrong_shape_says_expected_and_got():
         return np.asarray(x).mean(axis=-2, keepdims=True)
 
     case, message = _first_failure("average_pool", keepdims)
-    assert f"expected output of shape {case.args[0].shape[:-2] + case.args[0].shape[-1:]}" in message
+    assert (
+        f"expected output of shape {case.args[0].shape[:-2] + case.args[0].shape[-1:]}" in message
+    )
     assert "one axis too many" in message
 
 
@@ -189,7 +204,9 @@ def test_outcome_check_reports_accuracy_against_the_threshold():
     bad = checks.compare("translate", case, (truth,), (wrong,))
     assert not bad.passed and "50.0%" in bad.message and "85%" in bad.message
     # an <eos> and anything after it are ignored
-    with_eos = np.concatenate([truth, np.full((len(truth), 1), 2), np.full((len(truth), 1), 7)], axis=1)
+    with_eos = np.concatenate(
+        [truth, np.full((len(truth), 1), 2), np.full((len(truth), 1), 7)], axis=1
+    )
     assert checks.compare("translate", case, (truth,), (with_eos,)).passed
 
 
@@ -219,8 +236,11 @@ def test_messages_hold_no_input_or_expected_values():
         got = checks.normalise(off_by_a_bit(*case.args))
         message = checks.compare("attention", case, exp, got).message
         assert "max error 0.25" in message and "first wrong entry at index" in message
-        values = {f"{x:.6g}" for a in list(exp) + [a for a in case.args if isinstance(a, np.ndarray)]
-                  for x in np.ravel(a).astype(float)}
+        values = {
+            f"{x:.6g}"
+            for a in list(exp) + [a for a in case.args if isinstance(a, np.ndarray)]
+            for x in np.ravel(a).astype(float)
+        }
         assert not (_numbers(message) & values), message
         seen += 1
     assert seen
@@ -251,7 +271,9 @@ def test_a_failure_reads_the_same_in_the_public_check_the_hidden_check_and_the_g
     public_lines = [m for h, p, m in graded if not h and not p]
     hidden_lines = [m for h, p, m in graded if h and not p]
     assert str(public.value) == contract.summary(name, public_lines, n_public, hidden=False)
-    assert str(hidden.value) == contract.summary(name, hidden_lines, len(graded) - n_public, hidden=True)
+    assert str(hidden.value) == contract.summary(
+        name, hidden_lines, len(graded) - n_public, hidden=True
+    )
     assert "did you transpose K?" in str(hidden.value)
 
 
@@ -300,11 +322,28 @@ def ch2_cases(tmp_path_factory):
 
 
 def test_public_cases_round_trip_without_pickle(tmp_path):
-    cases = [{"name": "mixed", "args": (np.arange(6.0).reshape(2, 3), np.array([True, False]), 3, 2.5, True, "dot", None, Seeded(7)),
-              "kwargs": {"mask": np.eye(2, dtype=bool), "k": None}, "expected": (np.ones(3), np.array(4)),
-              "mistakes": [("a hint", (np.zeros(3), np.array(1)))]}]
+    cases = [
+        {
+            "name": "mixed",
+            "args": (
+                np.arange(6.0).reshape(2, 3),
+                np.array([True, False]),
+                3,
+                2.5,
+                True,
+                "dot",
+                None,
+                Seeded(7),
+            ),
+            "kwargs": {"mask": np.eye(2, dtype=bool), "k": None},
+            "expected": (np.ones(3), np.array(4)),
+            "mistakes": [("a hint", (np.zeros(3), np.array(1)))],
+        }
+    ]
     path = tmp_path / "public_cases.npz"
-    contract.save_cases(path, "ch2_soft_hard", {"demo": {"spec": {"rtol": 1e-6, "atol": 0.0}, "cases": cases}})
+    contract.save_cases(
+        path, "ch2_soft_hard", {"demo": {"spec": {"rtol": 1e-6, "atol": 0.0}, "cases": cases}}
+    )
     with np.load(path, allow_pickle=False) as data:  # must not need pickle
         assert "__meta__" in data.files
     loaded = contract.load_cases(path)["demo"]
@@ -322,7 +361,11 @@ def test_public_cases_round_trip_without_pickle(tmp_path):
 
 
 def test_student_check_passes_a_correct_function(ch2_cases, capsys):
-    contract.check("masked_softmax", checks.REGISTRY["masked_softmax"].reference_fn(), cases_path=str(ch2_cases))
+    contract.check(
+        "masked_softmax",
+        checks.REGISTRY["masked_softmax"].reference_fn(),
+        cases_path=str(ch2_cases),
+    )
     assert "masked_softmax: all 6 public cases passed" in capsys.readouterr().out
 
 
@@ -351,7 +394,9 @@ def test_student_check_messages(ch2_cases):
 
     with pytest.raises(contract.CheckFailed) as info:
         contract.check("masked_softmax", buggy, cases_path=str(ch2_cases))
-    assert "raised IndexError" in str(info.value) and "`return scores[5, 5, 5, 5]`" in str(info.value)
+    assert "raised IndexError" in str(info.value) and "`return scores[5, 5, 5, 5]`" in str(
+        info.value
+    )
 
     with pytest.raises(contract.CheckFailed, match="no public check called 'attentoin'"):
         contract.check("attentoin", unscaled, cases_path=str(ch2_cases))
@@ -377,7 +422,9 @@ def test_student_check_imports_nothing_from_the_course(ch2_cases, tmp_path):
         "check('masked_softmax', masked_softmax)\n"
         "assert not any(m == 'solutions' or m.startswith(('solutions.', 'autograder')) for m in sys.modules), sorted(sys.modules)\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], cwd=folder, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=folder, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert "all 6 public cases passed" in result.stdout
 
@@ -407,12 +454,21 @@ def test_the_full_score_matrix_of_the_big_online_case_does_not_fit_in_the_chapte
     from autograder.sandbox import Limits
 
     memory = Limits().merged(checks.chapter("ch4_self_attention").limits).memory_bytes
-    for cases in (checks.public_cases("online_softmax_attention"), checks.hidden_cases("online_softmax_attention", 4)):
+    for cases in (
+        checks.public_cases("online_softmax_attention"),
+        checks.hidden_cases("online_softmax_attention", 4),
+    ):
         q, k, v, block, mask = cases[-1].args
         assert q.shape[0] * k.shape[0] * 4 > memory  # even in float32
         assert q.shape[0] * block * 8 * 4 < memory  # a few blocks of scores fit easily
     assert memory == ch4_self_attention.MEMORY
-    message = contract.judge(checks.spec("online_softmax_attention"), "big", (np.zeros(1),),
-                             {"kind": "error", "code": "MemoryError"})[1]
-    assert message.endswith("never build the (n_q, n_k) score matrix: take the keys block by block, "
-                            "keeping only a running max, sum and output per query")
+    message = contract.judge(
+        checks.spec("online_softmax_attention"),
+        "big",
+        (np.zeros(1),),
+        {"kind": "error", "code": "MemoryError"},
+    )[1]
+    assert message.endswith(
+        "never build the (n_q, n_k) score matrix: take the keys block by block, "
+        "keeping only a running max, sum and output per query"
+    )

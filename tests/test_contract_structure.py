@@ -27,7 +27,9 @@ def test_the_core_names_no_chapter():
     for path in CORE:
         text = path.read_text()
         found = sorted(w for w in words if re.search(rf"\b{re.escape(w)}\b", text))
-        assert not found, f"{path.name} names chapter things {found}: move them into autograder/chapters/"
+        assert not found, (
+            f"{path.name} names chapter things {found}: move them into autograder/chapters/"
+        )
 
 
 def test_every_chapter_module_registers_exactly_its_own_assignment():
@@ -68,7 +70,9 @@ def test_source_notebooks_cite_equations_by_the_books_labels_never_by_number():
     labels = set()
     for path in book.glob("ch*_*.ipynb"):
         text = path.read_text()
-        labels |= set(re.findall(r":label: ([\w-]+)", text)) | set(re.findall(r"\(([\w-]+)\)=", text))
+        labels |= set(re.findall(r":label: ([\w-]+)", text)) | set(
+            re.findall(r"\(([\w-]+)\)=", text)
+        )
     for path in sorted((PACKAGE / "source").glob("*/*.ipynb")):
         text = path.read_text()
         assert not re.search(r"\(\d+\.\d+\)", text), f"{path.name} cites an equation by number"

@@ -21,6 +21,8 @@ from autograder import grading, sandbox  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 A = "ch1_pooling"
+
+
 @pytest.fixture
 def course(tmp_path):
     if sandbox.find_bwrap() is None:
@@ -56,19 +58,55 @@ def test_a_dask_worker_that_cannot_see_the_course_grades_from_the_work_items(cou
     grades comes in the work items, and only this process writes the gradebook."""
     good = corpus.solved(course, A)
     corpus.write_submission(course, A, "right", good)
-    corpus.write_submission(course, A, "partial", corpus.append_to_cell(good, "average-max-pool", corpus.WRONG_MAX_POOL))
-    corpus.write_submission(course, A, "exits", corpus.append_to_cell(good, "loo", "import os\nos._exit(0)"))
+    corpus.write_submission(
+        course, A, "partial", corpus.append_to_cell(good, "average-max-pool", corpus.WRONG_MAX_POOL)
+    )
+    corpus.write_submission(
+        course, A, "exits", corpus.append_to_cell(good, "loo", "import os\nos._exit(0)")
+    )
     elsewhere = tmp_path / "worker"
     elsewhere.mkdir()
     address = f"tcp://127.0.0.1:{_free_port()}"
-    scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-                                  "--port", address.rsplit(":", 1)[1], "--no-dashboard"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    hide = f"mount -t tmpfs none {shlex.quote(str(course))} && cd {shlex.quote(str(elsewhere))} && exec \"$@\""
-    worker = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", hide, "sh",
-                               sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "1",
-                               "--nthreads", "2", "--local-directory", str(elsewhere), "--no-dashboard"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    scheduler = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            address.rsplit(":", 1)[1],
+            "--no-dashboard",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    hide = f'mount -t tmpfs none {shlex.quote(str(course))} && cd {shlex.quote(str(elsewhere))} && exec "$@"'
+    worker = subprocess.Popen(
+        [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            hide,
+            "sh",
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_worker",
+            address,
+            "--nworkers",
+            "1",
+            "--nthreads",
+            "2",
+            "--local-directory",
+            str(elsewhere),
+            "--no-dashboard",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         from distributed import Client
 
@@ -85,5 +123,9 @@ def test_a_dask_worker_that_cannot_see_the_course_grades_from_the_work_items(cou
             except subprocess.TimeoutExpired:
                 process.kill()
     results = {r.student: (r.score, sorted(r.reasons)) for r in out["graded"]}
-    assert results == {"right": (12.0, []), "partial": (9.0, []), "exits": (8.0, ["crash", "missing function"])}
+    assert results == {
+        "right": (12.0, []),
+        "partial": (9.0, []),
+        "exits": (8.0, ["crash", "missing function"]),
+    }
     assert corpus.gradebook_scores(course) == {"right": 12.0, "partial": 9.0, "exits": 8.0}

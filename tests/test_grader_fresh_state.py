@@ -42,20 +42,36 @@ def test_nothing_one_submission_leaves_reaches_the_next(course):
         corpus.write_submission(course, A, student, notebook)
     out = grading.grade_assignment(course, A, workers=1, limits=LIMITS, progress=False)
     got = {r.student: (r.score, sorted(r.reasons)) for r in out["graded"]}
-    assert got == {s: (score, sorted(reasons)) for s, (_nb, score, reasons) in cases.items()}, \
-        {r.student: r.notes for r in out["graded"]}
+    assert got == {s: (score, sorted(reasons)) for s, (_nb, score, reasons) in cases.items()}, {
+        r.student: r.notes for r in out["graded"]
+    }
     assert sandbox.stray_processes() == []
 
 
 def test_the_graders_cgroups_are_removed_when_it_is_done(course):
     own = cgroups._own_paths()
-    leftovers = [p for c in cgroups.V1_CONTROLLERS
-                 for p in (cgroups.ROOT / c / own.get(c, "/").lstrip("/")).glob(f"{cgroups.PROJECT}-{os.getpid()}")]
+    leftovers = [
+        p
+        for c in cgroups.V1_CONTROLLERS
+        for p in (cgroups.ROOT / c / own.get(c, "/").lstrip("/")).glob(
+            f"{cgroups.PROJECT}-{os.getpid()}"
+        )
+    ]
     assert leftovers == []
 
 
-UNPRIVILEGED = ["honest-right", "honest-partial", "steal-files", "network", "fork-bomb", "memory-bomb",
-                "infinite-loop-function", "wire-deep-header", "wire-steal-hidden-cases", "edited-test"]
+UNPRIVILEGED = [
+    "honest-right",
+    "honest-partial",
+    "steal-files",
+    "network",
+    "fork-bomb",
+    "memory-bomb",
+    "infinite-loop-function",
+    "wire-deep-header",
+    "wire-steal-hidden-cases",
+    "edited-test",
+]
 
 
 @pytest.fixture
@@ -74,7 +90,9 @@ def test_the_corpus_as_an_unprivileged_user(course, public_tmp):
         pytest.fail("this test starts the grader as `nobody`, which needs root")
     tmp_path = public_tmp
     mine = tmp_path / "course"
-    shutil.copytree(course, mine, ignore=shutil.ignore_patterns("submitted", "autograded", "feedback"))
+    shutil.copytree(
+        course, mine, ignore=shutil.ignore_patterns("submitted", "autograded", "feedback")
+    )
     shutil.copy(course / "gradebook.db", mine / "gradebook.db")
     every = corpus.ch1_corpus(mine, 9)
     for student in UNPRIVILEGED:
@@ -83,17 +101,40 @@ def test_the_corpus_as_an_unprivileged_user(course, public_tmp):
     home.mkdir()
     for path in [tmp_path, *tmp_path.rglob("*")]:
         os.chown(path, nobody.pw_uid, nobody.pw_gid)
-    command = ["/usr/bin/setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups",
-               sys.executable, "-m", "autograder", "--course", str(mine), "grade", A, "--workers", "2",
-               "--cell-timeout", "30", "--task-timeout", "15", "--budget", "120"]
+    command = [
+        "/usr/bin/setpriv",
+        f"--reuid={nobody.pw_uid}",
+        f"--regid={nobody.pw_gid}",
+        "--clear-groups",
+        sys.executable,
+        "-m",
+        "autograder",
+        "--course",
+        str(mine),
+        "grade",
+        A,
+        "--workers",
+        "2",
+        "--cell-timeout",
+        "30",
+        "--task-timeout",
+        "15",
+        "--budget",
+        "120",
+    ]
     env = {"PATH": os.environ["PATH"], "HOME": str(home), "TMPDIR": str(tmp_path)}
-    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=800)
+    done = subprocess.run(
+        command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=800
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "sandbox: rootless" in done.stderr
     scores = corpus.gradebook_scores(mine)
-    assert {s: scores.get(s) for s in UNPRIVILEGED} == {s: float(every[s][1]) for s in UNPRIVILEGED}, done.stdout
+    assert {s: scores.get(s) for s in UNPRIVILEGED} == {
+        s: float(every[s][1]) for s in UNPRIVILEGED
+    }, done.stdout
     for student in UNPRIVILEGED:
         row = next(line for line in done.stdout.splitlines() if line.startswith(student + " "))
         reasons = row.split(None, 3)[3] if len(row.split(None, 3)) > 3 else "-"
-        assert reasons == (", ".join(every[student][2]) or "-") or \
-            sorted(reasons.split(", ")) == sorted(every[student][2]), (student, row)
+        assert reasons == (", ".join(every[student][2]) or "-") or sorted(
+            reasons.split(", ")
+        ) == sorted(every[student][2]), (student, row)

@@ -52,19 +52,56 @@ def graded(tmp_path_factory):
     cases = corpus.ch1_corpus(course, counter.port)
     for student, (notebook, _score, _reasons) in cases.items():
         corpus.write_submission(course, "ch1_pooling", student, notebook)
-    outcome = grading.grade_assignment(course, "ch1_pooling", workers=2, limits=LIMITS, progress=False)
-    return {"course": course, "cases": cases, "outcome": outcome,
-            "results": {r.student: r for r in outcome["graded"]}, "counter": counter}
+    outcome = grading.grade_assignment(
+        course, "ch1_pooling", workers=2, limits=LIMITS, progress=False
+    )
+    return {
+        "course": course,
+        "cases": cases,
+        "outcome": outcome,
+        "results": {r.student: r for r in outcome["graded"]},
+        "counter": counter,
+    }
 
 
-STUDENTS = ["honest-right", "honest-partial", "honest-blank", "patch-allclose", "patch-builtins",
-            "steal-files", "network", "os-exit", "kill-parent", "infinite-loop-cell",
-            "infinite-loop-function", "fork-bomb", "memory-bomb", "input", "print-gigabytes", "raises-with-secrets",
-            "edited-test", "deleted-test", "duplicated-test", "edited-test-wrong", "invalid-json",
-            "missing-function", "not-a-function", "returns-secret-type", "metadata-not-a-mapping",
-            "points-not-a-number", "cell-without-type", "timestamp-not-a-date", "wire-index-list",
-            "wire-error-text", "wire-deep-header", "wire-task-start", "wire-zip-bomb", "wire-steal-hidden-cases",
-            "pipe-never-read", "sleep-in-every-cell"]
+STUDENTS = [
+    "honest-right",
+    "honest-partial",
+    "honest-blank",
+    "patch-allclose",
+    "patch-builtins",
+    "steal-files",
+    "network",
+    "os-exit",
+    "kill-parent",
+    "infinite-loop-cell",
+    "infinite-loop-function",
+    "fork-bomb",
+    "memory-bomb",
+    "input",
+    "print-gigabytes",
+    "raises-with-secrets",
+    "edited-test",
+    "deleted-test",
+    "duplicated-test",
+    "edited-test-wrong",
+    "invalid-json",
+    "missing-function",
+    "not-a-function",
+    "returns-secret-type",
+    "metadata-not-a-mapping",
+    "points-not-a-number",
+    "cell-without-type",
+    "timestamp-not-a-date",
+    "wire-index-list",
+    "wire-error-text",
+    "wire-deep-header",
+    "wire-task-start",
+    "wire-zip-bomb",
+    "wire-steal-hidden-cases",
+    "pipe-never-read",
+    "sleep-in-every-cell",
+]
 
 
 def test_corpus_lists_every_student_tested_here(graded):
@@ -103,10 +140,14 @@ def test_autograded_notebooks_carry_no_hidden_test_code(graded):
 def test_failed_test_cells_show_the_check_message(graded):
     path = graded["course"] / "autograded" / "honest-partial" / "ch1_pooling" / "ch1_pooling.ipynb"
     cells = json.loads(path.read_text())["cells"]
-    pooling = next(c for c in cells if c["metadata"].get("nbgrader", {}).get("grade_id") == "test-pooling")
+    pooling = next(
+        c for c in cells if c["metadata"].get("nbgrader", {}).get("grade_id") == "test-pooling"
+    )
     assert pooling["outputs"][0]["output_type"] == "error"
     assert "max_pool" in "\n".join(pooling["outputs"][0]["traceback"])
-    weights = next(c for c in cells if c["metadata"].get("nbgrader", {}).get("grade_id") == "test-nw-weights")
+    weights = next(
+        c for c in cells if c["metadata"].get("nbgrader", {}).get("grade_id") == "test-nw-weights"
+    )
     text = "".join(weights["outputs"][0]["text"])
     assert weights["outputs"][0]["output_type"] == "stream" and "hidden cases passed" in text
 
@@ -115,19 +156,34 @@ def test_failure_messages_never_echo_the_exception_text_or_class_name(graded):
     result = graded["results"]["raises-with-secrets"]
     test_nw = next(t for t in result.tasks if t.grade_id == "test-nw")
     case_lines = [m for m in test_nw.message.splitlines() if m.startswith("  - ")]
-    assert case_lines and all(line.endswith("nadaraya_watson raised Exception") for line in case_lines)
-    notebook = json.loads((graded["course"] / "autograded" / "raises-with-secrets" / "ch1_pooling" /
-                           "ch1_pooling.ipynb").read_text())
-    shown = json.dumps([c.get("outputs", []) for c in notebook["cells"]]) + json.dumps(notebook["metadata"])
+    assert case_lines and all(
+        line.endswith("nadaraya_watson raised Exception") for line in case_lines
+    )
+    notebook = json.loads(
+        (
+            graded["course"]
+            / "autograded"
+            / "raises-with-secrets"
+            / "ch1_pooling"
+            / "ch1_pooling.ipynb"
+        ).read_text()
+    )
+    shown = json.dumps([c.get("outputs", []) for c in notebook["cells"]]) + json.dumps(
+        notebook["metadata"]
+    )
     assert "Leak0x123456" not in shown and "raised Exception" in shown
 
 
 def test_no_student_text_reaches_a_message(graded):
     """Type names and exception names the submission chose never appear in feedback."""
     for student in ("returns-secret-type", "not-a-function"):
-        shown = json.dumps([t.message for t in graded["results"][student].tasks] + graded["results"][student].notes)
+        shown = json.dumps(
+            [t.message for t in graded["results"][student].tasks] + graded["results"][student].notes
+        )
         assert "SecretType0x77" not in shown and "a int" not in shown, shown
-    message = next(t.message for t in graded["results"]["not-a-function"].tasks if t.grade_id == "test-nw")
+    message = next(
+        t.message for t in graded["results"]["not-a-function"].tasks if t.grade_id == "test-nw"
+    )
     assert "`nadaraya_watson` is not a function" in message
 
 
@@ -149,8 +205,9 @@ def test_feedback_never_contains_a_hidden_input(graded):
             for arg in case.args:
                 if isinstance(arg, np.ndarray) and arg.dtype.kind == "f":
                     values |= {f"{x:.5f}" for x in arg.ravel() if abs(x) > 0.01}
-    files = sorted((graded["course"] / "autograded").rglob("*.ipynb")) + \
-        sorted((graded["course"] / "feedback").rglob("*.html"))
+    files = sorted((graded["course"] / "autograded").rglob("*.ipynb")) + sorted(
+        (graded["course"] / "feedback").rglob("*.html")
+    )
     assert len(files) >= 2 * len(STUDENTS) - 8  # invalid notebooks may have no feedback page
     for path in files:
         text = path.read_text()
@@ -170,7 +227,9 @@ def test_a_hostile_submission_costs_at_most_its_budget(graded):
 
 
 def test_rerun_without_force_regrades_nothing(graded):
-    again = grading.grade_assignment(graded["course"], "ch1_pooling", workers=2, limits=LIMITS, progress=False)
+    again = grading.grade_assignment(
+        graded["course"], "ch1_pooling", workers=2, limits=LIMITS, progress=False
+    )
     assert again["graded"] == []
     assert sorted(s for s, why in again["skipped"]) == sorted(STUDENTS)
     assert all(why == "already graded" for _s, why in again["skipped"])
@@ -183,8 +242,11 @@ def test_no_sandboxed_process_outlives_the_batch(graded):
 def test_the_run_seed_is_recorded(graded):
     log = (graded["course"] / "autograded" / ".runs" / "ch1_pooling.jsonl").read_text().splitlines()
     assert json.loads(log[0])["seed"] == graded["outcome"]["seed"]
-    record = json.loads((graded["course"] / "autograded" / "honest-right" / "ch1_pooling" /
-                         "ch1_pooling.ipynb").read_text())["metadata"]["autograder"]
+    record = json.loads(
+        (
+            graded["course"] / "autograded" / "honest-right" / "ch1_pooling" / "ch1_pooling.ipynb"
+        ).read_text()
+    )["metadata"]["autograder"]
     assert record["seed"] == graded["outcome"]["seed"] and record["complete"] is True
 
 
@@ -197,7 +259,9 @@ def test_grader_refuses_without_bwrap_unless_told(graded, monkeypatch, capsys):
     assert "apt-get install bubblewrap" in capsys.readouterr().err
 
 
-def test_without_root_and_without_user_namespaces_the_grader_refuses_and_says_how(graded, monkeypatch, capsys):
+def test_without_root_and_without_user_namespaces_the_grader_refuses_and_says_how(
+    graded, monkeypatch, capsys
+):
     from autograder import cli
 
     monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
@@ -209,6 +273,17 @@ def test_without_root_and_without_user_namespaces_the_grader_refuses_and_says_ho
 
 
 def test_no_sandbox_mode_grades_honest_work_the_same(graded):
-    out = grading.grade_assignment(graded["course"], "ch1_pooling", workers=1, students=["honest-right", "honest-partial"],
-                                   force=True, sandboxed=False, limits=LIMITS, progress=False)
-    assert {r.student: r.score for r in out["graded"]} == {"honest-right": 12.0, "honest-partial": 9.0}
+    out = grading.grade_assignment(
+        graded["course"],
+        "ch1_pooling",
+        workers=1,
+        students=["honest-right", "honest-partial"],
+        force=True,
+        sandboxed=False,
+        limits=LIMITS,
+        progress=False,
+    )
+    assert {r.student: r.score for r in out["graded"]} == {
+        "honest-right": 12.0,
+        "honest-partial": 9.0,
+    }

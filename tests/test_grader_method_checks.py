@@ -17,7 +17,7 @@ from autograder import grading, sandbox  # noqa: E402
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 A = "ch4_self_attention"
 
-FULL_MATRIX = '''
+FULL_MATRIX = """
 def online_softmax_attention(q, k, v, block_size=128, mask=None):  # the outcome, not the method
     scores = np.asarray(q, dtype=float) @ np.asarray(k, dtype=float).T / np.sqrt(np.shape(q)[-1])
     if mask is not None:
@@ -26,7 +26,7 @@ def online_softmax_attention(q, k, v, block_size=128, mask=None):  # the outcome
     e = np.where(np.isfinite(scores), np.exp(scores - np.where(np.isfinite(top), top, 0)), 0)
     total = e.sum(-1, keepdims=True)
     return (e / np.where(total > 0, total, 1)) @ np.asarray(v, dtype=float)
-'''
+"""
 
 
 def test_an_online_softmax_that_builds_the_full_matrix_loses_the_task(tmp_path):
@@ -35,7 +35,9 @@ def test_an_online_softmax_that_builds_the_full_matrix_loses_the_task(tmp_path):
     course = corpus.released_course(tmp_path / "course", (A,))
     good = corpus.solved(course, A)
     corpus.write_submission(course, A, "block-wise", good)
-    corpus.write_submission(course, A, "full-matrix", corpus.append_to_cell(good, "online-softmax", FULL_MATRIX))
+    corpus.write_submission(
+        course, A, "full-matrix", corpus.append_to_cell(good, "online-softmax", FULL_MATRIX)
+    )
     out = grading.grade_assignment(course, A, workers=1, progress=False)
     results = {r.student: r for r in out["graded"]}
     assert (results["block-wise"].score, results["block-wise"].reasons) == (13.0, [])

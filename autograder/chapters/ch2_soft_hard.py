@@ -11,8 +11,21 @@ import math
 import numpy as np
 
 from autograder.checks import (
-    HINT_EMPTY, HINT_MAX_SHIFT, Case, Chapter, Check, Mistake, Seeded, distinct_sizes, lengths_mask, normal, ref, register, scaled_query,
+    HINT_EMPTY,
+    HINT_MAX_SHIFT,
+    Case,
+    Chapter,
+    Check,
+    Mistake,
+    Seeded,
+    distinct_sizes,
+    lengths_mask,
+    normal,
+    ref,
+    register,
+    scaled_query,
 )
+
 
 def _softmax_cases(rng):
     n_q, n_k = distinct_sizes(rng, 3, 7, 2)
@@ -53,9 +66,30 @@ def _additive_cases(rng):
     d_q, d_k, d_att = 3, 5, 4
     w = lambda *s: normal(rng, *s) / 2  # noqa: E731 - moderate pre-activations
     return [
-        Case("non-square, d_q != d_k", (normal(rng, n_q, d_q), normal(rng, n_k, d_k), w(d_q, d_att), w(d_k, d_att), normal(rng, d_att))),
-        Case("batch of 2", (normal(rng, 2, n_q, d_q), normal(rng, 2, n_k, d_k), w(d_q, 6), w(d_k, 6), normal(rng, 6))),
-        Case("one query (n_q=1)", (normal(rng, 1, 2), normal(rng, 4, 2), w(2, 3), w(2, 3), normal(rng, 3))),
+        Case(
+            "non-square, d_q != d_k",
+            (
+                normal(rng, n_q, d_q),
+                normal(rng, n_k, d_k),
+                w(d_q, d_att),
+                w(d_k, d_att),
+                normal(rng, d_att),
+            ),
+        ),
+        Case(
+            "batch of 2",
+            (
+                normal(rng, 2, n_q, d_q),
+                normal(rng, 2, n_k, d_k),
+                w(d_q, 6),
+                w(d_k, 6),
+                normal(rng, 6),
+            ),
+        ),
+        Case(
+            "one query (n_q=1)",
+            (normal(rng, 1, 2), normal(rng, 4, 2), w(2, 3), w(2, 3), normal(rng, 3)),
+        ),
     ]
 
 
@@ -65,9 +99,23 @@ def _attention_cases(rng):
     rows[0] = False
     causal = np.arange(4)[None, :] <= np.arange(4)[:, None]
     return [
-        Case("non-square, d_v != d_k", (normal(rng, n_q, 4), normal(rng, n_k, 4), normal(rng, n_k, 3), None)),
-        Case("padding mask, batch of 2", (normal(rng, 2, n_q, 6), normal(rng, 2, n_k, 6), normal(rng, 2, n_k, 2), lengths_mask(rng, 2, n_k)[:, None, :])),
-        Case("fully-masked row", (normal(rng, n_q, 3), normal(rng, n_k, 3), normal(rng, n_k, 5), rows)),
+        Case(
+            "non-square, d_v != d_k",
+            (normal(rng, n_q, 4), normal(rng, n_k, 4), normal(rng, n_k, 3), None),
+        ),
+        Case(
+            "padding mask, batch of 2",
+            (
+                normal(rng, 2, n_q, 6),
+                normal(rng, 2, n_k, 6),
+                normal(rng, 2, n_k, 2),
+                lengths_mask(rng, 2, n_k)[:, None, :],
+            ),
+        ),
+        Case(
+            "fully-masked row",
+            (normal(rng, n_q, 3), normal(rng, n_k, 3), normal(rng, n_k, 5), rows),
+        ),
         Case("causal mask", (normal(rng, 4, 8), normal(rng, 4, 8), normal(rng, 4, 8), causal)),
     ]
 
@@ -77,11 +125,21 @@ def _hard_cases(rng):
 
     n_q, n_k = distinct_sizes(rng, 3, 7, 2)
     w = masked_softmax(2 * normal(rng, n_q, n_k))
-    w_masked = masked_softmax(normal(rng, 3, n_k), np.array([[True] * n_k, [False] * n_k, [True, False] * (n_k // 2) + [True] * (n_k % 2)]))
+    w_masked = masked_softmax(
+        normal(rng, 3, n_k),
+        np.array([[True] * n_k, [False] * n_k, [True, False] * (n_k // 2) + [True] * (n_k % 2)]),
+    )
     return [
         Case("argmax (rng=None)", (w, normal(rng, n_k, 4), None)),
         Case("sampled with rng", (w, normal(rng, n_k, 4), Seeded(int(rng.integers(2**31))))),
-        Case("sampled, batch of 2", (masked_softmax(normal(rng, 2, n_q, n_k)), normal(rng, 2, n_k, 3), Seeded(int(rng.integers(2**31))))),
+        Case(
+            "sampled, batch of 2",
+            (
+                masked_softmax(normal(rng, 2, n_q, n_k)),
+                normal(rng, 2, n_k, 3),
+                Seeded(int(rng.integers(2**31))),
+            ),
+        ),
         Case("fully-masked row", (w_masked, normal(rng, n_k, 2), Seeded(int(rng.integers(2**31))))),
     ]
 
@@ -96,40 +154,108 @@ def _reinforce_cases(rng):
     ]
 
 
-CHAPTER = register(Chapter("ch2_soft_hard", checks=(
-    Check("masked_softmax", "solutions.soft_hard:masked_softmax", _softmax_cases,
-           outputs=("weights",),
-           hints={"nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT, "inf": HINT_MAX_SHIFT},
-           mistakes=(Mistake("masked keys must get weight exactly 0: give them a score of -inf (not 0) before the softmax",
-                             _score_zero_mask),)),
-    Check("scaled_dot_score", "solutions.soft_hard:scaled_dot_score", _qk_cases,
-           outputs=("scores",),
-           hints={"transposed": "did you transpose K? scores = Q K^T / sqrt(d): queries are rows, keys are columns"},
-           mistakes=(Mistake("you forgot to divide by sqrt(d)", lambda q, k: ref("solutions.soft_hard:dot_score")(q, k)),
-                     Mistake("divide by sqrt(d), not by d",
-                             lambda q, k: ref("solutions.soft_hard:scaled_dot_score")(np.asarray(q) / math.sqrt(np.shape(q)[-1]), k)))),
-    Check("additive_score", "solutions.soft_hard:additive_score", _additive_cases,
-           outputs=("scores",),
-           hints={"transposed": "scores[..., i, j] scores query i against key j: shape (..., n_q, n_k)",
-                  "values": "s_ij = v . tanh(q_i W_q + k_j W_k): broadcast (n_q, 1, d_att) + (1, n_k, d_att)"}),
-    Check("attention", "solutions.soft_hard:attention", _attention_cases,
-           outputs=("output", "weights"),
-           hints={"arity": "return a pair (output, weights)", "nan": HINT_EMPTY,
-                  "weights.transposed": "did you transpose K? weights are (..., n_q, n_k): one row per query",
-                  "output.shape": "output = weights @ v has shape (..., n_q, d_v)"},
-           mistakes=(Mistake("you forgot to divide the scores by sqrt(d_k)",
-                             scaled_query("solutions.soft_hard:attention", 0, lambda a: np.shape(a[0])[-1])),)),
-    Check("hard_attention", "solutions.soft_hard:hard_attention", _hard_cases,
-           outputs=("output", "index"), atol=0.0,
-           hints={"arity": "return a pair (output, index)",
-                  "index.values": "with rng=None take the argmax; with an rng draw u = rng.random(weights.shape[:-1]) "
-                                  "once and pick the first j whose cumulative weight exceeds u * (row sum); "
-                                  "a row of zeros gets index -1",
-                  "output.values": "output[..., i, :] = values[..., index_i, :] (zeros where index is -1)"}),
-    Check("reinforce_grad", "solutions.soft_hard:reinforce_grad", _reinforce_cases,
-           outputs=("grad",),
-           mistakes=(Mistake("subtract the baseline: the estimate is (R - b) (onehot(z) - softmax(s))",
-                             lambda s, z, r, b=0.0: ref("solutions.soft_hard:reinforce_grad")(s, z, r, 0.0)),
-                     Mistake("the sign is flipped: d log p_z / d s = onehot(z) - softmax(s)",
-                             lambda s, z, r, b=0.0: -ref("solutions.soft_hard:reinforce_grad")(s, z, r, b)))),
-)))
+CHAPTER = register(
+    Chapter(
+        "ch2_soft_hard",
+        checks=(
+            Check(
+                "masked_softmax",
+                "solutions.soft_hard:masked_softmax",
+                _softmax_cases,
+                outputs=("weights",),
+                hints={"nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT, "inf": HINT_MAX_SHIFT},
+                mistakes=(
+                    Mistake(
+                        "masked keys must get weight exactly 0: give them a score of -inf (not 0) before the softmax",
+                        _score_zero_mask,
+                    ),
+                ),
+            ),
+            Check(
+                "scaled_dot_score",
+                "solutions.soft_hard:scaled_dot_score",
+                _qk_cases,
+                outputs=("scores",),
+                hints={
+                    "transposed": "did you transpose K? scores = Q K^T / sqrt(d): queries are rows, keys are columns"
+                },
+                mistakes=(
+                    Mistake(
+                        "you forgot to divide by sqrt(d)",
+                        lambda q, k: ref("solutions.soft_hard:dot_score")(q, k),
+                    ),
+                    Mistake(
+                        "divide by sqrt(d), not by d",
+                        lambda q, k: ref("solutions.soft_hard:scaled_dot_score")(
+                            np.asarray(q) / math.sqrt(np.shape(q)[-1]), k
+                        ),
+                    ),
+                ),
+            ),
+            Check(
+                "additive_score",
+                "solutions.soft_hard:additive_score",
+                _additive_cases,
+                outputs=("scores",),
+                hints={
+                    "transposed": "scores[..., i, j] scores query i against key j: shape (..., n_q, n_k)",
+                    "values": "s_ij = v . tanh(q_i W_q + k_j W_k): broadcast (n_q, 1, d_att) + (1, n_k, d_att)",
+                },
+            ),
+            Check(
+                "attention",
+                "solutions.soft_hard:attention",
+                _attention_cases,
+                outputs=("output", "weights"),
+                hints={
+                    "arity": "return a pair (output, weights)",
+                    "nan": HINT_EMPTY,
+                    "weights.transposed": "did you transpose K? weights are (..., n_q, n_k): one row per query",
+                    "output.shape": "output = weights @ v has shape (..., n_q, d_v)",
+                },
+                mistakes=(
+                    Mistake(
+                        "you forgot to divide the scores by sqrt(d_k)",
+                        scaled_query(
+                            "solutions.soft_hard:attention", 0, lambda a: np.shape(a[0])[-1]
+                        ),
+                    ),
+                ),
+            ),
+            Check(
+                "hard_attention",
+                "solutions.soft_hard:hard_attention",
+                _hard_cases,
+                outputs=("output", "index"),
+                atol=0.0,
+                hints={
+                    "arity": "return a pair (output, index)",
+                    "index.values": "with rng=None take the argmax; with an rng draw u = rng.random(weights.shape[:-1]) "
+                    "once and pick the first j whose cumulative weight exceeds u * (row sum); "
+                    "a row of zeros gets index -1",
+                    "output.values": "output[..., i, :] = values[..., index_i, :] (zeros where index is -1)",
+                },
+            ),
+            Check(
+                "reinforce_grad",
+                "solutions.soft_hard:reinforce_grad",
+                _reinforce_cases,
+                outputs=("grad",),
+                mistakes=(
+                    Mistake(
+                        "subtract the baseline: the estimate is (R - b) (onehot(z) - softmax(s))",
+                        lambda s, z, r, b=0.0: ref("solutions.soft_hard:reinforce_grad")(
+                            s, z, r, 0.0
+                        ),
+                    ),
+                    Mistake(
+                        "the sign is flipped: d log p_z / d s = onehot(z) - softmax(s)",
+                        lambda s, z, r, b=0.0: (
+                            -ref("solutions.soft_hard:reinforce_grad")(s, z, r, b)
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    )
+)
