@@ -34,16 +34,39 @@ def cmd_grade(args) -> int:
     from autograder.sandbox import Limits, SandboxUnavailable
 
     limits = Limits()
-    overrides = {k: v for k, v in {"cell_seconds": args.cell_timeout, "task_seconds": args.task_timeout,
-                                   "memory_bytes": args.memory_mb and args.memory_mb << 20}.items() if v}
+    overrides = {
+        k: v
+        for k, v in {
+            "cell_seconds": args.cell_timeout,
+            "task_seconds": args.task_timeout,
+            "submission_seconds": args.budget,
+            "memory_bytes": args.memory_mb and args.memory_mb << 20,
+        }.items()
+        if v
+    }
     if overrides:
         limits = Limits(**{**limits.__dict__, **overrides})
     if args.no_sandbox:
         print("warning: --no-sandbox: students' code runs without isolation", file=sys.stderr)
+    elif not args.quiet:
+        from autograder.sandbox import describe_mode, find_bwrap
+
+        if find_bwrap() is not None:
+            for line in describe_mode():
+                print(line, file=sys.stderr)
     try:
-        outcome = grade_assignment(args.course, args.assignment, workers=args.workers, students=args.student,
-                                   force=args.force, cluster=args.cluster, sandboxed=not args.no_sandbox,
-                                   limits=limits, seed=args.seed, progress=not args.quiet)
+        outcome = grade_assignment(
+            args.course,
+            args.assignment,
+            workers=args.workers,
+            students=args.student,
+            force=args.force,
+            cluster=args.cluster,
+            sandboxed=not args.no_sandbox,
+            limits=limits,
+            seed=args.seed,
+            progress=not args.quiet,
+        )
     except SandboxUnavailable as err:
         print(f"error: {err}", file=sys.stderr)
         return 3
@@ -51,11 +74,23 @@ def cmd_grade(args) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if not outcome["graded"] and not outcome["skipped"]:
-        print(f"no submissions found in {Path(args.course) / 'submitted'}/*/{args.assignment}/ "
-              f"(import an LMS download with `python -m autograder collect {args.assignment} FILE.zip`)")
+        print(
+            f"no submissions found in {Path(args.course) / 'submitted'}/*/{args.assignment}/ "
+            f"(import an LMS download with `python -m autograder collect {args.assignment} FILE.zip`)"
+        )
         return 0
     print(summary_table(outcome["graded"], outcome["skipped"]))
-    print(f"graded {len(outcome['graded'])}, skipped {len(outcome['skipped'])}; hidden-case seed {outcome['seed']}")
+    print(
+        f"graded {len(outcome['graded'])}, skipped {len(outcome['skipped'])}; hidden-case seed {outcome['seed']}; "
+        f"start-up {outcome['startup_seconds']:.1f} s"
+    )
+    if outcome["rerun"]:
+        print(
+            f"{len(outcome['rerun'])} submission(s) hit a grader error and were not recorded: "
+            f"{', '.join(outcome['rerun'])}; run the same command again to retry them",
+            file=sys.stderr,
+        )
+        return 4
     return 0
 
 
@@ -65,8 +100,13 @@ def cmd_collect(args) -> int:
     archive_dir.mkdir(parents=True, exist_ok=True)
     shutil.copy(args.archive, archive_dir / Path(args.archive).name)
     regexp = args.regexp or DEFAULT_REGEXP.format(assignment=args.assignment)
-    return _nbgrader(course, "zip_collect", args.assignment, "--force",
-                     f"--FileNameCollectorPlugin.named_regexp={regexp}")
+    return _nbgrader(
+        course,
+        "zip_collect",
+        args.assignment,
+        "--force",
+        f"--FileNameCollectorPlugin.named_regexp={regexp}",
+    )
 
 
 def cmd_feedback(args) -> int:
@@ -75,22 +115,33 @@ def cmd_feedback(args) -> int:
 
 def cmd_export(args) -> int:
     target = Path(args.csv).resolve()
-    return _nbgrader(Path(args.course), "export", f"--to={target}", f"--assignment=['{args.assignment}']")
+    return _nbgrader(
+        Path(args.course), "export", f"--to={target}", f"--assignment=['{args.assignment}']"
+    )
 
 
 def cmd_report(args) -> int:
     from autograder.report import write_report
 
-    out = Path(args.out) if args.out else Path(args.course) / "autograded" / f"report_{args.assignment}.html"
+    out = (
+        Path(args.out)
+        if args.out
+        else Path(args.course) / "autograded" / f"report_{args.assignment}.html"
+    )
     path = write_report(Path(args.course), args.assignment, out)
     print(f"wrote {path}")
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__.split("\n")[0])
-    parser.add_argument("--course", default=os.environ.get("AUTOGRADER_COURSE", str(COURSE)),
-                        help="the nbgrader course directory (default: autograder/)")
+    parser = argparse.ArgumentParser(
+        prog="python -m autograder", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--course",
+        default=os.environ.get("AUTOGRADER_COURSE", str(COURSE)),
+        help="the nbgrader course directory (default: autograder/)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     grade = sub.add_parser("grade", help="grade every submission of an assignment")
@@ -99,10 +150,15 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--student", action="append", help="only this student (repeatable)")
     grade.add_argument("--force", action="store_true", help="regrade submissions already graded")
     grade.add_argument("--cluster", help="a Dask scheduler address, e.g. tcp://host:8786")
-    grade.add_argument("--no-sandbox", action="store_true", help="run students' code without bubblewrap")
-    grade.add_argument("--seed", type=int, help="hidden-case seed (default: fresh per run, recorded)")
+    grade.add_argument(
+        "--no-sandbox", action="store_true", help="run students' code without bubblewrap"
+    )
+    grade.add_argument(
+        "--seed", type=int, help="hidden-case seed (default: fresh per run, recorded)"
+    )
     grade.add_argument("--cell-timeout", type=float, help="wall seconds per cell")
     grade.add_argument("--task-timeout", type=float, help="wall seconds per task")
+    grade.add_argument("--budget", type=float, help="wall seconds per submission, retries included")
     grade.add_argument("--memory-mb", type=int, help="memory per submission, MiB")
     grade.add_argument("--quiet", action="store_true", help="no progress bar")
     grade.set_defaults(run=cmd_grade)

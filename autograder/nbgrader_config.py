@@ -41,7 +41,11 @@ class ScrubHiddenTestsFromTracebacks(Preprocessor):
 
     def preprocess_cell(self, cell, resources, index):
         meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type != "code" or not meta.get("grade") or "BEGIN HIDDEN TESTS" not in cell.source:
+        if (
+            cell.cell_type != "code"
+            or not meta.get("grade")
+            or "BEGIN HIDDEN TESTS" not in cell.source
+        ):
             return cell, resources
         hidden, inside = [], False
         for line in cell.source.splitlines():
@@ -54,8 +58,11 @@ class ScrubHiddenTestsFromTracebacks(Preprocessor):
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":
                 output["traceback"] = [
-                    "\n".join(part for part in frame.split("\n")
-                              if not any(h in _ANSI.sub("", part) for h in hidden))
+                    "\n".join(
+                        part
+                        for part in frame.split("\n")
+                        if not any(h in _ANSI.sub("", part) for h in hidden)
+                    )
                     for frame in output.get("traceback", [])
                 ]
         return cell, resources

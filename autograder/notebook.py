@@ -45,8 +45,10 @@ def strip_hidden_tests(source: str) -> str:
 
 def same_code(a: str, b: str) -> bool:
     """Equal up to trailing whitespace and blank lines (what an editor changes silently)."""
+
     def canon(text: str) -> list[str]:
         return [line.rstrip() for line in text.strip().split("\n") if line.strip()]
+
     return canon(a) == canon(b)
 
 
@@ -63,19 +65,19 @@ def _source(cell) -> str:
 class TestCell:
     grade_id: str
     points: float
-    released: str                        # what students see (no hidden region)
+    released: str  # what students see (no hidden region)
     checks: tuple[tuple[str, str], ...]  # (check name, notebook name of the student's function)
-    position: int                        # index among the source notebook's cells
+    position: int  # index among the source notebook's cells
 
 
 @dataclass(frozen=True)
 class AssignmentSpec:
     assignment: str
-    notebook: str                        # notebook name without .ipynb
+    notebook: str  # notebook name without .ipynb
     tests: tuple[TestCell, ...]
-    locked: dict                         # grade_id -> source, locked code cells (not tests)
-    metadata: dict                       # grade_id -> the source cell's nbgrader metadata
-    order: tuple[str, ...]               # grade_ids in source order
+    locked: dict  # grade_id -> source, locked code cells (not tests)
+    metadata: dict  # grade_id -> the source cell's nbgrader metadata
+    order: tuple[str, ...]  # grade_ids in source order
     source_path: Path
     release_path: Path | None
 
@@ -90,7 +92,9 @@ class AssignmentSpec:
 def load_assignment(course: Path, assignment: str) -> AssignmentSpec:
     source_path = Path(course) / "source" / assignment / f"{assignment}.ipynb"
     if not source_path.is_file():
-        raise FileNotFoundError(f"no source notebook {source_path}: is {assignment!r} an assignment id?")
+        raise FileNotFoundError(
+            f"no source notebook {source_path}: is {assignment!r} an assignment id?"
+        )
     source = nbformat.read(source_path, as_version=4)
     release_path = Path(course) / "release" / assignment / f"{assignment}.ipynb"
     released = {}
@@ -114,33 +118,96 @@ def load_assignment(course: Path, assignment: str) -> AssignmentSpec:
             tests.append(TestCell(grade_id, float(meta.get("points", 0)), visible, calls, position))
         elif cell.cell_type == "code" and meta.get("locked") and not meta.get("solution"):
             locked[grade_id] = text
-    return AssignmentSpec(assignment, assignment, tuple(tests), locked, metadata, tuple(order),
-                          source_path, release_path if release_path.is_file() else None)
+    return AssignmentSpec(
+        assignment,
+        assignment,
+        tuple(tests),
+        locked,
+        metadata,
+        tuple(order),
+        source_path,
+        release_path if release_path.is_file() else None,
+    )
 
 
-def read_submission(path: Path):
-    """The submitted notebook, or InvalidNotebook saying why it cannot be graded."""
+def read_submission(source):
+    """The submitted notebook (a path, or the file's bytes), or InvalidNotebook saying why it
+    cannot be graded."""
     try:
-        notebook = nbformat.read(str(path), as_version=4)
+        if isinstance(source, bytes):
+            notebook = nbformat.reads(source.decode("utf-8"), as_version=4)
+        else:
+            notebook = nbformat.read(str(source), as_version=4)
     except FileNotFoundError:
-        raise InvalidNotebook(f"no notebook at {path}") from None
+        raise InvalidNotebook(f"no notebook at {source}") from None
     except Exception as err:  # nbformat raises several types for bad JSON / bad structure
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise InvalidNotebook(f"not a readable Jupyter notebook ({first[:200]})") from None
     if not isinstance(notebook.get("cells"), list):
         raise InvalidNotebook("not a Jupyter notebook: it has no list of cells")
+    try:
+        nbformat.validate(notebook)
+    except Exception as err:  # noqa: BLE001 - nbformat's ValidationError and its relatives
+        path_in = "/".join(str(p) for p in getattr(err, "absolute_path", ()))[:80]
+        raise InvalidNotebook(
+            "not a valid Jupyter notebook (nbformat's schema rejects "
+            + (f"the field {path_in}" if path_in else "its structure")
+            + ")"
+        ) from None
+    for index, cell in enumerate(notebook.cells):
+        problem = _metadata_problem(cell.get("metadata", {}).get("nbgrader"))
+        if problem:
+            raise InvalidNotebook(f"cell {index + 1} has invalid nbgrader metadata ({problem})")
     return notebook
+
+
+#: nbgrader metadata fields and their types (the submission's copy of them is hostile)
+_METADATA_TYPES = {
+    "grade_id": str,
+    "grade": bool,
+    "solution": bool,
+    "locked": bool,
+    "task": bool,
+    "points": (int, float),
+    "schema_version": int,
+    "checksum": str,
+    "cell_type": str,
+}
+
+
+def _metadata_problem(meta) -> str | None:
+    if meta is None:
+        return None
+    if not isinstance(meta, dict):
+        return "not a mapping"
+    for key, kind in _METADATA_TYPES.items():
+        if (
+            key in meta
+            and meta[key] is not None
+            and (
+                not isinstance(meta[key], kind)
+                or (kind is not bool and isinstance(meta[key], bool))
+            )
+        ):
+            return f"{key} has the wrong type"
+    return None
 
 
 def unanswered_manual_cells(spec: AssignmentSpec, submission) -> list[str]:
     """Manually graded cells whose content is still the released one (nbgrader scores them 0)."""
     from nbgrader.utils import compute_checksum
 
-    manual = {gid for gid, meta in spec.metadata.items() if meta.get("grade") and meta.get("solution")}
+    manual = {
+        gid for gid, meta in spec.metadata.items() if meta.get("grade") and meta.get("solution")
+    }
     out = []
     for cell in submission.cells:
         meta = _nbgrader(cell)
-        if meta.get("grade_id") in manual and meta.get("checksum") and meta["checksum"] == compute_checksum(cell):
+        if (
+            meta.get("grade_id") in manual
+            and meta.get("checksum")
+            and meta["checksum"] == compute_checksum(cell)
+        ):
             out.append(meta["grade_id"])
     return out
 
@@ -150,7 +217,9 @@ class Program:
     """The code the sandbox runs, and where each piece came from."""
 
     cells: list[str] = field(default_factory=list)
-    origin: list[int | None] = field(default_factory=list)  # submission cell index, None if restored
+    origin: list[int | None] = field(
+        default_factory=list
+    )  # submission cell index, None if restored
     tampering: list[str] = field(default_factory=list)
 
 
@@ -179,12 +248,16 @@ def build_program(spec: AssignmentSpec, submission) -> Program:
             continue
         copy_of = next((t for t in spec.tests if same_code(text, t.released)), None)
         if copy_of is not None and text.strip():
-            program.tampering.append(f"test cell '{copy_of.grade_id}' is duplicated (a copy without its metadata)")
+            program.tampering.append(
+                f"test cell '{copy_of.grade_id}' is duplicated (a copy without its metadata)"
+            )
             continue
         if grade_id in spec.locked and grade_id not in seen_locked:
             seen_locked.add(grade_id)
             if not same_code(text, spec.locked[grade_id]):
-                program.tampering.append(f"locked cell '{grade_id}' was edited (the original was run)")
+                program.tampering.append(
+                    f"locked cell '{grade_id}' was edited (the original was run)"
+                )
             program.cells.append(spec.locked[grade_id])
             program.origin.append(index)
             anchors.append((source_rank[grade_id], len(program.cells)))
@@ -217,21 +290,37 @@ def _stream(text: str, name: str = "stdout"):
 
 
 def _error(ename: str, message: str):
-    return nbformat.v4.new_output("error", ename=ename, evalue=message.splitlines()[0] if message else "",
-                                  traceback=message.splitlines() or [ename])
+    return nbformat.v4.new_output(
+        "error",
+        ename=ename,
+        evalue=message.splitlines()[0] if message else "",
+        traceback=message.splitlines() or [ename],
+    )
 
 
-def autograded_notebook(spec: AssignmentSpec, submission, test_messages: dict, cell_outputs: dict,
-                        record: dict):
+def autograded_notebook(
+    spec: AssignmentSpec, submission, test_messages: dict, cell_outputs: dict, record: dict
+):
     """The notebook to store under autograded/: safe for feedback, faithful to nbgrader.
 
     test_messages: grade_id -> (passed, message); cell_outputs: submission cell index ->
     list of nbformat outputs; record: written into the notebook metadata (seed, reasons...).
     """
     if submission is None:  # invalid notebook: start from the released (or a cleared) copy
-        base = nbformat.read(spec.release_path, as_version=4) if spec.release_path else nbformat.v4.new_notebook()
-        cells = [c for c in base.cells if _nbgrader(c).get("grade_id") in {t.grade_id for t in spec.tests}] \
-            if spec.release_path else []
+        base = (
+            nbformat.read(spec.release_path, as_version=4)
+            if spec.release_path
+            else nbformat.v4.new_notebook()
+        )
+        cells = (
+            [
+                c
+                for c in base.cells
+                if _nbgrader(c).get("grade_id") in {t.grade_id for t in spec.tests}
+            ]
+            if spec.release_path
+            else []
+        )
         notebook = nbformat.v4.new_notebook(cells=copy.deepcopy(cells))
     else:
         notebook = copy.deepcopy(submission)
@@ -246,8 +335,11 @@ def autograded_notebook(spec: AssignmentSpec, submission, test_messages: dict, c
             placed.add(grade_id)
             cells.append(_test_cell(spec, grade_id, test_messages))
             continue
-        if cell.get("cell_type") == "code" and any(same_code(_source(cell), t.released) for t in spec.tests) \
-                and _source(cell).strip():
+        if (
+            cell.get("cell_type") == "code"
+            and any(same_code(_source(cell), t.released) for t in spec.tests)
+            and _source(cell).strip()
+        ):
             continue  # an anonymous copy of a test cell
         if grade_id in spec.metadata and grade_id not in placed:
             placed.add(grade_id)

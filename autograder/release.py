@@ -3,8 +3,8 @@
 For every assignment id, in order:
 
 1. compute the public cases from the reference (``autograder.checks``) and write them, with
-   the student-side check module (``student_check.py`` shipped as ``attention_check.py``)
-   and any data the notebook loads, into ``source/<id>/``: the notebook imports them, and
+   the contract module (``contract.py`` shipped as ``attention_check.py``) and the chapter's
+   support files (its plug-in's ``support_files``), into ``source/<id>/``: the notebook uses them, and
    nbgrader copies every file of the source folder into the release (and back over a
    submission when it autogrades, so a student's edited copy never counts);
 2. run the real ``nbgrader generate_assignment <id> --force`` through nbgrader's Python API
@@ -30,13 +30,14 @@ from pathlib import Path
 
 import numpy as np
 
-from autograder import checks, student_check
+from autograder import checks, contract
 
 COURSE = Path(__file__).resolve().parent
 CHECK_MODULE = "attention_check.py"
-DATA_FILE = "spoken_digits.npz"  # the ch3 training data the notebook loads
-FORBIDDEN = re.compile(r"BEGIN SOLUTION|END SOLUTION|BEGIN HIDDEN TESTS|END HIDDEN TESTS|"
-                       r"from solutions|import solutions")
+FORBIDDEN = re.compile(
+    r"BEGIN SOLUTION|END SOLUTION|BEGIN HIDDEN TESTS|END HIDDEN TESTS|"
+    r"from solutions|import solutions"
+)
 
 
 class ReleaseError(RuntimeError):
@@ -53,26 +54,30 @@ def build_public_cases(assignment: str, path: Path) -> int:
     for check in checks.checks_for(assignment):
         cases = []
         for case in checks.public_cases(check.name):
-            cases.append({
-                "name": case.name, "args": case.args, "kwargs": case.kwargs,
-                "expected": checks.expected(check.name, case),
-                "mistakes": checks.mistake_outputs(check.name, case),
-            })
+            cases.append(
+                {
+                    "name": case.name,
+                    "args": case.args,
+                    "kwargs": case.kwargs,
+                    "expected": checks.expected(check.name, case),
+                    "mistakes": checks.mistake_outputs(check.name, case),
+                }
+            )
         entries[check.name] = {"spec": checks.spec(check.name), "cases": cases}
         total += len(cases)
-    student_check.save_cases(path, assignment, entries)
+    contract.save_cases(path, assignment, entries)
     return total
 
 
 def write_support_files(assignment: str, folder: Path) -> list[Path]:
-    """The public cases, the check module and the assignment's data, into ``folder``."""
+    """The public cases, the contract module and the chapter's support files, into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
-    written = [folder / student_check.CASES_FILE, folder / CHECK_MODULE]
+    written = [folder / contract.CASES_FILE, folder / CHECK_MODULE]
     build_public_cases(assignment, written[0])
-    shutil.copyfile(Path(student_check.__file__), written[1])
-    if assignment == "ch3_seq2seq":
-        written.append(folder / DATA_FILE)
-        checks.write_translation_data(written[-1])
+    shutil.copyfile(Path(contract.__file__), written[1])
+    for name, write in checks.chapter(assignment).support_files.items():
+        written.append(folder / name)
+        write(written[-1])
     return written
 
 
@@ -109,8 +114,10 @@ def generate(course: Path, assignment: str) -> None:
     finally:
         os.chdir(cwd)
     if not result["success"]:
-        raise ReleaseError(f"nbgrader generate_assignment {assignment} failed:\n"
-                           f"{result.get('error') or ''}\n{result.get('log') or ''}")
+        raise ReleaseError(
+            f"nbgrader generate_assignment {assignment} failed:\n"
+            f"{result.get('error') or ''}\n{result.get('log') or ''}"
+        )
 
 
 # ----------------------------------------------------------------------------------------
@@ -121,7 +128,11 @@ def make_zip(folder: Path) -> Path:
     target = folder.parent / f"{folder.name}.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
         for path in sorted(folder.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts and ".ipynb_checkpoints" not in path.parts:
+            if (
+                path.is_file()
+                and "__pycache__" not in path.parts
+                and ".ipynb_checkpoints" not in path.parts
+            ):
                 zf.write(path, Path(folder.name) / path.relative_to(folder))
     return target
 
@@ -136,6 +147,8 @@ def _texts_of(name: str, data: bytes):
                 arr = npz[key]
                 if arr.dtype.kind == "U":
                     yield "\n".join(map(str, arr.ravel()))
+                elif key == "__meta__":  # the public cases' JSON, stored as bytes
+                    yield arr.tobytes().decode("utf-8", errors="replace")
     else:
         yield data.decode("utf-8", errors="replace")
 
@@ -177,8 +190,10 @@ def release(course: Path = COURSE, only: list[str] | None = None, log=print) -> 
         if problems:  # never leave a leaking release where someone could publish it
             shutil.rmtree(released, ignore_errors=True)
             zip_path.unlink(missing_ok=True)
-            raise ReleaseError(f"the release of {assignment} leaks solutions or hidden tests:\n  "
-                               + "\n  ".join(problems))
+            raise ReleaseError(
+                f"the release of {assignment} leaks solutions or hidden tests:\n  "
+                + "\n  ".join(problems)
+            )
         timings[assignment] = time.perf_counter() - start
         log(f"released {assignment}: {released} and {zip_path.name} ({timings[assignment]:.1f} s)")
     return timings
@@ -195,9 +210,15 @@ def scan_zip(zip_path: Path) -> list[str]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.release", description=__doc__.splitlines()[0])
-    parser.add_argument("--course", type=Path, default=COURSE, help="course directory (default: autograder/)")
-    parser.add_argument("--only", action="append", choices=checks.ASSIGNMENTS, help="release only this assignment")
+    parser = argparse.ArgumentParser(
+        prog="python -m autograder.release", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--course", type=Path, default=COURSE, help="course directory (default: autograder/)"
+    )
+    parser.add_argument(
+        "--only", action="append", choices=checks.ASSIGNMENTS, help="release only this assignment"
+    )
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
@@ -205,7 +226,9 @@ def main(argv=None) -> int:
     except ReleaseError as err:
         print(f"release failed: {err}", file=sys.stderr)
         return 1
-    print(f"released {len(args.only or checks.ASSIGNMENTS)} assignment(s) in {time.perf_counter() - start:.1f} s")
+    print(
+        f"released {len(args.only or checks.ASSIGNMENTS)} assignment(s) in {time.perf_counter() - start:.1f} s"
+    )
     return 0
 
 

@@ -67,40 +67,59 @@ def summarise(records: list[dict]) -> dict:
                 # numbers differ between students; the shape of the mistake is what repeats
                 messages[re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "#", message)[:300]] += 1
     return {
-        "n": len(records), "scores": scores,
+        "n": len(records),
+        "scores": scores,
         "max_score": max((r["max_score"] for r in records), default=0.0),
         "task_rates": {k: task_pass[k] / task_total[k] for k in task_total},
         "case_rates": {k: case_pass[k] / case_total[k] for k in case_total},
-        "reasons": dict(reasons.most_common()), "messages": messages.most_common(10),
+        "reasons": dict(reasons.most_common()),
+        "messages": messages.most_common(10),
     }
 
 
 def render(assignment: str, summary: dict) -> str:
-    parts = [f"<h1>Grading report: {html.escape(assignment)}</h1>",
-             f"<p>{summary['n']} graded submission(s); maximum score {summary['max_score']:g}.</p>"]
+    parts = [
+        f"<h1>Grading report: {html.escape(assignment)}</h1>",
+        f"<p>{summary['n']} graded submission(s); maximum score {summary['max_score']:g}.</p>",
+    ]
     if summary["n"]:
         fig, ax = plt.subplots(figsize=(6, 3))
         top = summary["max_score"] or 1
-        ax.hist(summary["scores"], bins=min(20, max(5, int(top) + 1)), range=(0, top), color="#2c3e50")
+        ax.hist(
+            summary["scores"], bins=min(20, max(5, int(top) + 1)), range=(0, top), color="#2c3e50"
+        )
         ax.set_xlabel("score")
         ax.set_ylabel("students")
         ax.set_title("score histogram")
         parts.append(f'<h2>Scores</h2><img alt="score histogram" src="{_png(fig)}">')
         tasks = summary["task_rates"]
         parts.append("<h2>Pass rate per task</h2>")
-        parts.append(f'<img alt="task pass rates" src="{_png(_bar_figure(list(tasks), list(tasks.values()), "tasks"))}">')
+        parts.append(
+            f'<img alt="task pass rates" src="{_png(_bar_figure(list(tasks), list(tasks.values()), "tasks"))}">'
+        )
         cases = sorted(summary["case_rates"].items(), key=lambda kv: kv[1])
         parts.append("<h2>Pass rate per check case (hardest first)</h2>")
-        parts.append(f'<img alt="case pass rates" src="{_png(_bar_figure([k for k, _ in cases], [v for _, v in cases], "check cases"))}">')
+        parts.append(
+            f'<img alt="case pass rates" src="{_png(_bar_figure([k for k, _ in cases], [v for _, v in cases], "check cases"))}">'
+        )
     parts.append("<h2>Failure reasons</h2><table><tr><th>reason</th><th>submissions</th></tr>")
-    parts += [f"<tr><td>{html.escape(k)}</td><td>{v}</td></tr>" for k, v in summary["reasons"].items()]
+    parts += [
+        f"<tr><td>{html.escape(k)}</td><td>{v}</td></tr>" for k, v in summary["reasons"].items()
+    ]
     parts.append("</table><h2>Most common wrong-answer messages</h2><ol>")
-    parts += [f"<li><b>{count}×</b> <code>{html.escape(message)}</code></li>" for message, count in summary["messages"]]
+    parts += [
+        f"<li><b>{count}×</b> <code>{html.escape(message)}</code></li>"
+        for message, count in summary["messages"]
+    ]
     parts.append("</ol>")
-    style = ("body{font-family:sans-serif;max-width:60em;margin:2em auto}"
-             "td,th{padding:.2em 1em;border-bottom:1px solid #ddd;text-align:left}")
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(assignment)} report</title>"
-            f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")
+    style = (
+        "body{font-family:sans-serif;max-width:60em;margin:2em auto}"
+        "td,th{padding:.2em 1em;border-bottom:1px solid #ddd;text-align:left}"
+    )
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(assignment)} report</title>"
+        f"<style>{style}</style></head><body>{''.join(parts)}</body></html>"
+    )
 
 
 def write_report(course: Path, assignment: str, out: Path) -> Path:

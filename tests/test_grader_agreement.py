@@ -19,10 +19,10 @@ from autograder import cli, grading, sandbox  # noqa: E402
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 A = "ch1_pooling"
 
-WRONG_LOO = '''
+WRONG_LOO = """
 def loo_loss_and_grad(x, y, bandwidth):  # forgets to leave one out
     return 0.0, 0.0
-'''
+"""
 
 
 def _honest(course: Path) -> dict:
@@ -30,8 +30,9 @@ def _honest(course: Path) -> dict:
     return {
         "right": good,
         "partial": corpus.append_to_cell(good, "average-max-pool", corpus.WRONG_MAX_POOL),
-        "two-wrong": corpus.append_to_cell(corpus.append_to_cell(good, "average-max-pool", corpus.WRONG_MAX_POOL),
-                                           "loo", WRONG_LOO),
+        "two-wrong": corpus.append_to_cell(
+            corpus.append_to_cell(good, "average-max-pool", corpus.WRONG_MAX_POOL), "loo", WRONG_LOO
+        ),
         "blank": corpus.blank(course, A),
     }
 
@@ -55,7 +56,9 @@ def courses(tmp_path_factory):
         for student, notebook in _honest(course).items():
             corpus.write_submission(course, A, student, notebook)
     nbgrader = Path(sys.executable).parent / "nbgrader"
-    done = subprocess.run([str(nbgrader), "autograde", A, "--force"], cwd=stock, capture_output=True, text=True)
+    done = subprocess.run(
+        [str(nbgrader), "autograde", A, "--force"], cwd=stock, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     outcome = grading.grade_assignment(ours, A, workers=2, progress=False)
     return {"ours": ours, "stock": stock, "outcome": outcome}
@@ -77,7 +80,10 @@ def test_per_cell_scores_equal_stock(courses):
             for submission in gb.assignment_submissions(A):
                 for notebook in submission.notebooks:
                     for grade in notebook.grades:
-                        out[(submission.student.id, grade.cell.name)] = (grade.auto_score, grade.needs_manual_grade)
+                        out[(submission.student.id, grade.cell.name)] = (
+                            grade.auto_score,
+                            grade.needs_manual_grade,
+                        )
             return out
 
     assert cells(courses["ours"]) == cells(courses["stock"])
@@ -113,8 +119,9 @@ def test_report_page_shows_histogram_pass_rates_and_messages(courses):
     assert summary["task_rates"]["test-pooling"] == pytest.approx(1 / 4)
     assert summary["task_rates"]["test-nw"] == pytest.approx(3 / 4)
     assert summary["task_rates"]["test-loo"] == pytest.approx(2 / 4)
-    assert any("max_pool" in message for message, _count in summary["messages"]) or \
-        any("max" in message for message, _count in summary["messages"])
+    assert any("max_pool" in message for message, _count in summary["messages"]) or any(
+        "max" in message for message, _count in summary["messages"]
+    )
 
 
 def test_collect_imports_an_lms_zip(courses, tmp_path):
@@ -123,6 +130,8 @@ def test_collect_imports_an_lms_zip(courses, tmp_path):
     course = courses["ours"]
     archive = tmp_path / "download.zip"
     with zipfile.ZipFile(archive, "w") as zf:
-        zf.write(course / "submitted" / "right" / A / f"{A}.ipynb", f"newstudent_attempt1_{A}.ipynb")
+        zf.write(
+            course / "submitted" / "right" / A / f"{A}.ipynb", f"newstudent_attempt1_{A}.ipynb"
+        )
     assert cli.main(["--course", str(course), "collect", A, str(archive)]) == 0
     assert (course / "submitted" / "newstudent" / A / f"{A}.ipynb").is_file()

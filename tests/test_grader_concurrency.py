@@ -1,10 +1,14 @@
 """Two graders started on the same course at once, and the same per-submission work sent to
-a Dask scheduler (distributed.LocalCluster)."""
+a Dask scheduler whose worker shares no disk with the course."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
+import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +21,8 @@ from autograder import grading, sandbox  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 A = "ch1_pooling"
+
+
 @pytest.fixture
 def course(tmp_path):
     if sandbox.find_bwrap() is None:
@@ -40,17 +46,86 @@ def test_two_graders_at_once_grade_each_submission_once_and_keep_the_gradebook_s
     assert len(runs) == 2 and all(json.loads(line)["seed"] >= 0 for line in runs)
 
 
-def test_dask_cluster_runs_the_same_per_submission_work(course):
-    from distributed import LocalCluster
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
+
+def test_a_dask_worker_that_cannot_see_the_course_grades_from_the_work_items(course, tmp_path):
+    """The scheduler and a worker are separate processes; the worker runs in its own working
+    directory and its own mount namespace, where the course folder is an empty tmpfs: all it
+    grades comes in the work items, and only this process writes the gradebook."""
     good = corpus.solved(course, A)
     corpus.write_submission(course, A, "right", good)
-    corpus.write_submission(course, A, "partial", corpus.append_to_cell(good, "average-max-pool", corpus.WRONG_MAX_POOL))
-    corpus.write_submission(course, A, "exits", corpus.append_to_cell(good, "loo", "import os\nos._exit(0)"))
-    with LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None,
-                      protocol="tcp") as cluster:
-        assert cluster.scheduler_address.startswith("tcp://")
-        out = grading.grade_assignment(course, A, cluster=cluster.scheduler_address, progress=False)
+    corpus.write_submission(
+        course, A, "partial", corpus.append_to_cell(good, "average-max-pool", corpus.WRONG_MAX_POOL)
+    )
+    corpus.write_submission(
+        course, A, "exits", corpus.append_to_cell(good, "loo", "import os\nos._exit(0)")
+    )
+    elsewhere = tmp_path / "worker"
+    elsewhere.mkdir()
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    scheduler = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            address.rsplit(":", 1)[1],
+            "--no-dashboard",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    hide = f'mount -t tmpfs none {shlex.quote(str(course))} && cd {shlex.quote(str(elsewhere))} && exec "$@"'
+    worker = subprocess.Popen(
+        [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            hide,
+            "sh",
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_worker",
+            address,
+            "--nworkers",
+            "1",
+            "--nthreads",
+            "2",
+            "--local-directory",
+            str(elsewhere),
+            "--no-dashboard",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        from distributed import Client
+
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(1, timeout=180)
+            seen = client.run(lambda path: (os.listdir(path), os.getcwd()), str(course))
+            assert list(seen.values()) == [([], str(elsewhere))]
+        out = grading.grade_assignment(course, A, cluster=address, progress=False)
+    finally:
+        for process in (worker, scheduler):
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
     results = {r.student: (r.score, sorted(r.reasons)) for r in out["graded"]}
-    assert results == {"right": (12.0, []), "partial": (9.0, []), "exits": (8.0, ["crash", "missing function"])}
+    assert results == {
+        "right": (12.0, []),
+        "partial": (9.0, []),
+        "exits": (8.0, ["crash", "missing function"]),
+    }
     assert corpus.gradebook_scores(course) == {"right": 12.0, "partial": 9.0, "exits": 8.0}

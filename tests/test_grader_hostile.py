@@ -9,6 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -18,7 +19,7 @@ from autograder import grading, sandbox  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-LIMITS = sandbox.Limits(cell_seconds=15, task_seconds=15)
+LIMITS = sandbox.Limits(cell_seconds=15, task_seconds=15, submission_seconds=60)
 
 
 class ConnectionCounter:
@@ -51,16 +52,56 @@ def graded(tmp_path_factory):
     cases = corpus.ch1_corpus(course, counter.port)
     for student, (notebook, _score, _reasons) in cases.items():
         corpus.write_submission(course, "ch1_pooling", student, notebook)
-    outcome = grading.grade_assignment(course, "ch1_pooling", workers=2, limits=LIMITS, progress=False)
-    return {"course": course, "cases": cases, "outcome": outcome,
-            "results": {r.student: r for r in outcome["graded"]}, "counter": counter}
+    outcome = grading.grade_assignment(
+        course, "ch1_pooling", workers=2, limits=LIMITS, progress=False
+    )
+    return {
+        "course": course,
+        "cases": cases,
+        "outcome": outcome,
+        "results": {r.student: r for r in outcome["graded"]},
+        "counter": counter,
+    }
 
 
-STUDENTS = ["honest-right", "honest-partial", "honest-blank", "patch-allclose", "patch-builtins",
-            "steal-files", "network", "os-exit", "kill-parent", "infinite-loop-cell",
-            "infinite-loop-function", "fork-bomb", "memory-bomb", "input", "print-gigabytes",
-            "edited-test", "deleted-test", "duplicated-test", "edited-test-wrong", "invalid-json",
-            "missing-function"]
+STUDENTS = [
+    "honest-right",
+    "honest-partial",
+    "honest-blank",
+    "patch-allclose",
+    "patch-builtins",
+    "steal-files",
+    "network",
+    "os-exit",
+    "kill-parent",
+    "infinite-loop-cell",
+    "infinite-loop-function",
+    "fork-bomb",
+    "memory-bomb",
+    "input",
+    "print-gigabytes",
+    "raises-with-secrets",
+    "edited-test",
+    "deleted-test",
+    "duplicated-test",
+    "edited-test-wrong",
+    "invalid-json",
+    "missing-function",
+    "not-a-function",
+    "returns-secret-type",
+    "metadata-not-a-mapping",
+    "points-not-a-number",
+    "cell-without-type",
+    "timestamp-not-a-date",
+    "wire-index-list",
+    "wire-error-text",
+    "wire-deep-header",
+    "wire-task-start",
+    "wire-zip-bomb",
+    "wire-steal-hidden-cases",
+    "pipe-never-read",
+    "sleep-in-every-cell",
+]
 
 
 def test_corpus_lists_every_student_tested_here(graded):
@@ -99,25 +140,96 @@ def test_autograded_notebooks_carry_no_hidden_test_code(graded):
 def test_failed_test_cells_show_the_check_message(graded):
     path = graded["course"] / "autograded" / "honest-partial" / "ch1_pooling" / "ch1_pooling.ipynb"
     cells = json.loads(path.read_text())["cells"]
-    pooling = next(c for c in cells if c["metadata"].get("nbgrader", {}).get("grade_id") == "test-pooling")
+    pooling = next(
+        c for c in cells if c["metadata"].get("nbgrader", {}).get("grade_id") == "test-pooling"
+    )
     assert pooling["outputs"][0]["output_type"] == "error"
     assert "max_pool" in "\n".join(pooling["outputs"][0]["traceback"])
-    weights = next(c for c in cells if c["metadata"].get("nbgrader", {}).get("grade_id") == "test-nw-weights")
+    weights = next(
+        c for c in cells if c["metadata"].get("nbgrader", {}).get("grade_id") == "test-nw-weights"
+    )
     text = "".join(weights["outputs"][0]["text"])
     assert weights["outputs"][0]["output_type"] == "stream" and "hidden cases passed" in text
 
 
-def test_hidden_failure_messages_never_echo_the_exception_text(graded):
-    # the network submission's functions are fine; the builtins one raises nothing; take a
-    # submission whose function raises with its own text and check the hidden lines
-    result = graded["results"]["print-gigabytes"]
+def test_failure_messages_never_echo_the_exception_text_or_class_name(graded):
+    result = graded["results"]["raises-with-secrets"]
     test_nw = next(t for t in result.tasks if t.grade_id == "test-nw")
-    hidden_lines = [m for m in test_nw.message.splitlines() if m.startswith("  - ")]
-    assert hidden_lines and all(line.endswith("raised OSError") for line in hidden_lines)
+    case_lines = [m for m in test_nw.message.splitlines() if m.startswith("  - ")]
+    assert case_lines and all(
+        line.endswith("nadaraya_watson raised Exception") for line in case_lines
+    )
+    notebook = json.loads(
+        (
+            graded["course"]
+            / "autograded"
+            / "raises-with-secrets"
+            / "ch1_pooling"
+            / "ch1_pooling.ipynb"
+        ).read_text()
+    )
+    shown = json.dumps([c.get("outputs", []) for c in notebook["cells"]]) + json.dumps(
+        notebook["metadata"]
+    )
+    assert "Leak0x123456" not in shown and "raised Exception" in shown
+
+
+def test_no_student_text_reaches_a_message(graded):
+    """Type names and exception names the submission chose never appear in feedback."""
+    for student in ("returns-secret-type", "not-a-function"):
+        shown = json.dumps(
+            [t.message for t in graded["results"][student].tasks] + graded["results"][student].notes
+        )
+        assert "SecretType0x77" not in shown and "a int" not in shown, shown
+    message = next(
+        t.message for t in graded["results"]["not-a-function"].tasks if t.grade_id == "test-nw"
+    )
+    assert "`nadaraya_watson` is not a function" in message
+
+
+def test_an_unreadable_timestamp_is_ignored_with_a_note_and_no_temporary_file_is_left(graded):
+    result = graded["results"]["timestamp-not-a-date"]
+    assert "timestamp.txt is not a date and was ignored" in result.notes
+    assert list((graded["course"] / "autograded").rglob("*.tmp")) == []
+
+
+def test_feedback_never_contains_a_hidden_input(graded):
+    """Search every autograded notebook and every feedback page for every hidden input value
+    of the run (the steal-hidden-cases submission read them all inside the sandbox)."""
+    from autograder import checks, cli
+
+    assert cli.main(["--course", str(graded["course"]), "feedback", "ch1_pooling"]) == 0
+    values = set()
+    for check in checks.checks_for("ch1_pooling"):
+        for case in checks.hidden_cases(check.name, graded["outcome"]["seed"]):
+            for arg in case.args:
+                if isinstance(arg, np.ndarray) and arg.dtype.kind == "f":
+                    values |= {f"{x:.5f}" for x in arg.ravel() if abs(x) > 0.01}
+    files = sorted((graded["course"] / "autograded").rglob("*.ipynb")) + sorted(
+        (graded["course"] / "feedback").rglob("*.html")
+    )
+    assert len(files) >= 2 * len(STUDENTS) - 8  # invalid notebooks may have no feedback page
+    for path in files:
+        text = path.read_text()
+        leaked = sorted(v for v in values if v in text)
+        assert not leaked, (path, leaked[:5])
+
+
+def test_a_hostile_submission_costs_at_most_its_budget(graded):
+    """Sleeping in every cell (each retried after its timeout), or claiming the cells are done
+    and never reading the request pipe, ends at the submission's budget. The bound allows one
+    sandbox restart on a loaded machine; without a budget these took 18 minutes, or forever."""
+    for student in ("sleep-in-every-cell", "pipe-never-read", "infinite-loop-cell", "fork-bomb"):
+        result = graded["results"][student]
+        assert result.seconds < LIMITS.submission_seconds + 90, (student, result.seconds)
+    notes = graded["results"]["sleep-in-every-cell"].notes
+    assert any(f"budget of {LIMITS.submission_seconds:g} s" in note for note in notes), notes
 
 
 def test_rerun_without_force_regrades_nothing(graded):
-    again = grading.grade_assignment(graded["course"], "ch1_pooling", workers=2, limits=LIMITS, progress=False)
+    again = grading.grade_assignment(
+        graded["course"], "ch1_pooling", workers=2, limits=LIMITS, progress=False
+    )
     assert again["graded"] == []
     assert sorted(s for s, why in again["skipped"]) == sorted(STUDENTS)
     assert all(why == "already graded" for _s, why in again["skipped"])
@@ -130,8 +242,11 @@ def test_no_sandboxed_process_outlives_the_batch(graded):
 def test_the_run_seed_is_recorded(graded):
     log = (graded["course"] / "autograded" / ".runs" / "ch1_pooling.jsonl").read_text().splitlines()
     assert json.loads(log[0])["seed"] == graded["outcome"]["seed"]
-    record = json.loads((graded["course"] / "autograded" / "honest-right" / "ch1_pooling" /
-                         "ch1_pooling.ipynb").read_text())["metadata"]["autograder"]
+    record = json.loads(
+        (
+            graded["course"] / "autograded" / "honest-right" / "ch1_pooling" / "ch1_pooling.ipynb"
+        ).read_text()
+    )["metadata"]["autograder"]
     assert record["seed"] == graded["outcome"]["seed"] and record["complete"] is True
 
 
@@ -144,17 +259,31 @@ def test_grader_refuses_without_bwrap_unless_told(graded, monkeypatch, capsys):
     assert "apt-get install bubblewrap" in capsys.readouterr().err
 
 
-def test_grader_refuses_to_sandbox_without_root_and_says_how(graded, monkeypatch, capsys):
+def test_without_root_and_without_user_namespaces_the_grader_refuses_and_says_how(
+    graded, monkeypatch, capsys
+):
     from autograder import cli
 
     monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(sandbox, "_userns_works", lambda: False)
     code = cli.main(["--course", str(graded["course"]), "grade", "ch1_pooling", "--quiet"])
     assert code == 3
     err = capsys.readouterr().err
-    assert "needs root" in err and "--no-sandbox" in err
+    assert "user namespace" in err and "--no-sandbox" in err and "sudo make grade" in err
 
 
 def test_no_sandbox_mode_grades_honest_work_the_same(graded):
-    out = grading.grade_assignment(graded["course"], "ch1_pooling", workers=1, students=["honest-right", "honest-partial"],
-                                   force=True, sandboxed=False, limits=LIMITS, progress=False)
-    assert {r.student: r.score for r in out["graded"]} == {"honest-right": 12.0, "honest-partial": 9.0}
+    out = grading.grade_assignment(
+        graded["course"],
+        "ch1_pooling",
+        workers=1,
+        students=["honest-right", "honest-partial"],
+        force=True,
+        sandboxed=False,
+        limits=LIMITS,
+        progress=False,
+    )
+    assert {r.student: r.score for r in out["graded"]} == {
+        "honest-right": 12.0,
+        "honest-partial": 9.0,
+    }

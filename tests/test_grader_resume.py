@@ -17,6 +17,8 @@ from autograder import grading, sandbox  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 A = "ch1_pooling"
+
+
 @pytest.fixture
 def course(tmp_path):
     if sandbox.find_bwrap() is None:
@@ -28,7 +30,11 @@ def test_sigkill_mid_batch_then_rerun_finishes_the_rest_and_regrades_nothing(cou
     expected = corpus.slow_batch(course, 6)
     first = corpus.start_grader(course, "--workers", "1")
     deadline = time.monotonic() + 300
-    while len(corpus.autograded_mtimes(course)) < 2 and first.poll() is None and time.monotonic() < deadline:
+    while (
+        len(corpus.autograded_mtimes(course)) < 2
+        and first.poll() is None
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.05)
     first.send_signal(signal.SIGKILL)
     first.wait()

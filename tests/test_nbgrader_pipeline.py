@@ -33,13 +33,23 @@ pytestmark = pytest.mark.slow
 COURSE = Path(release.__file__).resolve().parent
 COURSE_NAME = "attention-derived"
 STUDENTS = ("solver", "blank", "partial")
-SOLUTION_REGION = re.compile(r"^([ \t]*)### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION\n?", re.S | re.M)
+SOLUTION_REGION = re.compile(
+    r"^([ \t]*)### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION\n?", re.S | re.M
+)
 
 
 def _nbgrader(course: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-    return subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    env = dict(
+        os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args],
+        cwd=course,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _tasks(nb) -> list[tuple[int, int]]:
@@ -83,14 +93,25 @@ def _submit(course: Path, assignment: str) -> dict[str, float]:
 def graded(tmp_path_factory):
     course = tmp_path_factory.mktemp("course")
     shutil.copy(COURSE / "nbgrader_config.py", course)
-    shutil.copytree(COURSE / "source", course / "source",
-                    ignore=shutil.ignore_patterns("public_cases.npz", "attention_check.py", "*.npz", "__pycache__"))
+    shutil.copytree(
+        COURSE / "source",
+        course / "source",
+        ignore=shutil.ignore_patterns(
+            "public_cases.npz", "attention_check.py", "*.npz", "__pycache__"
+        ),
+    )
     release.release(course, log=lambda *_: None)
     expected = {a: _submit(course, a) for a in checks.ASSIGNMENTS}
     auto = _nbgrader(course, "autograde", "*", "--force")
     feedback = _nbgrader(course, "generate_feedback", "*", "--force")
     export = _nbgrader(course, "export", "--to", str(course / "grades.csv"))
-    return {"course": course, "expected": expected, "autograde": auto, "feedback": feedback, "export": export}
+    return {
+        "course": course,
+        "expected": expected,
+        "autograde": auto,
+        "feedback": feedback,
+        "export": export,
+    }
 
 
 def _scores(course: Path) -> dict[tuple[str, str], tuple[float, float, list]]:
@@ -101,9 +122,17 @@ def _scores(course: Path) -> dict[tuple[str, str], tuple[float, float, list]]:
         for assignment in checks.ASSIGNMENTS:
             for student in STUDENTS:
                 sub = gb.find_submission(assignment, student)
-                grades = [(g.name, g.auto_score, g.max_score) for nb in sub.notebooks for g in nb.grades
-                          if g.cell.cell_type == "code"]
-                out[assignment, student] = (sum(g[1] or 0.0 for g in grades), sum(g[2] for g in grades), grades)
+                grades = [
+                    (g.name, g.auto_score, g.max_score)
+                    for nb in sub.notebooks
+                    for g in nb.grades
+                    if g.cell.cell_type == "code"
+                ]
+                out[assignment, student] = (
+                    sum(g[1] or 0.0 for g in grades),
+                    sum(g[2] for g in grades),
+                    grades,
+                )
     return out
 
 
@@ -130,7 +159,13 @@ def test_source_notebooks_earn_full_marks_blank_release_earns_zero_partial_earns
 def test_blank_release_shows_teaching_messages_not_tracebacks(graded):
     path = graded["course"] / "autograded" / "blank" / "ch2_soft_hard" / "ch2_soft_hard.ipynb"
     nb = nbformat.read(path, as_version=4)
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
+    errors = [
+        o
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.output_type == "error"
+    ]
     assert errors, "the blank release should fail its test cells"
     text = "\n".join("\n".join(o.traceback) for o in errors)
     assert "is not implemented yet" in text
@@ -146,9 +181,13 @@ def test_feedback_html_holds_scores_and_messages_but_no_hidden_tests(graded):
             assert "BEGIN HIDDEN TESTS" not in html
         for student, total in graded["expected"][assignment].items():
             html = (course / "feedback" / student / assignment / f"{assignment}.html").read_text()
-            assert re.search(rf"Score:\s*{total:g}(\.0)?\s*/", html), f"{assignment}/{student}: {total} not in feedback"
+            assert re.search(rf"Score:\s*{total:g}(\.0)?\s*/", html), (
+                f"{assignment}/{student}: {total} not in feedback"
+            )
     partial = (course / "feedback" / "partial" / "ch1_pooling" / "ch1_pooling.html").read_text()
-    assert "expected weights of shape" in partial  # the wrong task's teaching message reaches the student
+    assert (
+        "expected weights of shape" in partial
+    )  # the wrong task's teaching message reaches the student
 
 
 def test_export_csv_has_the_expected_numbers(graded):
@@ -161,7 +200,9 @@ def test_export_csv_has_the_expected_numbers(graded):
             row = by_key[assignment, student]
             # raw_score counts the auto-graded points; the written answer is still ungraded (0)
             assert float(row["raw_score"]) == pytest.approx(want), (assignment, student, row)
-            assert float(row["max_score"]) == pytest.approx(graded["expected"][assignment]["solver"] + 2)
+            assert float(row["max_score"]) == pytest.approx(
+                graded["expected"][assignment]["solver"] + 2
+            )
 
 
 def test_released_folders_pass_the_leak_scan(graded):

@@ -23,7 +23,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from autograder import checks, release, student_check
+from autograder import checks, contract, release
 
 COURSE = Path(release.__file__).resolve().parent
 CONTRACT_REGEX = re.compile(r"check\(\s*[\"'](\w+)[\"']\s*,\s*(\w+)\s*\)")
@@ -42,7 +42,9 @@ def _source(assignment):
 
 
 def _graded_code_cells(nb):
-    return [c for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")]
+    return [
+        c for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")
+    ]
 
 
 @pytest.mark.parametrize("assignment", checks.ASSIGNMENTS)
@@ -53,7 +55,11 @@ def test_source_notebook_structure(assignment):
     assert 4 <= len(tests) <= 6
     points = sum(c.metadata["nbgrader"]["points"] for c in tests)
     assert 10 <= points <= 20
-    manual = [c for c in nb.cells if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("grade")]
+    manual = [
+        c
+        for c in nb.cells
+        if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("grade")
+    ]
     assert len(manual) == 1 and manual[0].metadata["nbgrader"]["solution"]
     used = []
     for cell in tests:
@@ -73,17 +79,25 @@ def test_source_notebook_structure(assignment):
     assert len(ids) == len(set(ids))
     for cell in nb.cells:
         if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
-            assert "### BEGIN SOLUTION" in cell.source and '"""' in cell.source  # docstring with shapes
-        assert "from solutions" not in cell.source and "import solutions" not in cell.source or \
-            "BEGIN HIDDEN TESTS" in cell.source
+            assert (
+                "### BEGIN SOLUTION" in cell.source and '"""' in cell.source
+            )  # docstring with shapes
+        assert (
+            "from solutions" not in cell.source
+            and "import solutions" not in cell.source
+            or "BEGIN HIDDEN TESTS" in cell.source
+        )
 
 
 @pytest.fixture(scope="module")
 def released(tmp_path_factory):
     course = tmp_path_factory.mktemp("course")
     shutil.copy(COURSE / "nbgrader_config.py", course)
-    shutil.copytree(COURSE / "source", course / "source",
-                    ignore=shutil.ignore_patterns("*.npz", "attention_check.py", "__pycache__"))
+    shutil.copytree(
+        COURSE / "source",
+        course / "source",
+        ignore=shutil.ignore_patterns("*.npz", "attention_check.py", "__pycache__"),
+    )
     release.release(course, log=lambda *_: None)
     return course
 
@@ -97,16 +111,23 @@ def test_release_contents(released, assignment):
     text = "\n".join(c.source for c in nb.cells)
     assert release.FORBIDDEN.search(text) is None
     assert "run_hidden" not in text
-    solutions = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code"]
+    solutions = [
+        c
+        for c in nb.cells
+        if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code"
+    ]
     assert solutions and all("raise NotImplementedError()" in c.source for c in solutions)
     for cell in _graded_code_cells(nb):
         assert CONTRACT_REGEX.search(cell.source)
-    loaded = student_check.load_cases(folder / "public_cases.npz")
+    loaded = contract.load_cases(folder / "public_cases.npz")
     assert sorted(loaded) == sorted(c.name for c in checks.checks_for(assignment))
     with zipfile.ZipFile(released / "release" / f"{assignment}.zip") as zf:
         names = set(zf.namelist())
     assert {f"{assignment}/{f}" for f in files if f != "__pycache__"} <= names
-    assert release.scan(folder) == [] and release.scan_zip(released / "release" / f"{assignment}.zip") == []
+    assert (
+        release.scan(folder) == []
+        and release.scan_zip(released / "release" / f"{assignment}.zip") == []
+    )
 
 
 def test_public_checks_run_offline_from_the_released_folder(released, tmp_path):
@@ -117,18 +138,37 @@ def test_public_checks_run_offline_from_the_released_folder(released, tmp_path):
         zf.extractall(tmp_path)
     folder = tmp_path / "ch5_multihead"
     source = _source("ch5_multihead")
-    code = [c.source for c in source.cells if c.cell_type == "code" and not c.metadata.get("nbgrader", {}).get("grade")]
+    code = [
+        c.source
+        for c in source.cells
+        if c.cell_type == "code" and not c.metadata.get("nbgrader", {}).get("grade")
+    ]
     checks_code = [re.sub(HIDDEN_BLOCK, "", c.source) for c in _graded_code_cells(source)]
-    script = "\n\n".join(code + checks_code + [
-        "import sys\nassert not [m for m in sys.modules if m.split('.')[0] in ('solutions', 'autograder')]\n"])
-    result = subprocess.run([sys.executable, "-c", script], cwd=folder, capture_output=True, text=True, timeout=120)
+    script = "\n\n".join(
+        code
+        + checks_code
+        + [
+            "import sys\nassert not [m for m in sys.modules if m.split('.')[0] in ('solutions', 'autograder')]\n"
+        ]
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=folder, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.count("public cases passed") == len(checks.checks_for("ch5_multihead"))
 
 
 def test_ch3_release_ships_training_data_loadable_without_pickle(released):
-    with np.load(released / "release" / "ch3_seq2seq" / release.DATA_FILE, allow_pickle=False) as data:
-        assert data["train_src"].shape[0] == data["train_tgt"].shape[0] == checks.TRANSLATE_TRAIN_SIZE
+    from autograder.chapters import ch3_seq2seq
+
+    with np.load(
+        released / "release" / "ch3_seq2seq" / ch3_seq2seq.DATA_FILE, allow_pickle=False
+    ) as data:
+        assert (
+            data["train_src"].shape[0]
+            == data["train_tgt"].shape[0]
+            == ch3_seq2seq.TRANSLATE_TRAIN_SIZE
+        )
         assert list(data["target_vocab"][:3]) == ["<pad>", "<bos>", "<eos>"]
 
 
@@ -149,8 +189,11 @@ def test_release_fails_loudly_when_a_notebook_imports_solutions(tmp_path):
     course = tmp_path / "course"
     course.mkdir()
     shutil.copy(COURSE / "nbgrader_config.py", course)
-    shutil.copytree(COURSE / "source" / "ch5_multihead", course / "source" / "ch5_multihead",
-                    ignore=shutil.ignore_patterns("*.npz", "attention_check.py", "__pycache__"))
+    shutil.copytree(
+        COURSE / "source" / "ch5_multihead",
+        course / "source" / "ch5_multihead",
+        ignore=shutil.ignore_patterns("*.npz", "attention_check.py", "__pycache__"),
+    )
     path = course / "source" / "ch5_multihead" / "ch5_multihead.ipynb"
     nb = nbformat.read(path, as_version=4)
     nb.cells.insert(2, nbformat.v4.new_code_cell("from solutions.multihead import split_heads"))
@@ -162,6 +205,18 @@ def test_release_fails_loudly_when_a_notebook_imports_solutions(tmp_path):
 
 
 def test_cli_reports_failure_with_exit_code(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "autograder.release", "--course", str(tmp_path), "--only", "ch1_pooling"],
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autograder.release",
+            "--course",
+            str(tmp_path),
+            "--only",
+            "ch1_pooling",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 1 and "no source notebook" in result.stderr

@@ -1,0 +1,212 @@
+"""Kernel-enforced limits for each sandbox: one cgroup per worker slot, in the grader's own subtree.
+
+The memory controller charges everything a sandbox makes resident: its processes' memory,
+the page cache of files it reads or writes, its tmpfs (/tmp), System V shared memory and
+memfds. So the memory limit is a real cap, unlike RLIMIT_AS. The pids controller caps the
+number of tasks, and the cpu controller gives each sandbox at most one CPU's worth of time.
+
+- cgroup v2 (a unified hierarchy at /sys/fs/cgroup with ``cgroup.controllers``): the subtree
+  ``<the grader's own cgroup>/attention-derived-<pid>/`` with memory, pids and cpu enabled;
+  this needs the grader's own cgroup to be delegated to it (root, or a systemd user
+  delegation such as ``systemd-run --user --scope -p Delegate=yes``).
+- cgroup v1 and hybrid hosts (controllers at /sys/fs/cgroup/{memory,pids,cpu}): the same
+  subtree under the grader's own cgroup in each controller's hierarchy.
+
+Only directories this module made are written to, and `Cgroup.remove` deletes them (the
+subtree too, once empty). Where no cgroup can be made, `open_cgroup` returns None and the
+reason, which the grader prints with the guarantees that are weaker without it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+ROOT = Path("/sys/fs/cgroup")
+PROJECT = "attention-derived"
+V1_CONTROLLERS = ("memory", "pids", "cpu")
+
+
+def _own_paths() -> dict:
+    """controller (or "" for v2) -> this process's cgroup path, from /proc/self/cgroup."""
+    paths = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _id, controllers, path = line.split(":", 2)
+        for controller in controllers.split(",") if controllers else [""]:
+            paths[controller] = path
+    return paths
+
+
+def _write(path: Path, value) -> None:
+    path.write_text(str(value))
+
+
+class Cgroup:
+    """One leaf cgroup per controller hierarchy (one directory on v2, up to three on v1)."""
+
+    def __init__(self, version: int, leaves: dict, subtrees: list):
+        self.version, self.leaves, self.subtrees = version, leaves, subtrees
+
+    @property
+    def procs_files(self) -> list[str]:
+        return sorted({str(leaf / "cgroup.procs") for leaf in self.leaves.values()})
+
+    def set_limits(self, memory_bytes: int, pids: int, cpus: float = 1.0) -> None:
+        period = 100_000
+        if self.version == 2:
+            leaf = self.leaves["memory"]
+            _write(leaf / "memory.max", memory_bytes)
+            if (leaf / "memory.swap.max").exists():
+                _write(leaf / "memory.swap.max", 0)
+            _write(leaf / "pids.max", pids)
+            _write(leaf / "cpu.max", f"{int(period * cpus)} {period}")
+            return
+        memory = self.leaves["memory"]
+        files = ["memory.limit_in_bytes"]
+        if (memory / "memory.memsw.limit_in_bytes").exists():  # swap may not evade the cap
+            # memory <= memory+swap at every step: raise memsw first, lower it last
+            raising = memory_bytes >= int((memory / "memory.limit_in_bytes").read_text())
+            files = (
+                ["memory.memsw.limit_in_bytes", *files]
+                if raising
+                else [*files, "memory.memsw.limit_in_bytes"]
+            )
+        for name in files:
+            _write(memory / name, memory_bytes)
+        _write(self.leaves["pids"] / "pids.max", pids)
+        _write(self.leaves["cpu"] / "cpu.cfs_period_us", period)
+        _write(self.leaves["cpu"] / "cpu.cfs_quota_us", int(period * cpus))
+
+    def memory_usage(self) -> int:
+        leaf = self.leaves["memory"]
+        name = "memory.current" if self.version == 2 else "memory.usage_in_bytes"
+        return int((leaf / name).read_text())
+
+    def oom_kills(self) -> int:
+        """How many processes the kernel killed here for want of memory, so far."""
+        leaf = self.leaves["memory"]
+        name = "memory.events" if self.version == 2 else "memory.oom_control"
+        for line in (leaf / name).read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+        return 0
+
+    def pids(self) -> list[int]:
+        out = set()
+        for leaf in self.leaves.values():
+            try:
+                out |= {int(p) for p in (leaf / "cgroup.procs").read_text().split()}
+            except OSError:
+                continue
+        return sorted(out)
+
+    def kill_all(self) -> int:
+        """SIGKILL every process in the cgroup until it is empty; returns how many there were."""
+        first = self.pids()
+        for _ in range(200):
+            pids = self.pids()
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            time.sleep(0.01)
+        return len(first)
+
+    def remove(self) -> None:
+        self.kill_all()
+        for leaf in self.leaves.values():
+            for _ in range(100):
+                try:
+                    leaf.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:  # the last processes are still being reaped
+                    time.sleep(0.02)
+        for subtree in self.subtrees:
+            try:
+                subtree.rmdir()  # only once every slot of this grader is gone
+            except OSError:
+                pass
+
+
+def _subtree_name() -> str:
+    return f"{PROJECT}-{os.getpid()}"
+
+
+def _remove_stale(parent: Path) -> None:
+    """Remove the empty subtrees of graders that died without cleaning up (SIGKILL)."""
+    for subtree in parent.glob(f"{PROJECT}-*"):
+        pid = subtree.name.rsplit("-", 1)[-1]
+        if not pid.isdigit() or Path(f"/proc/{pid}").exists():
+            continue
+        for leaf in subtree.iterdir():
+            if leaf.is_dir():
+                try:
+                    leaf.rmdir()
+                except OSError:
+                    pass
+        try:
+            subtree.rmdir()
+        except OSError:
+            pass
+
+
+def open_cgroup(slot: str) -> tuple[Cgroup | None, str]:
+    """(a fresh leaf cgroup for one slot, "") or (None, why none could be made)."""
+    try:
+        if (ROOT / "cgroup.controllers").is_file():
+            return _open_v2(slot)
+        if all((ROOT / c / "cgroup.procs").exists() for c in V1_CONTROLLERS):
+            return _open_v1(slot)
+    except OSError as err:
+        return None, f"cannot create the grader's cgroups ({err.strerror or err})"
+    return None, "no cgroup hierarchy with the memory, pids and cpu controllers is mounted"
+
+
+def _open_v1(slot: str) -> tuple[Cgroup | None, str]:
+    own = _own_paths()
+    leaves, subtrees = {}, []
+    for controller in V1_CONTROLLERS:
+        parent = ROOT / controller / own.get(controller, "/").lstrip("/")
+        _remove_stale(parent)
+        subtree = parent / _subtree_name()
+        subtree.mkdir(exist_ok=True)
+        subtrees.append(subtree)
+        leaf = subtree / slot
+        leaf.mkdir()
+        leaves[controller] = leaf
+    if (leaves["memory"] / "memory.use_hierarchy").exists():
+        try:
+            _write(leaves["memory"] / "memory.use_hierarchy", 1)
+        except OSError:
+            pass  # already hierarchical (it is inherited)
+    return Cgroup(1, leaves, subtrees), ""
+
+
+def _open_v2(slot: str) -> tuple[Cgroup | None, str]:
+    own = ROOT / _own_paths().get("", "/").lstrip("/")
+    wanted = {"memory", "pids", "cpu"}
+    available = set((own / "cgroup.controllers").read_text().split())
+    if not wanted <= available:
+        return None, f"the grader's cgroup {own} does not offer {sorted(wanted - available)}"
+    _remove_stale(own)
+    subtree = own / _subtree_name()
+    try:
+        _write(own / "cgroup.subtree_control", " ".join(f"+{c}" for c in sorted(wanted)))
+    except OSError as err:
+        return None, (
+            f"cannot enable controllers under {own} ({err.strerror}): run the grader in a "
+            "delegated cgroup of its own, e.g. `systemd-run --user --scope -p Delegate=yes make grade A=<id>`"
+        )
+    subtree.mkdir(exist_ok=True)
+    _write(subtree / "cgroup.subtree_control", " ".join(f"+{c}" for c in sorted(wanted)))
+    leaf = subtree / slot
+    leaf.mkdir()
+    return Cgroup(2, {c: leaf for c in wanted}, [subtree]), ""
