@@ -22,7 +22,7 @@ What this file builds, in the order the chapter derives it:
   two-head ``TinyTransformer`` on it, and ``offset_profile`` measures how much weight each
   head puts on each offset (in the trained model: one head per offset).
 
-Conventions (``shared/DESIGN.md``): rows are items; weights are ``(..., h, n_q, n_kv)``;
+Conventions (``docs/conventions.md``): rows are items; weights are ``(..., h, n_q, n_kv)``;
 NumPy weight matrices are used as ``x @ w``; masks are boolean, True = "may attend",
 broadcastable to ``(..., n_q, n_kv)`` and shared by all heads. ``torch.nn.MultiheadAttention``
 uses the opposite polarity for a boolean ``attn_mask`` (True = "may NOT attend"), so pass
@@ -48,7 +48,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from solutions.self_attention import sinusoidal_positions
-from solutions.soft_hard import _as_float, attention
+from solutions.conventions import as_float, check_mask, masked_softmax_torch
+from solutions.soft_hard import attention
+from solutions.training import train_loop
 
 __all__ = [
     "split_heads",
@@ -134,9 +136,9 @@ def multihead_attention(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None):
           head; None = all.
     Returns ``(output, weights)``: output (..., n_q, d_out), weights (..., h, n_q, n_kv).
     """
-    x_q, x_kv = _as_float(x_q, "x_q"), _as_float(x_kv, "x_kv")
-    w_q, w_k = _as_float(w_q, "w_q"), _as_float(w_k, "w_k")
-    w_v, w_o = _as_float(w_v, "w_v"), _as_float(w_o, "w_o")
+    x_q, x_kv = as_float(x_q, "x_q"), as_float(x_kv, "x_kv")
+    w_q, w_k = as_float(w_q, "w_q"), as_float(w_k, "w_k")
+    w_v, w_o = as_float(w_v, "w_v"), as_float(w_o, "w_o")
     if x_q.ndim < 2 or x_kv.ndim < 2:
         raise ValueError(
             f"expected x_q (..., n_q, d_q) and x_kv (..., n_kv, d_kv), got {x_q.shape} and {x_kv.shape}"
@@ -160,19 +162,8 @@ def multihead_attention(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None):
         )
     _check_heads(d_model, num_heads)
     if mask is not None:
-        mask = np.asarray(mask)
-        if mask.dtype != bool:
-            raise TypeError(f"expected a boolean mask (True = may attend), got dtype {mask.dtype}")
         target = np.broadcast_shapes(x_q.shape[:-2], x_kv.shape[:-2]) + (x_q.shape[-2], x_kv.shape[-2])
-        try:
-            ok = np.broadcast_shapes(mask.shape, target) == target
-        except ValueError:
-            ok = False
-        if not ok:
-            raise ValueError(
-                f"expected a mask broadcastable to (..., n_q, n_kv) = {target} (one mask for "
-                f"all heads), got {mask.shape}"
-            )
+        mask = check_mask(mask, target, name="(..., n_q, n_kv)", context="one mask for all heads")
         if mask.ndim >= 3:
             mask = np.expand_dims(mask, -3)  # (..., 1, n_q, n_kv): the same for every head
 
@@ -221,16 +212,6 @@ def multihead_flops(n_q, n_kv, d_model, num_heads):
 
 # ----------------------------------------------------------------------------------------
 # torch modules
-
-
-def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Softmax over the last axis; masked keys get 0, a row with no allowed key is all 0 (no NaN)."""
-    if mask is None:
-        return torch.softmax(scores, dim=-1)
-    scores = scores.masked_fill(~mask, float("-inf"))
-    empty = ~mask.any(dim=-1, keepdim=True)  # rows with nothing allowed
-    scores = scores.masked_fill(empty, 0.0)  # finite there, so softmax stays NaN-free
-    return torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0)
 
 
 class KVCache:
@@ -290,7 +271,7 @@ class MultiHeadAttention(nn.Module):
             mask = torch.as_tensor(mask, dtype=torch.bool, device=scores.device)  # NumPy masks too
             if mask.dim() >= 3:
                 mask = mask.unsqueeze(-3)  # (B, 1, n_q, n_kv): the same for every head
-        weights = _masked_softmax(scores, mask)  # (B, h, n_q, n_kv)
+        weights = masked_softmax_torch(scores, mask)  # (B, h, n_q, n_kv)
         heads = weights @ v  # (B, h, n_q, d_h)
         return self.out_proj(merge_heads(heads)), weights  # (B, n_q, d_model), (B, h, n_q, n_kv)
 
@@ -459,32 +440,23 @@ def train_toy_transformer(task="reverse", length=8, steps=400, batch_size=64, lr
     """Train a ``TinyTransformer`` to produce the reversal (or copy) of a sequence.
 
     Fresh random sequences every step (``make_toy_data``), next-token cross-entropy on the
-    answer half only, Adam. Seeded and single-threaded (``torch.set_num_threads(1)``,
-    restored afterwards), so it is reproducible; a few seconds on a CPU.
-    Returns ``(model, losses)`` with the model in eval mode and the loss of every step.
+    answer half only, Adam, through ``solutions.training.train_loop`` (seeded, one CPU
+    thread, deterministic); a few seconds on a CPU.
+    Returns ``(model, history)`` with the model in eval mode and ``history["loss"]``, the
+    loss of every step.
     """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        torch.manual_seed(seed)
-        model = TinyTransformer(num_symbols + 1, d_model, num_heads, num_layers, d_ff, max_len=2 * length + 1)
-        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-        losses = []
-        model.train()
-        for step in range(steps):
-            tokens = make_toy_data(batch_size, length, seed=seed * 1_000_003 + step + 1, task=task,
-                                   num_symbols=num_symbols)  # (B, 2L + 1)
-            logits, _ = model(tokens[:, :-1])  # (B, 2L, vocab): position t predicts token t + 1
-            answer = logits[:, length:]  # (B, L, vocab): predictions of y_1 .. y_L
-            loss = F.cross_entropy(answer.reshape(-1, answer.shape[-1]), tokens[:, length + 1 :].reshape(-1))
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
-        model.eval()
-        return model, losses
-    finally:
-        torch.set_num_threads(threads)
+
+    def batch_loss(model, step):
+        tokens = make_toy_data(batch_size, length, seed=seed * 1_000_003 + step + 1, task=task,
+                               num_symbols=num_symbols)  # (B, 2L + 1)
+        logits, _ = model(tokens[:, :-1])  # (B, 2L, vocab): position t predicts token t + 1
+        answer = logits[:, length:]  # (B, L, vocab): predictions of y_1 .. y_L
+        return F.cross_entropy(answer.reshape(-1, answer.shape[-1]), tokens[:, length + 1 :].reshape(-1))
+
+    return train_loop(
+        lambda: TinyTransformer(num_symbols + 1, d_model, num_heads, num_layers, d_ff, max_len=2 * length + 1),
+        batch_loss, steps=steps, seed=seed, lr=lr,
+    )
 
 
 @torch.no_grad()
@@ -595,33 +567,24 @@ def train_two_offset_transformer(offsets=(2, 5), length=12, steps=1500, batch_si
 
     The model reads V = ``num_symbols`` input tokens and predicts one of V^2 answer
     classes, so its vocabulary has V^2 tokens (the inputs use the first V). Fresh random
-    sequences every step, cross-entropy on the positions that have an answer, Adam.
-    Seeded and single-threaded (``torch.set_num_threads(1)``, restored afterwards).
-    Returns ``(model, losses)`` with the model in eval mode and the loss of every step.
+    sequences every step, cross-entropy on the positions that have an answer, Adam,
+    through ``solutions.training.train_loop`` (seeded, one CPU thread, deterministic).
+    Returns ``(model, history)`` with the model in eval mode and ``history["loss"]``, the
+    loss of every step.
     """
     _check_offsets(tuple(offsets), length)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        torch.manual_seed(seed)
-        vocab = num_symbols**2
-        model = TinyTransformer(vocab, d_model, num_heads, num_layers=1, d_ff=d_ff, max_len=length)
-        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-        losses = []
-        model.train()
-        for step in range(steps):
-            tokens, targets = make_two_offset_data(batch_size, length, offsets, num_symbols,
-                                                   seed=seed * 1_000_003 + step + 1)  # (B, L) each
-            logits, _ = model(tokens)  # (B, L, V^2)
-            loss = F.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1), ignore_index=IGNORE_INDEX)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
-        model.eval()
-        return model, losses
-    finally:
-        torch.set_num_threads(threads)
+    vocab = num_symbols**2
+
+    def batch_loss(model, step):
+        tokens, targets = make_two_offset_data(batch_size, length, offsets, num_symbols,
+                                               seed=seed * 1_000_003 + step + 1)  # (B, L) each
+        logits, _ = model(tokens)  # (B, L, V^2)
+        return F.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1), ignore_index=IGNORE_INDEX)
+
+    return train_loop(
+        lambda: TinyTransformer(vocab, d_model, num_heads, num_layers=1, d_ff=d_ff, max_len=length),
+        batch_loss, steps=steps, seed=seed, lr=lr,
+    )
 
 
 @torch.no_grad()

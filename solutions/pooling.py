@@ -11,7 +11,7 @@ What this file builds, in the order the chapter derives it:
 - ``loo_loss_and_grad`` and ``fit_bandwidth``: learn the one parameter of the model, the
   bandwidth, by gradient descent on the leave-one-out squared error (analytic gradient).
 
-Conventions (``shared/DESIGN.md``): rows are items; masks are boolean with True = present;
+Conventions (``docs/conventions.md``): rows are items; masks are boolean with True = present;
 a fully masked sequence pools to zeros (never NaN). Functions keep the floating dtype of
 their input (float32 stays float32).
 
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from solutions.soft_hard import _as_float, masked_softmax
+from solutions.conventions import as_float, check_mask, masked_softmax
 
 __all__ = [
     "average_pool",
@@ -52,24 +52,12 @@ __all__ = [
 
 
 def _check_sequence_mask(x: np.ndarray, mask) -> np.ndarray | None:
-    """A boolean ``(..., n)`` mask for a sequence ``x`` of shape ``(..., n, d)``."""
+    """A boolean ``(..., n)`` mask (one flag per item) for a sequence ``x`` of shape ``(..., n, d)``."""
     if x.ndim < 2:
         raise ValueError(f"expected a sequence of shape (..., n, d), got shape {x.shape}")
     if mask is None:
         return None
-    mask = np.asarray(mask)
-    if mask.dtype != bool:
-        raise TypeError(f"expected a boolean mask (True = present), got dtype {mask.dtype}: use mask.astype(bool)")
-    try:
-        ok = np.broadcast_shapes(mask.shape, x.shape[:-1]) == x.shape[:-1]
-    except ValueError:
-        ok = False
-    if not ok:
-        raise ValueError(
-            f"expected a mask of shape (..., n) = {x.shape[:-1]} for x of shape {x.shape} "
-            f"(one flag per item), got mask of shape {mask.shape}"
-        )
-    return mask
+    return check_mask(mask, x.shape[:-1], name="(..., n)", context=f"one flag per item of x {x.shape}")
 
 
 def average_pool(x, mask=None) -> np.ndarray:
@@ -79,7 +67,7 @@ def average_pool(x, mask=None) -> np.ndarray:
     mask: boolean (..., n), True = present; None = all present.
     Returns (..., d). A sequence with no item present pools to zeros.
     """
-    x = _as_float(x, "x")
+    x = as_float(x, "x")
     mask = _check_sequence_mask(x, mask)
     if mask is None:
         return x.mean(axis=-2)  # (..., d)
@@ -96,7 +84,7 @@ def max_pool(x, mask=None) -> np.ndarray:
     mask: boolean (..., n), True = present; None = all present.
     Returns (..., d). A sequence with no item present pools to zeros.
     """
-    x = _as_float(x, "x")
+    x = as_float(x, "x")
     mask = _check_sequence_mask(x, mask)
     if mask is None:
         return x.max(axis=-2)  # (..., d)
@@ -118,7 +106,7 @@ def gaussian_kernel(distance, bandwidth) -> np.ndarray:
     Returns an array of the shape of ``distance`` with values in (0, 1]. The normalising
     constant ``1 / (h sqrt(2 pi))`` is left out: it cancels in the weights (1.4).
     """
-    distance = _as_float(distance, "distance")
+    distance = as_float(distance, "distance")
     h = _check_bandwidth(bandwidth)
     return np.exp(-(distance**2) / np.asarray(2.0 * h * h, dtype=distance.dtype))
 
@@ -131,7 +119,7 @@ def _check_bandwidth(bandwidth) -> float:
 
 def _as_points(x, name: str) -> np.ndarray:
     """Points as (n, d): a 1-D array (n,) of scalars becomes (n, 1)."""
-    x = _as_float(x, name)
+    x = as_float(x, name)
     if x.ndim == 1:
         return x[:, None]  # (n, 1)
     if x.ndim != 2:
@@ -175,7 +163,7 @@ def attention_pool(weights, values) -> np.ndarray:
     values:  (..., n_k, d_v), or (n_k,) for scalar values
     Returns (..., n_q, d_v), or (..., n_q) for scalar values.
     """
-    weights, values = _as_float(weights, "weights"), _as_float(values, "values")
+    weights, values = as_float(weights, "weights"), as_float(values, "values")
     if weights.ndim < 2:
         raise ValueError(f"expected weights of shape (..., n_q, n_k), got {weights.shape}")
     n_k = weights.shape[-1]
@@ -210,7 +198,7 @@ def nadaraya_watson(x_query, x_keys, y_values, bandwidth) -> np.ndarray:
     Use ``nadaraya_watson_weights`` for the (n_q, n_k) weights themselves.
     """
     weights = nadaraya_watson_weights(x_query, x_keys, bandwidth)  # (n_q, n_k)
-    y = _as_float(y_values, "y_values")
+    y = as_float(y_values, "y_values")
     if y.ndim not in (1, 2) or y.shape[0] != weights.shape[1]:
         raise ValueError(
             f"expected one target per key: y_values of shape ({weights.shape[1]},) or "
@@ -235,7 +223,7 @@ def loo_loss_and_grad(x, y, bandwidth) -> tuple[float, float]:
     """
     xs = _as_points(x, "x")  # (n, d)
     h = _check_bandwidth(bandwidth)
-    y = _as_float(y, "y")
+    y = as_float(y, "y")
     n = xs.shape[0]
     if n < 2:
         raise ValueError(f"expected at least 2 points for a leave-one-out loss, got x of shape {np.shape(x)}")

@@ -15,7 +15,7 @@ What this file builds, in the order the chapter derives it:
 - ``peak_memory``: the peak number of bytes NumPy allocates while a call runs
   (``tracemalloc``), to compare the naive and blocked algorithms.
 
-Conventions (``shared/DESIGN.md``): rows are items, ``x`` is ``(..., n, d)``, weights are
+Conventions (``docs/conventions.md``): rows are items, ``x`` is ``(..., n, d)``, weights are
 ``(..., n_q, n_k)`` with rows summing to 1 (or 0 for a query with no allowed key), and
 weight matrices are used as ``x @ w``. Float32 input stays float32.
 
@@ -37,7 +37,8 @@ import tracemalloc
 
 import numpy as np
 
-from solutions.soft_hard import _as_float, attention
+from solutions.conventions import as_float, check_int, check_mask
+from solutions.soft_hard import attention
 
 __all__ = [
     "self_attention",
@@ -49,14 +50,6 @@ __all__ = [
     "online_softmax_attention",
     "peak_memory",
 ]
-
-
-def _check_size(value, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"expected {name} to be an integer, got {value!r} of type {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"expected {name} >= {minimum}, got {name}={value}")
-    return int(value)
 
 
 # ----------------------------------------------------------------------------------------
@@ -75,8 +68,8 @@ def self_attention(x, w_q, w_k, w_v, mask=None):
     Without positional information the result is permutation-equivariant: permuting the
     rows of ``x`` (and the mask accordingly) permutes the rows of the output.
     """
-    x = _as_float(x, "x")
-    w_q, w_k, w_v = _as_float(w_q, "w_q"), _as_float(w_k, "w_k"), _as_float(w_v, "w_v")
+    x = as_float(x, "x")
+    w_q, w_k, w_v = as_float(w_q, "w_q"), as_float(w_k, "w_k"), as_float(w_v, "w_v")
     if x.ndim < 2:
         raise ValueError(f"expected x of shape (..., n, d_in), got {x.shape}")
     d_in = x.shape[-1]
@@ -106,7 +99,7 @@ def causal_mask(n):
 
     n: sequence length.  Returns a boolean (n, n) array, ``mask[i, j] = j <= i``.
     """
-    n = _check_size(n, "n", 0)
+    n = check_int(n, "n", 0)
     i = np.arange(n)[:, None]  # (n, 1) queries
     j = np.arange(n)[None, :]  # (1, n) keys
     return j <= i  # (n, n)
@@ -120,12 +113,12 @@ def local_mask(n, window):
     is O(r n d) instead of O(n^2 d) and information needs O(n / r) layers to cross the
     sequence.
     """
-    n = _check_size(n, "n", 0)
+    n = check_int(n, "n", 0)
     if isinstance(window, (int, np.integer)) and not isinstance(window, bool) and window < 0:
         raise ValueError(
             f"expected a window r >= 0 (query i sees keys i - r .. i + r), got window={window}"
         )
-    window = _check_size(window, "window", 0)
+    window = check_int(window, "window", 0)
     i = np.arange(n)[:, None]  # (n, 1)
     j = np.arange(n)[None, :]  # (1, n)
     return np.abs(i - j) <= window  # (n, n)
@@ -141,7 +134,7 @@ def padding_mask(valid_lens, n):
     multi-head weights (B, h, n_q, n) pass it to ``multihead_attention``, which adds the
     head axis, or insert it yourself with ``mask[:, None]``.
     """
-    n = _check_size(n, "n", 0)
+    n = check_int(n, "n", 0)
     valid_lens = np.asarray(valid_lens)
     if not np.issubdtype(valid_lens.dtype, np.integer):
         raise TypeError(f"expected integer valid lengths, got dtype {valid_lens.dtype}")
@@ -171,8 +164,8 @@ def sinusoidal_positions(n, d):
     ``w_i = 10000^(-2i/d)``. Added to the inputs of self-attention, it breaks the
     permutation equivariance; ``offset_rotation`` shows that offsets act linearly.
     """
-    n = _check_size(n, "n", 0)
-    d = _check_size(d, "d", 1)
+    n = check_int(n, "n", 0)
+    d = check_int(d, "d", 1)
     angles = np.arange(n, dtype=np.float64)[:, None] * _frequencies(d)[None, :]  # (n, ceil(d/2))
     pe = np.empty((n, d))  # (n, d)
     pe[:, 0::2] = np.sin(angles)
@@ -191,7 +184,7 @@ def offset_rotation(k, d):
     """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise TypeError(f"expected an integer offset k, got {k!r}")
-    d = _check_size(d, "d", 2)
+    d = check_int(d, "d", 2)
     if d % 2:
         raise ValueError(f"expected an even width d (sin/cos pairs), got d={d}")
     angle = k * _frequencies(d)  # (d/2,)
@@ -226,8 +219,8 @@ def online_softmax_attention(q, k, v, block_size=128, mask=None):
     old sum and output are rescaled by ``exp(m - m')``; dividing by l happens once, at
     the end. The weights themselves are never formed, so none are returned.
     """
-    q, k, v = _as_float(q, "q"), _as_float(k, "k"), _as_float(v, "v")
-    block_size = _check_size(block_size, "block_size", 1)
+    q, k, v = as_float(q, "q"), as_float(k, "k"), as_float(v, "v")
+    block_size = check_int(block_size, "block_size", 1)
     if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
         raise ValueError(
             f"expected q (..., n_q, d_k), k (..., n_k, d_k), v (..., n_k, d_v), "

@@ -32,6 +32,7 @@ from solutions.seq2seq import (
     bahdanau_context,
     exact_match,
     exact_match_by_length,
+    local_attention,
     luong_context,
     make_batch,
     make_translation_data,
@@ -451,13 +452,118 @@ def test_luong_decoder_needs_matching_widths():
 
 def test_train_is_repeatable_and_restores_the_thread_count():
     before = torch.get_num_threads()
+    deterministic = torch.are_deterministic_algorithms_enabled()
     config = replace(TINY_CONFIG, steps=15, n_train=200)
-    _, losses_a = train("general", config, seed=11)
-    model_b, losses_b = train("general", config, seed=11)
-    _, losses_c = train("general", config, seed=12)
+    _, history_a = train("general", config, seed=11)
+    model_b, history_b = train("general", config, seed=11)
+    _, history_c = train("general", config, seed=12)
     assert torch.get_num_threads() == before
+    assert torch.are_deterministic_algorithms_enabled() == deterministic
+    losses_a, losses_b, losses_c = history_a["loss"], history_b["loss"], history_c["loss"]
     assert len(losses_a) == 15 and losses_a == losses_b and losses_a != losses_c
     assert not model_b.training
+
+
+# ----------------------------------------------------------------------------------------
+# local attention (Luong et al., 2015): local-m and local-p
+
+
+def _loop_local(h_t, h, w_a, window, p_t, mask):
+    """Per-example oracle: general scores, softmax over the window, times the Gaussian."""
+    batch, n_in, d = h.shape
+    weights = np.zeros((batch, n_in))
+    for b in range(batch):
+        query = [sum(h_t[b, i] * w_a[i, j] for i in range(d)) for j in range(d)]  # h_t W_a
+        scores = [sum(query[j] * h[b, s, j] for j in range(d)) for s in range(n_in)]
+        allowed = [abs(s - p_t[b]) <= window and (mask is None or bool(mask[b, s]))
+                   for s in range(n_in)]
+        soft = _loop_softmax(scores, allowed)
+        sigma = window / 2
+        for s in range(n_in):
+            if allowed[s]:
+                gauss = 1.0 if sigma == 0 else math.exp(-((s - p_t[b]) ** 2) / (2 * sigma**2))
+                weights[b, s] = soft[s] * gauss
+    context = np.array([[sum(weights[b, s] * h[b, s, j] for s in range(n_in)) for j in range(d)]
+                        for b in range(batch)])
+    return context, weights
+
+
+def _local_inputs(seed, batch=4, n_in=9, d=5, d_p=3):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((batch, d)), rng.standard_normal((batch, n_in, d)),
+            rng.standard_normal((d, d)), rng.standard_normal((d, d_p)), rng.standard_normal(d_p),
+            rng.random((batch, n_in)) < 0.7)
+
+
+@pytest.mark.parametrize("window", [0, 1, 2, 3, 5])
+@pytest.mark.parametrize("masked", [False, True])
+def test_local_m_matches_per_example_loop(window, masked):
+    h_t, h, w_a, _, _, mask = _local_inputs(window)
+    mask = mask if masked else None
+    position = np.array([0, 3, 8, 5])
+    context, weights, p_t = local_attention(h_t, h, w_a, window, position=position, mask=mask)
+    np.testing.assert_array_equal(p_t, position)
+    want_context, want_weights = _loop_local(h_t, h, w_a, window, position, mask)
+    np.testing.assert_allclose(weights, want_weights, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(context, want_context, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("window", [0, 1, 2, 4])
+@pytest.mark.parametrize("masked", [False, True])
+def test_local_p_matches_per_example_loop(window, masked):
+    h_t, h, w_a, w_p, v_p, mask = _local_inputs(10 + window)
+    mask = mask if masked else None
+    context, weights, p_t = local_attention(h_t, h, w_a, window, w_p=w_p, v_p=v_p, mask=mask)
+    n_in = h.shape[1]
+    want_p = [n_in / (1 + math.exp(-sum(v_p[k] * math.tanh(sum(h_t[b, i] * w_p[i, k]
+              for i in range(h.shape[2]))) for k in range(len(v_p))))) for b in range(len(h_t))]
+    np.testing.assert_allclose(p_t, want_p, rtol=1e-12)
+    assert np.any(p_t != np.round(p_t))  # real-valued positions: the Gaussian is off-centre
+    want_context, want_weights = _loop_local(h_t, h, w_a, window, p_t, mask)
+    np.testing.assert_allclose(weights, want_weights, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(context, want_context, rtol=1e-12, atol=1e-14)
+
+
+def test_a_window_covering_the_source_is_global_attention_times_the_gaussian():
+    h_t, h, w_a, _, _, mask = _local_inputs(20)
+    n_in, window = h.shape[1], h.shape[1]  # D >= n_in: every position is inside the window
+    w_c = np.random.default_rng(21).standard_normal((2 * h.shape[2], h.shape[2]))
+    _, global_weights = luong_context(h_t, h, w_a, w_c, "general", mask)
+    position = np.array([0, 4, 8, 2])
+    _, weights, _ = local_attention(h_t, h, w_a, window, position=position, mask=mask)
+    gauss = np.exp(-((np.arange(n_in)[None, :] - position[:, None]) ** 2) / (2 * (window / 2) ** 2))
+    np.testing.assert_allclose(weights / gauss, global_weights, rtol=1e-12, atol=1e-15)
+    assert np.all(weights.sum(axis=1) < 1)  # the Gaussian factor: rows do NOT sum to 1
+
+
+def test_local_attention_empty_window_gives_zero_weights_and_zero_context():
+    h_t, h, w_a, _, _, _ = _local_inputs(30)
+    mask = np.ones(h.shape[:2], dtype=bool)
+    mask[1] = False  # example 1: everything masked
+    mask[2, 2:7] = False  # example 2: the window around 4 is masked
+    position = np.array([40, 4, 4, -20])  # examples 0 and 3: the window is off the source
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        context, weights, _ = local_attention(h_t, h, w_a, 2, position=position, mask=mask)
+    assert np.all(weights == 0) and np.all(context == 0)
+    _, weights, _ = local_attention(h_t, h, w_a, 0, position=4)  # D = 0: only s = p_t
+    assert np.all((weights > 0) == (np.arange(h.shape[1]) == 4)[None, :])
+
+
+def test_local_attention_errors_name_the_arguments():
+    h_t, h, w_a, w_p, v_p, _ = _local_inputs(40)
+    with pytest.raises(ValueError, match="exactly one of position"):
+        local_attention(h_t, h, w_a, 2)
+    with pytest.raises(ValueError, match="exactly one of position"):
+        local_attention(h_t, h, w_a, 2, position=1, w_p=w_p, v_p=v_p)
+    with pytest.raises(ValueError, match="needs both w_p"):
+        local_attention(h_t, h, w_a, 2, w_p=w_p)
+    with pytest.raises(ValueError, match=r"position to be an int or \(B,\) = \(4,\) ints"):
+        local_attention(h_t, h, w_a, 2, position=1.5)
+    with pytest.raises(ValueError, match=r"window >= 0"):
+        local_attention(h_t, h, w_a, -1, position=1)
+    with pytest.raises(ValueError, match=r"w_p of shape \(d, d_p\) = \(5, 3\), got \(3, 5\).*transpose"):
+        local_attention(h_t, h, w_a, 2, w_p=w_p.T, v_p=v_p)
 
 
 # ----------------------------------------------------------------------------------------
@@ -483,10 +589,10 @@ def default_test_data(default_training_data):
 
 def _timed_train(attention, config, data):
     wall, cpu = time.perf_counter(), time.process_time()
-    model, losses = train(attention, config, seed=0, data=data)
+    model, history = train(attention, config, seed=0, data=data)
     print(f"\ntrained attention={attention}: {time.process_time() - cpu:.1f} s CPU, "
           f"{time.perf_counter() - wall:.1f} s wall")
-    return model, losses
+    return model, history["loss"]
 
 
 @pytest.fixture(scope="module")
@@ -549,9 +655,9 @@ def test_greedy_decode_returns_one_weight_row_per_output_token(trained_additive,
 @pytest.mark.parametrize("attention", ["additive", "general"])
 def test_tiny_config_trains_to_high_accuracy_on_short_inputs(attention):
     cpu = time.process_time()
-    model, losses = quick_train(attention, seed=0)
+    model, history = quick_train(attention, seed=0)
     cpu = time.process_time() - cpu
-    assert len(losses) == TINY_CONFIG.steps
+    assert len(history["loss"]) == TINY_CONFIG.steps
     train_data = make_translation_data(TINY_CONFIG.n_train, 0, 1, TINY_CONFIG.max_digits)
     test = _held_out(make_translation_data(1000, 99, 1, TINY_CONFIG.max_digits), train_data)
     accuracy = exact_match(model, test)
