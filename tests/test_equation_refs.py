@@ -121,8 +121,10 @@ def _references() -> list[tuple[str, str]]:
 def test_the_book_defines_the_equation_labels_of_every_chapter():
     labels = _defined_labels()
     for number in range(1, 6):
-        assert any(CHAPTER_OF_LABEL.match(name) and CHAPTER_OF_LABEL.match(name).group(1)
-                   == str(number) for name in labels), f"no equation label of chapter {number}"
+        assert any(
+            CHAPTER_OF_LABEL.match(name) and CHAPTER_OF_LABEL.match(name).group(1) == str(number)
+            for name in labels
+        ), f"no equation label of chapter {number}"
 
 
 def test_every_label_names_the_chapter_that_defines_it():
@@ -147,9 +149,7 @@ def test_citing_files_are_found():
     assert len(_references()) >= 20  # the book alone cites dozens
 
 
-@pytest.mark.parametrize(
-    "path", _citing_files(), ids=lambda path: str(path.relative_to(ROOT))
-)
+@pytest.mark.parametrize("path", _citing_files(), ids=lambda path: str(path.relative_to(ROOT)))
 def test_every_eq_reference_resolves_to_a_label_of_the_chapter_it_names(path):
     labels = _defined_labels()
     problems = []
@@ -168,9 +168,7 @@ def test_every_eq_reference_resolves_to_a_label_of_the_chapter_it_names(path):
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize(
-    "path", _citing_files(), ids=lambda path: str(path.relative_to(ROOT))
-)
+@pytest.mark.parametrize("path", _citing_files(), ids=lambda path: str(path.relative_to(ROOT)))
 def test_no_bare_equation_numbers(path):
     found = [
         f"{where}: {match.group(0)!r}"
