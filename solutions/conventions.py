@@ -8,13 +8,20 @@
   no allowed key gets all-zero weights, never NaN.
 - ``masked_softmax_into``: the same masked softmax worked in place on a scores buffer,
   the step that cache-blocked attention repeats block by block.
+- ``query_blocks``, ``run_blocks``, ``flatten_batch``, ``BLOCK_BYTES``: how the attention
+  functions cut their work into cache-sized blocks of query rows and share them out over
+  NumPy's BLAS threads.
 
 Chapter modules import from here instead of carrying their own copies.
 """
 
 from __future__ import annotations
 
+import math
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
+from threadpoolctl import threadpool_info, threadpool_limits
 
 __all__ = [
     "as_float",
@@ -26,7 +33,15 @@ __all__ = [
     "masked_softmax",
     "masked_softmax_into",
     "masked_softmax_torch",
+    "BLOCK_BYTES",
+    "flatten_batch",
+    "query_blocks",
+    "run_blocks",
 ]
+
+#: Bytes of scores per block in the attention functions: 512 KiB (2**17 float32 scores),
+#: so a block's scores, and the weights made from them in place, stay in a core's L2 cache.
+BLOCK_BYTES = 2**19
 
 
 # ----------------------------------------------------------------------------------------
@@ -131,7 +146,8 @@ def masked_softmax_into(scores: np.ndarray, mask=None, axis: int = -1) -> np.nda
         np.exp(scores, out=scores, where=mask)
         np.copyto(scores, 0.0, where=~mask)  # masked keys: exactly 0 (even if their score was +-inf)
     total = np.sum(scores, axis=axis, keepdims=True)  # (..., 1)
-    np.divide(scores, np.where(total > 0, total, 1.0).astype(scores.dtype, copy=False), out=scores)
+    scale = np.divide(1.0, total, out=np.zeros_like(total), where=total > 0)  # empty rows: 0
+    np.multiply(scores, scale, out=scores)  # a multiply is cheaper than a divide per entry
     return scores
 
 
@@ -179,3 +195,46 @@ def masked_softmax_torch(scores, mask=None):
     empty = ~mask.any(dim=-1, keepdim=True)  # rows with nothing allowed
     scores = scores.masked_fill(empty, 0.0)  # finite there, so the softmax stays NaN-free
     return scores.softmax(dim=-1).masked_fill(~mask, 0.0)
+
+
+# ----------------------------------------------------------------------------------------
+# cache blocking
+
+
+def flatten_batch(x: np.ndarray, batch: tuple) -> np.ndarray:
+    """(..., a, b) broadcast to batch + (a, b), as (prod(batch), a, b); a view when it can be."""
+    return np.broadcast_to(x, batch + x.shape[-2:]).reshape((math.prod(batch),) + x.shape[-2:])
+
+
+def query_blocks(pairs: int, n_q: int, rows: int) -> list[tuple[slice, slice]]:
+    """(pair slice, query-row slice) blocks of about ``rows`` query rows covering (pairs, n_q).
+
+    A pair is one (batch, head) problem; when a pair has at most ``rows`` queries a block
+    holds several whole pairs, otherwise a slab of ``rows`` query rows of one pair.
+    """
+    if rows >= n_q:  # several whole pairs per block
+        step = max(1, rows // max(n_q, 1))
+        return [(slice(p, min(p + step, pairs)), slice(0, n_q)) for p in range(0, pairs, step)]
+    return [(slice(p, p + 1), slice(r, min(r + rows, n_q))) for p in range(pairs) for r in range(0, n_q, rows)]
+
+
+def run_blocks(work, blocks: list) -> None:
+    """``work(block)`` for every block: in turn, or on as many threads as NumPy's BLAS may use
+    (threadpoolctl limits apply), each block's matrix products then single-threaded.
+
+    NumPy releases the GIL inside ufuncs and matmul, so the threads run in parallel; the
+    blocks write disjoint slices of the output, so the result does not depend on the order.
+    """
+    threads = 1 if len(blocks) < 4 else _blas_threads()
+    if threads == 1:
+        for block in blocks:
+            work(block)
+        return
+    with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(threads) as pool:
+        for _ in pool.map(work, blocks):
+            pass  # re-raises the first exception of a block
+
+
+def _blas_threads() -> int:
+    """How many threads NumPy's BLAS may use now (1 if threadpoolctl finds no BLAS)."""
+    return max((info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"), default=1)

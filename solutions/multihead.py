@@ -28,14 +28,15 @@ broadcastable to ``(..., n_q, n_kv)`` and shared by all heads. ``torch.nn.Multih
 uses the opposite polarity for a boolean ``attn_mask`` (True = "may NOT attend"), so pass
 it ``~mask``.
 
-Equation numbers refer to the chapter:
+Equations of the chapter, by label:
 
-- (5.1) ``head_i = Attention(X_q W_q^i, X_kv W_k^i, X_kv W_v^i)``, ``W^i`` of width d_model/h
-- (5.2) ``MultiHead(X_q, X_kv) = Concat(head_1, ..., head_h) W_o``
-- (5.3) parameters ``4 d_model^2 + 4 d_model`` (with biases), independent of h
-- (5.3') matmul FLOPs ``2 (2 n_q d^2 + 2 n_kv d^2 + 2 n_q n_kv d)`` per sequence, independent of h
-- (5.4) pre-LN block ``x + Attn(LN(x))`` then ``x + FFN(LN(x))``; post-LN ``LN(x + Attn(x))``
+- {eq}`ch5-head`: ``head_i = Attention(X_q W_q^i, X_kv W_k^i, X_kv W_v^i)``, ``W^i`` of width d_model/h
+- {eq}`ch5-multihead-eq`: ``MultiHead(X_q, X_kv) = Concat(head_1, ..., head_h) W_o``
+- {eq}`ch5-params`: parameters ``4 d_model^2 + 4 d_model`` (with biases), independent of h
+- {eq}`ch5-flops`: matmul FLOPs ``2 (2 n_q d^2 + 2 n_kv d^2 + 2 n_q n_kv d)`` per sequence, independent of h
+- {eq}`ch5-block`: pre-LN block ``x + Attn(LN(x))`` then ``x + FFN(LN(x))``; post-LN ``LN(x + Attn(x))``
   then ``LN(x + FFN(x))``; ``FFN(x) = max(0, x W_1 + b_1) W_2 + b_2``
+- {eq}`ch5-two-offsets`: the two-offset task's answer ``y_t = V x_{t-a} + x_{t-b}``
 """
 
 from __future__ import annotations
@@ -120,11 +121,11 @@ def merge_heads(x):
 
 
 # ----------------------------------------------------------------------------------------
-# multi-head attention in NumPy, eqs. (5.1)-(5.3)
+# multi-head attention in NumPy, eqs. ch5-head to ch5-flops
 
 
 def multihead_attention(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None):
-    """Multi-head scaled dot-product attention, eqs. (5.1)-(5.2).
+    """Multi-head scaled dot-product attention, {eq}`ch5-head` and {eq}`ch5-multihead-eq`.
 
     x_q:  (..., n_q, d_q) the items that ask (queries)
     x_kv: (..., n_kv, d_kv) the items attended to (keys and values); ``x_kv = x_q`` for
@@ -171,12 +172,12 @@ def multihead_attention(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None):
     k = split_heads(x_kv @ w_k, num_heads)  # (..., h, n_kv, d_h)
     v = split_heads(x_kv @ w_v, num_heads)  # (..., h, n_kv, d_h)
     heads, weights = attention(q, k, v, mask=mask)  # (..., h, n_q, d_h), (..., h, n_q, n_kv)
-    output = merge_heads(heads) @ w_o  # (..., n_q, d_model) @ (d_model, d_out), eq. (5.2)
+    output = merge_heads(heads) @ w_o  # (..., n_q, d_model) @ (d_model, d_out), eq. ch5-multihead-eq
     return output, weights
 
 
 def multihead_param_count(d_model, num_heads, bias=True):
-    """Number of trainable parameters of multi-head attention, eq. (5.3).
+    """Number of trainable parameters of multi-head attention, {eq}`ch5-params`.
 
     d_model: model width; num_heads: h, a divisor of d_model; bias: whether the four
     projections have biases. Returns ``4 d_model^2 (+ 4 d_model)``: the h heads of width
@@ -191,7 +192,7 @@ def multihead_param_count(d_model, num_heads, bias=True):
 
 
 def multihead_flops(n_q, n_kv, d_model, num_heads):
-    """Floating-point operations of the matrix products of one multi-head attention, eq. (5.3').
+    """Floating-point operations of the matrix products of one multi-head attention, {eq}`ch5-flops`.
 
     n_q, n_kv: numbers of queries and of keys/values; d_model: model width; num_heads: h.
     Counts 2 FLOPs per multiply-add (the convention of ``torch.utils.flop_counter``) for one
@@ -236,7 +237,7 @@ class KVCache:
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention as a torch module, eqs. (5.1)-(5.2), batch first.
+    """Multi-head attention as a torch module, {eq}`ch5-head` and {eq}`ch5-multihead-eq`, batch first.
 
     ``forward(x_q, x_kv=None, mask=None, cache=None)``:
     x_q (B, n_q, d_model); x_kv (B, n_kv, d_model), defaults to x_q (self-attention);
@@ -322,7 +323,7 @@ class MultiHeadAttention(nn.Module):
 
 
 class TransformerEncoderBlock(nn.Module):
-    """A Transformer block, eq. (5.4): self-attention then a feed-forward network, each
+    """A Transformer block, {eq}`ch5-block`: self-attention then a feed-forward network, each
     wrapped in a residual connection and a layer norm.
 
     ``norm_first=True`` (pre-LN, as in GPT-2 and minGPT): ``x = x + Attn(LN1(x))``,
@@ -410,7 +411,7 @@ class TinyTransformer(nn.Module):
         if start + n > self.max_len:
             raise ValueError(f"sequence of length {start + n} exceeds max_len = {self.max_len}")
         x = self.embed(tokens) + self.positions[start : start + n]  # (B, n, d)
-        # query i sits at position start + i and may see keys 0 .. start + i, eq. (4.3)
+        # query i sits at position start + i and may see keys 0 .. start + i, eq. ch4-causal
         mask = torch.ones(n, start + n, dtype=torch.bool, device=tokens.device).tril(diagonal=start)
         all_weights = []
         for i, block in enumerate(self.blocks):

@@ -33,7 +33,16 @@ from solutions.multihead import (
     train_two_offset_transformer,
     two_offset_accuracy,
 )
+from solutions.training import seeded
 from solutions.self_attention import causal_mask, padding_mask
+
+
+@pytest.fixture(autouse=True)
+def _seeded_single_thread():
+    """Every test here runs inside ``seeded(0)``: torch seeded, one thread, deterministic
+    algorithms (``docs/conventions.md``), so neither load nor core count changes a result."""
+    with seeded(0):
+        yield
 
 SETTINGS = settings(max_examples=30, deadline=None)
 

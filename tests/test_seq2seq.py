@@ -40,8 +40,17 @@ from solutions.seq2seq import (
     tokenize,
     train,
 )
+from solutions.training import seeded
 
 KINDS = ("dot", "general", "concat")
+
+
+@pytest.fixture(autouse=True)
+def _seeded_single_thread():
+    """Every test here runs inside ``seeded(0)``: torch seeded, one thread, deterministic
+    algorithms (``docs/conventions.md``), so neither load nor core count changes a result."""
+    with seeded(0):
+        yield
 
 
 # ----------------------------------------------------------------------------------------

@@ -42,6 +42,15 @@ from solutions.soft_hard import (
     train_memory_network,
     train_soft_attention,
 )
+from solutions.training import seeded
+
+
+@pytest.fixture(autouse=True)
+def _seeded_single_thread():
+    """Every test here runs inside ``seeded(0)``: torch seeded, one thread, deterministic
+    algorithms (``docs/conventions.md``), so neither load nor core count changes a result."""
+    with seeded(0):
+        yield
 
 
 def chi2_upper(df: int, z: float = 3.719) -> float:
@@ -357,6 +366,84 @@ def test_attention_with_mismatched_widths_raises_naming_both_shapes(n_q, n_k, d_
     message = str(info.value)
     assert str(q.shape) in message and str(k.shape) in message
     assert f"width {d_q}" in message and f"got {d_k}" in message
+
+
+# ----------------------------------------------------------------------------------------
+# cache-blocked attention: every block size gives the unblocked result
+
+
+def _blocking_problem(seed, batch=(2, 3), n_q=13, n_k=11, d=5, d_v=4):
+    rng = np.random.default_rng(seed)
+    q = rng.normal(size=batch + (n_q, d))
+    k = rng.normal(size=batch + (n_k, d))
+    v = rng.normal(size=batch + (n_k, d_v))
+    mask = rng.random(batch + (n_q, n_k)) < 0.6
+    mask[0, 1, 4] = False  # a fully masked query row
+    return q, k, v, mask
+
+
+@pytest.mark.parametrize("block_rows", [1, 2, 5, 7, 12, 13, 14, 26, 40, 1000, "auto"])
+@pytest.mark.parametrize("masked", [False, True])
+def test_blocked_attention_equals_unblocked_for_dividing_and_non_dividing_blocks(block_rows, masked):
+    q, k, v, mask = _blocking_problem(0)
+    mask = mask if masked else None
+    out_ref, w_ref = attention(q, k, v, mask=mask, block_rows=None)
+    out, w = attention(q, k, v, mask=mask, block_rows=block_rows)
+    np.testing.assert_allclose(w, w_ref, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(out, out_ref, rtol=1e-13, atol=1e-15)
+    if masked:
+        assert np.all(w[0, 1, 4] == 0) and np.all(out[0, 1, 4] == 0)
+
+
+@pytest.mark.parametrize("score", ["dot", "general", "additive", "cosine"])
+def test_blocked_attention_equals_unblocked_for_every_score(score):
+    q, k, v, mask = _blocking_problem(1, d=6)
+    rng = np.random.default_rng(2)
+    params = {"general": {"w": rng.normal(size=(6, 6))},
+              "additive": {"w_q": rng.normal(size=(6, 3)), "w_k": rng.normal(size=(6, 3)),
+                           "v_att": rng.normal(size=3)}}.get(score, {})
+    out_ref, w_ref = attention(q, k, v, mask=mask, score=score, block_rows=None, **params)
+    out, w = attention(q, k, v, mask=mask, score=score, block_rows=3, **params)
+    np.testing.assert_allclose(w, w_ref, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(out, out_ref, rtol=1e-13, atol=1e-15)
+
+
+def test_blocked_attention_broadcasts_batches_and_masks_like_the_unblocked_one():
+    rng = np.random.default_rng(3)
+    q = rng.normal(size=(3, 9, 4))  # (h, n_q, d): shared by the batch
+    k = rng.normal(size=(2, 1, 8, 4))  # (B, 1, n_k, d): shared by the heads
+    v = rng.normal(size=(2, 3, 8, 5))
+    mask = rng.random((2, 1, 1, 8)) < 0.7  # a padding mask (B, 1, 1, n_k)
+    out_ref, w_ref = attention(q, k, v, mask=mask, block_rows=None)
+    for rows in (1, 4, 9, 20):
+        out, w = attention(q, k, v, mask=mask, block_rows=rows)
+        np.testing.assert_allclose(w, w_ref, rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(out, out_ref, rtol=1e-13, atol=1e-15)
+    assert out.shape == (2, 3, 9, 5) and w.shape == (2, 3, 9, 8)
+    # values with batch dims the scores lack: the weights keep the scores' batch dims
+    out, w = attention(q[0], k[0, 0], v, block_rows=2)  # q (9, 4), k (8, 4), v (2, 3, 8, 5)
+    assert w.shape == (9, 8) and out.shape == (2, 3, 9, 5)
+    np.testing.assert_allclose(out, w @ v, rtol=1e-13)
+
+
+def test_blocked_attention_gives_the_same_result_on_one_and_two_blas_threads():
+    from threadpoolctl import threadpool_limits
+
+    q, k, v, mask = _blocking_problem(4, batch=(4, 4), n_q=40, n_k=30)
+    with threadpool_limits(1, user_api="blas"):
+        out_1, w_1 = attention(q, k, v, mask=mask, block_rows=8)
+    with threadpool_limits(2, user_api="blas"):
+        out_2, w_2 = attention(q, k, v, mask=mask, block_rows=8)  # 80 blocks on 2 threads
+    np.testing.assert_allclose(w_2, w_1, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(out_2, out_1, rtol=1e-13, atol=1e-15)
+
+
+def test_block_rows_must_be_a_positive_integer_auto_or_none():
+    q, k, v, _ = _blocking_problem(5)
+    with pytest.raises(ValueError, match="block_rows >= 1"):
+        attention(q, k, v, block_rows=0)
+    with pytest.raises(TypeError, match="block_rows to be an integer"):
+        attention(q, k, v, block_rows=2.5)
 
 
 # ----------------------------------------------------------------------------------------
