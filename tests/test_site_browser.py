@@ -32,8 +32,14 @@ REPO = Path(__file__).resolve().parents[1]
 HTML = Path(os.environ.get("ATTENTION_BOOK_HTML", REPO / "_build" / "html")).resolve()
 ARTIFACTS = REPO / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 ASSIGNMENTS = ["ch1_pooling", "ch2_soft_hard", "ch3_seq2seq", "ch4_self_attention", "ch5_multihead"]
 
 pytestmark = pytest.mark.browser
@@ -53,7 +59,9 @@ def toc_pages() -> list[str]:
                     walk(child)
 
     walk(toc)
-    return [str(Path(p).with_suffix("")) if Path(p).suffix in (".md", ".ipynb") else p for p in pages]
+    return [
+        str(Path(p).with_suffix("")) if Path(p).suffix in (".md", ".ipynb") else p for p in pages
+    ]
 
 
 PAGES = toc_pages()
@@ -68,15 +76,19 @@ CHAPTERS = [p for p in PAGES if Path(p).name in ASSIGNMENTS and "exercises" not 
 def site() -> str:
     """Base URL of _build/html served on 127.0.0.1 (an ephemeral port)."""
     if not (HTML / "index.html").is_file():
-        pytest.fail(f"no built site at {HTML}: run `make book` first (the browser tests read "
-                    f"_build/html and must not be skipped)", pytrace=False)
+        pytest.fail(
+            f"no built site at {HTML}: run `make book` first (the browser tests read "
+            f"_build/html and must not be skipped)",
+            pytrace=False,
+        )
 
     class QuietHandler(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
             pass
 
     server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(HTML)))
+        ("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(HTML))
+    )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -89,10 +101,15 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (apt-get install chromium; "
-                    f".ci/run does this)", pytrace=False)
+        pytest.fail(
+            f"{CHROMIUM} not found: install Debian's chromium (apt-get install chromium; "
+            f".ci/run does this)",
+            pytrace=False,
+        )
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
         yield chromium
         chromium.close()
 
@@ -109,8 +126,13 @@ class PageVisit:
         self.console_errors: list[str] = []
         self.bad_local: list[str] = []
         self.page.route("**/*", self._route)
-        self.page.on("console", lambda msg: msg.type == "error" and self.console_errors.append(
-            f"{msg.text} ({msg.location.get('url', '')})"))
+        self.page.on(
+            "console",
+            lambda msg: (
+                msg.type == "error"
+                and self.console_errors.append(f"{msg.text} ({msg.location.get('url', '')})")
+            ),
+        )
         self.page.on("pageerror", lambda err: self.console_errors.append(f"uncaught: {err}"))
         self.page.on("response", self._response)
 
@@ -178,6 +200,11 @@ VISIBLE_PROSE = """() => {
   return clone.textContent;
 }"""
 
+# code cells (inputs, not outputs) wider than their box: the longest line of each
+CODE_PAST_THE_EDGE = """() => Array.from(document.querySelectorAll('div.cell_input pre'))
+  .filter(pre => pre.clientWidth > 0 && pre.scrollWidth > pre.clientWidth + 1)
+  .map(pre => pre.textContent.split('\\n').reduce((a, b) => b.length > a.length ? b : a, '')
+  .slice(0, 100))"""
 BROKEN_IMAGES = """() => Array.from(document.images)
   .filter(img => !(img.complete && img.naturalWidth > 0))
   .map(img => img.getAttribute('src'))"""
@@ -190,17 +217,25 @@ BROKEN_IMAGES = """() => Array.from(document.images)
 @pytest.mark.parametrize("page_name", PAGES)
 def test_page_renders_offline_with_math_images_and_no_errors(visit, page_name):
     response = visit.goto(f"{page_name}.html")
-    assert response is not None and response.status == 200, f"{page_name}.html: HTTP {response and response.status}"
+    assert response is not None and response.status == 200, (
+        f"{page_name}.html: HTTP {response and response.status}"
+    )
 
     blocks = visit.page.evaluate(WAIT_FOR_MATHJAX)
-    assert blocks != -1, f"{page_name}: the page has math but MathJax never started (is it self-hosted?)"
+    assert blocks != -1, (
+        f"{page_name}: the page has math but MathJax never started (is it self-hosted?)"
+    )
     untypeset = visit.page.evaluate(UNTYPESET_MATH)
-    assert not untypeset, f"{page_name}: {len(untypeset)} math blocks not typeset by MathJax, e.g. {untypeset[:3]}"
+    assert not untypeset, (
+        f"{page_name}: {len(untypeset)} math blocks not typeset by MathJax, e.g. {untypeset[:3]}"
+    )
 
     prose = visit.page.evaluate(VISIBLE_PROSE)
     for raw in ("$$", "\\[", "\\begin{"):
         at = prose.find(raw)
-        assert at < 0, f"{page_name}: raw TeX {raw!r} left in the visible text: ...{prose[max(0, at - 60):at + 60]!r}..."
+        assert at < 0, (
+            f"{page_name}: raw TeX {raw!r} left in the visible text: ...{prose[max(0, at - 60) : at + 60]!r}..."
+        )
 
     broken = visit.page.evaluate(BROKEN_IMAGES)
     assert not broken, f"{page_name}: images that did not load: {broken}"
@@ -227,6 +262,16 @@ def test_chapter_links_its_exercise_and_offers_its_notebook(visit, chapter):
     assert notebook.status == 200 and b'"cells"' in notebook.body()
 
 
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_code_cells_fit_the_text_column(visit, chapter):
+    # the notebooks are formatted to 88 columns (book/ruff.toml), which the theme's text
+    # column holds on a 1440-pixel-wide window: no code cell needs a horizontal scroll bar
+    visit.page.set_viewport_size({"width": 1440, "height": 900})
+    visit.goto(f"{chapter}.html")
+    wide = visit.page.evaluate(CODE_PAST_THE_EDGE)
+    assert not wide, f"{chapter}: {len(wide)} code cell(s) run past the page edge, e.g. {wide[:3]}"
+
+
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_exercise_page_offers_the_released_zip_and_notebook(visit, assignment):
     page = f"book/exercises/{assignment}"
@@ -246,8 +291,12 @@ def test_search_finds_nadaraya_offline(visit):
     visit.goto("search.html?q=Nadaraya")
     results = visit.page.locator("#search-results ul.search li")
     results.first.wait_for(timeout=15_000)
-    hrefs = [a.get_attribute("href") for a in visit.page.locator("#search-results ul.search li a").all()]
-    assert any("ch1_pooling" in (h or "") for h in hrefs), f"search for Nadaraya did not list chapter 1: {hrefs}"
+    hrefs = [
+        a.get_attribute("href") for a in visit.page.locator("#search-results ul.search li a").all()
+    ]
+    assert any("ch1_pooling" in (h or "") for h in hrefs), (
+        f"search for Nadaraya did not list chapter 1: {hrefs}"
+    )
     assert not visit.external, f"search made requests outside the site: {visit.external}"
     assert not visit.console_errors, f"search page console errors: {visit.console_errors}"
 
