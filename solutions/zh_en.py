@@ -274,7 +274,7 @@ def make_pairs(
     pairs: list[Pair] = []
     while len(pairs) < n:
         if split == "train" and notes_every and len(pairs) % notes_every == notes_every - 1:
-            zh, en = NOTES_SENTENCES[(len(pairs) // notes_every) % len(NOTES_SENTENCES)]
+            zh, en = NOTES_SENTENCES[rng.integers(len(NOTES_SENTENCES))]
             pairs.append(Pair("notes", zh.split(), en.split()))
             continue
         kind = kinds[rng.choice(len(kinds), p=weights / weights.sum())]
