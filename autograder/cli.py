@@ -35,6 +35,7 @@ def cmd_grade(args) -> int:
 
     limits = Limits()
     overrides = {k: v for k, v in {"cell_seconds": args.cell_timeout, "task_seconds": args.task_timeout,
+                                   "submission_seconds": args.budget,
                                    "memory_bytes": args.memory_mb and args.memory_mb << 20}.items() if v}
     if overrides:
         limits = Limits(**{**limits.__dict__, **overrides})
@@ -56,6 +57,10 @@ def cmd_grade(args) -> int:
         return 0
     print(summary_table(outcome["graded"], outcome["skipped"]))
     print(f"graded {len(outcome['graded'])}, skipped {len(outcome['skipped'])}; hidden-case seed {outcome['seed']}")
+    if outcome["rerun"]:
+        print(f"{len(outcome['rerun'])} submission(s) hit a grader error and were not recorded: "
+              f"{', '.join(outcome['rerun'])}; run the same command again to retry them", file=sys.stderr)
+        return 4
     return 0
 
 
@@ -103,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--seed", type=int, help="hidden-case seed (default: fresh per run, recorded)")
     grade.add_argument("--cell-timeout", type=float, help="wall seconds per cell")
     grade.add_argument("--task-timeout", type=float, help="wall seconds per task")
+    grade.add_argument("--budget", type=float, help="wall seconds per submission, retries included")
     grade.add_argument("--memory-mb", type=int, help="memory per submission, MiB")
     grade.add_argument("--quiet", action="store_true", help="no progress bar")
     grade.set_defaults(run=cmd_grade)

@@ -110,11 +110,21 @@ class Recorder:
 
     # -- one submission ----------------------------------------------------------------------
 
-    def _timestamp(self, student: str):
-        path = self.course / "submitted" / student / self.spec.assignment / "timestamp.txt"
+    def _timestamp(self, result):
+        """The submission's timestamp.txt if it holds a date; otherwise None, with a note."""
+        from nbgrader.utils import parse_utc
+
+        path = self.course / "submitted" / result.student / self.spec.assignment / "timestamp.txt"
+        if not path.is_file():
+            return None
         try:
-            return path.read_text().strip() or None
-        except OSError:
+            text = path.read_text(errors="strict")[:200].strip()
+            parse_utc(text)
+            return text
+        except Exception:  # noqa: BLE001 - any unreadable or non-date content
+            note = "timestamp.txt is not a date and was ignored"
+            if note not in result.notes:
+                result.notes.append(note)
             return None
 
     def write_gradebook(self, result) -> None:
@@ -123,7 +133,7 @@ class Recorder:
             # nbgrader's add_submission trips SQLAlchemy's autoflush warning; harmless
             warnings.simplefilter("ignore")
             gb.update_or_create_student(result.student)
-            timestamp = self._timestamp(result.student)
+            timestamp = self._timestamp(result)
             kwargs = {"timestamp": timestamp} if timestamp else {}
             gb.update_or_create_submission(spec.assignment, result.student, **kwargs)
             try:
@@ -156,17 +166,20 @@ class Recorder:
         outputs = {int(k): [nbformat.from_dict(o) for o in v] for k, v in result.cell_outputs.items()}
         record = result.to_record()
         record.pop("cell_outputs")
-        record["complete"] = True
         record["graded_at"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
         notebook = nbparse.autograded_notebook(spec, submission, messages, outputs, record)
         target = self.autograded_path(result.student)
         target.parent.mkdir(parents=True, exist_ok=True)
-        if (source / "timestamp.txt").is_file():
+        if self._timestamp(result) is not None:
             shutil.copy(source / "timestamp.txt", target.parent / "timestamp.txt")
         handle, temporary = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
-        with os.fdopen(handle, "w") as stream:
-            nbformat.write(notebook, stream)
-        os.replace(temporary, target)
+        try:
+            with os.fdopen(handle, "w") as stream:
+                nbformat.write(notebook, stream)
+            os.replace(temporary, target)
+        finally:
+            if os.path.exists(temporary):  # never leave a temporary file behind
+                os.unlink(temporary)
         return target
 
     def record(self, result) -> None:

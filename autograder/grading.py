@@ -1,17 +1,17 @@
-"""Orchestrate: parse -> sandbox-run -> compare, per submission, over a pool or a Dask cluster.
+"""Orchestrate: parse -> run -> judge -> record, isolated per submission, over a pool or Dask.
 
 - `GradeJob` is everything one submission's grading needs (paths, seed, limits); it pickles,
   so the same `grade_submission(job)` runs in a local thread pool or on a Dask worker.
-- `make_request` turns the test cells of the *source* notebook into the request the
-  sandbox gets: the program's cells and, per check, every public and hidden case encoded as
-  JSON + an npz of arrays (no pickle).
-- `run_program` drives the sandbox and survives the submission: a cell or a task that times
-  out, crashes the worker or floods the output is skipped and the rest is re-run, so one
-  infinite loop costs one task, not the submission.
-- `judge` compares every returned array with the reference (`checks.expected` /
-  `checks.compare`) on the trusted side; a test cell earns its points iff all its cases pass.
-- `grade_assignment` lists submissions, skips what is already graded (unless force), takes a
-  lock per submission, fans the jobs out and records each result as it arrives.
+- `make_request` turns the test cells of the *source* notebook into what the sandbox gets:
+  the program's cells, and (sent only once the cells are done) every public and hidden case
+  of every check, encoded with the contract's one codec.
+- `run_program` drives the sandbox within the submission's wall-clock budget (kept here, on
+  the trusted side): a cell or task that times out or crashes is skipped and the rest rerun,
+  while the budget lasts; a protocol violation or an output flood ends the submission.
+- `judge` compares every returned array with the reference on the trusted side, with the
+  contract's messages (fixed text and numbers computed here: no text from the submission).
+- `grade_submission` never raises: anything that goes wrong on the trusted side becomes the
+  reason "grader error" for that submission alone, which is then not marked complete.
 """
 
 from __future__ import annotations
@@ -19,23 +19,21 @@ from __future__ import annotations
 import atexit
 import hashlib
 import importlib
-import io
 import secrets
 import sys
 import threading
 import time
+import traceback
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
-
+from autograder import contract, wire
 from autograder import notebook as nbparse
-from autograder.sandbox import Limits, Sandbox, require_sandbox
+from autograder.sandbox import Limits, Plan, Sandbox, require_sandbox
 
 REGISTRY = "autograder.checks"
-REASONS = ("invalid notebook", "tampered cell", "missing function", "timeout", "fork bomb",
-           "memory", "output too large", "input() called", "crash")
+GRADER_ERROR = "grader error"
 
 
 @dataclass(frozen=True)
@@ -75,6 +73,7 @@ class SubmissionResult:
     seconds: float = 0.0
     sandbox_starts: int = 0
     unanswered: list = field(default_factory=list)  # manually graded cells left as released
+    complete: bool = True  # False: a grader error; a rerun grades it again
 
     def add_reason(self, reason: str, note: str) -> None:
         if reason not in self.reasons:
@@ -108,33 +107,13 @@ def _cached(key, make):
 
 
 def cases_for(reg, check: str, seed: int) -> list:
-    """[(case, hidden, expected)] for one check: public cases first, then hidden ones."""
+    """[(case, hidden, expected, mistakes)] for one check: public cases first, then hidden."""
     def make():
         public = [(case, False) for case in reg.public_cases(check)]
         hidden = [(case, True) for case in reg.hidden_cases(check, seed)]
-        return [(case, is_hidden, reg.expected(check, case)) for case, is_hidden in public + hidden]
+        return [(case, is_hidden, reg.expected(check, case), reg.mistake_outputs(check, case))
+                for case, is_hidden in public + hidden]
     return _cached((reg.__name__, check, seed), make)
-
-
-def encode_value(value, arrays: dict, reg) -> dict:
-    if isinstance(value, np.ndarray):
-        key = f"a{len(arrays)}"
-        arrays[key] = value
-        return {"t": "array", "k": key}
-    if isinstance(value, reg.Seeded):
-        return {"t": "seeded", "v": int(value.seed)}
-    if isinstance(value, (bool, np.bool_)):
-        return {"t": "bool", "v": bool(value)}
-    if isinstance(value, (int, np.integer)):
-        return {"t": "int", "v": int(value)}
-    if isinstance(value, (float, np.floating)):
-        return {"t": "float", "v": repr(float(value))}
-    if isinstance(value, str):
-        return {"t": "str", "v": value}
-    if value is None:
-        return {"t": "none"}
-    raise TypeError(f"a case argument of type {type(value).__name__} cannot be sent to the sandbox: "
-                    "use arrays, numbers, strings, None or Seeded")
 
 
 def _tasks(spec) -> list[tuple[str, str, str]]:
@@ -142,123 +121,106 @@ def _tasks(spec) -> list[tuple[str, str, str]]:
     return [(test.grade_id, check, function) for test in spec.tests for check, function in test.checks]
 
 
-def make_request(spec, program, reg, seed: int, release_dir: str | None) -> tuple[dict, dict, bytes, list]:
-    """(phase one: the cells, phase two: the cases, the cases' npz, [(case, hidden, expected)] per task)."""
+def make_request(spec, program, reg, seed: int, release_dir: str | None) -> tuple[dict, list, bytes, list]:
+    """(the cells, the tasks, the cases' arrays as npz, [(case, hidden, expected, mistakes)] per task)."""
     arrays: dict = {}
     tasks, all_cases = [], []
     for _grade_id, check, function in _tasks(spec):
         cases = cases_for(reg, check, seed)
         all_cases.append(cases)
-        encoded = [{"args": [encode_value(a, arrays, reg) for a in case.args],
-                    "kwargs": {k: encode_value(v, arrays, reg) for k, v in case.kwargs.items()}}
-                   for case, _hidden, _expected in cases]
+        encoded = [{"args": [contract.encode(a, arrays) for a in case.args],
+                    "kwargs": {k: contract.encode(v, arrays) for k, v in case.kwargs.items()}}
+                   for case, _hidden, _expected, _mistakes in cases]
         tasks.append({"check": check, "function": function, "cases": encoded})
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
     request = {"cells": program.cells, "release_dir": release_dir}
-    return request, {"tasks": tasks}, buffer.getvalue(), all_cases
+    return request, tasks, contract.pack(arrays), all_cases
 
 
 # ---------------------------------------------------------------------------------------
-# run: the sandbox, with skip-and-retry so one bad cell or task costs only itself
+# run: the sandbox, within the submission's budget; a bad cell or task costs only itself
 
 
 @dataclass
 class RunRecord:
-    cells: dict = field(default_factory=dict)       # program cell -> cell event
-    cases: dict = field(default_factory=dict)       # (task, case) -> (header, blob)
-    missing: dict = field(default_factory=dict)     # task -> event
+    cells: dict = field(default_factory=dict)         # program cell -> cell header
+    outcomes: dict = field(default_factory=dict)      # (task, case) -> contract outcome
+    missing: dict = field(default_factory=dict)       # task -> "undefined" | "not_callable"
     failed_tasks: dict = field(default_factory=dict)  # task -> (reason, note)
     failed_cells: dict = field(default_factory=dict)  # program cell -> (reason, note)
+    grader_error: str = ""
     starts: int = 0
+    attempts: int = 0
 
 
-def _kill_reason(run, limits: Limits) -> str:
-    if run.ended == "timeout":
-        return "fork bomb" if run.processes_at_kill >= max(4, limits.processes // 2) else "timeout"
-    return {"output": "output too large"}.get(run.ended, "crash")
+#: how an attempt ended -> the reason a student and the instructor see
+END_REASONS = {"timeout": "timeout", "budget": "timeout", "crash": "crash", "output": "output too large",
+               "protocol": "protocol violation", "grader": GRADER_ERROR}
 
 
-def run_program(sandbox: Sandbox, request: dict, cases: dict, blob: bytes, max_attempts: int = 6) -> RunRecord:
+def _end_reason(run, limits: Limits) -> str:
+    if run.ended in ("timeout", "budget") and run.processes_at_kill >= max(4, limits.processes // 2):
+        return "fork bomb"
+    return END_REASONS[run.ended]
+
+
+def run_program(sandbox: Sandbox, request: dict, tasks: list, blob: bytes, all_cases: list, reg) -> RunRecord:
+    """Run the program and every task, retrying around failed cells and tasks while the
+    submission's budget lasts. Ends early on anything that is not a timeout or a crash."""
+    limits = sandbox.limits
     record = RunRecord()
-    done_tasks: set = set()
-    for _attempt in range(max_attempts):
-        starts_before = sandbox.starts
-        run = sandbox.run(dict(request, skip_cells=sorted(record.failed_cells)),
-                          dict(cases, skip_tasks=sorted(done_tasks | set(record.failed_tasks))), blob)
-        record.starts += sandbox.starts - starts_before
-        for header, data in run.events:
-            event = header.get("ev")
-            if event == "cell":
-                record.cells[header["cell"]] = header
-            elif event == "case":
-                record.cases[(header["task"], header["case"])] = (header, data)
-            elif event == "task_missing":
-                record.missing[header["task"]] = header
-            elif event == "task_end":
-                done_tasks.add(header["task"])
+    deadline = time.monotonic() + limits.submission_seconds
+    received = 0
+    specs = [reg.spec(task["check"]) for task in tasks]
+
+    def accept(task: int, case: int, header: dict, data: bytes) -> dict:
+        expected = all_cases[task][case][2]
+        return wire.read_outcome(header, data, expected, specs[task]["comparator"].get("kind", "allclose"))
+
+    while True:
+        finished = set(record.missing) | {t for t, _c in record.outcomes}
+        skip_tasks = sorted(finished | set(record.failed_tasks))
+        plan = Plan([i for i in range(len(request["cells"])) if i not in record.failed_cells],
+                    [(t, len(all_cases[t])) for t in range(len(tasks)) if t not in skip_tasks])
+        attempt = dict(request, skip_cells=sorted(record.failed_cells), limits=limits.for_child(),
+                       workdir=f"/tmp/{secrets.token_hex(16)}")  # unpredictable, made fresh
+        cases = contract.encode_frame({"tasks": tasks, "skip_tasks": skip_tasks}, blob)
+        starts = sandbox.starts
+        run = sandbox.run(attempt, cases, plan, deadline, accept, received)
+        record.starts += sandbox.starts - starts
+        record.attempts += 1
+        received += run.received
+        record.cells.update(run.cells)
+        for task in run.finished_tasks:  # a task counts only once all its events arrived
+            if task in run.missing:
+                record.missing[task] = run.missing[task]
+            record.outcomes.update({k: v for k, v in run.cases.items() if k[0] == task})
         if run.ended == "done":
             return record
-        reason = _kill_reason(run, sandbox.limits)
-        if run.where and run.where[0] == "cell":
-            record.failed_cells[run.where[1]] = (reason, run.detail)
-        elif run.where and run.where[0] == "task":
-            record.failed_tasks[run.where[1]] = (reason, run.detail)
-        else:  # died before running anything: nothing more to learn by retrying
-            for task in range(len(cases["tasks"])):
-                if task not in done_tasks:
-                    record.failed_tasks.setdefault(task, (reason, run.detail))
+        reason = _end_reason(run, limits)
+        if run.ended == "grader":
+            record.grader_error = run.detail
             return record
-    for task in range(len(cases["tasks"])):
-        if task not in done_tasks:
-            record.failed_tasks.setdefault(task, ("crash", "gave up after repeated failures"))
-    return record
+        retry = run.ended in ("timeout", "crash") and run.where is not None and time.monotonic() < deadline
+        if retry and run.where[0] == "cell":
+            record.failed_cells[run.where[1]] = (reason, run.detail)
+            continue
+        if retry and run.where[0] == "task":
+            record.failed_tasks[run.where[1]] = (reason, run.detail)
+            continue
+        done = {t for t, _c in record.outcomes} | set(record.missing)
+        for task in range(len(tasks)):  # everything not judged yet gets this end's reason
+            if task not in done:
+                record.failed_tasks.setdefault(task, (reason, run.detail))
+        return record
 
 
 # ---------------------------------------------------------------------------------------
-# judge: trusted-side comparison
+# judge: trusted-side comparison, messages from the contract only
 
-
-def _error_reason(error: dict | None) -> str | None:
-    if not error:
-        return None
-    if error.get("type") == "MemoryError":
-        return "memory"
-    if error.get("errno") in (27, 28):  # EFBIG / ENOSPC: output or files over the limit
-        return "output too large"
-    if error.get("type") == "EOFError":
-        return "input() called"
-    return None
-
-
-def judge_case(reg, check: str, case, hidden: bool, expected, header: dict, blob: bytes) -> tuple[bool, str]:
-    """(passed, message) for one case; hidden messages carry no inputs, values or code."""
-    if "error" in header:
-        error = header["error"]
-        if hidden:  # the student's own message could echo the hidden inputs
-            return False, f"case '{case.name}': {check} raised {error.get('type', 'an error')}"
-        text = error.get("message", "")
-        return False, f"case '{case.name}': {check} raised {error.get('type')}" + (f": {text[:300]}" if text else "")
-    if "bad_type" in header:
-        if header["bad_type"] == "NoneType" and header.get("structure") is None:
-            try:
-                reg.normalise(None)
-            except ValueError as err:
-                return False, f"case '{case.name}': {err}"
-        return False, (f"case '{case.name}': {check} returned a {header['bad_type']}, "
-                       "not numbers: return NumPy arrays (or a tuple of them)")
-    try:
-        with np.load(io.BytesIO(blob), allow_pickle=False) as archive:
-            arrays = [archive[f"r{i}"] for i in range(int(header.get("n", 0)))]
-    except Exception:  # a corrupt archive is the submission's doing
-        return False, f"case '{case.name}': the returned value could not be read back"
-    value = tuple(arrays) if header.get("structure") == "tuple" else (arrays[0] if arrays else None)
-    try:
-        got = reg.normalise(value)
-    except ValueError as err:
-        return False, f"case '{case.name}': {err}"
-    verdict = reg.compare(check, case, expected, got, hidden=hidden)
-    return bool(verdict.passed), verdict.message
+#: an error code that is also a failure reason of its own
+ERROR_REASONS = {"MemoryError": "memory", contract.FILE_TOO_LARGE: "output too large", "EOFError": "input() called"}
+MISSING = {"undefined": "is not defined", "not_callable": "is not a function"}
+SHOWN = 5  # failing cases listed per check
 
 
 def judge(spec, reg, all_cases, record: RunRecord, result: SubmissionResult) -> None:
@@ -266,37 +228,33 @@ def judge(spec, reg, all_cases, record: RunRecord, result: SubmissionResult) -> 
     per_test: dict = {t.grade_id: [] for t in spec.tests}
     for task_index, (grade_id, check, function) in enumerate(tasks):
         cases = all_cases[task_index]
-        outcome = {"check": check, "function": function, "failures_public": [], "failures_hidden": [],
-                   "n_public": sum(1 for _c, h, _e in cases if not h), "n_hidden": sum(1 for _c, h, _e in cases if h),
-                   "cases": [], "fatal": None}
+        check_spec = reg.spec(check)
+        outcome = {"check": check, "public": [], "hidden": [], "cases": [], "fatal": None,
+                   "n_public": sum(1 for c in cases if not c[1]), "n_hidden": sum(1 for c in cases if c[1])}
         if task_index in record.missing:
-            found = record.missing[task_index].get("found")
-            what = f"is a {found}, not a function" if found else "is not defined"
-            outcome["fatal"] = (f"{check}: `{function}` {what} — did the cell that defines it raise an error, "
-                                "or was it renamed?")
+            what = MISSING[record.missing[task_index]]
+            outcome["fatal"] = f"{check}: `{function}` {what}: did the cell that defines it raise an error, or was it renamed?"
             result.add_reason("missing function", f"`{function}` {what}")
         elif task_index in record.failed_tasks:
             reason, note = record.failed_tasks[task_index]
             outcome["fatal"] = f"{check}: stopped by the grader ({reason}: {note})"
             result.add_reason(reason, f"{check}: {note}")
-        for case_index, (case, hidden, expected) in enumerate(cases):
-            entry = record.cases.get((task_index, case_index))
-            if outcome["fatal"] or entry is None:
+        for case_index, (case, hidden, expected, mistakes) in enumerate(cases):
+            got = record.outcomes.get((task_index, case_index))
+            if outcome["fatal"] or got is None:
                 passed, message = False, outcome["fatal"] or f"case '{case.name}': no result"
             else:
-                header, blob = entry
-                reason = _error_reason(header.get("error"))
-                if reason:
-                    result.add_reason(reason, f"{check}, case '{case.name}': {header['error']['type']}")
-                passed, message = judge_case(reg, check, case, hidden, expected, header, blob)
+                if got["kind"] == "error" and got["code"] in ERROR_REASONS:
+                    result.add_reason(ERROR_REASONS[got["code"]], f"{check}, case '{case.name}': {got['code']}")
+                passed, message = contract.judge(check_spec, case.name, expected, got, mistakes)
             outcome["cases"].append([check, case.name, hidden, passed])
             if not passed:
-                outcome["failures_hidden" if hidden else "failures_public"].append(message)
+                outcome["hidden" if hidden else "public"].append(message)
         per_test[grade_id].append(outcome)
 
     for test in spec.tests:
         outcomes = per_test[test.grade_id]
-        passed = bool(outcomes) and all(not o["failures_public"] and not o["failures_hidden"] for o in outcomes)
+        passed = bool(outcomes) and all(not o["public"] and not o["hidden"] for o in outcomes)
         lines, wrong, cases = [], [], []
         for o in outcomes:
             cases += o["cases"]
@@ -304,16 +262,13 @@ def judge(spec, reg, all_cases, record: RunRecord, result: SubmissionResult) -> 
                 lines.append(o["fatal"])
                 wrong.append(o["fatal"])
                 continue
-            if o["failures_public"]:
-                lines += [f"{o['check']}: {m}" for m in o["failures_public"][:3]]
-                wrong += o["failures_public"]
-            if o["failures_hidden"]:
-                k, n = len(o["failures_hidden"]), o["n_hidden"]
-                lines.append(f"{o['check']}: hidden check failed on {k} of {n} cases:")
-                lines += ["  - " + m for m in o["failures_hidden"][:5]]
-                wrong += o["failures_hidden"]
-            if not o["failures_public"] and not o["failures_hidden"]:
+            if not o["public"] and not o["hidden"]:
                 lines.append(f"{o['check']}: all {o['n_public']} public and {o['n_hidden']} hidden cases passed")
+            for hidden, n in ((False, o["n_public"]), (True, o["n_hidden"])):
+                failures = o["hidden" if hidden else "public"]
+                if failures:
+                    lines.append(contract.summary(o["check"], failures, n, hidden, shown=SHOWN))
+                wrong += failures
         if not outcomes:
             lines.append("this test cell calls no check")
         result.tasks.append(TaskResult(test.grade_id, test.points if passed else 0.0, test.points,
@@ -330,15 +285,14 @@ def _cell_outputs(program, record: RunRecord, result: SubmissionResult) -> None:
             continue
         outputs = []
         event = record.cells.get(program_index)
-        if event and event.get("output"):
+        if event and event["output"]:  # the cell's own output: it ran before any case was sent
             outputs.append({"output_type": "stream", "name": "stdout", "text": event["output"]})
-        if event and event.get("error"):
-            error = event["error"]
-            reason = _error_reason(error)
-            if reason:
-                result.add_reason(reason, f"cell {origin + 1}: {error['type']}")
-            outputs.append({"output_type": "error", "ename": error["type"], "evalue": error["message"],
-                            "traceback": error["text"].splitlines()})
+        if event and event["error"]:
+            code = event["error"]
+            if code in ERROR_REASONS:
+                result.add_reason(ERROR_REASONS[code], f"cell {origin + 1}: {code}")
+            outputs.append({"output_type": "error", "ename": code, "evalue": f"the cell raised {code}",
+                            "traceback": [f"{code}: the cell raised {code}"]})
         if program_index in record.failed_cells:
             reason, detail = record.failed_cells[program_index]
             note = f"notebook cell {origin + 1}: {detail}"
@@ -412,25 +366,49 @@ POOL = SandboxPool()
 atexit.register(POOL.close)
 
 
+def effective_limits(base: Limits, overrides: dict) -> Limits:
+    """The chapter's limits, except where the instructor set a limit explicitly (``base``
+    differs from the default there)."""
+    default = Limits()
+    return base.merged({k: v for k, v in overrides.items() if getattr(base, k) == getattr(default, k)})
+
+
+def _not_graded(spec, result: SubmissionResult, reason: str, note: str) -> None:
+    result.add_reason(reason, note)
+    result.tasks = [TaskResult(test.grade_id, 0.0, test.points, f"not graded: {note}",
+                               [[c, "all cases", False, False] for c, _f in test.checks], [note], False)
+                    for test in spec.tests]
+    result.score = 0.0
+
+
 def grade_submission(job: GradeJob) -> SubmissionResult:
-    """Parse, sandbox-run and judge one submission (never raises for a bad submission)."""
+    """Parse, run and judge one submission. Never raises: a failure on the trusted side is
+    the reason "grader error" for this submission alone (not complete: a rerun retries it)."""
     started = time.monotonic()
+    result = SubmissionResult(job.student, job.assignment, job.seed)
+    try:
+        _grade(job, result)
+    except Exception as err:  # noqa: BLE001 - contained: this submission only
+        result.complete = False
+        result.tasks, result.score = [], 0.0
+        where = traceback.extract_tb(err.__traceback__)[-1]
+        result.add_reason(GRADER_ERROR, f"{type(err).__name__} in the grader at "
+                                        f"{Path(where.filename).name}:{where.lineno}; rerun to retry")
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _grade(job: GradeJob, result: SubmissionResult) -> None:
     course = Path(job.course)
     reg = registry(job.registry)
     spec = nbparse.load_assignment(course, job.assignment)
-    result = SubmissionResult(job.student, job.assignment, job.seed, max_score=spec.max_score)
+    result.max_score = spec.max_score
     path = submission_path(course, job.assignment, job.student)
     result.sha256 = file_sha256(path)
     try:
         submission = nbparse.read_submission(path)
     except nbparse.InvalidNotebook as err:
-        result.add_reason("invalid notebook", str(err))
-        for test in spec.tests:
-            result.tasks.append(TaskResult(test.grade_id, 0.0, test.points, f"not graded: {err}",
-                                           [[c, "all cases", False, False] for c, _f in test.checks], [str(err)],
-                                           False))
-        result.seconds = time.monotonic() - started
-        return result
+        return _not_graded(spec, result, "invalid notebook", str(err))
     program = nbparse.build_program(spec, submission)
     result.unanswered = nbparse.unanswered_manual_cells(spec, submission)
     for note in program.tampering:
@@ -439,17 +417,18 @@ def grade_submission(job: GradeJob) -> SubmissionResult:
     release_dir = None
     if (release_root / job.assignment).is_dir():
         release_dir = f"/release/{job.assignment}" if job.sandboxed else str(release_root / job.assignment)
-    request, cases, blob, all_cases = make_request(spec, program, reg, job.seed, release_dir)
-    sandbox = POOL.acquire(release_root, job.limits, job.sandboxed)
+    request, tasks, blob, all_cases = make_request(spec, program, reg, job.seed, release_dir)
+    limits = effective_limits(job.limits, reg.chapter(job.assignment).limits)
+    sandbox = POOL.acquire(release_root, limits, job.sandboxed)
     try:
-        record = run_program(sandbox, request, cases, blob)
+        record = run_program(sandbox, request, tasks, blob, all_cases, reg)
     finally:
         POOL.give_back(sandbox)
     result.sandbox_starts = record.starts
+    if record.grader_error:
+        raise RuntimeError(record.grader_error)
     _cell_outputs(program, record, result)
     judge(spec, reg, all_cases, record, result)
-    result.seconds = time.monotonic() - started
-    return result
 
 
 # ---------------------------------------------------------------------------------------
@@ -549,9 +528,7 @@ def grade_assignment(course, assignment: str, *, workers: int = 2, students=None
             for future in done:
                 job, lock = in_flight.pop(future)
                 try:
-                    result = future.result()
-                    recorder.record(result)
-                    graded.append(result)
+                    graded.append(_collect(future, job, recorder))
                 finally:
                     lock.release()
                 bar.step(job.student)
@@ -562,7 +539,25 @@ def grade_assignment(course, assignment: str, *, workers: int = 2, students=None
                 POOL.close()
         if client is not None:
             client.close()
-    return {"graded": graded, "skipped": skipped, "seed": seed}
+    rerun = [r.student for r in graded if not r.complete]
+    return {"graded": graded, "skipped": skipped, "seed": seed, "rerun": rerun}
+
+
+def _collect(future, job: GradeJob, recorder) -> SubmissionResult:
+    """The finished job's result, recorded; any failure here is that submission's grader error."""
+    try:
+        result = future.result()
+    except Exception as err:  # noqa: BLE001 - e.g. a Dask worker died: this submission only
+        result = SubmissionResult(job.student, job.assignment, job.seed, complete=False)
+        result.add_reason(GRADER_ERROR, f"{type(err).__name__} while running the job; rerun to retry")
+    if not result.complete:
+        return result  # nothing recorded: a rerun grades it again
+    try:
+        recorder.record(result)
+    except Exception as err:  # noqa: BLE001
+        result.complete = False
+        result.add_reason(GRADER_ERROR, f"{type(err).__name__} while recording; rerun to retry")
+    return result
 
 
 def _dask_wait(in_flight):

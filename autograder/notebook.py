@@ -129,7 +129,34 @@ def read_submission(path: Path):
         raise InvalidNotebook(f"not a readable Jupyter notebook ({first[:200]})") from None
     if not isinstance(notebook.get("cells"), list):
         raise InvalidNotebook("not a Jupyter notebook: it has no list of cells")
+    try:
+        nbformat.validate(notebook)
+    except Exception as err:  # noqa: BLE001 - nbformat's ValidationError and its relatives
+        path_in = "/".join(str(p) for p in getattr(err, "absolute_path", ()))[:80]
+        raise InvalidNotebook("not a valid Jupyter notebook (nbformat's schema rejects "
+                              + (f"the field {path_in}" if path_in else "its structure") + ")") from None
+    for index, cell in enumerate(notebook.cells):
+        problem = _metadata_problem(cell.get("metadata", {}).get("nbgrader"))
+        if problem:
+            raise InvalidNotebook(f"cell {index + 1} has invalid nbgrader metadata ({problem})")
     return notebook
+
+
+#: nbgrader metadata fields and their types (the submission's copy of them is hostile)
+_METADATA_TYPES = {"grade_id": str, "grade": bool, "solution": bool, "locked": bool, "task": bool,
+                   "points": (int, float), "schema_version": int, "checksum": str, "cell_type": str}
+
+
+def _metadata_problem(meta) -> str | None:
+    if meta is None:
+        return None
+    if not isinstance(meta, dict):
+        return "not a mapping"
+    for key, kind in _METADATA_TYPES.items():
+        if key in meta and meta[key] is not None and (not isinstance(meta[key], kind) or
+                                                      (kind is not bool and isinstance(meta[key], bool))):
+            return f"{key} has the wrong type"
+    return None
 
 
 def unanswered_manual_cells(spec: AssignmentSpec, submission) -> list[str]:

@@ -3,8 +3,8 @@
 For every assignment id, in order:
 
 1. compute the public cases from the reference (``autograder.checks``) and write them, with
-   the student-side check module (``student_check.py`` shipped as ``attention_check.py``)
-   and any data the notebook loads, into ``source/<id>/``: the notebook imports them, and
+   the contract module (``contract.py`` shipped as ``attention_check.py``) and the chapter's
+   support files (its plug-in's ``support_files``), into ``source/<id>/``: the notebook uses them, and
    nbgrader copies every file of the source folder into the release (and back over a
    submission when it autogrades, so a student's edited copy never counts);
 2. run the real ``nbgrader generate_assignment <id> --force`` through nbgrader's Python API
@@ -30,11 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from autograder import checks, student_check
+from autograder import checks, contract
 
 COURSE = Path(__file__).resolve().parent
 CHECK_MODULE = "attention_check.py"
-DATA_FILE = "spoken_digits.npz"  # the ch3 training data the notebook loads
 FORBIDDEN = re.compile(r"BEGIN SOLUTION|END SOLUTION|BEGIN HIDDEN TESTS|END HIDDEN TESTS|"
                        r"from solutions|import solutions")
 
@@ -60,19 +59,19 @@ def build_public_cases(assignment: str, path: Path) -> int:
             })
         entries[check.name] = {"spec": checks.spec(check.name), "cases": cases}
         total += len(cases)
-    student_check.save_cases(path, assignment, entries)
+    contract.save_cases(path, assignment, entries)
     return total
 
 
 def write_support_files(assignment: str, folder: Path) -> list[Path]:
-    """The public cases, the check module and the assignment's data, into ``folder``."""
+    """The public cases, the contract module and the chapter's support files, into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
-    written = [folder / student_check.CASES_FILE, folder / CHECK_MODULE]
+    written = [folder / contract.CASES_FILE, folder / CHECK_MODULE]
     build_public_cases(assignment, written[0])
-    shutil.copyfile(Path(student_check.__file__), written[1])
-    if assignment == "ch3_seq2seq":
-        written.append(folder / DATA_FILE)
-        checks.write_translation_data(written[-1])
+    shutil.copyfile(Path(contract.__file__), written[1])
+    for name, write in checks.chapter(assignment).support_files.items():
+        written.append(folder / name)
+        write(written[-1])
     return written
 
 
@@ -136,6 +135,8 @@ def _texts_of(name: str, data: bytes):
                 arr = npz[key]
                 if arr.dtype.kind == "U":
                     yield "\n".join(map(str, arr.ravel()))
+                elif key == "__meta__":  # the public cases' JSON, stored as bytes
+                    yield arr.tobytes().decode("utf-8", errors="replace")
     else:
         yield data.decode("utf-8", errors="replace")
 

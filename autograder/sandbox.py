@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import os
 import select
@@ -29,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder import worker as wire
+from autograder import contract, wire
 
 INSTALL_HINT = (
     "bubblewrap (`bwrap`) is not installed, and the grader will not run students' code "
@@ -46,24 +47,30 @@ MAX_SLOTS = 512
 
 @dataclass(frozen=True)
 class Limits:
+    """Every limit of one submission. The wall-clock budgets are kept by the trusted side:
+    nothing the sandbox sends extends them, and retries spend the same submission budget."""
+
     memory_bytes: int = 2 << 30       # address space on top of what the zygote maps
     cpu_seconds: int = 900            # RLIMIT_CPU of one child (all cells and cases)
     processes: int = 48               # RLIMIT_NPROC for the slot's uid (threads count)
     file_bytes: int = 64 << 20        # RLIMIT_FSIZE: captured output and any file written
     tmpfs_bytes: int = 512 << 20      # size of the private /tmp
-    cell_seconds: float = 180.0       # wall time of one cell (ch3 trains a model)
+    submission_seconds: float = 240.0  # wall time of the whole submission, retries included
+    cell_seconds: float = 120.0       # wall time of one cell (within the submission budget)
     task_seconds: float = 60.0        # wall time of all cases of one task
     start_seconds: float = 180.0      # wall time for the zygote to import numpy and torch
     cell_output_chars: int = 4000     # captured stdout/stderr kept per cell
     result_bytes: int = 64 << 20      # one case's returned arrays
-    stream_bytes: int = 512 << 20     # everything one run may send back
+    stream_bytes: int = 512 << 20     # everything one submission may send back
 
     def for_child(self) -> dict:
-        return {
-            "memory_bytes": self.memory_bytes, "cpu_seconds": self.cpu_seconds,
-            "processes": self.processes, "file_bytes": self.file_bytes,
-            "cell_output_chars": self.cell_output_chars, "result_bytes": self.result_bytes,
-        }
+        return {"address_space_bytes": self.memory_bytes, "cpu_seconds": self.cpu_seconds,
+                "processes": self.processes, "file_bytes": self.file_bytes,
+                "cell_output_chars": self.cell_output_chars}
+
+    def merged(self, overrides: dict) -> Limits:
+        """These limits with a chapter's overrides applied (unknown names are an error)."""
+        return dataclasses.replace(self, **overrides) if overrides else self
 
 
 NEEDS_ROOT_HINT = (
@@ -139,7 +146,7 @@ def sandbox_command(uid: int, release_root: Path | None, limits: Limits, control
         "--setenv", "HOME", "/tmp", "--setenv", "MPLBACKEND", "Agg",
         "--setenv", "MPLCONFIGDIR", "/tmp/.matplotlib", "--setenv", "OMP_NUM_THREADS", "1",
         "--setenv", "MKL_NUM_THREADS", "1", "--setenv", "PATH", "/usr/bin:/bin",
-        "--ro-bind", wire.__file__, "/sandbox_worker.py",
+        "--ro-bind", contract.__file__, "/sandbox_worker.py",
         "/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
         "--inh-caps=-all", "--bounding-set=-all",
         interpreter, "-I", "-S", "/sandbox_worker.py", "--sandboxed", f"--control-fd={control_fd}",
@@ -150,7 +157,7 @@ def sandbox_command(uid: int, release_root: Path | None, limits: Limits, control
 
 def unsandboxed_command(control_fd: int) -> list[str]:
     interpreter, site = python_paths()
-    return [interpreter, "-I", "-S", wire.__file__, f"--control-fd={control_fd}", *site, "--", *PRELOAD]
+    return [interpreter, "-I", "-S", contract.__file__, f"--control-fd={control_fd}", *site, "--", *PRELOAD]
 
 
 class Slot:
@@ -165,7 +172,7 @@ class Slot:
             except BlockingIOError:
                 handle.close()
                 continue
-            self.number, self.uid, self._handle = number, FIRST_UID + number, handle
+            self.uid, self._handle = FIRST_UID + number, handle
             return
         raise RuntimeError(f"all {MAX_SLOTS} grader slots in {SLOT_DIR} are taken")
 
@@ -205,50 +212,30 @@ def stray_processes(slots: int = 32) -> list[int]:
 
 
 @dataclass
-class RunResult:
-    """What one request produced: the events received, and how the run ended."""
+class Plan:
+    """What one attempt runs, in order: every event is checked against it."""
 
-    events: list[tuple[dict, bytes]] = field(default_factory=list)
-    ended: str = "done"            # done | timeout | crash | output
-    where: tuple | None = None     # ("cell", i) or ("task", t) when it did not end "done"
+    cells: list            # program cell indices to run
+    tasks: list            # (task index, number of cases) to run
+
+
+@dataclass
+class RunResult:
+    """What one attempt produced (every event already validated) and how it ended."""
+
+    cells: dict = field(default_factory=dict)     # program cell -> cell header
+    cases: dict = field(default_factory=dict)     # (task, case) -> contract outcome
+    missing: dict = field(default_factory=dict)   # task -> "undefined" | "not_callable"
+    finished_tasks: list = field(default_factory=list)
+    ended: str = "done"    # done | timeout | budget | crash | output | protocol | grader
+    where: tuple | None = None  # ("cell", i) or ("task", t) when it did not end "done"
     detail: str = ""
     processes_at_kill: int = 0
+    received: int = 0
 
 
-class FrameReader:
-    """Frames from one pipe, parsed incrementally; a frame over the cap or bad bytes is an error."""
-
-    def __init__(self, fd: int, cap: int):
-        self.fd, self.cap, self.buffer, self.eof = fd, cap, bytearray(), False
-
-    def fill(self) -> None:
-        chunk = os.read(self.fd, 1 << 20)
-        if chunk:
-            self.buffer += chunk
-        else:
-            self.eof = True
-
-    def next(self):
-        """(header, blob), None if incomplete, or ("error", reason)."""
-        if len(self.buffer) < 12:
-            return None
-        if bytes(self.buffer[:4]) != wire.MAGIC:
-            return ("error", "garbage")
-        n_head, n_blob = wire.HEADER.unpack(bytes(self.buffer[4:12]))
-        if n_head + n_blob > self.cap:
-            return ("error", "output")
-        total = 12 + n_head + n_blob
-        if len(self.buffer) < total:
-            return None
-        try:
-            header = wire.json.loads(bytes(self.buffer[12:12 + n_head]))
-        except ValueError:
-            return ("error", "garbage")
-        blob = bytes(self.buffer[12 + n_head:total])
-        del self.buffer[:total]
-        if not isinstance(header, dict):
-            return ("error", "garbage")
-        return header, blob
+def _set_nonblocking(fd: int) -> None:
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
 
 
 class Sandbox:
@@ -257,8 +244,8 @@ class Sandbox:
     Two pipes come back from the sandbox: the *event* pipe (the child's cells and results;
     the student's code holds its write end) and the *control* pipe (ready / exit, written
     only by the zygote, closed in the child, and out of reach through /proc because the
-    zygote is not dumpable). A run ends only when the control pipe says the child and all
-    it started are gone, so nothing a submission writes can bleed into the next one.
+    zygote is not dumpable). Every write into the sandbox is non-blocking and bounded by the
+    trusted deadline, so a submission that stops reading cannot stall the grader.
     """
 
     def __init__(self, release_root: Path | None, limits: Limits = Limits(), sandboxed: bool = True):
@@ -269,9 +256,9 @@ class Sandbox:
         self.sandboxed = sandboxed
         self.slot = Slot() if sandboxed else None
         self.process: subprocess.Popen | None = None
-        self.events: FrameReader | None = None
-        self.control: FrameReader | None = None
+        self.control: wire.FrameReader | None = None
         self.starts = 0
+        self.dirty = False
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -288,22 +275,27 @@ class Sandbox:
             stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True, pass_fds=(control_write,),
         ).result()
         os.close(control_write)
-        self.events = FrameReader(self.process.stdout.fileno(), self.limits.result_bytes + (1 << 20))
-        self.control = FrameReader(control_read, 1 << 16)
+        _set_nonblocking(self.process.stdin.fileno())
+        self.control = wire.FrameReader(control_read, wire.CONTROL, 0)
         self.starts += 1
+        self.dirty = False
         deadline = time.monotonic() + self.limits.start_seconds
-        while True:
-            frame = self.control.next()
-            if frame is not None or self.control.eof or time.monotonic() > deadline:
-                break
-            ready, _, _ = select.select([control_read], [], [], max(0.0, deadline - time.monotonic()))
-            if ready:
-                self.control.fill()
-        if not frame or frame[0] == "error" or frame[0].get("ev") != "ready" or frame[0].get("error"):
-            problem = frame[0].get("error") if frame and frame[0] != "error" else None
+        frame, problem = None, None
+        try:
+            while frame is None and not self.control.eof and time.monotonic() < deadline:
+                if select.select([control_read], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                    self.control.fill()
+                frame = self.control.next()
+        except wire.ProtocolViolation as err:
+            problem = str(err)
+        if frame is None or frame[0]["ev"] != "ready" or frame[0]["error"]:
+            problem = problem or (frame[0].get("error") if frame else None)
             self.kill()
             raise RuntimeError("the sandboxed worker did not start"
                                + (f": {problem}" if problem else " (is the virtualenv readable inside bwrap?)"))
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None and not self.dirty
 
     def kill(self) -> int:
         """Kill the sandbox and everything in it; returns how many processes the slot had."""
@@ -345,123 +337,151 @@ class Sandbox:
         if self.slot is not None:
             self.slot.release()
 
-    # -- one request -----------------------------------------------------------------------
+    # -- one attempt ------------------------------------------------------------------------
 
-    def _send(self, header: dict, blob: bytes = b"") -> bool:
-        try:
-            self.process.stdin.write(wire.encode_frame(header, blob))
-            self.process.stdin.flush()
-            return True
-        except (BrokenPipeError, OSError):
-            return False
+    def run(self, request: dict, cases: bytes, plan: Plan, deadline: float, accept_case,
+            received_before: int = 0) -> RunResult:
+        """Run the cells of ``request``, then (once they are done) send the ``cases`` frame.
 
-    def _pump(self, deadline: float) -> str:
-        """Wait until some bytes arrive on either pipe: "ok", "timeout" or "eof"."""
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return "timeout"
-        fds = [r.fd for r in (self.events, self.control) if not r.eof]
-        if not fds:
-            return "eof"
-        ready, _, _ = select.select(fds, [], [], remaining)
-        if not ready:
-            return "timeout"
-        for reader in (self.events, self.control):
-            if reader.fd in ready:
-                reader.fill()
-        return "eof" if self.control.eof else "ok"
-
-    def _drain_events(self) -> None:
-        while not self.events.eof and select.select([self.events.fd], [], [], 0)[0]:
-            self.events.fill()
-            if len(self.events.buffer) > self.limits.stream_bytes:
-                break
-
-    def _abort(self, result: RunResult, where, reason: str) -> RunResult:
-        result.where = where
-        result.processes_at_kill = self.kill()
-        if reason == "timeout":
-            result.ended = "timeout"
-            seconds = self.limits.task_seconds if where and where[0] == "task" else self.limits.cell_seconds
-            result.detail = f"ran longer than {seconds:g} s"
-        elif reason == "output":
-            result.ended, result.detail = "output", "sent back more data than allowed"
-        elif reason == "garbage":
-            result.ended, result.detail = "crash", "wrote over the grader's result channel"
-        else:
-            result.ended, result.detail = "crash", "the worker process was killed"
-        return result
-
-    def run(self, request: dict, cases: dict, blob: bytes) -> RunResult:
-        """Run the cells of `request`, then (phase two) the `cases` with their npz `blob`.
-
-        The cases go down the pipe only when the child reports its cells done, and events
-        that claim to be cell output after that point are dropped: what a cell prints can
-        never contain a hidden input.
+        ``deadline``: the submission's absolute wall-clock budget (time.monotonic()); each
+        cell and each task also has its own budget, started by the trusted clock when the
+        previous step's event arrives. ``accept_case(task, case, header, blob)`` turns a case
+        event into an outcome (or raises ProtocolViolation). Never raises for anything the
+        sandbox does.
         """
-        if self.process is None or self.process.poll() is not None:
+        if not self.alive():
             self.kill()
             self.start()
-        self.events.buffer.clear()
-        request = dict(request, limits=self.limits.for_child())
         result = RunResult()
-        if not self._send(request):
-            return self._abort(result, None, "eof")
-        state = {"cells_done": False, "done": False, "where": None, "received": 0,
-                 "deadline": time.monotonic() + self.limits.cell_seconds}
+        stdin_fd = self.process.stdin.fileno()
+        events = wire.FrameReader(self.process.stdout.fileno(), wire.EVENTS, self.limits.result_bytes)
+        outbox = bytearray(contract.encode_frame(request))
+        state = {"phase": "setup", "pos": 0, "task": 0, "case": 0, "started": time.monotonic()}
 
-        def handle(header: dict, data: bytes):
-            """Apply one event; returns an abort reason or None."""
-            state["received"] += len(data)
-            if state["received"] > self.limits.stream_bytes:
-                return "output"
-            event = header.get("ev")
-            if event in ("cell_start", "cell", "cells_done") and state["cells_done"]:
-                return None  # forged by the submission after its cells ended: ignored
-            if event in ("task_start", "case", "task_missing", "task_end") and not state["cells_done"]:
-                return None  # no case was sent yet: anything claiming to be a result is forged
-            result.events.append((header, data))
-            if event == "cell_start":
-                state["where"] = ("cell", header.get("cell"))
-                state["deadline"] = time.monotonic() + self.limits.cell_seconds
-            elif event == "cells_done":
-                state["cells_done"], state["where"] = True, None
-                if not self._send(cases, blob):
-                    return "eof"
-                state["deadline"] = time.monotonic() + self.limits.task_seconds
-            elif event == "task_start":
-                state["where"] = ("task", header.get("task"))
-                state["deadline"] = time.monotonic() + self.limits.task_seconds
-            elif event == "done":
-                state["done"] = True
-                state["deadline"] = time.monotonic() + 30  # the zygote sweeps, then reports exit
+        def where():
+            if state["phase"] in ("setup", "cells") and state["pos"] < len(plan.cells):
+                return ("cell", plan.cells[state["pos"]])
+            if state["phase"] == "tasks" and state["task"] < len(plan.tasks):
+                return ("task", plan.tasks[state["task"]][0])
             return None
 
+        def step_deadline() -> float:
+            seconds = {"setup": self.limits.cell_seconds, "cells": self.limits.cell_seconds,
+                       "tasks": self.limits.task_seconds}.get(state["phase"], 10.0)
+            if state["phase"] == "finished":  # the child is done; the zygote sweeps
+                return state["started"] + seconds
+            return min(deadline, state["started"] + seconds)
+
+        def advance(phase=None):
+            state["started"] = time.monotonic()
+            if phase:
+                state["phase"] = phase
+
+        def handle(header: dict, blob: bytes) -> None:
+            event, phase = header["ev"], state["phase"]
+            if phase == "setup" and event == "setup":
+                return advance("cells")
+            if phase == "cells":
+                pos = state["pos"]
+                if event == "cell" and pos < len(plan.cells) and header["cell"] == plan.cells[pos]:
+                    result.cells[header["cell"]] = header
+                    state["pos"] += 1
+                    return advance()
+                if event == "cells_done" and pos == len(plan.cells):
+                    outbox.extend(cases)
+                    return advance("tasks")
+            if phase == "tasks":
+                if state["task"] == len(plan.tasks):
+                    if event == "done":
+                        return advance("finished")
+                    raise wire.ProtocolViolation("event after the last task")
+                task, n_cases = plan.tasks[state["task"]]
+                if event == "case" and header["task"] == task and header["case"] == state["case"] \
+                        and state["case"] < n_cases and task not in result.missing:
+                    result.cases[(task, state["case"])] = accept_case(task, state["case"], header, blob)
+                    state["case"] += 1
+                    return None
+                if event == "task_missing" and header["task"] == task and state["case"] == 0 \
+                        and task not in result.missing:
+                    result.missing[task] = header["code"]
+                    return None
+                if event == "task_end" and header["task"] == task and \
+                        (state["case"] == n_cases or task in result.missing):
+                    result.finished_tasks.append(task)
+                    state["task"] += 1
+                    state["case"] = 0
+                    return advance()
+            raise wire.ProtocolViolation(f"unexpected {event} event")
+
+        def end(how: str, detail: str, kill: bool = True) -> RunResult:
+            result.ended, result.detail, result.where = how, detail, where()
+            result.received = events.received
+            if kill:
+                result.processes_at_kill = self.kill()
+            return result
+
         while True:
-            status = self._pump(state["deadline"])
-            while (frame := self.events.next()) is not None:
-                if frame[0] == "error":
-                    return self._abort(result, state["where"], frame[1])
-                reason = handle(*frame)
-                if reason:
-                    return self._abort(result, state["where"], reason)
-            exit_frame = self.control.next()
+            now = time.monotonic()
+            limit = step_deadline()
+            if now >= limit:
+                if now >= deadline and state["phase"] != "finished":
+                    return end("budget", f"used up the submission's budget of {self.limits.submission_seconds:g} s")
+                seconds = self.limits.task_seconds if state["phase"] == "tasks" else self.limits.cell_seconds
+                return end("timeout", f"ran longer than {seconds:g} s")
+            readers = [r.fd for r in (events, self.control) if not r.eof]
+            try:
+                ready, writable, _ = select.select(readers, [stdin_fd] if outbox else [], [], limit - now)
+            except (OSError, ValueError):
+                return end("crash", "the worker process was killed")
+            if writable:
+                try:
+                    outbox[: os.write(stdin_fd, bytes(outbox[: 1 << 16]))] = b""
+                except BlockingIOError:
+                    pass
+                except OSError:  # the sandbox closed its end: it is gone
+                    return end("crash", "the worker process was killed")
+            try:
+                if events.fd in ready:
+                    events.fill()
+                if received_before + events.received > self.limits.stream_bytes:
+                    return end("output", "sent back more data than allowed")
+                while (frame := events.next()) is not None:
+                    handle(*frame)
+                if self.control.fd in ready:
+                    self.control.fill()
+                exit_frame = self.control.next()
+            except wire.ProtocolViolation as err:
+                return end("protocol", f"broke the result protocol ({err})")
             if exit_frame is not None:
-                if exit_frame[0] == "error" or exit_frame[0].get("ev") != "exit":
-                    return self._abort(result, state["where"], "garbage")
-                self._drain_events()
-                while (frame := self.events.next()) is not None and frame[0] != "error":
-                    if handle(*frame):
-                        break
-                code = exit_frame[0].get("code")
-                if state["done"] and code == 0:
-                    return result
-                result.where = state["where"]
-                if code == -signal.SIGXCPU:
-                    result.ended, result.detail = "timeout", "used up its CPU-time limit"
-                else:
-                    how = f"killed by signal {-code}" if isinstance(code, int) and code < 0 else f"exited with status {code}"
-                    result.ended, result.detail = "crash", f"the process ended early ({how})"
-                return result
-            if status in ("timeout", "eof"):
-                return self._abort(result, state["where"], status)
+                return self._finish(exit_frame[0], events, handle, state, end, result)
+            if self.control.eof or (events.eof and not ready):
+                return end("crash", "the worker process was killed")
+
+    def _finish(self, exit_header, events, handle, state, end, result) -> RunResult:
+        """The zygote says the child and everything it started are gone: read what is left."""
+        if exit_header["ev"] != "exit":
+            return end("protocol", "broke the result protocol (unexpected control message)")
+        try:
+            while select.select([events.fd], [], [], 0)[0] and not events.eof:
+                events.fill()
+                if events.received > self.limits.stream_bytes:
+                    return end("output", "sent back more data than allowed")
+            while (frame := events.next()) is not None:
+                handle(*frame)
+            if events.buffer:
+                raise wire.ProtocolViolation("a truncated frame")
+        except wire.ProtocolViolation as err:
+            return end("protocol", f"broke the result protocol ({err})")
+        self.dirty = not exit_header["clean"]
+        code = exit_header["code"]
+        if state["phase"] == "finished" and code == 0:
+            result.received = events.received
+            if self.dirty:
+                self.kill()
+            return result
+        if state["phase"] == "setup":
+            return end("grader", f"the sandbox could not prepare the run (status {code})")
+        if code == -signal.SIGXCPU:
+            return end("timeout", "used up its CPU-time limit")
+        how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
+        return end("crash", f"the process ended early ({how})")

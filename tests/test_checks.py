@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autograder import checks, release, student_check
+from autograder import checks, contract, release
+from autograder.chapters import ch3_seq2seq
 from autograder.checks import Case, Seeded
 
 NAMES = sorted(checks.REGISTRY)
@@ -28,7 +29,7 @@ CONTRACT_REGEX = re.compile(r"check\(\s*[\"'](\w+)[\"']\s*,\s*(\w+)\s*\)")
 def _perfect(name):
     """A correct implementation of a check: the reference (or, for the outcome task, the truth)."""
     if name == "translate":
-        return lambda src: checks._translate_answer(Case("", (src,)))
+        return lambda src: ch3_seq2seq._translate_answer(Case("", (src,)))
     if name == "luong_concat_context":
         ref = checks.REGISTRY["luong_context"].reference_fn()
         return lambda h_t, h, w_a, w_c, v, mask=None: ref(h_t, h, w_a, w_c, "concat", mask, v)
@@ -38,8 +39,8 @@ def _perfect(name):
 def _verdicts(name, fn, cases, hidden):
     out = []
     for case in cases:
-        got = checks.normalise(checks._call(fn, case))
-        out.append(checks.compare(name, case, checks.expected(name, case), got, hidden=hidden))
+        got = checks.normalise(checks.call(fn, case))
+        out.append(checks.compare(name, case, checks.expected(name, case), got))
     return out
 
 
@@ -95,10 +96,10 @@ def test_every_declared_mistake_is_recognised_on_some_public_case(name):
         seen = False
         for case in checks.public_cases(name):
             try:
-                got = checks.normalise(checks._call(mistake.outputs, case))
+                got = checks.normalise(checks.call(mistake.outputs, case))
             except (ValueError, TypeError, IndexError):
                 continue
-            verdict = checks.compare(name, case, checks.expected(name, case), got, hidden=False)
+            verdict = checks.compare(name, case, checks.expected(name, case), got)
             if not verdict.passed:
                 assert "known mistake" in verdict.message, verdict.message
                 assert mistake.hint in verdict.message
@@ -168,7 +169,7 @@ def test_wrong_shape_says_expected_and_got():
 def test_wrong_arity_and_none_are_explained():
     case = checks.public_cases("attention")[0]
     exp = checks.expected("attention", case)
-    verdict = checks.compare("attention", case, exp, exp[:1], hidden=False)
+    verdict = checks.compare("attention", case, exp, exp[:1])
     assert not verdict.passed and "expected 2 outputs (output, weights), got 1" in verdict.message
     with pytest.raises(ValueError, match="forget a `return`"):
         checks.normalise(None)
@@ -181,30 +182,33 @@ def test_wrong_arity_and_none_are_explained():
 def test_outcome_check_reports_accuracy_against_the_threshold():
     case = checks.public_cases("translate")[0]
     truth = checks.expected("translate", case)[0]
-    ok = checks.compare("translate", case, (truth,), (truth,), hidden=True)
+    ok = checks.compare("translate", case, (truth,), (truth,))
     assert ok.passed and "100.0%" in ok.message
     wrong = truth.copy()
     wrong[: len(wrong) // 2, 0] = (wrong[: len(wrong) // 2, 0] - 3 + 1) % 10 + 3  # another digit
-    bad = checks.compare("translate", case, (truth,), (wrong,), hidden=True)
+    bad = checks.compare("translate", case, (truth,), (wrong,))
     assert not bad.passed and "50.0%" in bad.message and "85%" in bad.message
     # an <eos> and anything after it are ignored
     with_eos = np.concatenate([truth, np.full((len(truth), 1), 2), np.full((len(truth), 1), 7)], axis=1)
-    assert checks.compare("translate", case, (truth,), (with_eos,), hidden=False).passed
+    assert checks.compare("translate", case, (truth,), (with_eos,)).passed
 
 
 def test_translate_truth_matches_the_generated_targets():
     from solutions import seq2seq
 
     pairs = seq2seq.make_translation_data(50, 4, 1, 5)
-    src, tgt = checks._translation_ids(pairs)
-    assert np.array_equal(checks._translate_answer(Case("x", (src,)))[:, : tgt.shape[1]], tgt)
+    src, tgt = ch3_seq2seq._translation_ids(pairs)
+    assert np.array_equal(ch3_seq2seq._translate_answer(Case("x", (src,)))[:, : tgt.shape[1]], tgt)
 
 
 def _numbers(text):
     return set(re.findall(r"-?\d+\.\d+(?:e[-+]?\d+)?", text))
 
 
-def test_hidden_messages_hold_no_input_or_expected_values():
+def test_messages_hold_no_input_or_expected_values():
+    """Every message is built from fixed text and numbers computed from the arrays: no entry
+    of an input, of the expected answer or of the returned value appears in it."""
+
     def off_by_a_bit(q, k, v, mask=None):
         out, w = checks.REGISTRY["attention"].reference_fn()(q, k, v, mask)
         return out + 0.25, w
@@ -213,15 +217,42 @@ def test_hidden_messages_hold_no_input_or_expected_values():
     for case in checks.hidden_cases("attention", 9):
         exp = checks.expected("attention", case)
         got = checks.normalise(off_by_a_bit(*case.args))
-        hidden = checks.compare("attention", case, exp, got, hidden=True).message
-        public = checks.compare("attention", case, exp, got, hidden=False).message
-        assert "(expected " in public  # the public message shows the entry ...
-        assert "(expected " not in hidden and "got " not in hidden.split("tolerance")[-1]  # ... the hidden one does not
+        message = checks.compare("attention", case, exp, got).message
+        assert "max error 0.25" in message and "first wrong entry at index" in message
         values = {f"{x:.6g}" for a in list(exp) + [a for a in case.args if isinstance(a, np.ndarray)]
                   for x in np.ravel(a).astype(float)}
-        assert not (_numbers(hidden) & values), hidden
+        assert not (_numbers(message) & values), message
         seen += 1
     assert seen
+
+
+def test_a_failure_reads_the_same_in_the_public_check_the_hidden_check_and_the_grader(tmp_path):
+    """One contract: contract.check (the student's kernel), checks.run_hidden (stock nbgrader)
+    and the grader's judge (contract.judge on a sandbox outcome) word a failure identically."""
+    from autograder import grading
+
+    def transposed(q, k):
+        return np.asarray(k) @ np.swapaxes(q, -1, -2) / math.sqrt(np.shape(q)[-1])
+
+    name = "scaled_dot_score"
+    path = tmp_path / "public_cases.npz"
+    release.build_public_cases("ch2_soft_hard", path)
+    with pytest.raises(contract.CheckFailed) as public:
+        contract.check(name, transposed, cases_path=str(path))
+    with pytest.raises(AssertionError) as hidden:
+        checks.run_hidden(name, transposed, seed=5)
+    spec = checks.spec(name)
+    graded = []
+    for case, is_hidden, expected, mistakes in grading.cases_for(checks, name, 5):
+        outcome = contract.run_case(transposed, *checks.fresh(case))
+        passed, message = contract.judge(spec, case.name, expected, outcome, mistakes)
+        graded.append((is_hidden, passed, message))
+    n_public = sum(1 for h, _p, _m in graded if not h)
+    public_lines = [m for h, p, m in graded if not h and not p]
+    hidden_lines = [m for h, p, m in graded if h and not p]
+    assert str(public.value) == contract.summary(name, public_lines, n_public, hidden=False)
+    assert str(hidden.value) == contract.summary(name, hidden_lines, len(graded) - n_public, hidden=True)
+    assert "did you transpose K?" in str(hidden.value)
 
 
 def test_run_hidden_fails_with_a_summary_and_no_values():
@@ -273,10 +304,10 @@ def test_public_cases_round_trip_without_pickle(tmp_path):
               "kwargs": {"mask": np.eye(2, dtype=bool), "k": None}, "expected": (np.ones(3), np.array(4)),
               "mistakes": [("a hint", (np.zeros(3), np.array(1)))]}]
     path = tmp_path / "public_cases.npz"
-    student_check.save_cases(path, "ch2_soft_hard", {"demo": {"spec": {"rtol": 1e-6, "atol": 0.0}, "cases": cases}})
+    contract.save_cases(path, "ch2_soft_hard", {"demo": {"spec": {"rtol": 1e-6, "atol": 0.0}, "cases": cases}})
     with np.load(path, allow_pickle=False) as data:  # must not need pickle
         assert "__meta__" in data.files
-    loaded = student_check.load_cases(path)["demo"]
+    loaded = contract.load_cases(path)["demo"]
     case = loaded["cases"][0]
     args, kwargs = case["args"](), case["kwargs"]()
     assert np.array_equal(args[0], cases[0]["args"][0]) and args[1].dtype == bool
@@ -291,7 +322,7 @@ def test_public_cases_round_trip_without_pickle(tmp_path):
 
 
 def test_student_check_passes_a_correct_function(ch2_cases, capsys):
-    student_check.check("masked_softmax", checks.REGISTRY["masked_softmax"].reference_fn(), cases_path=str(ch2_cases))
+    contract.check("masked_softmax", checks.REGISTRY["masked_softmax"].reference_fn(), cases_path=str(ch2_cases))
     assert "masked_softmax: all 6 public cases passed" in capsys.readouterr().out
 
 
@@ -301,35 +332,35 @@ def test_student_check_messages(ch2_cases):
 
         return attention(q, k, v, mask, score="dot")
 
-    with pytest.raises(student_check.CheckFailed) as info:
-        student_check.check("attention", unscaled, cases_path=str(ch2_cases))
+    with pytest.raises(contract.CheckFailed) as info:
+        contract.check("attention", unscaled, cases_path=str(ch2_cases))
     message = str(info.value)
     assert message.startswith("attention: ") and "public cases failed" in message
     assert "forgot to divide the scores by sqrt(d_k)" in message
     rendered = info.value._render_traceback_()  # what Jupyter shows instead of a traceback
-    assert "Traceback" not in "\n".join(rendered) and "student_check.py" not in "\n".join(rendered)
+    assert "Traceback" not in "\n".join(rendered) and "contract.py" not in "\n".join(rendered)
 
     def stub(scores, mask=None):
         raise NotImplementedError()
 
-    with pytest.raises(student_check.CheckFailed, match="not implemented yet"):
-        student_check.check("masked_softmax", stub, cases_path=str(ch2_cases))
+    with pytest.raises(contract.CheckFailed, match="not implemented yet"):
+        contract.check("masked_softmax", stub, cases_path=str(ch2_cases))
 
     def buggy(scores, mask=None):
         return scores[5, 5, 5, 5]
 
-    with pytest.raises(student_check.CheckFailed) as info:
-        student_check.check("masked_softmax", buggy, cases_path=str(ch2_cases))
+    with pytest.raises(contract.CheckFailed) as info:
+        contract.check("masked_softmax", buggy, cases_path=str(ch2_cases))
     assert "raised IndexError" in str(info.value) and "`return scores[5, 5, 5, 5]`" in str(info.value)
 
-    with pytest.raises(student_check.CheckFailed, match="no public check called 'attentoin'"):
-        student_check.check("attentoin", unscaled, cases_path=str(ch2_cases))
-    with pytest.raises(student_check.CheckFailed, match="returned value is None"):
-        student_check.check("masked_softmax", lambda s, m=None: None, cases_path=str(ch2_cases))
+    with pytest.raises(contract.CheckFailed, match="no public check called 'attentoin'"):
+        contract.check("attentoin", unscaled, cases_path=str(ch2_cases))
+    with pytest.raises(contract.CheckFailed, match="returned value is None"):
+        contract.check("masked_softmax", lambda s, m=None: None, cases_path=str(ch2_cases))
 
 
 def test_student_check_imports_nothing_from_the_course(ch2_cases, tmp_path):
-    source = Path(student_check.__file__).read_text()
+    source = Path(contract.__file__).read_text()
     assert not re.search(r"^\s*(from|import)\s+(solutions|autograder)", source, re.M)
     folder = tmp_path / "released"
     folder.mkdir()

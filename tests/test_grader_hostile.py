@@ -9,6 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -18,7 +19,7 @@ from autograder import grading, sandbox  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-LIMITS = sandbox.Limits(cell_seconds=15, task_seconds=15)
+LIMITS = sandbox.Limits(cell_seconds=15, task_seconds=15, submission_seconds=60)
 
 
 class ConnectionCounter:
@@ -58,9 +59,12 @@ def graded(tmp_path_factory):
 
 STUDENTS = ["honest-right", "honest-partial", "honest-blank", "patch-allclose", "patch-builtins",
             "steal-files", "network", "os-exit", "kill-parent", "infinite-loop-cell",
-            "infinite-loop-function", "fork-bomb", "memory-bomb", "input", "print-gigabytes",
+            "infinite-loop-function", "fork-bomb", "memory-bomb", "input", "print-gigabytes", "raises-with-secrets",
             "edited-test", "deleted-test", "duplicated-test", "edited-test-wrong", "invalid-json",
-            "missing-function"]
+            "missing-function", "not-a-function", "returns-secret-type", "metadata-not-a-mapping",
+            "points-not-a-number", "cell-without-type", "timestamp-not-a-date", "wire-index-list",
+            "wire-error-text", "wire-deep-header", "wire-task-start", "wire-zip-bomb", "wire-steal-hidden-cases",
+            "pipe-never-read", "sleep-in-every-cell"]
 
 
 def test_corpus_lists_every_student_tested_here(graded):
@@ -107,13 +111,62 @@ def test_failed_test_cells_show_the_check_message(graded):
     assert weights["outputs"][0]["output_type"] == "stream" and "hidden cases passed" in text
 
 
-def test_hidden_failure_messages_never_echo_the_exception_text(graded):
-    # the network submission's functions are fine; the builtins one raises nothing; take a
-    # submission whose function raises with its own text and check the hidden lines
-    result = graded["results"]["print-gigabytes"]
+def test_failure_messages_never_echo_the_exception_text_or_class_name(graded):
+    result = graded["results"]["raises-with-secrets"]
     test_nw = next(t for t in result.tasks if t.grade_id == "test-nw")
-    hidden_lines = [m for m in test_nw.message.splitlines() if m.startswith("  - ")]
-    assert hidden_lines and all(line.endswith("raised OSError") for line in hidden_lines)
+    case_lines = [m for m in test_nw.message.splitlines() if m.startswith("  - ")]
+    assert case_lines and all(line.endswith("nadaraya_watson raised Exception") for line in case_lines)
+    notebook = json.loads((graded["course"] / "autograded" / "raises-with-secrets" / "ch1_pooling" /
+                           "ch1_pooling.ipynb").read_text())
+    shown = json.dumps([c.get("outputs", []) for c in notebook["cells"]]) + json.dumps(notebook["metadata"])
+    assert "Leak0x123456" not in shown and "raised Exception" in shown
+
+
+def test_no_student_text_reaches_a_message(graded):
+    """Type names and exception names the submission chose never appear in feedback."""
+    for student in ("returns-secret-type", "not-a-function"):
+        shown = json.dumps([t.message for t in graded["results"][student].tasks] + graded["results"][student].notes)
+        assert "SecretType0x77" not in shown and "a int" not in shown, shown
+    message = next(t.message for t in graded["results"]["not-a-function"].tasks if t.grade_id == "test-nw")
+    assert "`nadaraya_watson` is not a function" in message
+
+
+def test_an_unreadable_timestamp_is_ignored_with_a_note_and_no_temporary_file_is_left(graded):
+    result = graded["results"]["timestamp-not-a-date"]
+    assert "timestamp.txt is not a date and was ignored" in result.notes
+    assert list((graded["course"] / "autograded").rglob("*.tmp")) == []
+
+
+def test_feedback_never_contains_a_hidden_input(graded):
+    """Search every autograded notebook and every feedback page for every hidden input value
+    of the run (the steal-hidden-cases submission read them all inside the sandbox)."""
+    from autograder import checks, cli
+
+    assert cli.main(["--course", str(graded["course"]), "feedback", "ch1_pooling"]) == 0
+    values = set()
+    for check in checks.checks_for("ch1_pooling"):
+        for case in checks.hidden_cases(check.name, graded["outcome"]["seed"]):
+            for arg in case.args:
+                if isinstance(arg, np.ndarray) and arg.dtype.kind == "f":
+                    values |= {f"{x:.5f}" for x in arg.ravel() if abs(x) > 0.01}
+    files = sorted((graded["course"] / "autograded").rglob("*.ipynb")) + \
+        sorted((graded["course"] / "feedback").rglob("*.html"))
+    assert len(files) >= 2 * len(STUDENTS) - 8  # invalid notebooks may have no feedback page
+    for path in files:
+        text = path.read_text()
+        leaked = sorted(v for v in values if v in text)
+        assert not leaked, (path, leaked[:5])
+
+
+def test_a_hostile_submission_costs_at_most_its_budget(graded):
+    """Sleeping in every cell (each retried after its timeout), or claiming the cells are done
+    and never reading the request pipe, ends at the submission's budget. The bound allows one
+    sandbox restart on a loaded machine; without a budget these took 18 minutes, or forever."""
+    for student in ("sleep-in-every-cell", "pipe-never-read", "infinite-loop-cell", "fork-bomb"):
+        result = graded["results"][student]
+        assert result.seconds < LIMITS.submission_seconds + 90, (student, result.seconds)
+    notes = graded["results"]["sleep-in-every-cell"].notes
+    assert any(f"budget of {LIMITS.submission_seconds:g} s" in note for note in notes), notes
 
 
 def test_rerun_without_force_regrades_nothing(graded):

@@ -1,15 +1,17 @@
-"""Each step of the grader alone: wire format, parse (program + tampering), judge, sandbox command."""
+"""Each step of the grader alone: the wire, parse (program + tampering), judge, sandbox command."""
 
 from __future__ import annotations
 
-import io
 import os
+import secrets
+import time
 
 import nbformat
 import numpy as np
 import pytest
 
-from autograder import checks, grading, notebook as nbparse, sandbox, worker
+from autograder import checks, contract, grading, sandbox, wire
+from autograder import notebook as nbparse
 
 
 def _cell(source, grade_id=None, *, grade=False, solution=False, locked=False, points=0, kind="code"):
@@ -43,36 +45,55 @@ def _submission(spec, *cells):
     return nbformat.v4.new_notebook(cells=list(cells))
 
 
-def test_frames_round_trip_and_reject_garbage():
+def run_cells(box, cells, seconds=60.0):
+    """One attempt of a program with no tasks."""
+    request = {"cells": cells, "release_dir": None, "skip_cells": [], "limits": box.limits.for_child(),
+               "workdir": f"/tmp/{secrets.token_hex(8)}"}
+    cases = contract.encode_frame({"tasks": [], "skip_tasks": []})
+    return box.run(request, cases, sandbox.Plan(list(range(len(cells))), []), time.monotonic() + seconds,
+                   lambda *a: None)
+
+
+def test_frames_round_trip_and_garbage_is_a_protocol_violation():
     read, write = os.pipe()
-    worker.write_frame(write, {"ev": "case", "n": 1}, b"\x00\x01")
-    assert worker.read_frame(read) == ({"ev": "case", "n": 1}, b"\x00\x01")
+    os.write(write, contract.encode_frame({"ev": "task_end", "task": 1}))
+    reader = wire.FrameReader(read, wire.EVENTS, 1 << 20)
+    reader.fill()
+    assert reader.next() == ({"ev": "task_end", "task": 1}, b"")
     os.write(write, b"JUNK" + bytes(8))
-    with pytest.raises(ValueError, match="magic"):
-        worker.read_frame(read)
+    reader.fill()
+    with pytest.raises(wire.ProtocolViolation):
+        reader.next()
 
 
-def test_returned_scalars_stay_zero_dimensional_and_non_numbers_are_flagged():
-    converted = worker.to_arrays((1.5, np.float64(2.0)))
-    assert converted["structure"] == "tuple" and [a.shape for a in converted["arrays"]] == [(), ()]
-    assert worker.to_arrays(None) == {"bad_type": "NoneType"}
-    assert worker.to_arrays("text")["bad_type"] == "str"
+def test_returned_values_become_outcomes_from_a_fixed_vocabulary():
+    outcome = contract.run_case(lambda: (1.5, np.float64(2.0)), [], {})
+    assert outcome["kind"] == "value" and [a.shape for a in outcome["arrays"]] == [(), ()]
+    assert contract.run_case(lambda: None, [], {}) == {"kind": "bad", "code": "none"}
+    assert contract.run_case(lambda: "text", [], {}) == {"kind": "bad", "code": "not_numeric"}
     import torch
 
-    assert worker.to_arrays(torch.ones(2, 3, requires_grad=True))["arrays"][0].shape == (2, 3)
+    assert contract.run_case(lambda: torch.ones(2, 3, requires_grad=True), [], {})["arrays"][0].shape == (2, 3)
+
+    class LeakedSecret0123(ValueError):  # the class name is the student's: never shown
+        pass
+
+    def raises():
+        raise LeakedSecret0123("inputs were [0.123, 0.456]")
+
+    outcome = contract.run_case(raises, [], {})
+    assert (outcome["kind"], outcome["code"]) == ("error", "ValueError")
 
 
 def test_case_values_cross_as_npz_without_pickle():
     arrays = {}
-    specs = [grading.encode_value(v, arrays, checks) for v in
-             (np.arange(3.0), checks.Seeded(4), 2, 0.1, True, "dot", None)]
-    blob = worker.npz_bytes(arrays)
-    loaded = np.load(io.BytesIO(blob), allow_pickle=False)
-    values = [worker.decode_value(s, loaded) for s in specs]
+    specs = [contract.encode(v, arrays) for v in (np.arange(3.0), checks.Seeded(4), 2, 0.1, True, "dot", None)]
+    loaded = contract.unpack(contract.pack(arrays))
+    values = [contract.decode(s, loaded) for s in specs]
     assert np.array_equal(values[0], np.arange(3.0)) and values[2:] == [2, 0.1, True, "dot", None]
     assert values[1].random() == np.random.default_rng(4).random()
-    with pytest.raises(TypeError, match="cannot be sent"):
-        grading.encode_value(object(), arrays, checks)
+    with pytest.raises(TypeError, match="cannot be encoded"):
+        contract.encode(object(), arrays)
 
 
 def test_hidden_test_region_is_removed_exactly_as_nbgrader_does():
@@ -139,22 +160,21 @@ def test_invalid_json_is_an_invalid_notebook(tmp_path):
         nbparse.read_submission(path)
 
 
-def test_hidden_messages_never_repeat_the_students_exception_text():
+def test_messages_never_repeat_the_students_exception_text_or_class_name():
     case = checks.Case("secret case", (np.zeros(2),), {})
-    header = {"error": {"type": "ValueError", "message": "inputs were [0.123, 0.456]"}}
-    passed, message = grading.judge_case(checks, "masked_softmax", case, True, None, header, b"")
+    outcome = {"kind": "error", "code": "ValueError"}
+    passed, message = contract.judge(checks.spec("masked_softmax"), case.name, (np.zeros(2),), outcome)
     assert not passed and message == "case 'secret case': masked_softmax raised ValueError"
-    _passed, public = grading.judge_case(checks, "masked_softmax", case, False, None, header, b"")
-    assert "0.123" in public
 
 
-def test_wrong_shape_is_judged_on_the_trusted_side_with_a_teaching_message():
+def test_a_wrong_shape_is_judged_from_the_declared_header_before_any_array_is_read():
     case = checks.public_cases("masked_softmax")[0]
     expected = checks.expected("masked_softmax", case)
-    wrong = np.swapaxes(expected[0], -1, -2) if expected[0].ndim >= 2 else expected[0][:1]
-    header = {"structure": "single", "n": 1}
-    passed, message = grading.judge_case(checks, "masked_softmax", case, False, expected, header,
-                                         worker.npz_bytes({"r0": wrong}))
+    wrong = np.swapaxes(expected[0], -1, -2)
+    header = {"ev": "case", "task": 0, "case": 0, "outcome": "value", "code": None, "n": 1}
+    outcome = wire.read_outcome(header, contract.pack({"r0": wrong}), expected, "allclose")
+    assert isinstance(outcome["arrays"][0], wire.Declared)
+    passed, message = contract.judge(checks.spec("masked_softmax"), case.name, expected, outcome)
     assert not passed and "shape" in message
 
 
@@ -188,12 +208,12 @@ def test_the_submission_cannot_reach_the_zygotes_control_pipe(tmp_path):
                  "try:\n    print('open', os.listdir(f'/proc/{parent}/fd'))\n"
                  "except OSError as err:\n    print('denied', type(err).__name__)\n"
                  "print('fds', sorted(int(f) for f in os.listdir('/proc/self/fd')))")
-        run = box.run({"cells": [probe]}, {"tasks": []}, b"")
-        output = next(h["output"] for h, _b in run.events if h.get("ev") == "cell")
+        run = run_cells(box, [probe])
+        output = run.cells[0]["output"]
         assert run.ended == "done" and "denied PermissionError" in output
         # garbage on every descriptor the child holds costs that run, and the next run is clean
         flood = "import os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, b'\\x00' * 64)\n    except OSError:\n        pass"
-        assert box.run({"cells": [flood]}, {"tasks": []}, b"").ended == "crash"
-        assert box.run({"cells": ["x = 1"]}, {"tasks": []}, b"").ended == "done"
+        assert run_cells(box, [flood]).ended == "protocol"
+        assert run_cells(box, ["x = 1"]).ended == "done"
     finally:
         box.close()

@@ -23,7 +23,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from autograder import checks, release, student_check
+from autograder import checks, contract, release
 
 COURSE = Path(release.__file__).resolve().parent
 CONTRACT_REGEX = re.compile(r"check\(\s*[\"'](\w+)[\"']\s*,\s*(\w+)\s*\)")
@@ -101,7 +101,7 @@ def test_release_contents(released, assignment):
     assert solutions and all("raise NotImplementedError()" in c.source for c in solutions)
     for cell in _graded_code_cells(nb):
         assert CONTRACT_REGEX.search(cell.source)
-    loaded = student_check.load_cases(folder / "public_cases.npz")
+    loaded = contract.load_cases(folder / "public_cases.npz")
     assert sorted(loaded) == sorted(c.name for c in checks.checks_for(assignment))
     with zipfile.ZipFile(released / "release" / f"{assignment}.zip") as zf:
         names = set(zf.namelist())
@@ -127,8 +127,10 @@ def test_public_checks_run_offline_from_the_released_folder(released, tmp_path):
 
 
 def test_ch3_release_ships_training_data_loadable_without_pickle(released):
-    with np.load(released / "release" / "ch3_seq2seq" / release.DATA_FILE, allow_pickle=False) as data:
-        assert data["train_src"].shape[0] == data["train_tgt"].shape[0] == checks.TRANSLATE_TRAIN_SIZE
+    from autograder.chapters import ch3_seq2seq
+
+    with np.load(released / "release" / "ch3_seq2seq" / ch3_seq2seq.DATA_FILE, allow_pickle=False) as data:
+        assert data["train_src"].shape[0] == data["train_tgt"].shape[0] == ch3_seq2seq.TRANSLATE_TRAIN_SIZE
         assert list(data["target_vocab"][:3]) == ["<pad>", "<bos>", "<eos>"]
 
 

@@ -33,7 +33,8 @@ CACHE = Path(os.environ.get("AUTOGRADER_TEST_CACHE", "/tmp/autograder-test-cache
 
 def _release_key(assignments) -> str:
     digest = hashlib.sha256()
-    paths = [REPO / "autograder" / name for name in ("release.py", "checks.py", "student_check.py", "nbgrader_config.py")]
+    paths = [REPO / "autograder" / name for name in ("release.py", "checks.py", "contract.py", "nbgrader_config.py")]
+    paths += sorted((REPO / "autograder" / "chapters").glob("*.py"))
     for assignment in assignments:
         paths += sorted((REPO / "autograder" / "source" / assignment).glob("*.ipynb"))
     for path in paths:
@@ -117,7 +118,10 @@ def prepend_to_cell(notebook, grade_id: str, extra: str):
 
 def add_cell_after(notebook, grade_id: str, source: str):
     notebook = copy.deepcopy(notebook)
-    notebook.cells.insert(_index(notebook, grade_id) + 1, nbformat.v4.new_code_cell(source))
+    cell = nbformat.v4.new_code_cell(source)
+    if notebook.nbformat_minor < 5:  # as Jupyter writes it: cell ids exist from nbformat 4.5 on
+        cell.pop("id", None)
+    notebook.cells.insert(_index(notebook, grade_id) + 1, cell)
     return notebook
 
 
@@ -140,6 +144,8 @@ def duplicate_cell(notebook, grade_id: str, keep_metadata: bool = True):
 def write_submission(course: Path, assignment: str, student: str, notebook) -> Path:
     folder = course / "submitted" / student / assignment
     folder.mkdir(parents=True, exist_ok=True)
+    for name, text in EXTRA_FILES.get(student, {}).items():
+        (folder / name).write_text(text)
     path = folder / f"{assignment}.ipynb"
     if isinstance(notebook, str):
         path.write_text(notebook)
@@ -231,12 +237,19 @@ def nadaraya_watson(x_query, x_keys, y_values, bandwidth):
     return nadaraya_watson_weights(x_query, x_keys, bandwidth) @ np.asarray(y_values, dtype=float)
 '''
 
-PRINT_GIGABYTES_IN_FUNCTION = '''
+PRINT_GIGABYTES_IN_CELL = '''
+line = "x" * (1 << 20)
+for _ in range(1 << 14):  # 16 GiB into the cell's captured output
+    print(line)
+'''
+
+RAISES_WITH_SECRETS = '''
+class Leak0x123456(Exception):  # its name and text carry the inputs: neither may reach feedback
+    pass
+
+
 def nadaraya_watson(x_query, x_keys, y_values, bandwidth):
-    line = "x" * (1 << 20)
-    for _ in range(1 << 14):  # 16 GiB
-        print(line)
-    return nadaraya_watson_weights(x_query, x_keys, bandwidth) @ np.asarray(y_values, dtype=float)
+    raise Leak0x123456(repr(np.asarray(x_query).tolist()) + repr(np.asarray(y_values).tolist()))
 '''
 
 FORK_BOMB = '''
@@ -247,6 +260,153 @@ while True:
     except OSError:
         pass
 '''
+
+
+# ---- the untrusted wire: a submission writes its own frames into the result channel
+
+FORGE = '''
+import json, os, select, stat, struct
+
+
+def forge(header: bytes, blob: bytes = b"") -> None:
+    """Write one frame into every pipe this process can write to (the result channel)."""
+    data = b"AGF2" + struct.pack(">II", len(header), len(blob)) + header + blob
+    for fd in range(3, 256):
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.write(fd, data)
+        except OSError:
+            pass
+
+
+def event(**fields) -> bytes:
+    return json.dumps(fields).encode()
+'''
+
+WIRE_ATTACKS = {
+    # a list where an index belongs
+    "wire-index-list": 'forge(event(ev="cell", cell=[0], error=None, output=""))',
+    # an error that is free text rather than a code
+    "wire-error-text": 'forge(event(ev="cell", cell=0, error="Traceback: inputs were ...", output=""))',
+    # a header nested 200k levels deep
+    "wire-deep-header": 'forge(b"[" * 200000 + b"]" * 200000)',
+    # "task started" messages used to extend every timeout
+    "wire-task-start": 'forge(event(ev="task_start", task=0))',
+}
+
+ZIP_BOMB_IN_FUNCTION = '''
+def loo_loss_and_grad(x, y, bandwidth):
+    import io, zipfile
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        header = np.lib.format.header_data_from_array_1_0(np.zeros(1))
+        header["shape"] = (1 << 27,)  # 1 GiB of zeros, about a megabyte compressed
+        with archive.open("r0.npy", "w", force_zip64=True) as member:
+            np.lib.format.write_array_header_1_0(member, header)
+            for _ in range(1 << 7):
+                member.write(bytes(8 << 20))
+    forge(event(ev="case", task=4, case=0, outcome="value", code=None, n=1), buffer.getvalue())
+    os._exit(0)
+'''
+
+
+def _program_position(course: Path, notebook, marker: str) -> tuple[int, int]:
+    """(index of the cell holding marker, number of cells) in the program the sandbox runs."""
+    sys.path.insert(0, str(REPO))
+    from autograder import notebook as nbparse
+
+    program = nbparse.build_program(nbparse.load_assignment(course, A), notebook)
+    return next(i for i, c in enumerate(program.cells) if marker in c), len(program.cells)
+
+
+def early_cells_done(course: Path, notebook, then: str):
+    """A cell that claims every remaining cell finished, so the cases arrive while it still
+    runs; ``then`` is what it does next (read them, or stop reading the request pipe)."""
+    marker = "# early-cells-done"
+    placed = add_cell_after(notebook, "loo", marker)
+    index, total = _program_position(course, placed, marker)
+    attack = FORGE + f'''
+for cell in range({index}, {total}):
+    forge(event(ev="cell", cell=cell, error=None, output=""))
+forge(event(ev="cells_done"))
+''' + then
+    return set_cell_by_source(placed, marker, marker + "\n" + attack)
+
+
+READ_THE_CASES = '''
+import io, time, numpy as np
+stolen = []
+deadline = time.time() + 10
+while not stolen and time.time() < deadline:
+    for fd in range(3, 256):
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode) and select.select([fd], [], [], 0.05)[0]:
+                stolen.append(os.read(fd, 1 << 24))
+        except OSError:
+            pass
+for chunk in stolen:  # echo the hidden inputs through every channel there is
+    start = chunk.find(b"PK")
+    arrays = np.load(io.BytesIO(chunk[start:]), allow_pickle=False) if start >= 0 else {}
+    for key in getattr(arrays, "files", []):
+        print(key, arrays[key].tolist())
+        forge(event(ev="cell", cell=0, error=None, output=repr(arrays[key].tolist())[:3000]))
+'''
+
+STOP_READING = '''
+import fcntl, time
+for fd in range(3, 256):
+    try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            fcntl.fcntl(fd, 1031, 4096)  # F_SETPIPE_SZ: the smallest pipe, then never read it
+    except OSError:
+        pass
+time.sleep(3600)
+'''
+
+SECRET_TYPE = '''
+class SecretType0x77:  # its name must not reach the feedback
+    pass
+
+
+def max_pool(x, mask=None):
+    return SecretType0x77()
+'''
+
+SLEEP = "import time\ntime.sleep(3600)"
+
+
+def set_cell_by_source(notebook, marker: str, source: str):
+    notebook = copy.deepcopy(notebook)
+    next(c for c in notebook.cells if c.source == marker).source = source
+    return notebook
+
+
+def without_cell_type(notebook) -> str:
+    """The notebook as JSON text with one cell's cell_type removed (nbformat would refuse it)."""
+    import json
+
+    data = json.loads(nbformat.writes(notebook))
+    del data["cells"][_index(notebook, "loo")]["cell_type"]
+    return json.dumps(data)
+
+
+def with_metadata(notebook, grade_id: str, nbgrader_metadata) -> str:
+    import json
+
+    data = json.loads(nbformat.writes(notebook))
+    data["cells"][_index(notebook, grade_id)]["metadata"]["nbgrader"] = nbgrader_metadata
+    return json.dumps(data)
+
+
+def sleep_in_every_solution_cell(notebook):
+    for cell in notebook.cells:
+        if _meta(cell).get("solution") and cell.cell_type == "code":
+            notebook = append_to_cell(notebook, _meta(cell)["grade_id"], SLEEP)
+    return notebook
+
+
+#: files written next to a corpus notebook
+EXTRA_FILES = {"timestamp-not-a-date": {"timestamp.txt": "the day before the deadline, honest"}}
 
 
 def ch1_corpus(course: Path, port: int) -> dict:
@@ -273,7 +433,8 @@ def ch1_corpus(course: Path, port: int) -> dict:
         "fork-bomb": (append_to_cell(good, "loo", FORK_BOMB), 8, ["fork bomb", "missing function"]),
         "memory-bomb": (append_to_cell(good, "loo", MEMORY_BOMB_IN_FUNCTION), 8, ["memory"]),
         "input": (append_to_cell(good, "nw", INPUT_IN_FUNCTION), 10, ["input() called"]),
-        "print-gigabytes": (append_to_cell(good, "nw", PRINT_GIGABYTES_IN_FUNCTION), 10, ["output too large"]),
+        "print-gigabytes": (append_to_cell(good, "nw", PRINT_GIGABYTES_IN_CELL), 12, ["output too large"]),
+        "raises-with-secrets": (append_to_cell(good, "nw", RAISES_WITH_SECRETS), 10, []),
         # the notebook itself is broken or tampered with
         "edited-test": (set_cell(good, "test-nw-weights", "pass  # nothing to see here"), 12, ["tampered cell"]),
         "deleted-test": (drop_cell(good, "test-loo"), 12, ["tampered cell"]),
@@ -282,6 +443,23 @@ def ch1_corpus(course: Path, port: int) -> dict:
         "invalid-json": ('{"cells": [ this is not json', 0, ["invalid notebook"]),
         "missing-function": (set_cell(good, "nw", _rename(good, "nw", "nadaraya_watson", "nw_predict")),
                              10, ["missing function"]),
+        "not-a-function": (append_to_cell(good, "nw", "nadaraya_watson = 42"), 10, ["missing function"]),
+        "returns-secret-type": (append_to_cell(good, "average-max-pool", SECRET_TYPE), 9, []),
+        "metadata-not-a-mapping": (with_metadata(good, "loo", ["grade", True]), 0, ["invalid notebook"]),
+        "points-not-a-number": (with_metadata(good, "test-loo", {"grade_id": "test-loo", "grade": True,
+                                                                 "points": "4 please", "locked": True}),
+                                0, ["invalid notebook"]),
+        "cell-without-type": (without_cell_type(good), 0, ["invalid notebook"]),
+        "timestamp-not-a-date": (good, 12, []),
+        # the result channel is hostile
+        **{name: (add_cell_after(good, "average-max-pool", FORGE + attack), 0, ["protocol violation"])
+           for name, attack in WIRE_ATTACKS.items()},
+        "wire-zip-bomb": (append_to_cell(add_cell_after(good, "setup", FORGE), "loo", ZIP_BOMB_IN_FUNCTION),
+                          8, ["protocol violation"]),
+        "wire-steal-hidden-cases": (early_cells_done(course, good, READ_THE_CASES), 0, ["protocol violation"]),
+        # the trusted clock
+        "pipe-never-read": (early_cells_done(course, good, STOP_READING), 0, ["timeout"]),
+        "sleep-in-every-cell": (sleep_in_every_solution_cell(good), 0, ["timeout"]),
     }
     return corpus
 

@@ -1,0 +1,3 @@
+"""Chapter plug-ins: one module per assignment, each ending with ``register(Chapter(...))``.
+
+See docs/adding-a-chapter.md."""

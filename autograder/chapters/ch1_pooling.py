@@ -1,0 +1,98 @@
+"""Chapter plug-in: Attention as pooling (assignment ``ch1_pooling``).
+
+Its checks (inputs from a seed, reference, tolerance, hints, known mistakes), registered
+with ``autograder.checks.register``; the grader core never names this module.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from autograder.checks import (
+    HINT_EMPTY, HINT_MAX_SHIFT, Case, Chapter, Check, Mistake, distinct_sizes, lengths_mask, normal, ref, register,
+)
+
+def _pool_cases(rng):
+    b, n, d = 3, int(rng.integers(4, 7)), int(rng.integers(2, 5))
+    x = normal(rng, b, n, d)
+    neg = -np.abs(normal(rng, 2, 4, 3)) - 0.5  # all negative: max over zeros would win
+    return [
+        Case("no mask", (x, None)),
+        Case("padding mask", (normal(rng, b, n, d), lengths_mask(rng, b, n))),
+        Case("fully-masked sequence", (normal(rng, b, n, d), lengths_mask(rng, b, n, empty=True))),
+        Case("all values negative", (neg, np.array([[True, True, False, False], [True, False, True, True]]))),
+        Case("single item (n=1)", (normal(rng, 2, 1, 3), np.array([[True], [False]]))),
+        Case("no batch axis", (normal(rng, 5, 2), np.array([True, False, True, True, False]))),
+    ]
+
+
+def _mask_items(x, mask):
+    return x if mask is None else x * np.asarray(mask)[..., None]
+
+
+def _nw_weights_cases(rng):
+    n_q, n_k = distinct_sizes(rng, 3, 8, 2)
+    return [
+        Case("1-d points", (rng.uniform(0, 5, n_q), rng.uniform(0, 5, n_k), 0.7)),
+        Case("2-d points", (normal(rng, n_k, 2), normal(rng, n_q, 2), 1.3)),
+        Case("query far from every key", (np.array([40.0, 0.5]), rng.uniform(0, 1, 6), 0.05)),
+        Case("one query, one key", (np.array([0.3]), np.array([-1.2]), 2.0)),
+    ]
+
+
+def _nw_cases(rng):
+    n_q, n_k = distinct_sizes(rng, 3, 8, 2)
+    xk = rng.uniform(0, 5, n_k)
+    return [
+        Case("1-d targets", (rng.uniform(0, 5, n_q), xk, np.sin(xk), 0.5)),
+        Case("2-d targets", (normal(rng, n_q, 2), normal(rng, n_k, 2), normal(rng, n_k, 3), 0.9)),
+        Case("query far from every key", (np.array([-30.0]), rng.uniform(0, 1, 5), normal(rng, 5), 0.05)),
+        Case("one key", (rng.uniform(0, 1, 3), np.array([0.5]), np.array([2.5]), 1.0)),
+    ]
+
+
+def _loo_cases(rng):
+    n = int(rng.integers(6, 10))
+    x = np.sort(rng.uniform(0, 5, n))
+    return [
+        Case("1-d data", (x, np.sin(x) + 0.1 * normal(rng, n), 0.6)),
+        Case("2-d inputs", (normal(rng, 7, 2), normal(rng, 7), 1.1)),
+        Case("vector targets", (x, normal(rng, n, 2), 0.35)),
+        Case("two points (n=2)", (np.array([0.0, 1.0]), np.array([1.0, -1.0]), 0.8)),
+    ]
+
+
+CHAPTER = register(Chapter("ch1_pooling", checks=(
+    Check("average_pool", "solutions.pooling:average_pool", _pool_cases,
+           hints={"nan": HINT_EMPTY, "shape": "pool over the sequence axis -2: (..., n, d) -> (..., d)"},
+           mistakes=(Mistake("you divided by n, not by the number of items present: count the True entries of the mask",
+                             lambda x, mask: ref("solutions.pooling:average_pool")(_mask_items(x, mask))),)),
+    Check("max_pool", "solutions.pooling:max_pool", _pool_cases,
+           hints={"nan": HINT_EMPTY, "inf": "a sequence with no item present pools to zeros, not -inf",
+                  "shape": "pool over the sequence axis -2: (..., n, d) -> (..., d)"},
+           mistakes=(Mistake("masked items were set to 0, which wins the max when every value is negative: "
+                             "set them to -inf instead (and give an empty sequence zeros)",
+                             lambda x, mask: ref("solutions.pooling:max_pool")(_mask_items(x, mask))),)),
+    Check("nadaraya_watson_weights", "solutions.pooling:nadaraya_watson_weights", _nw_weights_cases,
+           outputs=("weights",),
+           hints={"nan": HINT_MAX_SHIFT + " (a query far from every key underflows to 0/0)",
+                  "transposed": "queries are rows: weights[i, j] is how much query i looks at key j",
+                  "values": "each row is softmax_j(-|x_i - x_j|^2 / (2 h^2))"},
+           mistakes=(Mistake("the Gaussian kernel divides the squared distance by 2 h^2, not h^2",
+                             lambda xq, xk, h: ref("solutions.pooling:nadaraya_watson_weights")(xq, xk, h / math.sqrt(2))),)),
+    Check("nadaraya_watson", "solutions.pooling:nadaraya_watson", _nw_cases,
+           outputs=("predictions",),
+           hints={"nan": HINT_MAX_SHIFT + " (a query far from every key underflows to 0/0)",
+                  "shape": "predictions have the trailing shape of y_values: (n_q,) or (n_q, d_y)"},
+           mistakes=(Mistake("the Gaussian kernel divides the squared distance by 2 h^2, not h^2",
+                             lambda xq, xk, y, h: ref("solutions.pooling:nadaraya_watson")(xq, xk, y, h / math.sqrt(2))),)),
+    Check("loo_loss_and_grad", "solutions.pooling:loo_loss_and_grad", _loo_cases,
+           outputs=("loss", "dloss_dbandwidth"),
+           hints={"arity": "return a pair (loss, dloss_dbandwidth)",
+                  "loss.values": "leave point i out of its own prediction (mask the diagonal) and average the squared errors",
+                  "dloss_dbandwidth.values": "compare your derivative with a finite difference (L(h + e) - L(h - e)) / (2 e)"},
+           mistakes=(Mistake("your gradient has the wrong sign: it is dL/dh, the direction that increases the loss",
+                             lambda x, y, h: (lambda lg: (lg[0], -lg[1]))(ref("solutions.pooling:loo_loss_and_grad")(x, y, h))),)),
+)))

@@ -1,0 +1,200 @@
+"""The untrusted wire: every byte the sandbox sends is parsed here, against a strict schema.
+
+Nothing in this module trusts its input and nothing raises anything but `ProtocolViolation`
+(a frame that breaks the schema ends that submission with the reason "protocol violation").
+
+- Frames: ``contract.MAGIC``, two big-endian uint32 lengths, a JSON header of at most
+  ``MAX_HEADER_BYTES``, a blob of at most the reader's cap.
+- Headers: one flat JSON object (no nesting at all: checked on the text before parsing),
+  an ``ev`` from a fixed set, exactly that event's keys, each of an exact type.
+- Blobs: only on a case whose outcome is a value; a plain ``.npz`` whose members are exactly
+  ``r0.npy``..``r{n-1}.npy``, stored (never compressed), each with a numeric or boolean dtype
+  and a declared size that matches its bytes. Declared shapes are compared with the expected
+  ones *before* any array is read: a mismatch is judged from the header alone.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import zipfile
+
+import numpy as np
+
+from autograder import contract
+
+MAX_HEADER_BYTES = 1 << 16
+
+#: the child's events: key -> allowed type(s) (None means JSON null)
+EVENTS = {
+    "setup": {},
+    "cell": {"cell": int, "error": (str, None), "output": str},
+    "cells_done": {},
+    "case": {"task": int, "case": int, "outcome": str, "code": (str, None), "n": int},
+    "task_missing": {"task": int, "code": str},
+    "task_end": {"task": int},
+    "done": {},
+}
+#: the zygote's control messages
+CONTROL = {"ready": {"error": (str, None)}, "exit": {"code": int, "clean": bool}}
+OUTCOMES = {"value", "error", "bad"}
+MISSING_CODES = {"undefined", "not_callable"}
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+
+
+class ProtocolViolation(Exception):
+    """The sandbox sent something outside the schema."""
+
+
+def _typed(value, kind) -> bool:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    for k in kinds:
+        if k is None and value is None:
+            return True
+        if k is not None and type(value) is k:  # exact: True is not an int here
+            return True
+    return False
+
+
+def parse_header(raw: bytes, schema: dict) -> dict:
+    if len(raw) > MAX_HEADER_BYTES:
+        raise ProtocolViolation("header too large")
+    skeleton = _STRING.sub(b'""', raw)
+    if skeleton.count(b"{") != 1 or b"[" in skeleton or b'"' in _STRING.sub(b"", skeleton):
+        raise ProtocolViolation("header is not one flat object")
+    try:
+        header = json.loads(raw)
+    except (ValueError, RecursionError, UnicodeDecodeError):
+        raise ProtocolViolation("header is not JSON") from None
+    if not isinstance(header, dict) or not isinstance(header.get("ev"), str) or header["ev"] not in schema:
+        raise ProtocolViolation("unknown event")
+    fields = schema[header["ev"]]
+    if set(header) != {"ev", *fields}:
+        raise ProtocolViolation("wrong fields")
+    for key, kind in fields.items():
+        if not _typed(header[key], kind):
+            raise ProtocolViolation("wrong field type")
+    if header["ev"] == "case":
+        if header["outcome"] not in OUTCOMES or header["n"] < 0:
+            raise ProtocolViolation("bad case outcome")
+        codes = {"error": contract.ERROR_CODES, "bad": set(contract.BAD_RETURNS), "value": {None}}
+        if header["code"] not in codes[header["outcome"]]:
+            raise ProtocolViolation("bad case code")
+    if header["ev"] == "cell" and header["error"] is not None and header["error"] not in contract.ERROR_CODES:
+        raise ProtocolViolation("bad cell error code")
+    if header["ev"] == "task_missing" and header["code"] not in MISSING_CODES:
+        raise ProtocolViolation("bad missing code")
+    return header
+
+
+class FrameReader:
+    """Frames from one pipe, parsed incrementally against a schema."""
+
+    def __init__(self, fd: int, schema: dict, max_blob: int):
+        self.fd, self.schema, self.max_blob = fd, schema, max_blob
+        self.buffer, self.eof, self.received = bytearray(), False, 0
+
+    def fill(self) -> None:
+        import os
+
+        try:
+            chunk = os.read(self.fd, 1 << 20)
+        except BlockingIOError:
+            return
+        if chunk:
+            self.buffer += chunk
+            self.received += len(chunk)
+        else:
+            self.eof = True
+
+    def next(self):
+        """(header, blob) or None when incomplete; raises ProtocolViolation."""
+        if len(self.buffer) < 12:
+            return None
+        if bytes(self.buffer[:4]) != contract.MAGIC:
+            raise ProtocolViolation("bad frame magic")
+        n_head, n_blob = contract.LENGTHS.unpack(bytes(self.buffer[4:12]))
+        if n_head > MAX_HEADER_BYTES or n_blob > self.max_blob:
+            raise ProtocolViolation("frame too large")
+        total = 12 + n_head + n_blob
+        if len(self.buffer) < total:
+            return None
+        header = parse_header(bytes(self.buffer[12:12 + n_head]), self.schema)
+        blob = bytes(self.buffer[12 + n_head:total])
+        del self.buffer[:total]
+        if blob and not (header["ev"] == "case" and header["outcome"] == "value"):
+            raise ProtocolViolation("unexpected blob")
+        return header, blob
+
+
+class Declared:
+    """An array known only by its declared shape and dtype (never read: it did not fit)."""
+
+    def __init__(self, shape: tuple, dtype):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        self.ndim = len(self.shape)
+        self.size = int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+
+
+def _fits(comparator: str, expected: tuple, declared: tuple) -> bool:
+    """May this declared shape be read? Exactly the expected one, except for token sequences
+    (same rows, any number of columns up to 16 times the expected size)."""
+    if comparator in ("accuracy", "tokens"):
+        size = int(np.prod(declared, dtype=np.int64)) if declared else 1
+        return len(declared) == 2 and declared[0] == expected[0] and size <= 16 * max(int(np.prod(expected)), 1)
+    return tuple(declared) == tuple(expected)
+
+
+def read_outcome(header: dict, blob: bytes, expected: tuple, comparator: str) -> dict:
+    """A case event as a contract outcome; arrays are read only if every declared shape fits."""
+    if header["outcome"] != "value":
+        if blob:
+            raise ProtocolViolation("blob on a non-value outcome")
+        return {"kind": header["outcome"], "code": header["code"]}
+    n = header["n"]
+    if n < 1 or n > 16:
+        raise ProtocolViolation("bad number of outputs")
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(blob))
+        infos = archive.infolist()
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError):
+        raise ProtocolViolation("not an npz") from None
+    if [i.filename for i in infos] != [f"r{k}.npy" for k in range(n)]:
+        raise ProtocolViolation("unexpected npz members")
+    declared = []
+    for info in infos:
+        if info.compress_type != zipfile.ZIP_STORED or info.file_size != info.compress_size or info.flag_bits & 1:
+            raise ProtocolViolation("compressed or encrypted member")
+        try:
+            with archive.open(info) as member:
+                version = np.lib.format.read_magic(member)
+                if version == (1, 0):
+                    shape, fortran, dtype = np.lib.format.read_array_header_1_0(member)
+                elif version == (2, 0):
+                    shape, fortran, dtype = np.lib.format.read_array_header_2_0(member)
+                else:
+                    raise ValueError("npy version")
+                offset = member.tell()
+        except Exception:  # noqa: BLE001 - whatever the parser objects to is a violation
+            raise ProtocolViolation("bad npy header") from None
+        if dtype.hasobject or dtype.kind not in "biuf" or any(type(s) is not int or s < 0 for s in shape):
+            raise ProtocolViolation("bad npy dtype or shape")
+        count = int(np.prod(shape, dtype=object)) if shape else 1
+        if count * dtype.itemsize != info.file_size - offset:
+            raise ProtocolViolation("npy size does not match its header")
+        declared.append(Declared(shape, dtype))
+    if len(declared) != len(expected) or not all(
+            _fits(comparator, tuple(e.shape), d.shape) for e, d in zip(expected, declared)):
+        if len(declared) == len(expected) and comparator in ("accuracy", "tokens"):
+            if any(len(d.shape) == 2 and d.shape[0] == e.shape[0] for e, d in zip(expected, declared)):
+                return {"kind": "bad", "code": "too_large"}
+        return {"kind": "value", "arrays": tuple(declared)}
+    arrays = []
+    for info in infos:
+        try:
+            with archive.open(info) as member:
+                arrays.append(np.lib.format.read_array(member, allow_pickle=False))
+        except Exception:  # noqa: BLE001
+            raise ProtocolViolation("unreadable npy data") from None
+    return {"kind": "value", "arrays": tuple(arrays)}
