@@ -1,31 +1,42 @@
-"""Benchmark: the NumPy reference attention against PyTorch, and online-softmax memory.
+"""Benchmark: IO-aware (cache-blocked) NumPy attention against PyTorch, and online-softmax memory.
 
-Run from the repository root:  .venv/bin/python bench/attention.py [--threads 1]
+Run from the repository root:  .venv/bin/python bench/attention.py [--threads 1 2]
 
-- Speed: ``solutions.soft_hard.attention`` (NumPy, float32) against PyTorch's fused
-  ``scaled_dot_product_attention`` and against the naive PyTorch attention of d2l and
-  minGPT, ``softmax(Q K^T / sqrt(d)) V`` as three ops, at B=8, h=8, n=512, d=64.
-  The three run interleaved (one call of each per round), medians are compared as ratios.
-- Memory: peak bytes allocated by ``online_softmax_attention`` (keys in blocks of 128)
-  against the naive NumPy path (``attention``, which materialises the (n, n) weights), at
-  n = 4096, 8192, 16384 with d=64 float32, measured with ``tracemalloc`` (NumPy reports
-  its array buffers to it), as ratios.
-- NumPy (OpenBLAS) and torch use the same number of threads, printed with the BLAS
-  kernel threadpoolctl reports. OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, which force a
-  slower kernel on this machine, are removed for this process only (by re-executing).
+- Machine: CPU model, NumPy's BLAS and the kernel threadpoolctl reports, load average.
+- Speed, at B=8, h=8, n=512, d=64, float32, for each thread count (NumPy's BLAS through
+  threadpoolctl and torch through ``torch.set_num_threads``, the same number):
+  ``solutions.soft_hard.attention`` blocked (the default) and unblocked
+  (``block_rows=None``), against PyTorch's fused ``scaled_dot_product_attention`` and the
+  naive PyTorch attention of d2l and minGPT (``softmax(Q K^T / sqrt(d)) V`` as three ops).
+  All run interleaved (one call of each per round); medians are compared as ratios.
+- Roofline: the matmul GFLOP/s each implementation achieves, and the bytes of the
+  (B, h, n, n) array the unblocked and the blocked NumPy forms move through memory.
+- Long sequences: ``online_softmax_attention`` against blocked ``attention`` at n=4096
+  (one head), and peak memory (``tracemalloc``) of online softmax against the unblocked
+  ``attention`` at n = 4096, 8192, 16384.
+- The last lines say which targets hold on this machine.
+
+OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, when set, force an OpenBLAS kernel: they are removed
+for this process (by re-executing) unless ``--keep-blas-env`` is given, so the two can be
+compared.
 """
 
 import os
 import sys
 
 _FORCED_BLAS = [name for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if name in os.environ]
-if _FORCED_BLAS and not os.environ.get("ATTENTION_BENCH_REEXEC"):
+if (
+    _FORCED_BLAS
+    and "--keep-blas-env" not in sys.argv
+    and not os.environ.get("ATTENTION_BENCH_REEXEC")
+):
     env = {k: v for k, v in os.environ.items() if k not in _FORCED_BLAS}
     env["ATTENTION_BENCH_REEXEC"] = ",".join(f"{k}={os.environ[k]}" for k in _FORCED_BLAS)
     os.execve(sys.executable, [sys.executable] + sys.argv, env)
 
 import argparse  # noqa: E402
 import math  # noqa: E402
+import platform  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 
@@ -34,8 +45,11 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
 
+from solutions.conventions import BLOCK_BYTES  # noqa: E402
 from solutions.self_attention import online_softmax_attention, peak_memory  # noqa: E402
 from solutions.soft_hard import attention  # noqa: E402
+
+TARGET_VS_FUSED, TARGET_VS_NAIVE, TARGET_MEMORY = 1.5, 0.7, 1 / 20
 
 
 def naive_torch_attention(q, k, v):
@@ -44,85 +58,251 @@ def naive_torch_attention(q, k, v):
     return torch.softmax(scores, dim=-1) @ v  # (B, h, n, d)
 
 
-def time_interleaved(fns: dict, repeats: int) -> dict:
-    """Median seconds per call; each round calls every function once, in turn."""
+def time_interleaved(fns: dict, repeats: int) -> tuple[dict, dict]:
+    """Median wall-clock and CPU seconds per call; each round calls every function once, in turn.
+
+    CPU time (all threads of this process) is less sensitive to other processes on a
+    shared machine than wall-clock time, so both are reported.
+    """
     for fn in fns.values():  # warm-up: allocator, BLAS threads, kernel selection
         fn()
-    times = {name: [] for name in fns}
+    wall, cpu = {name: [] for name in fns}, {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+            wall[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - start_cpu)
+    median = lambda ts: {name: statistics.median(t) for name, t in ts.items()}  # noqa: E731
+    return median(wall), median(cpu)
 
 
-def bench_speed(batch, heads, n, d, repeats):
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def bytes_moved(batch, heads, n, d, itemsize, block_rows):
+    """Bytes of memory traffic of the (B, h, n, n) array and of q, k, v, out, per call.
+
+    Unblocked: scores written (1), max read (1), shift read+write (2), exp read+write (2),
+    sum read (1), scale read+write (2), weights read by the matmul with V (1): 10 passes.
+    Blocked: the weights are written once; the other passes stay in cache. K and V are
+    read once per block of query rows.
+    """
+    matrix = batch * heads * n * n * itemsize
+    vectors = batch * heads * n * d * itemsize  # one of q, k, v, out
+    blocks_per_pair = math.ceil(n / block_rows)
+    return 10 * matrix + 4 * vectors, matrix + 2 * vectors + 2 * blocks_per_pair * vectors
+
+
+def copy_bandwidth() -> float:
+    """Bytes per second of a large NumPy copy (read + write), the memory roof."""
+    src = np.ones(2**26 // 4, dtype=np.float32)  # 64 MiB, far beyond the caches
+    dst = np.empty_like(src)
+    seconds = min(_timed(lambda: np.copyto(dst, src)) for _ in range(5))
+    return 2 * src.nbytes / seconds
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def bench_speed(batch, heads, n, d, repeats, threads):
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((batch, heads, n, d), dtype=np.float32) for _ in range(3))
     qt, kt, vt = torch.from_numpy(q), torch.from_numpy(k), torch.from_numpy(v)
     fns = {
-        "numpy attention": lambda: attention(q, k, v),
+        "numpy attention, blocked": lambda: attention(q, k, v),
+        "numpy attention, unblocked": lambda: attention(q, k, v, block_rows=None),
         "torch fused SDPA": lambda: F.scaled_dot_product_attention(qt, kt, vt),
         "torch naive (3 ops)": lambda: naive_torch_attention(qt, kt, vt),
     }
     with torch.inference_mode():
         ref = F.scaled_dot_product_attention(qt, kt, vt).numpy()
-        out = attention(q, k, v)[0]
-        assert out.dtype == np.float32, out.dtype
-        np.testing.assert_allclose(out, ref, rtol=1e-3, atol=1e-4)  # same answer, float32 rounding
-        np.testing.assert_allclose(naive_torch_attention(qt, kt, vt).numpy(), ref, rtol=1e-3, atol=1e-4)
-        medians = time_interleaved(fns, repeats)
-    print(f"\n== speed: B={batch}, h={heads}, n={n}, d={d}, float32, median of {repeats} interleaved rounds ==")
-    base = medians["numpy attention"]
-    for name, seconds in medians.items():
-        print(f"  {name:<22} {seconds * 1e3:8.1f} ms   numpy / this = {base / seconds:5.2f}")
+        for name in ("numpy attention, blocked", "numpy attention, unblocked"):
+            out = fns[name]()[0]
+            assert out.dtype == np.float32, out.dtype
+            np.testing.assert_allclose(
+                out, ref, rtol=1e-3, atol=1e-4
+            )  # same answer, float32 rounding
+        np.testing.assert_allclose(
+            naive_torch_attention(qt, kt, vt).numpy(), ref, rtol=1e-3, atol=1e-4
+        )
+        medians, cpu = time_interleaved(fns, repeats)
+    flops = 4 * batch * heads * n * n * d  # Q K^T and A V, 2 FLOPs per multiply-add
+    print(
+        f"\n== speed, {threads} thread(s): B={batch}, h={heads}, n={n}, d={d}, float32, "
+        f"median of {repeats} interleaved rounds =="
+    )
+    print(
+        f"  {'':<28} {'wall':>8}    {'matmul rate':>14}  {'wall ratios':>24}   {'CPU':>8}  CPU ratios"
+    )
     fused, naive = medians["torch fused SDPA"], medians["torch naive (3 ops)"]
-    print(f"  numpy is {base / fused:.2f}x the fused kernel's time (target <= 3x) "
-          f"and {base / naive:.2f}x the naive torch time (target < 1x)")
-    return medians
+    fused_cpu, naive_cpu = cpu["torch fused SDPA"], cpu["torch naive (3 ops)"]
+    for name, seconds in medians.items():
+        print(
+            f"  {name:<28} {seconds * 1e3:8.1f} ms {flops / seconds / 1e9:6.1f} GFLOP/s  "
+            f"/ fused {seconds / fused:5.2f}  / naive {seconds / naive:5.2f}   "
+            f"{cpu[name] * 1e3:8.1f} ms  / fused {cpu[name] / fused_cpu:5.2f}  / naive {cpu[name] / naive_cpu:5.2f}"
+        )
+    return medians, cpu
+
+
+def bench_long(n, d, repeats, block_size):
+    rng = np.random.default_rng(2)
+    q, k, v = (rng.standard_normal((n, d), dtype=np.float32) for _ in range(3))
+    np.testing.assert_allclose(
+        online_softmax_attention(q, k, v, block_size=block_size),
+        attention(q, k, v)[0],
+        rtol=1e-4,
+        atol=1e-5,
+    )
+    medians, cpu = time_interleaved(
+        {
+            "attention, blocked": lambda: attention(q, k, v),
+            f"online softmax, {block_size}-key blocks": lambda: online_softmax_attention(
+                q, k, v, block_size=block_size
+            ),
+        },
+        repeats,
+    )
+    for name, seconds in medians.items():
+        print(f"  n={n:<6} {name:<34} {seconds * 1e3:8.1f} ms wall {cpu[name] * 1e3:8.1f} ms CPU")
+    blocked, online = medians.values()
+    return online / blocked
 
 
 def bench_memory(sizes, d, block_size):
-    print(f"\n== peak memory (tracemalloc), one head, d={d}, float32, online block_size={block_size} ==")
-    print(f"  {'n':>6} {'naive attention':>16} {'online softmax':>15} {'online / naive':>15}")
+    print(
+        f"\n== peak memory (tracemalloc), one head, d={d}, float32, online block_size={block_size}, 1 thread =="
+    )
+    print(
+        f"  {'n':>6} {'unblocked attention':>20} {'online softmax':>15} {'online / unblocked':>19}"
+    )
     rng = np.random.default_rng(1)
     ratios = {}
     for n in sizes:
         q, k, v = (rng.standard_normal((n, d), dtype=np.float32) for _ in range(3))
         online, peak_online = peak_memory(online_softmax_attention, q, k, v, block_size=block_size)
         del online
-        (naive, _), peak_naive = peak_memory(attention, q, k, v)
+        (naive, _), peak_naive = peak_memory(attention, q, k, v, block_rows=None)
         del naive
         ratios[n] = peak_online / peak_naive
-        print(f"  {n:>6} {peak_naive / 2**20:>12.1f} MiB {peak_online / 2**20:>11.1f} MiB "
-              f"{ratios[n]:>15.4f}  (1/{1 / ratios[n]:.0f})")
+        print(
+            f"  {n:>6} {peak_naive / 2**20:>16.1f} MiB {peak_online / 2**20:>11.1f} MiB "
+            f"{ratios[n]:>19.4f}  (1/{1 / ratios[n]:.0f})"
+        )
     return ratios
+
+
+def verdict(ok: bool) -> str:
+    return "holds" if ok else "MISSED"
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", type=int, default=1, help="threads for both NumPy's BLAS and torch")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        nargs="+",
+        default=[1, 2],
+        help="thread counts, each given to both NumPy's BLAS and torch",
+    )
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--sizes", type=int, nargs="*", default=[4096, 8192, 16384])
-    parser.add_argument("--block-size", type=int, default=128)
+    parser.add_argument(
+        "--block-size", type=int, default=512, help="keys per block of online softmax"
+    )
+    parser.add_argument(
+        "--keep-blas-env",
+        action="store_true",
+        help="keep OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (default: remove them)",
+    )
     args = parser.parse_args()
 
     reexec = os.environ.get("ATTENTION_BENCH_REEXEC")
+    forced = {
+        k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ
+    }
+    print(
+        f"CPU: {cpu_model()}, {os.cpu_count()} logical cores; load average at start "
+        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     if reexec:
         print(f"re-executed without {reexec} (for this process only)")
-    torch.set_num_threads(args.threads)
-    with threadpool_limits(limits=args.threads, user_api="blas"):
-        blas = [i for i in threadpool_info() if i["user_api"] == "blas"]
-        for info in blas:
-            print(f"NumPy BLAS: {info['internal_api']} {info['version']}, kernel "
-                  f"{info.get('architecture')}, {info['num_threads']} thread(s)")
-        print(f"torch {torch.__version__}: {torch.get_num_threads()} thread(s); numpy {np.__version__}")
-        bench_speed(batch=8, heads=8, n=512, d=64, repeats=args.repeats)
-        if args.sizes:
-            ratios = bench_memory(args.sizes, d=64, block_size=args.block_size)
-            largest = max(ratios)
-            print(f"  at n={largest}: online / naive = {ratios[largest]:.4f} (target <= 1/20 = 0.05)")
+    elif forced:
+        print(f"kept {forced} (--keep-blas-env)")
+    for info in threadpool_info():
+        if info["user_api"] == "blas":
+            print(
+                f"NumPy BLAS: {info['internal_api']} {info['version']}, kernel {info.get('architecture')}"
+            )
+    print(
+        f"numpy {np.__version__}, torch {torch.__version__} (CPU capability "
+        f"{torch.backends.cpu.get_cpu_capability()}); attention blocks of {BLOCK_BYTES // 1024} KiB of scores"
+    )
+    bandwidth = copy_bandwidth()
+    print(f"memory roof: a 64 MiB NumPy copy moves {bandwidth / 1e9:.1f} GB/s (read + write)")
+
+    batch, heads, n, d = 8, 8, 512, 64
+    block_rows = max(1, BLOCK_BYTES // (n * 4))
+    unblocked_bytes, blocked_bytes = bytes_moved(batch, heads, n, d, 4, block_rows)
+    results, cpu_results = {}, {}
+    for threads in args.threads:
+        torch.set_num_threads(threads)
+        with threadpool_limits(limits=threads, user_api="blas"):
+            results[threads], cpu_results[threads] = bench_speed(
+                batch, heads, n, d, args.repeats, threads
+            )
+            print(
+                f"  roofline: the unblocked form moves ~{unblocked_bytes / 2**20:.0f} MiB through memory "
+                f"(10 passes over the {batch * heads * n * n * 4 / 2**20:.0f} MiB weights), "
+                f"{unblocked_bytes / bandwidth * 1e3:.0f} ms at the copy bandwidth; the blocked one "
+                f"~{blocked_bytes / 2**20:.0f} MiB ({blocked_bytes / bandwidth * 1e3:.0f} ms), "
+                f"{unblocked_bytes / blocked_bytes:.1f}x less"
+            )
+            print(f"\n== long sequences, {threads} thread(s): one head, d={d}, float32 ==")
+            results[threads]["online / blocked"] = bench_long(
+                4096, d, max(3, args.repeats // 3), args.block_size
+            )
+
+    with threadpool_limits(limits=1, user_api="blas"):  # one tile in flight, as on one core
+        memory = bench_memory(args.sizes, d, args.block_size) if args.sizes else {}
+
+    print(
+        f"\n== targets on this machine (load average now {', '.join(f'{x:.2f}' for x in os.getloadavg())}) =="
+    )
+    for threads, medians in results.items():
+        blocked = medians["numpy attention, blocked"]
+        vs_fused = blocked / medians["torch fused SDPA"]
+        vs_naive = blocked / medians["torch naive (3 ops)"]
+        online = medians["online / blocked"]
+        print(
+            f"  {threads} thread(s): blocked / fused SDPA = {vs_fused:.2f} (target <= {TARGET_VS_FUSED}): "
+            f"{verdict(vs_fused <= TARGET_VS_FUSED)}; blocked / naive torch = {vs_naive:.2f} "
+            f"(target <= {TARGET_VS_NAIVE}): {verdict(vs_naive <= TARGET_VS_NAIVE)}; "
+            f"online / blocked at n=4096 = {online:.2f} (target <= 1): {verdict(online <= 1)}"
+        )
+        cpu = cpu_results[threads]
+        print(
+            f"    by CPU time: blocked / fused SDPA = {cpu['numpy attention, blocked'] / cpu['torch fused SDPA']:.2f}, "
+            f"blocked / naive torch = {cpu['numpy attention, blocked'] / cpu['torch naive (3 ops)']:.2f}"
+        )
+    if memory:
+        largest = max(memory)
+        print(
+            f"  peak memory at n={largest}: online / unblocked = {memory[largest]:.4f} "
+            f"(target <= 1/20 = {TARGET_MEMORY}): {verdict(memory[largest] <= TARGET_MEMORY)}"
+        )
 
 
 if __name__ == "__main__":

@@ -3,9 +3,17 @@
 One module per chapter; everything the book shows and the grader compares against:
 
 - ``pooling``: average/max pooling, Nadaraya-Watson kernel regression, bandwidth fitting.
-- ``soft_hard``: softmax and masked softmax, scoring functions, soft and hard attention,
-  REINFORCE and Gumbel-softmax.
-- ``seq2seq``: an encoder-decoder with Bahdanau or Luong attention on a synthetic task.
+- ``soft_hard``: score functions, soft (cache-blocked) and hard attention, REINFORCE and
+  Gumbel-softmax; it re-exports the chapter's PyTorch models from ``soft_hard_models``.
+- ``seq2seq``: an encoder-decoder with Bahdanau or Luong attention on a synthetic task,
+  and Luong's local attention.
 - ``self_attention``: self-attention, masks, positional encodings, online-softmax attention.
 - ``multihead``: head splitting, multi-head attention, a Transformer encoder block.
+
+Shared by all chapters (``docs/conventions.md``):
+
+- ``conventions``: float conversion, shape and mask checks, the masked softmax (NumPy and
+  torch), the cache blocking of the attention functions.
+- ``training``: ``seeded`` and ``train_loop``, the one seeded training loop of every
+  PyTorch model; trainers return ``(model, history)``.
 """

@@ -22,20 +22,21 @@ What this file builds, in the order the chapter derives it:
   two-head ``TinyTransformer`` on it, and ``offset_profile`` measures how much weight each
   head puts on each offset (in the trained model: one head per offset).
 
-Conventions (``shared/DESIGN.md``): rows are items; weights are ``(..., h, n_q, n_kv)``;
+Conventions (``docs/conventions.md``): rows are items; weights are ``(..., h, n_q, n_kv)``;
 NumPy weight matrices are used as ``x @ w``; masks are boolean, True = "may attend",
 broadcastable to ``(..., n_q, n_kv)`` and shared by all heads. ``torch.nn.MultiheadAttention``
 uses the opposite polarity for a boolean ``attn_mask`` (True = "may NOT attend"), so pass
 it ``~mask``.
 
-Equation numbers refer to the chapter:
+Equations of the chapter, by label:
 
-- (5.1) ``head_i = Attention(X_q W_q^i, X_kv W_k^i, X_kv W_v^i)``, ``W^i`` of width d_model/h
-- (5.2) ``MultiHead(X_q, X_kv) = Concat(head_1, ..., head_h) W_o``
-- (5.3) parameters ``4 d_model^2 + 4 d_model`` (with biases), independent of h
-- (5.3') matmul FLOPs ``2 (2 n_q d^2 + 2 n_kv d^2 + 2 n_q n_kv d)`` per sequence, independent of h
-- (5.4) pre-LN block ``x + Attn(LN(x))`` then ``x + FFN(LN(x))``; post-LN ``LN(x + Attn(x))``
+- {eq}`ch5-head`: ``head_i = Attention(X_q W_q^i, X_kv W_k^i, X_kv W_v^i)``, ``W^i`` of width d_model/h
+- {eq}`ch5-multihead-eq`: ``MultiHead(X_q, X_kv) = Concat(head_1, ..., head_h) W_o``
+- {eq}`ch5-params`: parameters ``4 d_model^2 + 4 d_model`` (with biases), independent of h
+- {eq}`ch5-flops`: matmul FLOPs ``2 (2 n_q d^2 + 2 n_kv d^2 + 2 n_q n_kv d)`` per sequence, independent of h
+- {eq}`ch5-block`: pre-LN block ``x + Attn(LN(x))`` then ``x + FFN(LN(x))``; post-LN ``LN(x + Attn(x))``
   then ``LN(x + FFN(x))``; ``FFN(x) = max(0, x W_1 + b_1) W_2 + b_2``
+- {eq}`ch5-two-offsets`: the two-offset task's answer ``y_t = V x_{t-a} + x_{t-b}``
 """
 
 from __future__ import annotations
@@ -47,8 +48,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from solutions.conventions import as_float, check_mask, masked_softmax_torch
 from solutions.self_attention import sinusoidal_positions
-from solutions.soft_hard import _as_float, attention
+from solutions.soft_hard import attention
+from solutions.training import train_loop
 
 __all__ = [
     "split_heads",
@@ -75,7 +78,9 @@ __all__ = [
 
 def _check_heads(d_model, num_heads, what: str = "d_model") -> int:
     if isinstance(num_heads, bool) or not isinstance(num_heads, (int, np.integer)) or num_heads < 1:
-        raise ValueError(f"expected a positive integer number of heads, got num_heads={num_heads!r}")
+        raise ValueError(
+            f"expected a positive integer number of heads, got num_heads={num_heads!r}"
+        )
     if d_model % num_heads:
         raise ValueError(
             f"{what} = {d_model} is not divisible by num_heads = {num_heads}: each head gets "
@@ -118,11 +123,11 @@ def merge_heads(x):
 
 
 # ----------------------------------------------------------------------------------------
-# multi-head attention in NumPy, eqs. (5.1)-(5.3)
+# multi-head attention in NumPy, eqs. ch5-head to ch5-flops
 
 
 def multihead_attention(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None):
-    """Multi-head scaled dot-product attention, eqs. (5.1)-(5.2).
+    """Multi-head scaled dot-product attention, {eq}`ch5-head` and {eq}`ch5-multihead-eq`.
 
     x_q:  (..., n_q, d_q) the items that ask (queries)
     x_kv: (..., n_kv, d_kv) the items attended to (keys and values); ``x_kv = x_q`` for
@@ -134,14 +139,18 @@ def multihead_attention(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None):
           head; None = all.
     Returns ``(output, weights)``: output (..., n_q, d_out), weights (..., h, n_q, n_kv).
     """
-    x_q, x_kv = _as_float(x_q, "x_q"), _as_float(x_kv, "x_kv")
-    w_q, w_k = _as_float(w_q, "w_q"), _as_float(w_k, "w_k")
-    w_v, w_o = _as_float(w_v, "w_v"), _as_float(w_o, "w_o")
+    x_q, x_kv = as_float(x_q, "x_q"), as_float(x_kv, "x_kv")
+    w_q, w_k = as_float(w_q, "w_q"), as_float(w_k, "w_k")
+    w_v, w_o = as_float(w_v, "w_v"), as_float(w_o, "w_o")
     if x_q.ndim < 2 or x_kv.ndim < 2:
         raise ValueError(
             f"expected x_q (..., n_q, d_q) and x_kv (..., n_kv, d_kv), got {x_q.shape} and {x_kv.shape}"
         )
-    for name, w, x_name, x in (("w_q", w_q, "x_q", x_q), ("w_k", w_k, "x_kv", x_kv), ("w_v", w_v, "x_kv", x_kv)):
+    for name, w, x_name, x in (
+        ("w_q", w_q, "x_q", x_q),
+        ("w_k", w_k, "x_kv", x_kv),
+        ("w_v", w_v, "x_kv", x_kv),
+    ):
         if w.ndim != 2 or w.shape[0] != x.shape[-1]:
             raise ValueError(
                 f"expected {name} of shape ({x.shape[-1]}, d_model) to match the width of "
@@ -160,19 +169,11 @@ def multihead_attention(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None):
         )
     _check_heads(d_model, num_heads)
     if mask is not None:
-        mask = np.asarray(mask)
-        if mask.dtype != bool:
-            raise TypeError(f"expected a boolean mask (True = may attend), got dtype {mask.dtype}")
-        target = np.broadcast_shapes(x_q.shape[:-2], x_kv.shape[:-2]) + (x_q.shape[-2], x_kv.shape[-2])
-        try:
-            ok = np.broadcast_shapes(mask.shape, target) == target
-        except ValueError:
-            ok = False
-        if not ok:
-            raise ValueError(
-                f"expected a mask broadcastable to (..., n_q, n_kv) = {target} (one mask for "
-                f"all heads), got {mask.shape}"
-            )
+        target = np.broadcast_shapes(x_q.shape[:-2], x_kv.shape[:-2]) + (
+            x_q.shape[-2],
+            x_kv.shape[-2],
+        )
+        mask = check_mask(mask, target, name="(..., n_q, n_kv)", context="one mask for all heads")
         if mask.ndim >= 3:
             mask = np.expand_dims(mask, -3)  # (..., 1, n_q, n_kv): the same for every head
 
@@ -180,12 +181,14 @@ def multihead_attention(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None):
     k = split_heads(x_kv @ w_k, num_heads)  # (..., h, n_kv, d_h)
     v = split_heads(x_kv @ w_v, num_heads)  # (..., h, n_kv, d_h)
     heads, weights = attention(q, k, v, mask=mask)  # (..., h, n_q, d_h), (..., h, n_q, n_kv)
-    output = merge_heads(heads) @ w_o  # (..., n_q, d_model) @ (d_model, d_out), eq. (5.2)
+    output = (
+        merge_heads(heads) @ w_o
+    )  # (..., n_q, d_model) @ (d_model, d_out), eq. ch5-multihead-eq
     return output, weights
 
 
 def multihead_param_count(d_model, num_heads, bias=True):
-    """Number of trainable parameters of multi-head attention, eq. (5.3).
+    """Number of trainable parameters of multi-head attention, {eq}`ch5-params`.
 
     d_model: model width; num_heads: h, a divisor of d_model; bias: whether the four
     projections have biases. Returns ``4 d_model^2 (+ 4 d_model)``: the h heads of width
@@ -200,7 +203,7 @@ def multihead_param_count(d_model, num_heads, bias=True):
 
 
 def multihead_flops(n_q, n_kv, d_model, num_heads):
-    """Floating-point operations of the matrix products of one multi-head attention, eq. (5.3').
+    """Floating-point operations of the matrix products of one multi-head attention, {eq}`ch5-flops`.
 
     n_q, n_kv: numbers of queries and of keys/values; d_model: model width; num_heads: h.
     Counts 2 FLOPs per multiply-add (the convention of ``torch.utils.flop_counter``) for one
@@ -221,16 +224,6 @@ def multihead_flops(n_q, n_kv, d_model, num_heads):
 
 # ----------------------------------------------------------------------------------------
 # torch modules
-
-
-def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Softmax over the last axis; masked keys get 0, a row with no allowed key is all 0 (no NaN)."""
-    if mask is None:
-        return torch.softmax(scores, dim=-1)
-    scores = scores.masked_fill(~mask, float("-inf"))
-    empty = ~mask.any(dim=-1, keepdim=True)  # rows with nothing allowed
-    scores = scores.masked_fill(empty, 0.0)  # finite there, so softmax stays NaN-free
-    return torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0)
 
 
 class KVCache:
@@ -255,7 +248,7 @@ class KVCache:
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention as a torch module, eqs. (5.1)-(5.2), batch first.
+    """Multi-head attention as a torch module, {eq}`ch5-head` and {eq}`ch5-multihead-eq`, batch first.
 
     ``forward(x_q, x_kv=None, mask=None, cache=None)``:
     x_q (B, n_q, d_model); x_kv (B, n_kv, d_model), defaults to x_q (self-attention);
@@ -290,12 +283,12 @@ class MultiHeadAttention(nn.Module):
             mask = torch.as_tensor(mask, dtype=torch.bool, device=scores.device)  # NumPy masks too
             if mask.dim() >= 3:
                 mask = mask.unsqueeze(-3)  # (B, 1, n_q, n_kv): the same for every head
-        weights = _masked_softmax(scores, mask)  # (B, h, n_q, n_kv)
+        weights = masked_softmax_torch(scores, mask)  # (B, h, n_q, n_kv)
         heads = weights @ v  # (B, h, n_q, d_h)
         return self.out_proj(merge_heads(heads)), weights  # (B, n_q, d_model), (B, h, n_q, n_kv)
 
     @classmethod
-    def from_torch(cls, mha: nn.MultiheadAttention) -> "MultiHeadAttention":
+    def from_torch(cls, mha: nn.MultiheadAttention) -> MultiHeadAttention:
         """A ``MultiHeadAttention`` with the weights (and dtype) of ``mha``, copied.
 
         Works for ``nn.MultiheadAttention(d, h)`` with or without bias, batch first or not
@@ -311,15 +304,21 @@ class MultiHeadAttention(nn.Module):
                 f"vdim={mha.vdim}: this module projects keys and values from width d_model"
             )
         if mha.bias_k is not None or mha.add_zero_attn:
-            raise ValueError("add_bias_kv and add_zero_attn are not supported: build mha without them")
+            raise ValueError(
+                "add_bias_kv and add_zero_attn are not supported: build mha without them"
+            )
         bias = mha.in_proj_bias is not None
         module = cls(mha.embed_dim, mha.num_heads, bias=bias).to(mha.in_proj_weight.dtype)
         with torch.no_grad():
-            for proj, w in zip((module.q_proj, module.k_proj, module.v_proj), mha.in_proj_weight.chunk(3)):
+            for proj, w in zip(
+                (module.q_proj, module.k_proj, module.v_proj), mha.in_proj_weight.chunk(3)
+            ):
                 proj.weight.copy_(w)  # torch stores (d_out, d_in) and computes x @ W^T
             module.out_proj.weight.copy_(mha.out_proj.weight)
             if bias:
-                for proj, b in zip((module.q_proj, module.k_proj, module.v_proj), mha.in_proj_bias.chunk(3)):
+                for proj, b in zip(
+                    (module.q_proj, module.k_proj, module.v_proj), mha.in_proj_bias.chunk(3)
+                ):
                     proj.bias.copy_(b)
                 module.out_proj.bias.copy_(mha.out_proj.bias)
         return module
@@ -341,7 +340,7 @@ class MultiHeadAttention(nn.Module):
 
 
 class TransformerEncoderBlock(nn.Module):
-    """A Transformer block, eq. (5.4): self-attention then a feed-forward network, each
+    """A Transformer block, {eq}`ch5-block`: self-attention then a feed-forward network, each
     wrapped in a residual connection and a layer norm.
 
     ``norm_first=True`` (pre-LN, as in GPT-2 and minGPT): ``x = x + Attn(LN1(x))``,
@@ -354,7 +353,9 @@ class TransformerEncoderBlock(nn.Module):
     ``MultiHeadAttention``; returns x (B, n, d_model) and the weights (B, h, n, n_total).
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, norm_first: bool = True, dropout: float = 0.0):
+    def __init__(
+        self, d_model: int, num_heads: int, d_ff: int, norm_first: bool = True, dropout: float = 0.0
+    ):
         super().__init__()
         self.norm_first = norm_first
         self.attn = MultiHeadAttention(d_model, num_heads)
@@ -365,7 +366,9 @@ class TransformerEncoderBlock(nn.Module):
 
     def forward(self, x, mask=None, cache: KVCache | None = None):
         if self.norm_first:
-            a, weights = self.attn(self.norm1(x), mask=mask, cache=cache)  # (B, n, d), (B, h, n, n_kv)
+            a, weights = self.attn(
+                self.norm1(x), mask=mask, cache=cache
+            )  # (B, n, d), (B, h, n, n_kv)
             x = x + self.dropout(a)
             x = x + self.dropout(self.ff(self.norm2(x)))
         else:
@@ -375,12 +378,16 @@ class TransformerEncoderBlock(nn.Module):
         return x, weights  # (B, n, d_model), (B, h, n, n_kv)
 
     @classmethod
-    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> "TransformerEncoderBlock":
+    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> TransformerEncoderBlock:
         """A block with the weights of ``nn.TransformerEncoderLayer`` (ReLU activation)."""
         if not isinstance(layer, nn.TransformerEncoderLayer):
-            raise TypeError(f"expected a torch.nn.TransformerEncoderLayer, got {type(layer).__name__}")
+            raise TypeError(
+                f"expected a torch.nn.TransformerEncoderLayer, got {type(layer).__name__}"
+            )
         if getattr(layer, "activation_relu_or_gelu", 0) != 1:
-            raise ValueError("expected a TransformerEncoderLayer with activation='relu' (the FFN here uses ReLU)")
+            raise ValueError(
+                "expected a TransformerEncoderLayer with activation='relu' (the FFN here uses ReLU)"
+            )
         d_model, d_ff = layer.linear1.in_features, layer.linear1.out_features
         block = cls(d_model, layer.self_attn.num_heads, d_ff, norm_first=layer.norm_first)
         block = block.to(layer.linear1.weight.dtype)
@@ -407,15 +414,23 @@ class TinyTransformer(nn.Module):
     per-layer weights, each (B, h, n, n_past + n).
     """
 
-    def __init__(self, vocab_size: int, d_model: int = 64, num_heads: int = 4, num_layers: int = 2,
-                 d_ff: int = 128, max_len: int = 64):
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int = 64,
+        num_heads: int = 4,
+        num_layers: int = 2,
+        d_ff: int = 128,
+        max_len: int = 64,
+    ):
         super().__init__()
         self.max_len = max_len
         self.embed = nn.Embedding(vocab_size, d_model)
         positions = torch.from_numpy(sinusoidal_positions(max_len, d_model)).float()  # (max_len, d)
         self.register_buffer("positions", positions, persistent=False)
         self.blocks = nn.ModuleList(
-            TransformerEncoderBlock(d_model, num_heads, d_ff, norm_first=True) for _ in range(num_layers)
+            TransformerEncoderBlock(d_model, num_heads, d_ff, norm_first=True)
+            for _ in range(num_layers)
         )
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size)
@@ -429,7 +444,7 @@ class TinyTransformer(nn.Module):
         if start + n > self.max_len:
             raise ValueError(f"sequence of length {start + n} exceeds max_len = {self.max_len}")
         x = self.embed(tokens) + self.positions[start : start + n]  # (B, n, d)
-        # query i sits at position start + i and may see keys 0 .. start + i, eq. (4.3)
+        # query i sits at position start + i and may see keys 0 .. start + i, eq. ch4-causal
         mask = torch.ones(n, start + n, dtype=torch.bool, device=tokens.device).tril(diagonal=start)
         all_weights = []
         for i, block in enumerate(self.blocks):
@@ -454,37 +469,47 @@ def make_toy_data(num_samples, length=8, seed=0, task="reverse", num_symbols=10)
     return torch.cat([x, sep, y], dim=-1)  # (N, 2L + 1)
 
 
-def train_toy_transformer(task="reverse", length=8, steps=400, batch_size=64, lr=3e-3, seed=0,
-                          d_model=64, num_heads=4, num_layers=2, d_ff=128, num_symbols=10):
+def train_toy_transformer(
+    task="reverse",
+    length=8,
+    steps=400,
+    batch_size=64,
+    lr=3e-3,
+    seed=0,
+    d_model=64,
+    num_heads=4,
+    num_layers=2,
+    d_ff=128,
+    num_symbols=10,
+):
     """Train a ``TinyTransformer`` to produce the reversal (or copy) of a sequence.
 
     Fresh random sequences every step (``make_toy_data``), next-token cross-entropy on the
-    answer half only, Adam. Seeded and single-threaded (``torch.set_num_threads(1)``,
-    restored afterwards), so it is reproducible; a few seconds on a CPU.
-    Returns ``(model, losses)`` with the model in eval mode and the loss of every step.
+    answer half only, Adam, through ``solutions.training.train_loop`` (seeded, one CPU
+    thread, deterministic); a few seconds on a CPU.
+    Returns ``(model, history)`` with the model in eval mode and ``history["loss"]``, the
+    loss of every step.
     """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        torch.manual_seed(seed)
-        model = TinyTransformer(num_symbols + 1, d_model, num_heads, num_layers, d_ff, max_len=2 * length + 1)
-        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-        losses = []
-        model.train()
-        for step in range(steps):
-            tokens = make_toy_data(batch_size, length, seed=seed * 1_000_003 + step + 1, task=task,
-                                   num_symbols=num_symbols)  # (B, 2L + 1)
-            logits, _ = model(tokens[:, :-1])  # (B, 2L, vocab): position t predicts token t + 1
-            answer = logits[:, length:]  # (B, L, vocab): predictions of y_1 .. y_L
-            loss = F.cross_entropy(answer.reshape(-1, answer.shape[-1]), tokens[:, length + 1 :].reshape(-1))
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
-        model.eval()
-        return model, losses
-    finally:
-        torch.set_num_threads(threads)
+
+    def batch_loss(model, step):
+        tokens = make_toy_data(
+            batch_size, length, seed=seed * 1_000_003 + step + 1, task=task, num_symbols=num_symbols
+        )  # (B, 2L + 1)
+        logits, _ = model(tokens[:, :-1])  # (B, 2L, vocab): position t predicts token t + 1
+        answer = logits[:, length:]  # (B, L, vocab): predictions of y_1 .. y_L
+        return F.cross_entropy(
+            answer.reshape(-1, answer.shape[-1]), tokens[:, length + 1 :].reshape(-1)
+        )
+
+    return train_loop(
+        lambda: TinyTransformer(
+            num_symbols + 1, d_model, num_heads, num_layers, d_ff, max_len=2 * length + 1
+        ),
+        batch_loss,
+        steps=steps,
+        seed=seed,
+        lr=lr,
+    )
 
 
 @torch.no_grad()
@@ -497,7 +522,9 @@ def attention_maps(model: TinyTransformer, tokens):
     if tokens.dim() == 1:
         tokens = tokens[None]
     if tokens.dim() != 2 or tokens.shape[0] != 1:
-        raise ValueError(f"expected one sequence of shape (n,) or (1, n), got {tuple(tokens.shape)}")
+        raise ValueError(
+            f"expected one sequence of shape (n,) or (1, n), got {tuple(tokens.shape)}"
+        )
     model.eval()
     _, weights = model(tokens)
     return torch.stack([w[0] for w in weights]).double().numpy()  # (layers, h, n, n)
@@ -589,39 +616,46 @@ def make_two_offset_data(num_samples, length=12, offsets=(2, 5), num_symbols=8, 
     return x, y
 
 
-def train_two_offset_transformer(offsets=(2, 5), length=12, steps=1500, batch_size=64, lr=5e-3, seed=0,
-                                 d_model=16, num_heads=2, d_ff=128, num_symbols=8):
+def train_two_offset_transformer(
+    offsets=(2, 5),
+    length=12,
+    steps=1500,
+    batch_size=64,
+    lr=5e-3,
+    seed=0,
+    d_model=16,
+    num_heads=2,
+    d_ff=128,
+    num_symbols=8,
+):
     """Train a one-layer ``TinyTransformer`` on ``make_two_offset_data``.
 
     The model reads V = ``num_symbols`` input tokens and predicts one of V^2 answer
     classes, so its vocabulary has V^2 tokens (the inputs use the first V). Fresh random
-    sequences every step, cross-entropy on the positions that have an answer, Adam.
-    Seeded and single-threaded (``torch.set_num_threads(1)``, restored afterwards).
-    Returns ``(model, losses)`` with the model in eval mode and the loss of every step.
+    sequences every step, cross-entropy on the positions that have an answer, Adam,
+    through ``solutions.training.train_loop`` (seeded, one CPU thread, deterministic).
+    Returns ``(model, history)`` with the model in eval mode and ``history["loss"]``, the
+    loss of every step.
     """
     _check_offsets(tuple(offsets), length)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        torch.manual_seed(seed)
-        vocab = num_symbols**2
-        model = TinyTransformer(vocab, d_model, num_heads, num_layers=1, d_ff=d_ff, max_len=length)
-        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-        losses = []
-        model.train()
-        for step in range(steps):
-            tokens, targets = make_two_offset_data(batch_size, length, offsets, num_symbols,
-                                                   seed=seed * 1_000_003 + step + 1)  # (B, L) each
-            logits, _ = model(tokens)  # (B, L, V^2)
-            loss = F.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1), ignore_index=IGNORE_INDEX)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
-        model.eval()
-        return model, losses
-    finally:
-        torch.set_num_threads(threads)
+    vocab = num_symbols**2
+
+    def batch_loss(model, step):
+        tokens, targets = make_two_offset_data(
+            batch_size, length, offsets, num_symbols, seed=seed * 1_000_003 + step + 1
+        )  # (B, L) each
+        logits, _ = model(tokens)  # (B, L, V^2)
+        return F.cross_entropy(
+            logits.reshape(-1, vocab), targets.reshape(-1), ignore_index=IGNORE_INDEX
+        )
+
+    return train_loop(
+        lambda: TinyTransformer(vocab, d_model, num_heads, num_layers=1, d_ff=d_ff, max_len=length),
+        batch_loss,
+        steps=steps,
+        seed=seed,
+        lr=lr,
+    )
 
 
 @torch.no_grad()
@@ -655,5 +689,7 @@ def offset_profile(model: TinyTransformer, tokens, max_offset):
     _, weights = model(tokens)  # per layer (N, h, L, L)
     w = torch.stack(weights, dim=1).double()  # (N, layers, h, L, L)
     queries = torch.arange(max_offset, tokens.shape[1])  # (n_t,)
-    profile = [w[..., queries, queries - k].mean(dim=(0, -1)) for k in range(max_offset + 1)]  # each (layers, h)
+    profile = [
+        w[..., queries, queries - k].mean(dim=(0, -1)) for k in range(max_offset + 1)
+    ]  # each (layers, h)
     return torch.stack(profile, dim=-1).numpy()  # (layers, h, max_offset + 1)

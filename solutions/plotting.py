@@ -37,7 +37,9 @@ class AttentionFigure(Figure):
 
 def _as_numpy(matrices) -> np.ndarray:
     """Turn a NumPy array, a (possibly autograd-tracked, possibly CUDA) torch tensor or nested lists into float64."""
-    if hasattr(matrices, "detach") and hasattr(matrices, "cpu"):  # torch.Tensor, without importing torch
+    if hasattr(matrices, "detach") and hasattr(
+        matrices, "cpu"
+    ):  # torch.Tensor, without importing torch
         matrices = matrices.detach().cpu().numpy()
     try:
         return np.asarray(matrices, dtype=np.float64)
@@ -52,7 +54,9 @@ def _check_labels(name: str, labels, expected: int, what: str) -> list[str] | No
     if labels is None:
         return None
     if isinstance(labels, str):
-        raise TypeError(f"{name} must be a sequence of {expected} labels, got the single string {labels!r}")
+        raise TypeError(
+            f"{name} must be a sequence of {expected} labels, got the single string {labels!r}"
+        )
     labels = [str(label) for label in labels]
     if len(labels) != expected:
         raise ValueError(f"{name} has {len(labels)} labels but the weights have {expected} {what}")
@@ -116,9 +120,13 @@ def show_heatmaps(
         )
     rows, cols, n_q, n_k = weights.shape
     if min(rows, cols, n_q, n_k) == 0:
-        raise ValueError(f"show_heatmaps got an empty weight array of shape {tuple(np.shape(matrices))}")
+        raise ValueError(
+            f"show_heatmaps got an empty weight array of shape {tuple(np.shape(matrices))}"
+        )
     if not np.all(np.isfinite(weights)):
-        raise ValueError("show_heatmaps got NaN or infinite weights: check the softmax (is it max-shifted and masked?)")
+        raise ValueError(
+            "show_heatmaps got NaN or infinite weights: check the softmax (is it max-shifted and masked?)"
+        )
 
     row_labels = _check_labels("row_labels", row_labels, rows, "grid rows")
     col_labels = _check_labels("col_labels", col_labels, cols, "grid columns")
@@ -137,8 +145,14 @@ def show_heatmaps(
     for i in range(rows):
         for j in range(cols):
             ax = axes[i, j]
-            image = ax.imshow(weights[i, j], cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto",
-                              interpolation="nearest")
+            image = ax.imshow(
+                weights[i, j],
+                cmap=cmap,
+                vmin=vmin,
+                vmax=vmax,
+                aspect="auto",
+                interpolation="nearest",
+            )
             if panel_titles is not None:
                 ax.set_title(panel_titles[i][j])
             elif i == 0 and col_labels is not None:
@@ -146,7 +160,9 @@ def show_heatmaps(
             if i == rows - 1:
                 ax.set_xlabel(xlabel)
                 if x_ticklabels is not None:
-                    ax.set_xticks(range(n_k), x_ticklabels, rotation=90 if _long(x_ticklabels) else 0)
+                    ax.set_xticks(
+                        range(n_k), x_ticklabels, rotation=90 if _long(x_ticklabels) else 0
+                    )
             if j == 0:
                 label = ylabel if row_labels is None else f"{row_labels[i]}\n{ylabel}"
                 ax.set_ylabel(label)
@@ -165,20 +181,26 @@ def _panel_titles(titles, rows: int, cols: int) -> list[list[str]] | None:
     if titles is None:
         return None
     if isinstance(titles, str):
-        raise TypeError(f"titles must be a sequence of panel titles, got the single string {titles!r}")
+        raise TypeError(
+            f"titles must be a sequence of panel titles, got the single string {titles!r}"
+        )
     titles = list(titles)
     if titles and not isinstance(titles[0], str) and isinstance(titles[0], Sequence):
         grid = [[str(t) for t in row] for row in titles]
         if len(grid) != rows or any(len(row) != cols for row in grid):
             shape = (len(grid), len(grid[0]) if grid else 0)
-            raise ValueError(f"titles is a {shape[0]}x{shape[1]} grid but the weights form a {rows}x{cols} grid of panels")
+            raise ValueError(
+                f"titles is a {shape[0]}x{shape[1]} grid but the weights form a {rows}x{cols} grid of panels"
+            )
         return grid
     flat = [str(t) for t in titles]
     if len(flat) == cols and rows == 1:
         return [flat]
     if len(flat) == rows * cols:
-        return [flat[i * cols:(i + 1) * cols] for i in range(rows)]
+        return [flat[i * cols : (i + 1) * cols] for i in range(rows)]
     if len(flat) == cols:  # one title per column, repeated on every row
         return [flat for _ in range(rows)]
-    raise ValueError(f"titles has {len(flat)} entries but the weights form a {rows}x{cols} grid of panels "
-                     f"(give {cols} or {rows * cols} titles)")
+    raise ValueError(
+        f"titles has {len(flat)} entries but the weights form a {rows}x{cols} grid of panels "
+        f"(give {cols} or {rows * cols} titles)"
+    )

@@ -11,21 +11,21 @@ What this file builds, in the order the chapter derives it:
 - ``loo_loss_and_grad`` and ``fit_bandwidth``: learn the one parameter of the model, the
   bandwidth, by gradient descent on the leave-one-out squared error (analytic gradient).
 
-Conventions (``shared/DESIGN.md``): rows are items; masks are boolean with True = present;
+Conventions (``docs/conventions.md``): rows are items; masks are boolean with True = present;
 a fully masked sequence pools to zeros (never NaN). Functions keep the floating dtype of
 their input (float32 stays float32).
 
-Equation numbers refer to the chapter; its MyST labels are given after each number:
+Equations of the chapter, by label:
 
-- (1.1) ``eq-ch1-average-pool``: ``sum_j m_j x_j / sum_j m_j``;
-  (1.2) ``eq-ch1-max-pool``: ``max_{j: m_j} x_j``
-- (1.3) ``eq-ch1-gaussian-kernel``: ``K_h(u) = exp(-u^2 / (2 h^2))``
-- (1.4) ``eq-ch1-nw-weights``: ``a_ij = K_h(|x_i - x_j|) / sum_l K_h(|x_i - x_l|)
+- {eq}`eq-ch1-average-pool`: ``sum_j m_j x_j / sum_j m_j``;
+  {eq}`eq-ch1-max-pool`: ``max_{j: m_j} x_j``
+- {eq}`eq-ch1-gaussian-kernel`: ``K_h(u) = exp(-u^2 / (2 h^2))``
+- {eq}`eq-ch1-nw-weights`: ``a_ij = K_h(|x_i - x_j|) / sum_l K_h(|x_i - x_l|)
   = softmax_j(-|x_i - x_j|^2 / (2 h^2))``
-- (1.5) ``eq-ch1-nw-prediction``: ``f(x_i) = sum_j a_ij y_j`` (attention pooling: ``weights @ values``)
-- (1.6) ``eq-ch1-loo-loss``: ``L(h) = (1/n) sum_i (f_{-i}(x_i) - y_i)^2``, where ``f_{-i}``
+- {eq}`eq-ch1-nw-prediction`: ``f(x_i) = sum_j a_ij y_j`` (attention pooling: ``weights @ values``)
+- {eq}`eq-ch1-loo-loss`: ``L(h) = (1/n) sum_i (f_{-i}(x_i) - y_i)^2``, where ``f_{-i}``
   drops point i from the keys
-- (1.7) ``eq-ch1-loo-grad``: ``dL/dh = (2/n) sum_i (f_{-i}(x_i) - y_i) sum_j a_ij g_ij (y_j - f_{-i}(x_i))``
+- {eq}`eq-ch1-loo-grad`: ``dL/dh = (2/n) sum_i (f_{-i}(x_i) - y_i) sum_j a_ij g_ij (y_j - f_{-i}(x_i))``
   with ``g_ij = d s_ij / dh = |x_i - x_j|^2 / h^3``
 """
 
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from solutions.soft_hard import _as_float, masked_softmax
+from solutions.conventions import as_float, check_mask, masked_softmax
 
 __all__ = [
     "average_pool",
@@ -52,34 +52,24 @@ __all__ = [
 
 
 def _check_sequence_mask(x: np.ndarray, mask) -> np.ndarray | None:
-    """A boolean ``(..., n)`` mask for a sequence ``x`` of shape ``(..., n, d)``."""
+    """A boolean ``(..., n)`` mask (one flag per item) for a sequence ``x`` of shape ``(..., n, d)``."""
     if x.ndim < 2:
         raise ValueError(f"expected a sequence of shape (..., n, d), got shape {x.shape}")
     if mask is None:
         return None
-    mask = np.asarray(mask)
-    if mask.dtype != bool:
-        raise TypeError(f"expected a boolean mask (True = present), got dtype {mask.dtype}: use mask.astype(bool)")
-    try:
-        ok = np.broadcast_shapes(mask.shape, x.shape[:-1]) == x.shape[:-1]
-    except ValueError:
-        ok = False
-    if not ok:
-        raise ValueError(
-            f"expected a mask of shape (..., n) = {x.shape[:-1]} for x of shape {x.shape} "
-            f"(one flag per item), got mask of shape {mask.shape}"
-        )
-    return mask
+    return check_mask(
+        mask, x.shape[:-1], name="(..., n)", context=f"one flag per item of x {x.shape}"
+    )
 
 
 def average_pool(x, mask=None) -> np.ndarray:
-    """Mean over the sequence axis of the items that are present, eq. (1.1).
+    """Mean over the sequence axis of the items that are present, {eq}`eq-ch1-average-pool`.
 
     x:    (..., n, d) sequence of n items of width d
     mask: boolean (..., n), True = present; None = all present.
     Returns (..., d). A sequence with no item present pools to zeros.
     """
-    x = _as_float(x, "x")
+    x = as_float(x, "x")
     mask = _check_sequence_mask(x, mask)
     if mask is None:
         return x.mean(axis=-2)  # (..., d)
@@ -90,13 +80,13 @@ def average_pool(x, mask=None) -> np.ndarray:
 
 
 def max_pool(x, mask=None) -> np.ndarray:
-    """Feature-wise maximum over the items that are present, eq. (1.2).
+    """Feature-wise maximum over the items that are present, {eq}`eq-ch1-max-pool`.
 
     x:    (..., n, d) sequence of n items of width d
     mask: boolean (..., n), True = present; None = all present.
     Returns (..., d). A sequence with no item present pools to zeros.
     """
-    x = _as_float(x, "x")
+    x = as_float(x, "x")
     mask = _check_sequence_mask(x, mask)
     if mask is None:
         return x.max(axis=-2)  # (..., d)
@@ -111,14 +101,14 @@ def max_pool(x, mask=None) -> np.ndarray:
 
 
 def gaussian_kernel(distance, bandwidth) -> np.ndarray:
-    """Gaussian kernel ``K_h(u) = exp(-u^2 / (2 h^2))``, eq. (1.3).
+    """Gaussian kernel ``K_h(u) = exp(-u^2 / (2 h^2))``, {eq}`eq-ch1-gaussian-kernel`.
 
     distance:  any shape, the distance u between a query and a key
     bandwidth: h > 0 (a scalar)
     Returns an array of the shape of ``distance`` with values in (0, 1]. The normalising
-    constant ``1 / (h sqrt(2 pi))`` is left out: it cancels in the weights (1.4).
+    constant ``1 / (h sqrt(2 pi))`` is left out: it cancels in the weights, {eq}`eq-ch1-nw-weights`.
     """
-    distance = _as_float(distance, "distance")
+    distance = as_float(distance, "distance")
     h = _check_bandwidth(bandwidth)
     return np.exp(-(distance**2) / np.asarray(2.0 * h * h, dtype=distance.dtype))
 
@@ -131,7 +121,7 @@ def _check_bandwidth(bandwidth) -> float:
 
 def _as_points(x, name: str) -> np.ndarray:
     """Points as (n, d): a 1-D array (n,) of scalars becomes (n, 1)."""
-    x = _as_float(x, name)
+    x = as_float(x, name)
     if x.ndim == 1:
         return x[:, None]  # (n, 1)
     if x.ndim != 2:
@@ -151,7 +141,7 @@ def _squared_distances(x_query: np.ndarray, x_keys: np.ndarray) -> np.ndarray:
 
 
 def nadaraya_watson_weights(x_query, x_keys, bandwidth) -> np.ndarray:
-    """Nadaraya-Watson weights with a Gaussian kernel, eq. (1.4).
+    """Nadaraya-Watson weights with a Gaussian kernel, {eq}`eq-ch1-nw-weights`.
 
     x_query:   (n_q,) or (n_q, d) query points
     x_keys:    (n_k,) or (n_k, d) training inputs (the keys)
@@ -169,13 +159,13 @@ def nadaraya_watson_weights(x_query, x_keys, bandwidth) -> np.ndarray:
 
 
 def attention_pool(weights, values) -> np.ndarray:
-    """Attention pooling: the weighted average ``sum_j a_ij v_j``, eq. (1.5).
+    """Attention pooling: the weighted average ``sum_j a_ij v_j``, {eq}`eq-ch1-nw-prediction`.
 
     weights: (..., n_q, n_k) rows summing to 1 (or 0 for a fully masked query)
     values:  (..., n_k, d_v), or (n_k,) for scalar values
     Returns (..., n_q, d_v), or (..., n_q) for scalar values.
     """
-    weights, values = _as_float(weights, "weights"), _as_float(values, "values")
+    weights, values = as_float(weights, "weights"), as_float(values, "values")
     if weights.ndim < 2:
         raise ValueError(f"expected weights of shape (..., n_q, n_k), got {weights.shape}")
     n_k = weights.shape[-1]
@@ -200,7 +190,7 @@ def attention_pool(weights, values) -> np.ndarray:
 
 
 def nadaraya_watson(x_query, x_keys, y_values, bandwidth) -> np.ndarray:
-    """Nadaraya-Watson kernel regression ``f(x) = sum_j a_j(x) y_j``, eqs. (1.4)-(1.5).
+    """Nadaraya-Watson kernel regression ``f(x) = sum_j a_j(x) y_j``, {eq}`eq-ch1-nw-weights` and {eq}`eq-ch1-nw-prediction`.
 
     x_query:   (n_q,) or (n_q, d) query points
     x_keys:    (n_k,) or (n_k, d) training inputs
@@ -210,7 +200,7 @@ def nadaraya_watson(x_query, x_keys, y_values, bandwidth) -> np.ndarray:
     Use ``nadaraya_watson_weights`` for the (n_q, n_k) weights themselves.
     """
     weights = nadaraya_watson_weights(x_query, x_keys, bandwidth)  # (n_q, n_k)
-    y = _as_float(y_values, "y_values")
+    y = as_float(y_values, "y_values")
     if y.ndim not in (1, 2) or y.shape[0] != weights.shape[1]:
         raise ValueError(
             f"expected one target per key: y_values of shape ({weights.shape[1]},) or "
@@ -224,7 +214,7 @@ def nadaraya_watson(x_query, x_keys, y_values, bandwidth) -> np.ndarray:
 
 
 def loo_loss_and_grad(x, y, bandwidth) -> tuple[float, float]:
-    """Leave-one-out squared error of Nadaraya-Watson and its derivative in h, eqs. (1.6)-(1.7).
+    """Leave-one-out squared error of Nadaraya-Watson and its derivative in h, {eq}`eq-ch1-loo-loss` and {eq}`eq-ch1-loo-grad`.
 
     x:         (n,) or (n, d) inputs, n >= 2
     y:         (n,) or (n, d_y) targets
@@ -235,15 +225,19 @@ def loo_loss_and_grad(x, y, bandwidth) -> tuple[float, float]:
     """
     xs = _as_points(x, "x")  # (n, d)
     h = _check_bandwidth(bandwidth)
-    y = _as_float(y, "y")
+    y = as_float(y, "y")
     n = xs.shape[0]
     if n < 2:
-        raise ValueError(f"expected at least 2 points for a leave-one-out loss, got x of shape {np.shape(x)}")
+        raise ValueError(
+            f"expected at least 2 points for a leave-one-out loss, got x of shape {np.shape(x)}"
+        )
     if y.ndim not in (1, 2) or y.shape[0] != n:
-        raise ValueError(f"expected y of shape ({n},) or ({n}, d_y) to match x of shape {np.shape(x)}, got {y.shape}")
+        raise ValueError(
+            f"expected y of shape ({n},) or ({n}, d_y) to match x of shape {np.shape(x)}, got {y.shape}"
+        )
     y2 = y[:, None] if y.ndim == 1 else y  # (n, d_y)
     dist2 = _squared_distances(xs, xs)  # (n, n)
-    scores = -dist2 / (2.0 * h * h)  # (n, n), s_ij of eq. (1.4)
+    scores = -dist2 / (2.0 * h * h)  # (n, n), s_ij of eq. eq-ch1-nw-weights
     weights = masked_softmax(scores, ~np.eye(n, dtype=bool))  # (n, n), a_ii = 0
     pred = weights @ y2  # (n, d_y), f_{-i}(x_i)
     err = pred - y2  # (n, d_y)
@@ -252,7 +246,7 @@ def loo_loss_and_grad(x, y, bandwidth) -> tuple[float, float]:
     # d f_{-i} / dh = sum_j a_ij (g_ij - sum_l a_il g_il) y_j = sum_j a_ij g_ij (y_j - f_{-i})
     wg = weights * g  # (n, n)
     dpred = wg @ y2 - np.sum(wg, axis=1, keepdims=True) * pred  # (n, d_y)
-    grad = 2.0 * np.mean(err * dpred)  # eq. (1.7)
+    grad = 2.0 * np.mean(err * dpred)  # eq. eq-ch1-loo-grad
     return float(loss), float(grad)
 
 
@@ -261,7 +255,7 @@ def fit_bandwidth(x, y, init, steps, lr):
 
     x:     (n,) or (n, d) inputs; y: (n,) or (n, d_y) targets
     init:  initial bandwidth h_0 > 0
-    steps: number of updates ``h <- h - lr * dL/dh`` (analytic gradient, eq. (1.7))
+    steps: number of updates ``h <- h - lr * dL/dh`` (analytic gradient, {eq}`eq-ch1-loo-grad`)
     lr:    learning rate > 0
     Returns ``(bandwidth, history)``: the final h (float) and the loss history, an array of
     length ``steps + 1`` with the loss at h_0 first and the loss at the returned h last.

@@ -9,24 +9,24 @@ What this file builds, in the order the chapter derives it:
   ``local_mask`` (restricted self-attention with a window r), ``padding_mask`` (ignore
   the padding after each sequence's valid length).
 - ``sinusoidal_positions``: the fixed positional encoding of Vaswani et al., and
-  ``offset_rotation``: the matrix that moves an encoding k positions along (eq. 4.6).
+  ``offset_rotation``: the matrix that moves an encoding k positions along, {eq}`ch4-rotation`.
 - ``online_softmax_attention``: the flash-style algorithm; keys in blocks with a running
   max and a running sum, never materialising the ``(n_q, n_k)`` weight matrix.
 - ``peak_memory``: the peak number of bytes NumPy allocates while a call runs
   (``tracemalloc``), to compare the naive and blocked algorithms.
 
-Conventions (``shared/DESIGN.md``): rows are items, ``x`` is ``(..., n, d)``, weights are
+Conventions (``docs/conventions.md``): rows are items, ``x`` is ``(..., n, d)``, weights are
 ``(..., n_q, n_k)`` with rows summing to 1 (or 0 for a query with no allowed key), and
 weight matrices are used as ``x @ w``. Float32 input stays float32.
 
-Equation numbers refer to the chapter:
+Equations of the chapter, by label:
 
-- (4.1) ``Q = X W_q``, ``K = X W_k``, ``V = X W_v``
-- (4.2) ``SelfAttention(X) = softmax(Q K^T / sqrt(d_k)) V``
-- (4.3) causal mask ``M_ij = [j <= i]``; (4.4) local mask ``M_ij = [|i - j| <= r]``
-- (4.5) ``PE[t, 2i] = sin(t w_i)``, ``PE[t, 2i+1] = cos(t w_i)``, ``w_i = 10000^(-2i/d)``
-- (4.6) ``PE[t + k] = PE[t] @ R(k)``, ``R(k)`` block-diagonal with 2x2 rotations by ``k w_i``
-- (4.7) online softmax: ``m' = max(m, max_j s_j)``, ``l' = l e^(m - m') + sum_j e^(s_j - m')``,
+- {eq}`ch4-qkv`: ``Q = X W_q``, ``K = X W_k``, ``V = X W_v``
+- {eq}`ch4-self-attention`: ``SelfAttention(X) = softmax(Q K^T / sqrt(d_k)) V``
+- {eq}`ch4-causal`: causal mask ``M_ij = [j <= i]``; {eq}`ch4-local`: local mask ``M_ij = [|i - j| <= r]``
+- {eq}`ch4-pe`: ``PE[t, 2i] = sin(t w_i)``, ``PE[t, 2i+1] = cos(t w_i)``, ``w_i = 10000^(-2i/d)``
+- {eq}`ch4-rotation`: ``PE[t + k] = PE[t] @ R(k)``, ``R(k)`` block-diagonal with 2x2 rotations by ``k w_i``
+- {eq}`ch4-online`: online softmax: ``m' = max(m, max_j s_j)``, ``l' = l e^(m - m') + sum_j e^(s_j - m')``,
   ``o' = o e^(m - m') + sum_j e^(s_j - m') v_j``, and at the end ``o / l``
 """
 
@@ -37,7 +37,17 @@ import tracemalloc
 
 import numpy as np
 
-from solutions.soft_hard import _as_float, attention
+from solutions.conventions import (
+    BLOCK_BYTES,
+    as_float,
+    check_batch,
+    check_int,
+    check_mask,
+    flatten_batch,
+    query_blocks,
+    run_blocks,
+)
+from solutions.soft_hard import attention
 
 __all__ = [
     "self_attention",
@@ -51,20 +61,12 @@ __all__ = [
 ]
 
 
-def _check_size(value, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"expected {name} to be an integer, got {value!r} of type {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"expected {name} >= {minimum}, got {name}={value}")
-    return int(value)
-
-
 # ----------------------------------------------------------------------------------------
-# self-attention, eqs. (4.1)-(4.2)
+# self-attention, eqs. ch4-qkv and ch4-self-attention
 
 
 def self_attention(x, w_q, w_k, w_v, mask=None):
-    """Scaled dot-product self-attention of a sequence with itself, eqs. (4.1)-(4.2).
+    """Scaled dot-product self-attention of a sequence with itself, {eq}`ch4-qkv` and {eq}`ch4-self-attention`.
 
     x:    (..., n, d_in) the sequence; every item is a query, a key and a value
     w_q:  (d_in, d_k) query projection, used as ``x @ w_q``
@@ -75,8 +77,8 @@ def self_attention(x, w_q, w_k, w_v, mask=None):
     Without positional information the result is permutation-equivariant: permuting the
     rows of ``x`` (and the mask accordingly) permutes the rows of the output.
     """
-    x = _as_float(x, "x")
-    w_q, w_k, w_v = _as_float(w_q, "w_q"), _as_float(w_k, "w_k"), _as_float(w_v, "w_v")
+    x = as_float(x, "x")
+    w_q, w_k, w_v = as_float(w_q, "w_q"), as_float(w_k, "w_k"), as_float(w_v, "w_v")
     if x.ndim < 2:
         raise ValueError(f"expected x of shape (..., n, d_in), got {x.shape}")
     d_in = x.shape[-1]
@@ -98,34 +100,34 @@ def self_attention(x, w_q, w_k, w_v, mask=None):
 
 
 # ----------------------------------------------------------------------------------------
-# masks, eqs. (4.3)-(4.4); True = may attend
+# masks, eqs. ch4-causal and ch4-local; True = may attend
 
 
 def causal_mask(n):
-    """Causal (lower-triangular) mask, eq. (4.3): query i may attend to keys j <= i.
+    """Causal (lower-triangular) mask, {eq}`ch4-causal`: query i may attend to keys j <= i.
 
     n: sequence length.  Returns a boolean (n, n) array, ``mask[i, j] = j <= i``.
     """
-    n = _check_size(n, "n", 0)
+    n = check_int(n, "n", 0)
     i = np.arange(n)[:, None]  # (n, 1) queries
     j = np.arange(n)[None, :]  # (1, n) keys
     return j <= i  # (n, n)
 
 
 def local_mask(n, window):
-    """Restricted self-attention mask, eq. (4.4): query i sees keys with |i - j| <= window.
+    """Restricted self-attention mask, {eq}`ch4-local`: query i sees keys with |i - j| <= window.
 
     n: sequence length; window: r >= 0 (r = 0 lets each item see only itself).
     Returns a boolean (n, n) band matrix. Each query sees at most 2r + 1 keys, so the cost
     is O(r n d) instead of O(n^2 d) and information needs O(n / r) layers to cross the
     sequence.
     """
-    n = _check_size(n, "n", 0)
+    n = check_int(n, "n", 0)
     if isinstance(window, (int, np.integer)) and not isinstance(window, bool) and window < 0:
         raise ValueError(
             f"expected a window r >= 0 (query i sees keys i - r .. i + r), got window={window}"
         )
-    window = _check_size(window, "window", 0)
+    window = check_int(window, "window", 0)
     i = np.arange(n)[:, None]  # (n, 1)
     j = np.arange(n)[None, :]  # (1, n)
     return np.abs(i - j) <= window  # (n, n)
@@ -141,7 +143,7 @@ def padding_mask(valid_lens, n):
     multi-head weights (B, h, n_q, n) pass it to ``multihead_attention``, which adds the
     head axis, or insert it yourself with ``mask[:, None]``.
     """
-    n = _check_size(n, "n", 0)
+    n = check_int(n, "n", 0)
     valid_lens = np.asarray(valid_lens)
     if not np.issubdtype(valid_lens.dtype, np.integer):
         raise TypeError(f"expected integer valid lengths, got dtype {valid_lens.dtype}")
@@ -155,24 +157,24 @@ def padding_mask(valid_lens, n):
 
 
 # ----------------------------------------------------------------------------------------
-# positions, eqs. (4.5)-(4.6)
+# positions, eqs. ch4-pe and ch4-rotation
 
 
 def _frequencies(d: int) -> np.ndarray:
-    """w_i = 10000^(-2i/d) for i = 0 .. ceil(d/2) - 1, eq. (4.5)."""
+    """w_i = 10000^(-2i/d) for i = 0 .. ceil(d/2) - 1, eq. ch4-pe."""
     return 10000.0 ** (-np.arange(0, d, 2, dtype=np.float64) / d)  # (ceil(d/2),)
 
 
 def sinusoidal_positions(n, d):
-    """Sinusoidal positional encoding, eq. (4.5).
+    """Sinusoidal positional encoding, {eq}`ch4-pe`.
 
     n: number of positions t = 0 .. n-1; d: encoding width (odd d drops the last cosine).
     Returns float64 (n, d): ``PE[t, 2i] = sin(t w_i)``, ``PE[t, 2i+1] = cos(t w_i)`` with
     ``w_i = 10000^(-2i/d)``. Added to the inputs of self-attention, it breaks the
     permutation equivariance; ``offset_rotation`` shows that offsets act linearly.
     """
-    n = _check_size(n, "n", 0)
-    d = _check_size(d, "d", 1)
+    n = check_int(n, "n", 0)
+    d = check_int(d, "d", 1)
     angles = np.arange(n, dtype=np.float64)[:, None] * _frequencies(d)[None, :]  # (n, ceil(d/2))
     pe = np.empty((n, d))  # (n, d)
     pe[:, 0::2] = np.sin(angles)
@@ -181,7 +183,7 @@ def sinusoidal_positions(n, d):
 
 
 def offset_rotation(k, d):
-    """The fixed matrix R(k) with ``PE[t + k] = PE[t] @ R(k)`` for every t, eq. (4.6).
+    """The fixed matrix R(k) with ``PE[t + k] = PE[t] @ R(k)`` for every t, {eq}`ch4-rotation`.
 
     k: the offset (any integer, negative too); d: even encoding width.
     Returns float64 (d, d), block-diagonal: for frequency pair i, columns (2i, 2i+1) hold
@@ -191,7 +193,7 @@ def offset_rotation(k, d):
     """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise TypeError(f"expected an integer offset k, got {k!r}")
-    d = _check_size(d, "d", 2)
+    d = check_int(d, "d", 2)
     if d % 2:
         raise ValueError(f"expected an even width d (sin/cos pairs), got d={d}")
     angle = k * _frequencies(d)  # (d/2,)
@@ -206,7 +208,7 @@ def offset_rotation(k, d):
 
 
 # ----------------------------------------------------------------------------------------
-# efficient attention, eq. (4.7)
+# efficient attention, eq. ch4-online
 
 
 def online_softmax_attention(q, k, v, block_size=128, mask=None):
@@ -218,21 +220,19 @@ def online_softmax_attention(q, k, v, block_size=128, mask=None):
     block_size: how many keys to process at once (need not divide n_k).
     mask: boolean, broadcastable to (..., n_q, n_k), True = may attend; None = all.
     Returns the output (..., n_q, d_v), equal to ``attention(q, k, v, mask)[0]`` up to
-    rounding; a query with no allowed key gets a zero output.
+    rounding; a query with no allowed key gets a zero output (``docs/conventions.md``).
 
-    Only a (..., n_q, block_size) block of scores exists at any time, eq. (4.7): for each
-    query we carry the running max m of its scores, the running sum l of ``exp(s - m)``
-    and the running unnormalised output o. When a block raises the max from m to m', the
-    old sum and output are rescaled by ``exp(m - m')``; dividing by l happens once, at
-    the end. The weights themselves are never formed, so none are returned.
+    Only a tile of (query rows) x (block_size keys) scores exists at any time, {eq}`ch4-online`: for each query we carry the running max m of its scores, the
+    running sum l of ``exp(s - m)`` and the running unnormalised output o. When a block
+    raises the max from m to m', the old sum and output are rescaled by ``exp(m - m')``;
+    dividing by l happens once, at the end. The weights themselves are never formed, so
+    none are returned. Query rows are taken ``BLOCK_BYTES`` of scores at a time, so m, l, o
+    and the tile stay in cache (the FlashAttention tiling); the query blocks share out
+    NumPy's BLAS threads like ``attention``'s.
     """
-    q, k, v = _as_float(q, "q"), _as_float(k, "k"), _as_float(v, "v")
-    block_size = _check_size(block_size, "block_size", 1)
-    if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
-        raise ValueError(
-            f"expected q (..., n_q, d_k), k (..., n_k, d_k), v (..., n_k, d_v), "
-            f"got q {q.shape}, k {k.shape}, v {v.shape}"
-        )
+    q, k, v = as_float(q, "q"), as_float(k, "k"), as_float(v, "v")
+    block_size = check_int(block_size, "block_size", 1)
+    batch = check_batch(("q", q), ("k", k), ("v", v))
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
             f"expected queries and keys of the same width d_k, got q {q.shape} and k {k.shape}"
@@ -241,48 +241,40 @@ def online_softmax_attention(q, k, v, block_size=128, mask=None):
         raise ValueError(f"expected one value per key, got k {k.shape} and v {v.shape}")
     dtype = np.result_type(q, k, v)
     n_q, n_k, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
-    try:
-        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    except ValueError:
-        raise ValueError(
-            f"expected the batch dims of q {q.shape}, k {k.shape}, v {v.shape} to broadcast"
-        ) from None
     if mask is not None:
-        mask = np.asarray(mask)
-        if mask.dtype != bool:
-            raise TypeError(f"expected a boolean mask (True = may attend), got dtype {mask.dtype}")
-        mask = mask.reshape((1,) * max(0, 2 - mask.ndim) + mask.shape)  # at least (.., 1, n_k)
-        try:
-            full = np.broadcast_shapes(mask.shape, batch + (n_q, n_k))
-        except ValueError:
-            full = None
-        if full is None or full[-2:] != (n_q, n_k):
-            raise ValueError(
-                f"expected a mask broadcastable to (..., n_q, n_k) = {batch + (n_q, n_k)}, "
-                f"got {mask.shape}"
-            )
-        batch = full[:-2]
+        mask = check_mask(mask, batch + (n_q, n_k), name="(..., n_q, n_k)")
+        mask = flatten_batch(np.broadcast_to(mask, batch + (n_q, n_k)), batch)  # (P, n_q, n_k)
 
-    q = q * dtype.type(1.0 / math.sqrt(q.shape[-1]))  # (..., n_q, d_k), eq. (4.2) scaling
-    m = np.full(batch + (n_q, 1), -np.inf, dtype=dtype)  # running max of the scores
-    l = np.zeros(batch + (n_q, 1), dtype=dtype)  # running sum of exp(s - m)
-    o = np.zeros(batch + (n_q, d_v), dtype=dtype)  # running sum of exp(s - m) v
-    for start in range(0, n_k, block_size):
-        stop = min(start + block_size, n_k)
-        s = q @ np.swapaxes(k[..., start:stop, :], -1, -2)  # (..., n_q, b)
-        if mask is not None:
-            block_mask = mask if mask.shape[-1] == 1 else mask[..., start:stop]
-            s = np.where(block_mask, s, dtype.type(-np.inf))  # (..., n_q, b)
-        m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # (..., n_q, 1)
-        # a row with nothing allowed so far keeps m = -inf: shift by 0 there (no inf - inf)
-        shift = np.where(np.isfinite(m_new), m_new, dtype.type(0))  # (..., n_q, 1)
-        np.subtract(s, shift, out=s)
-        np.exp(s, out=s)  # p = exp(s - m'), 0 where masked
-        rescale = np.exp(m - shift)  # (..., n_q, 1): exp(m - m'), 0 while m = -inf
-        l = l * rescale + s.sum(axis=-1, keepdims=True)  # (..., n_q, 1)
-        o = o * rescale + s @ v[..., start:stop, :]  # (..., n_q, d_v)
-        m = m_new
-    return o / np.where(l > 0, l, dtype.type(1))  # (..., n_q, d_v); l = 0 only if fully masked
+    scale = dtype.type(1.0 / math.sqrt(q.shape[-1]))  # the 1/sqrt(d_k) of eq. ch4-self-attention
+    q3, k3, v3 = (flatten_batch(x.astype(dtype, copy=False), batch) for x in (q, k, v))  # (P, n, d)
+    output = np.empty(batch + (n_q, d_v), dtype)
+    o3 = output.reshape((-1, n_q, d_v))  # (P, n_q, d_v), a view
+
+    def attend(block):
+        p, r = block
+        qb = q3[p, r] * scale  # (P_b, r_b, d_k), scaled here: no copy of all of q
+        m = np.full(qb.shape[:-1] + (1,), -np.inf, dtype=dtype)  # running max of the scores
+        l = np.zeros_like(m)  # noqa: E741  (the l of the formula) running sum of exp(s - m)
+        o = np.zeros(qb.shape[:-1] + (d_v,), dtype=dtype)  # running sum of exp(s - m) v
+        for start in range(0, n_k, block_size):
+            keys = slice(start, min(start + block_size, n_k))
+            s = qb @ np.swapaxes(k3[p, keys], -1, -2)  # (P_b, r_b, b)
+            if mask is not None:
+                np.copyto(s, -np.inf, where=~mask[p, r, keys])
+            m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # (P_b, r_b, 1)
+            # a row with nothing allowed so far keeps m = -inf: shift by 0 there (no inf - inf)
+            shift = np.where(np.isfinite(m_new), m_new, dtype.type(0))
+            np.subtract(s, shift, out=s)
+            np.exp(s, out=s)  # p = exp(s - m'), 0 where masked
+            rescale = np.exp(m - shift)  # (P_b, r_b, 1): exp(m - m'), 0 while m = -inf
+            l = l * rescale + s.sum(axis=-1, keepdims=True)  # noqa: E741
+            o = o * rescale + s @ v3[p, keys]  # (P_b, r_b, d_v)
+            m = m_new
+        o3[p, r] = o / np.where(l > 0, l, dtype.type(1))  # l = 0 only for a fully masked row
+
+    rows = max(1, BLOCK_BYTES // (min(block_size, max(n_k, 1)) * dtype.itemsize))
+    run_blocks(attend, query_blocks(o3.shape[0], n_q, rows))
+    return output
 
 
 def peak_memory(fn, *args, **kwargs):

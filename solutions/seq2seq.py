@@ -13,39 +13,54 @@ What this file builds, in the order the chapter derives it:
 - ``AttentionDecoder`` (works with either attention) and ``PlainDecoder`` (the no-attention
   baseline: one fixed context vector for the whole output), composed by ``Seq2Seq``, with
   teacher-forced ``forward`` and ``greedy_decode`` that also returns the attention weights.
-- ``train`` (seeded, one CPU thread, returns the model and its loss history),
+- ``train`` (``solutions.training.train_loop``: seeded, one CPU thread; returns the model
+  and its history, ``history["loss"]`` per step),
   ``exact_match`` and ``exact_match_by_length`` for the accuracy-vs-length figure;
   ``TINY_CONFIG`` / ``quick_train`` train a small model in a few seconds.
+- ``local_attention``: Luong's local attention (local-m and local-p): attend only to a
+  window of 2D + 1 source positions around an aligned position p_t, with a Gaussian
+  fall-off.
 
-Conventions (``shared/DESIGN.md``): batch first, rows are positions. Encoder states are
+Conventions (``docs/conventions.md``): batch first, rows are positions. Encoder states are
 ``h`` of shape ``(B, n_in, d_enc)``; a decoder query is ``(B, d_dec)``; attention weights
-are ``(B, n_in)`` per step and ``(B, n_out, n_in)`` over a whole output, rows summing to 1.
-Masks are boolean, True = "may attend" (a real source token, not padding); a fully masked
-row gets zero weights and a zero context, never NaN. NumPy weights are used as ``x @ w``;
-a ``torch.nn.Linear`` stores the transpose (``w = linear.weight.T``).
+are ``(B, n_in)`` per step and ``(B, n_out, n_in)`` over a whole output, rows summing to 1
+(except local attention's, see there). Masks are boolean, True = "may attend" (a real
+source token, not padding); a fully masked row gets zero weights and a zero context, never
+NaN. NumPy weights are used as ``x @ w``; a ``torch.nn.Linear`` stores the transpose
+(``w = linear.weight.T``).
 
-Equation numbers refer to the chapter:
+Equations of the chapter, by label:
 
-- (3.1) Bahdanau score ``e_tj = v . tanh(s_{t-1} W_s + h_j W_h)``
-- (3.2) weights ``a_t = softmax(e_t)`` (masked), context ``c_t = sum_j a_tj h_j``
-- (3.3) Luong scores: dot ``h_t . h_j``; general ``h_t W_a . h_j``;
+- {eq}`ch3-bahdanau-score`: ``e_tj = v . tanh(s_{t-1} W_s + h_j W_h)``
+- {eq}`ch3-bahdanau-context`: ``a_t = softmax(e_t)`` (masked), ``c_t = sum_j a_tj h_j``
+- {eq}`ch3-luong-scores`: dot ``h_t . h_j``; general ``h_t W_a . h_j``;
   concat ``v . tanh([h_t; h_j] W_a)``
-- (3.4) Luong attentional state ``h~_t = tanh([c_t; h_t] W_c)``
+- {eq}`ch3-luong-output`: attentional state ``h~_t = tanh([c_t; h_t] W_c)``
+- {eq}`ch3-local-position`: local-p ``p_t = n_in sigmoid(v_p . tanh(h_t W_p))``
+- {eq}`ch3-local-attention`: ``a_t(s) = align(h_t, h_s) exp(-(s - p_t)^2 / (2 sigma^2))``
 """
 
 from __future__ import annotations
 
 import random
-import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from solutions.soft_hard import masked_softmax
+from solutions.conventions import (
+    as_float,
+    check_int,
+    check_mask,
+    check_shape,
+    masked_softmax,
+    masked_softmax_torch,
+)
+from solutions.training import train_loop
 
 __all__ = [
     "PAD",
@@ -62,6 +77,7 @@ __all__ = [
     "make_batch",
     "bahdanau_context",
     "luong_context",
+    "local_attention",
     "LUONG_KINDS",
     "Encoder",
     "AdditiveAttention",
@@ -124,8 +140,10 @@ class Vocab:
 
         ``bos``/``eos`` prepend/append those markers; ``mask`` is True on real tokens.
         """
-        rows = [([self.bos_id] if bos else []) + self.encode(s) + ([self.eos_id] if eos else [])
-                for s in sequences]
+        rows = [
+            ([self.bos_id] if bos else []) + self.encode(s) + ([self.eos_id] if eos else [])
+            for s in sequences
+        ]
         n = max((len(r) for r in rows), default=0)
         ids = torch.full((len(rows), n), self.pad_id, dtype=torch.long)  # (B, n)
         for b, r in enumerate(rows):
@@ -216,41 +234,43 @@ def make_batch(pairs, src_vocab: Vocab = SOURCE_VOCAB, tgt_vocab: Vocab = TARGET
 # NumPy twins with explicit weights (graded)
 
 
-def _as_float_array(x, name: str) -> np.ndarray:
-    x = np.asarray(x)
-    if x.dtype == bool or not np.issubdtype(x.dtype, np.number):
-        raise TypeError(f"expected {name} to be a numeric array, got dtype {x.dtype}")
-    if not np.issubdtype(x.dtype, np.floating):
-        x = x.astype(np.float64)
-    return x
-
-
-def _check_encoder_states(h: np.ndarray, batch: int, query_name: str, query_shape) -> None:
-    if h.ndim != 3 or h.shape[0] != batch:
+def _check_step_inputs(query, h, query_name: str, same_width: bool = False):
+    """A decoder query (B, d_q) and encoder states (B, n_in, d_enc) as float arrays."""
+    query, h = as_float(query, query_name), as_float(h, "h")
+    if query.ndim != 2:
+        raise ValueError(f"expected {query_name} of shape (B, d), got {query.shape}")
+    if h.ndim != 3 or h.shape[0] != query.shape[0]:
         raise ValueError(
-            f"expected encoder states h of shape (B, n_in, d_enc) with B = {batch} like "
-            f"{query_name} {tuple(query_shape)}, got h of shape {h.shape}"
+            f"expected encoder states h of shape (B, n_in, d_enc) with B = {query.shape[0]} like "
+            f"{query_name} {query.shape}, got h of shape {h.shape}"
         )
+    if same_width and h.shape[2] != query.shape[1]:
+        raise ValueError(
+            f"expected encoder states h of width d = {query.shape[1]} like {query_name} "
+            f"{query.shape}, got h of shape {h.shape}: Luong attention compares h_t with h_j directly"
+        )
+    return query, h
 
 
-def _check_source_mask(mask, batch: int, n_in: int):
+def _source_mask(mask, h: np.ndarray):
+    """None, or a boolean (B, n_in) mask for encoder states h (B, n_in, d)."""
     if mask is None:
         return None
     mask = np.asarray(mask)
-    if mask.dtype != bool:
-        raise TypeError(
-            f"expected a boolean mask (True = may attend), got dtype {mask.dtype}: "
-            "use mask.astype(bool)"
-        )
-    if mask.shape != (batch, n_in):
-        raise ValueError(
-            f"expected mask of shape (B, n_in) = ({batch}, {n_in}), got {mask.shape}"
-        )
-    return mask
+    if mask.shape != h.shape[:2]:
+        raise ValueError(f"expected mask of shape (B, n_in) = {h.shape[:2]}, got {mask.shape}")
+    return check_mask(mask, h.shape[:2])
+
+
+def _attend(scores: np.ndarray, h: np.ndarray, mask):
+    """Masked softmax of scores (B, n_in), {eq}`ch3-bahdanau-context`, and the context (B, d)."""
+    weights = masked_softmax(scores, mask)  # (B, n_in)
+    context = np.einsum("bj,bjd->bd", weights, h)  # (B, d): c_t = sum_j a_tj h_j
+    return context, weights
 
 
 def bahdanau_context(s_prev, h, w_s, w_h, v, mask=None):
-    """Additive (Bahdanau) attention for one decoder step, eqs. (3.1)-(3.2).
+    """Additive (Bahdanau) attention for one decoder step, {eq}`ch3-bahdanau-score` and {eq}`ch3-bahdanau-context`.
 
     s_prev: (B, d_dec)        previous decoder state s_{t-1} (the query)
     h:      (B, n_in, d_enc)  encoder states h_j (keys and values)
@@ -258,45 +278,62 @@ def bahdanau_context(s_prev, h, w_s, w_h, v, mask=None):
     mask:   (B, n_in) bool, True = may attend (a real source token); None = all
     Returns ``(context (B, d_enc), weights (B, n_in))`` with
     ``e_tj = v . tanh(s_{t-1} W_s + h_j W_h)``, ``a_t = softmax(e_t)``, ``c_t = a_t h``.
-    A fully masked row gets zero weights and a zero context.
+    A fully masked row gets zero weights and a zero context (``docs/conventions.md``).
     """
-    s_prev, h = _as_float_array(s_prev, "s_prev"), _as_float_array(h, "h")
-    w_s, w_h, v = (_as_float_array(w_s, "w_s"), _as_float_array(w_h, "w_h"),
-                   _as_float_array(v, "v"))
-    if s_prev.ndim != 2:
-        raise ValueError(f"expected s_prev of shape (B, d_dec), got {s_prev.shape}")
-    batch, d_dec = s_prev.shape
-    _check_encoder_states(h, batch, "s_prev", s_prev.shape)
-    d_enc = h.shape[2]
+    s_prev, h = _check_step_inputs(s_prev, h, "s_prev")
+    w_s, w_h, v = as_float(w_s, "w_s"), as_float(w_h, "w_h"), as_float(v, "v")
     if v.ndim != 1:
         raise ValueError(f"expected v of shape (d_att,), got {v.shape}")
-    d_att = v.shape[0]
-    if w_s.shape != (d_dec, d_att):
-        raise ValueError(
-            f"expected w_s of shape (d_dec, d_att) = ({d_dec}, {d_att}), got {w_s.shape}: "
-            f"s_prev is {s_prev.shape}, v is {v.shape}" +
-            (" (did you transpose w_s?)" if w_s.shape == (d_att, d_dec) else "")
-        )
-    if w_h.shape != (d_enc, d_att):
-        raise ValueError(
-            f"expected w_h of shape (d_enc, d_att) = ({d_enc}, {d_att}), got {w_h.shape}: "
-            f"h is {h.shape}, v is {v.shape}" +
-            (" (did you transpose w_h?)" if w_h.shape == (d_att, d_enc) else "")
-        )
-    mask = _check_source_mask(mask, batch, h.shape[1])
+    (d_dec,), (d_enc,), (d_att,) = s_prev.shape[1:], h.shape[2:], v.shape
+    check_shape(
+        w_s, (d_dec, d_att), "w_s", "(d_dec, d_att)", f"s_prev is {s_prev.shape}, v is {v.shape}"
+    )
+    check_shape(w_h, (d_enc, d_att), "w_h", "(d_enc, d_att)", f"h is {h.shape}, v is {v.shape}")
+    mask = _source_mask(mask, h)
 
     features = np.tanh((s_prev @ w_s)[:, None, :] + h @ w_h)  # (B, 1, d_att) + (B, n_in, d_att)
-    scores = features @ v  # (B, n_in), eq. (3.1)
-    weights = masked_softmax(scores, mask)  # (B, n_in), eq. (3.2)
-    context = (weights[:, None, :] @ h)[:, 0, :]  # (B, 1, n_in) @ (B, n_in, d_enc) -> (B, d_enc)
-    return context, weights
+    scores = features @ v  # (B, n_in)
+    return _attend(scores, h, mask)  # (B, d_enc), (B, n_in)
 
 
 LUONG_KINDS = ("dot", "general", "concat")
 
 
+def _luong_scores(h_t, h, w_a, kind, v):
+    """Luong's score of every source position, {eq}`ch3-luong-scores`: (B, d), (B, n_in, d) -> (B, n_in)."""
+    d = h_t.shape[1]
+    if kind != "concat" and v is not None:
+        raise ValueError(
+            f"v is only used by kind='concat', got v of shape {np.shape(v)} with kind={kind!r}"
+        )
+    if kind == "dot":
+        if w_a is not None:
+            raise ValueError(
+                f"kind='dot' has no weights: expected w_a=None, got shape {np.shape(w_a)}"
+            )
+        return np.einsum("bjd,bd->bj", h, h_t)  # (B, n_in): h_t . h_j
+    if w_a is None:
+        shape = "(d, d)" if kind == "general" else "(2d, d_att)"
+        raise ValueError(f"kind={kind!r} needs w_a of shape {shape}, got None")
+    w_a = as_float(w_a, "w_a")
+    if kind == "general":
+        check_shape(w_a, (d, d), "w_a", "(d, d)", "for kind='general'")
+        return np.einsum("bjd,bd->bj", h, h_t @ w_a)  # (B, n_in): h_t W_a . h_j
+    if v is None:
+        raise ValueError("kind='concat' needs v of shape (d_att,), got None")
+    v = as_float(v, "v")
+    if v.ndim != 1:
+        raise ValueError(f"expected v of shape (d_att,) for kind='concat', got {v.shape}")
+    check_shape(
+        w_a, (2 * d, v.shape[0]), "w_a", "(2d, d_att)", f"for kind='concat', v is {v.shape}"
+    )
+    # [h_t; h_j] W_a = h_t W_a[:d] + h_j W_a[d:]: no need to tile h_t over positions
+    features = np.tanh((h_t @ w_a[:d])[:, None, :] + h @ w_a[d:])  # (B, n_in, d_att)
+    return features @ v  # (B, n_in)
+
+
 def luong_context(h_t, h, w_a, w_c, kind, mask=None, v=None):
-    """Luong attention for one decoder step (after the RNN step), eqs. (3.3)-(3.4).
+    """Luong attention for one decoder step (after the RNN step), {eq}`ch3-luong-scores` and {eq}`ch3-luong-output`.
 
     h_t:  (B, d)        the new decoder state (the query)
     h:    (B, n_in, d)  encoder states (keys and values), same width as h_t
@@ -310,73 +347,85 @@ def luong_context(h_t, h, w_a, w_c, kind, mask=None, v=None):
     """
     if kind not in LUONG_KINDS:
         raise ValueError(f"expected kind to be one of {LUONG_KINDS}, got {kind!r}")
-    h_t, h = _as_float_array(h_t, "h_t"), _as_float_array(h, "h")
-    w_c = _as_float_array(w_c, "w_c")
-    if h_t.ndim != 2:
-        raise ValueError(f"expected h_t of shape (B, d), got {h_t.shape}")
-    batch, d = h_t.shape
-    _check_encoder_states(h, batch, "h_t", h_t.shape)
-    if h.shape[2] != d:
-        raise ValueError(
-            f"expected encoder states h of width d = {d} like h_t {h_t.shape}, got h of "
-            f"shape {h.shape}: Luong attention compares h_t with h_j directly"
-        )
-    if w_c.shape != (2 * d, d):
-        raise ValueError(f"expected w_c of shape (2d, d) = ({2 * d}, {d}), got {w_c.shape}")
-    mask = _check_source_mask(mask, batch, h.shape[1])
-    if kind != "concat" and v is not None:
-        raise ValueError(f"v is only used by kind='concat', got v of shape {np.shape(v)} "
-                         f"with kind={kind!r}")
-    if kind != "dot" and w_a is None:
-        shape = "(d, d)" if kind == "general" else "(2d, d_att)"
-        raise ValueError(f"kind={kind!r} needs w_a of shape {shape}, got None")
+    h_t, h = _check_step_inputs(h_t, h, "h_t", same_width=True)
+    d = h_t.shape[1]
+    w_c = as_float(w_c, "w_c")
+    check_shape(w_c, (2 * d, d), "w_c", "(2d, d)")
+    mask = _source_mask(mask, h)
 
-    if kind == "dot":
-        if w_a is not None:
-            raise ValueError(f"kind='dot' has no weights: expected w_a=None, got shape "
-                             f"{np.shape(w_a)}")
-        scores = (h @ h_t[:, :, None])[:, :, 0]  # (B, n_in, d) @ (B, d, 1) -> (B, n_in)
-    elif kind == "general":
-        w_a = _as_float_array(w_a, "w_a")
-        if w_a.shape != (d, d):
-            raise ValueError(f"expected w_a of shape (d, d) = ({d}, {d}) for kind='general', "
-                             f"got {w_a.shape}")
-        query = h_t @ w_a  # (B, d)
-        scores = (h @ query[:, :, None])[:, :, 0]  # (B, n_in)
-    else:
-        w_a = _as_float_array(w_a, "w_a")
-        if v is None:
-            raise ValueError("kind='concat' needs v of shape (d_att,), got None")
-        v = _as_float_array(v, "v")
-        if v.ndim != 1 or w_a.shape != (2 * d, v.shape[0]):
-            raise ValueError(
-                f"expected w_a of shape (2d, d_att) = ({2 * d}, {v.shape[-1] if v.ndim else '?'}) "
-                f"and v of shape (d_att,) for kind='concat', got w_a {w_a.shape}, v {v.shape}"
-            )
-        # [h_t; h_j] W_a = h_t W_a[:d] + h_j W_a[d:]: no need to tile h_t over positions
-        features = np.tanh((h_t @ w_a[:d])[:, None, :] + h @ w_a[d:])  # (B, n_in, d_att)
-        scores = features @ v  # (B, n_in)
-
-    weights = masked_softmax(scores, mask)  # (B, n_in), eq. (3.2)
-    context = (weights[:, None, :] @ h)[:, 0, :]  # (B, d)
-    h_tilde = np.tanh(np.concatenate([context, h_t], axis=-1) @ w_c)  # (B, 2d) @ (2d, d), eq. (3.4)
+    context, weights = _attend(_luong_scores(h_t, h, w_a, kind, v), h, mask)  # (B, d), (B, n_in)
+    h_tilde = np.tanh(np.concatenate([context, h_t], axis=-1) @ w_c)  # (B, 2d) @ (2d, d)
     return h_tilde, weights
+
+
+def local_attention(h_t, h, w_a, window, *, position=None, w_p=None, v_p=None, mask=None):
+    """Luong et al. (2015) local attention with the "general" score, {eq}`ch3-local-attention`.
+
+    h_t:    (B, d)        decoder states (the queries)
+    h:      (B, n_in, d)  encoder states (keys and values)
+    w_a:    (d, d)        score ``e_ts = h_t W_a . h_s`` ({eq}`ch3-luong-scores`, general)
+    window: D >= 0, the half-width of the window ``[p_t - D, p_t + D]``
+    position: local-m, the aligned position ``p_t`` itself: an int or (B,) ints
+    w_p, v_p: local-p, (d, d_p) and (d_p,): ``p_t = n_in * sigmoid(v_p . tanh(h_t W_p))``, a
+        real number in (0, n_in) predicted from the decoder state ({eq}`ch3-local-position`)
+    mask:   (B, n_in) bool, True = may attend (a real source token); None = all
+    Give exactly one of ``position`` (local-m) or ``w_p`` and ``v_p`` (local-p).
+    Returns ``(context (B, d), weights (B, n_in), p_t (B,))`` with
+    ``a_t(s) = softmax_{s in window}(e_ts) * exp(-(s - p_t)^2 / (2 sigma^2))``, sigma = D / 2:
+    the softmax runs over the integer positions s with ``|s - p_t| <= D`` that the mask
+    allows, positions outside get weight 0, and ``context = sum_s a_t(s) h_s``. Because of
+    the Gaussian factor a row of weights does NOT sum to 1 (as in the paper), and a row
+    with an empty window (p_t out of range, or everything there masked) gets zero weights
+    and a zero context, never NaN (``docs/conventions.md``).
+    """
+    h_t, h = _check_step_inputs(h_t, h, "h_t", same_width=True)
+    batch, n_in, d = h.shape
+    w_a = as_float(w_a, "w_a")
+    check_shape(w_a, (d, d), "w_a", "(d, d)", "the general score h_t W_a . h_s")
+    window = check_int(window, "window", 0)
+    mask = _source_mask(mask, h)
+    if (position is None) == (w_p is None and v_p is None):
+        raise ValueError(
+            "give exactly one of position= (local-m: p_t is that position) or w_p= and v_p= "
+            "(local-p: p_t is predicted from h_t)"
+        )
+    if position is not None:  # local-m
+        position = np.asarray(position)
+        if (
+            not np.issubdtype(position.dtype, np.integer)
+            or position.ndim > 1
+            or position.size not in (1, batch)
+        ):
+            raise ValueError(
+                f"expected position to be an int or (B,) = ({batch},) ints, got {position!r}"
+            )
+        p_t = np.broadcast_to(position, (batch,)).astype(h.dtype)  # (B,)
+    else:  # local-p
+        if w_p is None or v_p is None:
+            raise ValueError("local-p needs both w_p (d, d_p) and v_p (d_p,)")
+        w_p, v_p = as_float(w_p, "w_p"), as_float(v_p, "v_p")
+        if v_p.ndim != 1:
+            raise ValueError(f"expected v_p of shape (d_p,), got {v_p.shape}")
+        check_shape(
+            w_p, (d, v_p.shape[0]), "w_p", "(d, d_p)", f"h_t is {h_t.shape}, v_p is {v_p.shape}"
+        )
+        p_t = n_in / (1.0 + np.exp(-(np.tanh(h_t @ w_p) @ v_p)))  # (B,): n_in * sigmoid(...)
+
+    s = np.arange(n_in)  # (n_in,) source positions
+    distance = s[None, :] - p_t[:, None]  # (B, n_in)
+    allowed = np.abs(distance) <= window  # (B, n_in): inside the window
+    if mask is not None:
+        allowed &= mask
+    scores = np.einsum("bsd,bd->bs", h, h_t @ w_a)  # (B, n_in): h_t W_a . h_s
+    sigma2 = (window / 2) ** 2
+    exponent = np.divide(distance**2, 2 * sigma2, out=np.zeros_like(scores), where=sigma2 > 0)
+    weights = masked_softmax(scores, allowed) * np.exp(-exponent)  # (B, n_in), 0 outside
+    context = np.einsum("bs,bsd->bd", weights, h)  # (B, d)
+    return context, weights, p_t
 
 
 # ----------------------------------------------------------------------------------------
 # PyTorch modules
-
-
-def _masked_softmax_torch(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Torch counterpart of ``soft_hard.masked_softmax`` over the last axis (differentiable):
-    max-shifted, masked entries exactly 0, a fully masked row all zeros (no NaN)."""
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    m = scores.detach().amax(dim=-1, keepdim=True)  # the shift does not change the value
-    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))  # empty row: shift by 0
-    e = torch.exp(scores - m)  # (B, n_in), 0 where masked
-    total = e.sum(dim=-1, keepdim=True)
-    return e / torch.where(total > 0, total, torch.ones_like(total))
 
 
 class Encoder(nn.Module):
@@ -396,17 +445,21 @@ class Encoder(nn.Module):
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor):
         lengths = src_mask.sum(dim=1)  # (B,)
         if bool((lengths == 0).any()):
-            raise ValueError(f"every source needs at least one token, got lengths {lengths.tolist()}")
+            raise ValueError(
+                f"every source needs at least one token, got lengths {lengths.tolist()}"
+            )
         x = self.embedding(src)  # (B, n_in, E)
         packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
         out, final = self.rnn(packed)  # final: (2, B, H) = (direction, B, H)
-        h, _ = pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])  # (B, n_in, 2H)
+        h, _ = pad_packed_sequence(
+            out, batch_first=True, total_length=src.shape[1]
+        )  # (B, n_in, 2H)
         summary = torch.cat([final[0], final[1]], dim=-1)  # (B, 2H)
         return h, summary
 
 
 class AdditiveAttention(nn.Module):
-    """Bahdanau attention, eqs. (3.1)-(3.2): ``e_j = v . tanh(s W_s + h_j W_h)``.
+    """Bahdanau attention, {eq}`ch3-bahdanau-score` and {eq}`ch3-bahdanau-context`: ``e_j = v . tanh(s W_s + h_j W_h)``.
 
     forward(query (B, d_query), h (B, n_in, d_key), mask (B, n_in) | None, h_proj=None)
     -> (context (B, d_key), weights (B, n_in)). Same as ``bahdanau_context`` with
@@ -424,19 +477,24 @@ class AdditiveAttention(nn.Module):
         computes it once per source and passes it to every step as ``h_proj``."""
         return self.w_h(h)
 
-    def forward(self, query: torch.Tensor, h: torch.Tensor, mask: torch.Tensor | None = None,
-                h_proj: torch.Tensor | None = None):
+    def forward(
+        self,
+        query: torch.Tensor,
+        h: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        h_proj: torch.Tensor | None = None,
+    ):
         if h_proj is None:
             h_proj = self.project_keys(h)  # (B, n_in, d_att)
         features = torch.tanh(self.w_s(query)[:, None, :] + h_proj)  # (B, n_in, d_att)
         scores = self.v(features)[..., 0]  # (B, n_in)
-        weights = _masked_softmax_torch(scores, mask)  # (B, n_in)
+        weights = masked_softmax_torch(scores, mask)  # (B, n_in)
         context = torch.bmm(weights[:, None, :], h)[:, 0, :]  # (B, d_key)
         return context, weights
 
 
 class LuongAttention(nn.Module):
-    """Luong attention, eqs. (3.3)-(3.4), used after the decoder's RNN step.
+    """Luong attention, {eq}`ch3-luong-scores` and {eq}`ch3-luong-output`, used after the decoder's RNN step.
 
     forward(h_t (B, d), h (B, n_in, d), mask (B, n_in) | None, h_proj=None)
     -> (h_tilde (B, d), weights (B, n_in)), ``h_tilde = tanh([c; h_t] W_c)``. Same as
@@ -463,10 +521,15 @@ class LuongAttention(nn.Module):
         ``[h_t; h_j] W_a``; None for "dot" and "general" (nothing to precompute)."""
         if self.kind != "concat":
             return None
-        return nn.functional.linear(h, self.w_a.weight[:, self.dim:])
+        return nn.functional.linear(h, self.w_a.weight[:, self.dim :])
 
-    def forward(self, h_t: torch.Tensor, h: torch.Tensor, mask: torch.Tensor | None = None,
-                h_proj: torch.Tensor | None = None):
+    def forward(
+        self,
+        h_t: torch.Tensor,
+        h: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        h_proj: torch.Tensor | None = None,
+    ):
         if self.kind == "dot":
             scores = torch.bmm(h, h_t[:, :, None])[..., 0]  # (B, n_in)
         elif self.kind == "general":
@@ -477,9 +540,11 @@ class LuongAttention(nn.Module):
             # [h_t; h_j] W_a = h_t W_a[:d] + h_j W_a[d:]
             query = nn.functional.linear(h_t, self.w_a.weight[:, : self.dim])  # (B, d_att)
             scores = self.v(torch.tanh(query[:, None, :] + h_proj))[..., 0]  # (B, n_in)
-        weights = _masked_softmax_torch(scores, mask)  # (B, n_in)
+        weights = masked_softmax_torch(scores, mask)  # (B, n_in)
         context = torch.bmm(weights[:, None, :], h)[:, 0, :]  # (B, d)
-        h_tilde = torch.tanh(self.w_c(torch.cat([context, h_t], dim=-1)))  # (B, d), eq. (3.4)
+        h_tilde = torch.tanh(
+            self.w_c(torch.cat([context, h_t], dim=-1))
+        )  # (B, d), eq. ch3-luong-output
         return h_tilde, weights
 
 
@@ -493,8 +558,14 @@ class AttentionDecoder(nn.Module):
     ``s_0 = tanh(W_0 summary)`` given by ``Seq2Seq``.
     """
 
-    def __init__(self, vocab_size: int, embed_dim: int, hidden_dim: int, encoder_dim: int,
-                 attention: nn.Module):
+    def __init__(
+        self,
+        vocab_size: int,
+        embed_dim: int,
+        hidden_dim: int,
+        encoder_dim: int,
+        attention: nn.Module,
+    ):
         super().__init__()
         self.attention = attention
         self.attend_first = isinstance(attention, AdditiveAttention)
@@ -568,12 +639,20 @@ class Seq2Seq(nn.Module):
     are ``2 * hidden_dim`` wide; the decoder state has the same width (Luong needs it).
     """
 
-    def __init__(self, attention: str | None = "additive", embed_dim: int = 32,
-                 hidden_dim: int = 64, attention_dim: int = 64,
-                 src_vocab: Vocab = SOURCE_VOCAB, tgt_vocab: Vocab = TARGET_VOCAB):
+    def __init__(
+        self,
+        attention: str | None = "additive",
+        embed_dim: int = 32,
+        hidden_dim: int = 64,
+        attention_dim: int = 64,
+        src_vocab: Vocab = SOURCE_VOCAB,
+        tgt_vocab: Vocab = TARGET_VOCAB,
+    ):
         super().__init__()
         if attention not in ATTENTION_KINDS:
-            raise ValueError(f"expected attention to be one of {ATTENTION_KINDS}, got {attention!r}")
+            raise ValueError(
+                f"expected attention to be one of {ATTENTION_KINDS}, got {attention!r}"
+            )
         self.attention_kind = attention
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
         self.encoder = Encoder(len(src_vocab), embed_dim, hidden_dim)
@@ -686,53 +765,57 @@ DEFAULT_CONFIG = TrainConfig()
 # About 3-4 s of one core: short inputs (1-5 digits), a narrow model, 300 steps.
 # With any attention kind and seeds 0-2 it reached 90-99 % exact match on held-out 1-5 digit
 # strings (the plain baseline: about 88 %, 55 % on 5 digits). ``quick_train`` uses it.
-TINY_CONFIG = TrainConfig(n_train=2000, max_digits=5, steps=300, batch_size=64, lr=1e-2,
-                          embed_dim=16, hidden_dim=32, attention_dim=32)
+TINY_CONFIG = TrainConfig(
+    n_train=2000,
+    max_digits=5,
+    steps=300,
+    batch_size=64,
+    lr=1e-2,
+    embed_dim=16,
+    hidden_dim=32,
+    attention_dim=32,
+)
 
 
-def train(attention: str | None = "additive", config: TrainConfig = DEFAULT_CONFIG,
-          seed: int = 0, data=None, verbose: bool = False):
+def train(
+    attention: str | None = "additive",
+    config: TrainConfig = DEFAULT_CONFIG,
+    seed: int = 0,
+    data=None,
+    verbose: bool = False,
+):
     """Train a ``Seq2Seq`` with teacher forcing and Adam on the spoken-digits task.
 
     attention: as in ``Seq2Seq`` ("additive", "dot", "general", "concat" or None).
     data: (source, target) pairs; default ``make_translation_data(config.n_train, seed,
     config.min_digits, config.max_digits)``.
-    Seeded (parameters, batches) and run on one CPU thread, so the result is repeatable.
-    Returns ``(model, losses)``: the model in eval mode and the mean cross-entropy per
-    target token of every step (a list of ``config.steps`` floats).
+    Runs ``solutions.training.train_loop`` (seeded, one CPU thread, deterministic), so the
+    result is repeatable. Returns ``(model, history)``: the model in eval mode and
+    ``history["loss"]``, the mean cross-entropy per target token of every step
+    (``config.steps`` floats).
     """
     if data is None:
         data = make_translation_data(config.n_train, seed, config.min_digits, config.max_digits)
     if len(data) == 0:
         raise ValueError("expected at least one training pair, got empty data")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        torch.manual_seed(seed)
-        model = Seq2Seq(attention, config.embed_dim, config.hidden_dim, config.attention_dim)
-        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
-        loss_fn = nn.CrossEntropyLoss(ignore_index=model.tgt_vocab.pad_id)
-        rng = np.random.default_rng(seed)
-        losses = []
-        start = time.perf_counter()
-        model.train()
-        for step in range(config.steps):
-            idx = rng.integers(0, len(data), size=min(config.batch_size, len(data)))
-            batch = make_batch([data[i] for i in idx], model.src_vocab, model.tgt_vocab)
-            logits, _ = model(batch.src, batch.src_mask, batch.tgt_in)  # (B, n_out, V)
-            loss = loss_fn(logits.reshape(-1, logits.shape[-1]), batch.tgt_out.reshape(-1))
-            optimizer.zero_grad()
-            loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-            optimizer.step()
-            losses.append(loss.item())
-            if verbose and (step + 1) % 100 == 0:
-                print(f"step {step + 1}: loss {loss.item():.4f} "
-                      f"({time.perf_counter() - start:.1f} s)")
-        model.eval()
-    finally:
-        torch.set_num_threads(threads)
-    return model, losses
+    rng = np.random.default_rng(seed)  # the batches
+    loss_fn = nn.CrossEntropyLoss(ignore_index=TARGET_VOCAB.pad_id)
+
+    def batch_loss(model, step):
+        idx = rng.integers(0, len(data), size=min(config.batch_size, len(data)))
+        batch = make_batch([data[i] for i in idx], model.src_vocab, model.tgt_vocab)
+        logits, _ = model(batch.src, batch.src_mask, batch.tgt_in)  # (B, n_out, V)
+        return loss_fn(logits.reshape(-1, logits.shape[-1]), batch.tgt_out.reshape(-1))
+
+    return train_loop(
+        lambda: Seq2Seq(attention, config.embed_dim, config.hidden_dim, config.attention_dim),
+        batch_loss,
+        steps=config.steps,
+        seed=seed,
+        lr=config.lr,
+        grad_clip=config.grad_clip,
+        print_every=100 if verbose else 0,
+    )
 
 
 def quick_train(attention: str | None = "additive", seed: int = 0):
@@ -743,7 +826,7 @@ def quick_train(attention: str | None = "additive", seed: int = 0):
 def _decode_all(model: Seq2Seq, data, batch_size: int = 500):
     outputs = []
     for i in range(0, len(data), batch_size):
-        chunk = [s for s, _ in data[i: i + batch_size]]
+        chunk = [s for s, _ in data[i : i + batch_size]]
         outputs += model.greedy_decode(chunk)[0]
     return outputs
 

@@ -39,7 +39,9 @@ def test_torch_tensor_with_grad_is_accepted_and_matches_numpy():
     logits = torch.randn(2, 3, 4, 5, dtype=torch.float64, requires_grad=True)
     weights = torch.softmax(logits, dim=-1)
     fig = show_heatmaps(weights)
-    np.testing.assert_allclose(panels(fig)[4].get_images()[0].get_array(), weights[1, 1].detach().numpy())
+    np.testing.assert_allclose(
+        panels(fig)[4].get_images()[0].get_array(), weights[1, 1].detach().numpy()
+    )
 
 
 def test_colour_scale_is_shared_across_panels():
@@ -54,16 +56,29 @@ def test_colour_scale_is_shared_across_panels():
 def test_token_labels_are_placed_on_bottom_row_and_left_column():
     keys, queries = ["the", "food", "is", "good"], ["food", "service"]
     weights = softmax_rows(np.random.default_rng(1).normal(size=(2, 2, 2, 4)))
-    fig = show_heatmaps(weights, row_labels=["layer 1", "layer 2"], col_labels=["head 1", "head 2"],
-                        x_ticklabels=keys, y_ticklabels=queries, xlabel="key tokens", ylabel="aspect")
+    fig = show_heatmaps(
+        weights,
+        row_labels=["layer 1", "layer 2"],
+        col_labels=["head 1", "head 2"],
+        x_ticklabels=keys,
+        y_ticklabels=queries,
+        xlabel="key tokens",
+        ylabel="aspect",
+    )
     top_left, top_right, bottom_left, bottom_right = panels(fig)
     assert [t.get_text() for t in bottom_left.get_xticklabels()] == keys
     assert [t.get_text() for t in bottom_right.get_xticklabels()] == keys
     assert [t.get_text() for t in top_left.get_yticklabels()] == queries
     assert bottom_left.get_xlabel() == "key tokens" and top_left.get_xlabel() == ""
-    assert top_left.get_ylabel() == "layer 1\naspect" and bottom_left.get_ylabel() == "layer 2\naspect"
+    assert (
+        top_left.get_ylabel() == "layer 1\naspect" and bottom_left.get_ylabel() == "layer 2\naspect"
+    )
     assert top_right.get_ylabel() == ""
-    assert (top_left.get_title(), top_right.get_title(), bottom_left.get_title()) == ("head 1", "head 2", "")
+    assert (top_left.get_title(), top_right.get_title(), bottom_left.get_title()) == (
+        "head 1",
+        "head 2",
+        "",
+    )
 
 
 def test_titles_name_every_panel():
@@ -75,7 +90,9 @@ def test_titles_name_every_panel():
 
 
 def test_figure_renders_to_png_for_the_notebook():
-    png = show_heatmaps(np.full((3, 3), 1 / 3), x_ticklabels=list("abc"), y_ticklabels=list("xyz"))._repr_png_()
+    png = show_heatmaps(
+        np.full((3, 3), 1 / 3), x_ticklabels=list("abc"), y_ticklabels=list("xyz")
+    )._repr_png_()
     assert png.startswith(b"\x89PNG")
 
 
@@ -89,7 +106,9 @@ def test_label_count_mismatch_raises_value_error():
     weights = np.full((2, 3), 1 / 3)
     with pytest.raises(ValueError, match="x_ticklabels has 2 labels but the weights have 3 keys"):
         show_heatmaps(weights, x_ticklabels=["a", "b"])
-    with pytest.raises(ValueError, match="y_ticklabels has 3 labels but the weights have 2 queries"):
+    with pytest.raises(
+        ValueError, match="y_ticklabels has 3 labels but the weights have 2 queries"
+    ):
         show_heatmaps(weights, y_ticklabels=["a", "b", "c"])
     with pytest.raises(ValueError, match="row_labels"):
         show_heatmaps(np.ones((2, 1, 2, 2)), row_labels=["only one"])

@@ -61,26 +61,38 @@ def torch_weights(q, k, mask=None):
 def test_self_attention_matches_torch_sdpa_with_random_masks(seed, n, b, d_k):
     rng, x, w_q, w_k, w_v = random_problem(seed, batch=(b,), n=n, d_k=d_k)
     mask = rng.random((b, n, n)) < 0.6
-    mask[:, np.arange(n), rng.integers(0, n, size=n)] = True  # every query sees a key: SDPA gives NaN otherwise
+    mask[:, np.arange(n), rng.integers(0, n, size=n)] = (
+        True  # every query sees a key: SDPA gives NaN otherwise
+    )
     out, weights = self_attention(x, w_q, w_k, w_v, mask=mask)
-    np.testing.assert_allclose(out, sdpa_self_attention(x, w_q, w_k, w_v, mask), rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(weights, torch_weights(x @ w_q, x @ w_k, mask), rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(
+        out, sdpa_self_attention(x, w_q, w_k, w_v, mask), rtol=1e-10, atol=1e-12
+    )
+    np.testing.assert_allclose(
+        weights, torch_weights(x @ w_q, x @ w_k, mask), rtol=1e-10, atol=1e-14
+    )
 
 
 @pytest.mark.parametrize("n", [1, 5, 16])
 def test_causal_mask_matches_torch_is_causal(n):
     _, x, w_q, w_k, w_v = random_problem(n, batch=(3, 2), n=n)
     out, weights = self_attention(x, w_q, w_k, w_v, mask=causal_mask(n))
-    np.testing.assert_allclose(out, sdpa_self_attention(x, w_q, w_k, w_v, is_causal=True), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        out, sdpa_self_attention(x, w_q, w_k, w_v, is_causal=True), rtol=1e-10, atol=1e-12
+    )
     assert np.all(weights[..., np.triu_indices(n, 1)[0], np.triu_indices(n, 1)[1]] == 0.0)
 
 
 def test_padding_mask_matches_sdpa_key_padding():
     rng, x, w_q, w_k, w_v = random_problem(3, batch=(4,), n=6)
     lens = np.array([6, 1, 3, 4])
-    out, weights = self_attention(x, w_q, w_k, w_v, mask=padding_mask(lens, 6))  # (4, 1, 6) broadcasts
+    out, weights = self_attention(
+        x, w_q, w_k, w_v, mask=padding_mask(lens, 6)
+    )  # (4, 1, 6) broadcasts
     keep = np.arange(6)[None, None, :] < lens[:, None, None]  # (4, 1, 6), built independently
-    np.testing.assert_allclose(out, sdpa_self_attention(x, w_q, w_k, w_v, keep), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        out, sdpa_self_attention(x, w_q, w_k, w_v, keep), rtol=1e-10, atol=1e-12
+    )
     for i, n_valid in enumerate(lens):
         assert np.all(weights[i, :, n_valid:] == 0.0)
 
@@ -229,7 +241,9 @@ def test_sinusoidal_offset_is_a_fixed_rotation_per_frequency_pair(k):
     ts = np.arange(max(0, -k), min(n, n - k))  # t and t + k both in range
     rotation = z[ts + k] / z[ts]  # must be exp(i k w_i), the same for every t
     freqs = 10000.0 ** (-np.arange(0, d, 2) / d)
-    np.testing.assert_allclose(rotation, np.broadcast_to(np.exp(1j * k * freqs), rotation.shape), atol=1e-9)
+    np.testing.assert_allclose(
+        rotation, np.broadcast_to(np.exp(1j * k * freqs), rotation.shape), atol=1e-9
+    )
     r = offset_rotation(k, d)
     np.testing.assert_allclose(pe[ts] @ r, pe[ts + k], atol=1e-9)
     np.testing.assert_allclose(r @ r.T, np.eye(d), atol=1e-12)  # orthogonal: a rotation
@@ -249,7 +263,11 @@ def test_offset_rotation_rejects_odd_width():
 @pytest.mark.parametrize("with_mask", [False, True])
 def test_online_softmax_equals_naive_for_dividing_and_non_dividing_blocks(block_size, with_mask):
     rng = np.random.default_rng(block_size)
-    q, k, v = rng.normal(size=(2, 3, 10, 8)), rng.normal(size=(2, 3, 24, 8)), rng.normal(size=(2, 3, 24, 5))
+    q, k, v = (
+        rng.normal(size=(2, 3, 10, 8)),
+        rng.normal(size=(2, 3, 24, 8)),
+        rng.normal(size=(2, 3, 24, 5)),
+    )
     q *= 4.0  # large scores: the running max matters
     mask = None
     if with_mask:
@@ -273,7 +291,11 @@ def test_online_softmax_equals_naive_for_dividing_and_non_dividing_blocks(block_
 )
 def test_online_softmax_equals_naive_property(seed, n_q, n_k, block_size, p_keep):
     rng = np.random.default_rng(seed)
-    q, k, v = rng.normal(size=(2, n_q, 4)) * 3, rng.normal(size=(2, n_k, 4)), rng.normal(size=(2, n_k, 3))
+    q, k, v = (
+        rng.normal(size=(2, n_q, 4)) * 3,
+        rng.normal(size=(2, n_k, 4)),
+        rng.normal(size=(2, n_k, 3)),
+    )
     mask = rng.random((2, n_q, n_k)) < p_keep
     out = online_softmax_attention(q, k, v, block_size=block_size, mask=mask)
     np.testing.assert_allclose(out, attention(q, k, v, mask=mask)[0], rtol=1e-10, atol=1e-10)
@@ -282,8 +304,16 @@ def test_online_softmax_equals_naive_property(seed, n_q, n_k, block_size, p_keep
 
 def test_online_softmax_accepts_broadcast_masks():
     rng = np.random.default_rng(1)
-    q, k, v = rng.normal(size=(3, 2, 6, 4)), rng.normal(size=(3, 2, 11, 4)), rng.normal(size=(3, 2, 11, 4))
-    for mask in (padding_mask(np.array([11, 0, 5]), 11)[:, None], causal_mask(11)[:6], np.arange(11) < 4):
+    q, k, v = (
+        rng.normal(size=(3, 2, 6, 4)),
+        rng.normal(size=(3, 2, 11, 4)),
+        rng.normal(size=(3, 2, 11, 4)),
+    )
+    for mask in (
+        padding_mask(np.array([11, 0, 5]), 11)[:, None],
+        causal_mask(11)[:6],
+        np.arange(11) < 4,
+    ):
         out = online_softmax_attention(q, k, v, block_size=4, mask=mask)
         np.testing.assert_allclose(out, attention(q, k, v, mask=mask)[0], rtol=1e-10, atol=1e-10)
     # a key-broadcast mask (..., n_q, 1) switches whole query rows on or off

@@ -32,6 +32,7 @@ from solutions.seq2seq import (
     bahdanau_context,
     exact_match,
     exact_match_by_length,
+    local_attention,
     luong_context,
     make_batch,
     make_translation_data,
@@ -39,8 +40,17 @@ from solutions.seq2seq import (
     tokenize,
     train,
 )
+from solutions.training import seeded
 
 KINDS = ("dot", "general", "concat")
+
+
+@pytest.fixture(autouse=True)
+def _seeded_single_thread():
+    """Every test here runs inside ``seeded(0)``: torch seeded, one thread, deterministic
+    algorithms (``docs/conventions.md``), so neither load nor core count changes a result."""
+    with seeded(0):
+        yield
 
 
 # ----------------------------------------------------------------------------------------
@@ -95,14 +105,17 @@ def loop_luong(h_t, h, w_a, w_c, kind, mask, v):
                 e = sum(h_t[b, i] * w_a[i, k] * h[b, j, k] for i in range(d) for k in range(d))
             else:
                 pair = list(h_t[b]) + list(h[b, j])  # [h_t; h_j]
-                e = sum(v[k] * math.tanh(sum(pair[i] * w_a[i, k] for i in range(2 * d)))
-                        for k in range(w_a.shape[1]))
+                e = sum(
+                    v[k] * math.tanh(sum(pair[i] * w_a[i, k] for i in range(2 * d)))
+                    for k in range(w_a.shape[1])
+                )
             scores.append(e)
         allowed = [True] * n_in if mask is None else list(mask[b])
         weights = _loop_softmax(scores, allowed)
         both = _loop_context(weights, h[b].tolist()) + list(h_t[b])  # [c; h_t]
-        outputs.append([math.tanh(sum(both[i] * w_c[i, k] for i in range(2 * d)))
-                        for k in range(d)])
+        outputs.append(
+            [math.tanh(sum(both[i] * w_c[i, k] for i in range(2 * d))) for k in range(d)]
+        )
         all_weights.append(weights)
     return np.array(outputs), np.array(all_weights)
 
@@ -144,8 +157,11 @@ def _bahdanau_inputs(rng, batch=3, n_in=5, d_dec=4, d_enc=6, d_att=3):
 
 
 def _luong_inputs(rng, kind, batch=3, n_in=5, d=4, d_att=3):
-    w_a = {"dot": None, "general": rng.normal(size=(d, d)),
-           "concat": rng.normal(size=(2 * d, d_att))}[kind]
+    w_a = {
+        "dot": None,
+        "general": rng.normal(size=(d, d)),
+        "concat": rng.normal(size=(2 * d, d_att)),
+    }[kind]
     return dict(
         h_t=rng.normal(size=(batch, d)),
         h=rng.normal(size=(batch, n_in, d)),
@@ -259,8 +275,9 @@ def test_fully_masked_row_gives_zero_weights_and_zero_context():
         assert np.all(lweights[1] == 0.0)
         # c = 0, so h~ = tanh([0; h_t] W_c) = tanh(h_t W_c[d:])
         d = largs["h_t"].shape[1]
-        np.testing.assert_allclose(h_tilde[1], np.tanh(largs["h_t"][1] @ largs["w_c"][d:]),
-                                   rtol=1e-14)
+        np.testing.assert_allclose(
+            h_tilde[1], np.tanh(largs["h_t"][1] @ largs["w_c"][d:]), rtol=1e-14
+        )
 
 
 def test_torch_modules_give_finite_gradients_on_fully_masked_rows():
@@ -270,8 +287,9 @@ def test_torch_modules_give_finite_gradients_on_fully_masked_rows():
     modules = [(_additive_module(args["w_s"], args["w_h"], args["v"]), args["s_prev"], args["h"])]
     for kind in KINDS:
         largs = _luong_inputs(rng, kind)
-        modules.append((_luong_module(kind, largs["w_a"], largs["w_c"], largs["v"]),
-                        largs["h_t"], largs["h"]))
+        modules.append(
+            (_luong_module(kind, largs["w_a"], largs["w_c"], largs["v"]), largs["h_t"], largs["h"])
+        )
     for module, query, h in modules:
         query, h = _t(query).requires_grad_(), _t(h).requires_grad_()
         out, weights = module(query, h, mask)
@@ -284,8 +302,14 @@ def test_torch_modules_give_finite_gradients_on_fully_masked_rows():
 
 
 @settings(max_examples=40, deadline=None)
-@given(batch=st.integers(1, 4), n_in=st.integers(1, 7), d=st.integers(1, 5),
-       d_att=st.integers(1, 4), seed=st.integers(0, 2**31 - 1), kind=st.sampled_from(KINDS))
+@given(
+    batch=st.integers(1, 4),
+    n_in=st.integers(1, 7),
+    d=st.integers(1, 5),
+    d_att=st.integers(1, 4),
+    seed=st.integers(0, 2**31 - 1),
+    kind=st.sampled_from(KINDS),
+)
 def test_weights_rows_sum_to_one_and_masked_keys_get_zero(batch, n_in, d, d_att, seed, kind):
     rng = np.random.default_rng(seed)
     mask = rng.random((batch, n_in)) < 0.6
@@ -391,8 +415,10 @@ def test_vocab_round_trip_and_unknown_token_error():
     with pytest.raises(ValueError, match="duplicates"):
         Vocab(["a", "a"])
     batch = make_batch([(["one"], ["1"]), (["double", "two"], ["2", "2"])])
-    assert batch.src.tolist() == [[SOURCE_VOCAB.stoi["one"], 0],
-                                  [SOURCE_VOCAB.stoi["double"], SOURCE_VOCAB.stoi["two"]]]
+    assert batch.src.tolist() == [
+        [SOURCE_VOCAB.stoi["one"], 0],
+        [SOURCE_VOCAB.stoi["double"], SOURCE_VOCAB.stoi["two"]],
+    ]
     assert batch.src_mask.tolist() == [[True, False], [True, True]]
     one, two = TARGET_VOCAB.stoi["1"], TARGET_VOCAB.stoi["2"]
     assert batch.tgt_in.tolist() == [[1, one, 0], [1, two, two]]  # <bos> + y
@@ -431,18 +457,19 @@ def test_greedy_decoding_agrees_with_teacher_forcing_on_its_own_output(attention
     for b in range(6):
         eos = (ids[b] == TARGET_VOCAB.eos_id).nonzero()
         if len(eos):
-            live[b, eos[0, 0] + 1:] = False
+            live[b, eos[0, 0] + 1 :] = False
     assert torch.equal(logits.argmax(-1)[live], ids[live])
     if attention is None:
         assert weights is None and forced_weights is None
     else:
         torch.testing.assert_close(weights[live], forced_weights[live], rtol=1e-12, atol=1e-12)
-        assert torch.all(weights[:, :, src_mask.shape[1]:] == 0)
+        assert torch.all(weights[:, :, src_mask.shape[1] :] == 0)
         assert torch.all(forced_weights.masked_select(~src_mask[:, None, :]) == 0)
 
 
 def test_luong_decoder_needs_matching_widths():
     from solutions.seq2seq import AttentionDecoder
+
     with pytest.raises(ValueError, match="hidden_dim == encoder output width, got 6 and 8"):
         AttentionDecoder(10, 4, 6, 8, LuongAttention(6, "dot"))
     with pytest.raises(ValueError, match="attention to be one of"):
@@ -451,13 +478,141 @@ def test_luong_decoder_needs_matching_widths():
 
 def test_train_is_repeatable_and_restores_the_thread_count():
     before = torch.get_num_threads()
+    deterministic = torch.are_deterministic_algorithms_enabled()
     config = replace(TINY_CONFIG, steps=15, n_train=200)
-    _, losses_a = train("general", config, seed=11)
-    model_b, losses_b = train("general", config, seed=11)
-    _, losses_c = train("general", config, seed=12)
+    _, history_a = train("general", config, seed=11)
+    model_b, history_b = train("general", config, seed=11)
+    _, history_c = train("general", config, seed=12)
     assert torch.get_num_threads() == before
+    assert torch.are_deterministic_algorithms_enabled() == deterministic
+    losses_a, losses_b, losses_c = history_a["loss"], history_b["loss"], history_c["loss"]
     assert len(losses_a) == 15 and losses_a == losses_b and losses_a != losses_c
     assert not model_b.training
+
+
+# ----------------------------------------------------------------------------------------
+# local attention (Luong et al., 2015): local-m and local-p
+
+
+def _loop_local(h_t, h, w_a, window, p_t, mask):
+    """Per-example oracle: general scores, softmax over the window, times the Gaussian."""
+    batch, n_in, d = h.shape
+    weights = np.zeros((batch, n_in))
+    for b in range(batch):
+        query = [sum(h_t[b, i] * w_a[i, j] for i in range(d)) for j in range(d)]  # h_t W_a
+        scores = [sum(query[j] * h[b, s, j] for j in range(d)) for s in range(n_in)]
+        allowed = [
+            abs(s - p_t[b]) <= window and (mask is None or bool(mask[b, s])) for s in range(n_in)
+        ]
+        soft = _loop_softmax(scores, allowed)
+        sigma = window / 2
+        for s in range(n_in):
+            if allowed[s]:
+                gauss = 1.0 if sigma == 0 else math.exp(-((s - p_t[b]) ** 2) / (2 * sigma**2))
+                weights[b, s] = soft[s] * gauss
+    context = np.array(
+        [
+            [sum(weights[b, s] * h[b, s, j] for s in range(n_in)) for j in range(d)]
+            for b in range(batch)
+        ]
+    )
+    return context, weights
+
+
+def _local_inputs(seed, batch=4, n_in=9, d=5, d_p=3):
+    rng = np.random.default_rng(seed)
+    return (
+        rng.standard_normal((batch, d)),
+        rng.standard_normal((batch, n_in, d)),
+        rng.standard_normal((d, d)),
+        rng.standard_normal((d, d_p)),
+        rng.standard_normal(d_p),
+        rng.random((batch, n_in)) < 0.7,
+    )
+
+
+@pytest.mark.parametrize("window", [0, 1, 2, 3, 5])
+@pytest.mark.parametrize("masked", [False, True])
+def test_local_m_matches_per_example_loop(window, masked):
+    h_t, h, w_a, _, _, mask = _local_inputs(window)
+    mask = mask if masked else None
+    position = np.array([0, 3, 8, 5])
+    context, weights, p_t = local_attention(h_t, h, w_a, window, position=position, mask=mask)
+    np.testing.assert_array_equal(p_t, position)
+    want_context, want_weights = _loop_local(h_t, h, w_a, window, position, mask)
+    np.testing.assert_allclose(weights, want_weights, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(context, want_context, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("window", [0, 1, 2, 4])
+@pytest.mark.parametrize("masked", [False, True])
+def test_local_p_matches_per_example_loop(window, masked):
+    h_t, h, w_a, w_p, v_p, mask = _local_inputs(10 + window)
+    mask = mask if masked else None
+    context, weights, p_t = local_attention(h_t, h, w_a, window, w_p=w_p, v_p=v_p, mask=mask)
+    n_in = h.shape[1]
+    want_p = [
+        n_in
+        / (
+            1
+            + math.exp(
+                -sum(
+                    v_p[k] * math.tanh(sum(h_t[b, i] * w_p[i, k] for i in range(h.shape[2])))
+                    for k in range(len(v_p))
+                )
+            )
+        )
+        for b in range(len(h_t))
+    ]
+    np.testing.assert_allclose(p_t, want_p, rtol=1e-12)
+    assert np.any(p_t != np.round(p_t))  # real-valued positions: the Gaussian is off-centre
+    want_context, want_weights = _loop_local(h_t, h, w_a, window, p_t, mask)
+    np.testing.assert_allclose(weights, want_weights, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(context, want_context, rtol=1e-12, atol=1e-14)
+
+
+def test_a_window_covering_the_source_is_global_attention_times_the_gaussian():
+    h_t, h, w_a, _, _, mask = _local_inputs(20)
+    n_in, window = h.shape[1], h.shape[1]  # D >= n_in: every position is inside the window
+    w_c = np.random.default_rng(21).standard_normal((2 * h.shape[2], h.shape[2]))
+    _, global_weights = luong_context(h_t, h, w_a, w_c, "general", mask)
+    position = np.array([0, 4, 8, 2])
+    _, weights, _ = local_attention(h_t, h, w_a, window, position=position, mask=mask)
+    gauss = np.exp(-((np.arange(n_in)[None, :] - position[:, None]) ** 2) / (2 * (window / 2) ** 2))
+    np.testing.assert_allclose(weights / gauss, global_weights, rtol=1e-12, atol=1e-15)
+    assert np.all(weights.sum(axis=1) < 1)  # the Gaussian factor: rows do NOT sum to 1
+
+
+def test_local_attention_empty_window_gives_zero_weights_and_zero_context():
+    h_t, h, w_a, _, _, _ = _local_inputs(30)
+    mask = np.ones(h.shape[:2], dtype=bool)
+    mask[1] = False  # example 1: everything masked
+    mask[2, 2:7] = False  # example 2: the window around 4 is masked
+    position = np.array([40, 4, 4, -20])  # examples 0 and 3: the window is off the source
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        context, weights, _ = local_attention(h_t, h, w_a, 2, position=position, mask=mask)
+    assert np.all(weights == 0) and np.all(context == 0)
+    _, weights, _ = local_attention(h_t, h, w_a, 0, position=4)  # D = 0: only s = p_t
+    assert np.all((weights > 0) == (np.arange(h.shape[1]) == 4)[None, :])
+
+
+def test_local_attention_errors_name_the_arguments():
+    h_t, h, w_a, w_p, v_p, _ = _local_inputs(40)
+    with pytest.raises(ValueError, match="exactly one of position"):
+        local_attention(h_t, h, w_a, 2)
+    with pytest.raises(ValueError, match="exactly one of position"):
+        local_attention(h_t, h, w_a, 2, position=1, w_p=w_p, v_p=v_p)
+    with pytest.raises(ValueError, match="needs both w_p"):
+        local_attention(h_t, h, w_a, 2, w_p=w_p)
+    with pytest.raises(ValueError, match=r"position to be an int or \(B,\) = \(4,\) ints"):
+        local_attention(h_t, h, w_a, 2, position=1.5)
+    with pytest.raises(ValueError, match=r"window >= 0"):
+        local_attention(h_t, h, w_a, -1, position=1)
+    with pytest.raises(
+        ValueError, match=r"w_p of shape \(d, d_p\) = \(5, 3\), got \(3, 5\).*transpose"
+    ):
+        local_attention(h_t, h, w_a, 2, w_p=w_p.T, v_p=v_p)
 
 
 # ----------------------------------------------------------------------------------------
@@ -471,8 +626,9 @@ def _held_out(data, train_data):
 
 @pytest.fixture(scope="module")
 def default_training_data():
-    return make_translation_data(DEFAULT_CONFIG.n_train, 0, DEFAULT_CONFIG.min_digits,
-                                 DEFAULT_CONFIG.max_digits)
+    return make_translation_data(
+        DEFAULT_CONFIG.n_train, 0, DEFAULT_CONFIG.min_digits, DEFAULT_CONFIG.max_digits
+    )
 
 
 @pytest.fixture(scope="module")
@@ -483,10 +639,12 @@ def default_test_data(default_training_data):
 
 def _timed_train(attention, config, data):
     wall, cpu = time.perf_counter(), time.process_time()
-    model, losses = train(attention, config, seed=0, data=data)
-    print(f"\ntrained attention={attention}: {time.process_time() - cpu:.1f} s CPU, "
-          f"{time.perf_counter() - wall:.1f} s wall")
-    return model, losses
+    model, history = train(attention, config, seed=0, data=data)
+    print(
+        f"\ntrained attention={attention}: {time.process_time() - cpu:.1f} s CPU, "
+        f"{time.perf_counter() - wall:.1f} s wall"
+    )
+    return model, history["loss"]
 
 
 @pytest.fixture(scope="module")
@@ -501,7 +659,8 @@ def trained_plain(default_training_data):
 
 @pytest.mark.slow
 def test_attention_seq2seq_reaches_95_percent_exact_match_on_held_out_data(
-        trained_additive, default_test_data):
+    trained_additive, default_test_data
+):
     model, losses = trained_additive
     assert len(default_test_data) > 1500
     assert len(losses) == DEFAULT_CONFIG.steps
@@ -513,7 +672,8 @@ def test_attention_seq2seq_reaches_95_percent_exact_match_on_held_out_data(
 
 @pytest.mark.slow
 def test_attention_beats_the_plain_baseline_on_the_longest_inputs(
-        trained_additive, trained_plain, default_test_data):
+    trained_additive, trained_plain, default_test_data
+):
     by_length_attention = exact_match_by_length(trained_additive[0], default_test_data)
     by_length_plain = exact_match_by_length(trained_plain[0], default_test_data)
     assert set(range(3, 13)) <= set(by_length_attention)
@@ -529,8 +689,7 @@ def test_attention_beats_the_plain_baseline_on_the_longest_inputs(
 
 
 @pytest.mark.slow
-def test_greedy_decode_returns_one_weight_row_per_output_token(trained_additive,
-                                                              default_test_data):
+def test_greedy_decode_returns_one_weight_row_per_output_token(trained_additive, default_test_data):
     model, _ = trained_additive
     sources = [s for s, _ in default_test_data[:50]] + ["four one five double seven oh two"]
     outputs, weights = model.greedy_decode(sources)
@@ -549,12 +708,14 @@ def test_greedy_decode_returns_one_weight_row_per_output_token(trained_additive,
 @pytest.mark.parametrize("attention", ["additive", "general"])
 def test_tiny_config_trains_to_high_accuracy_on_short_inputs(attention):
     cpu = time.process_time()
-    model, losses = quick_train(attention, seed=0)
+    model, history = quick_train(attention, seed=0)
     cpu = time.process_time() - cpu
-    assert len(losses) == TINY_CONFIG.steps
+    assert len(history["loss"]) == TINY_CONFIG.steps
     train_data = make_translation_data(TINY_CONFIG.n_train, 0, 1, TINY_CONFIG.max_digits)
     test = _held_out(make_translation_data(1000, 99, 1, TINY_CONFIG.max_digits), train_data)
     accuracy = exact_match(model, test)
-    print(f"TINY_CONFIG {attention}: {accuracy:.4f} exact match on {len(test)} held-out, "
-          f"trained in {cpu:.1f} s CPU")
+    print(
+        f"TINY_CONFIG {attention}: {accuracy:.4f} exact match on {len(test)} held-out, "
+        f"trained in {cpu:.1f} s CPU"
+    )
     assert accuracy >= 0.9

@@ -42,6 +42,15 @@ from solutions.soft_hard import (
     train_memory_network,
     train_soft_attention,
 )
+from solutions.training import seeded
+
+
+@pytest.fixture(autouse=True)
+def _seeded_single_thread():
+    """Every test here runs inside ``seeded(0)``: torch seeded, one thread, deterministic
+    algorithms (``docs/conventions.md``), so neither load nor core count changes a result."""
+    with seeded(0):
+        yield
 
 
 def chi2_upper(df: int, z: float = 3.719) -> float:
@@ -81,7 +90,9 @@ def test_softmax_matches_torch_and_is_max_shifted():
     rng = np.random.default_rng(0)
     s = rng.normal(size=(3, 4, 7)) * 5
     np.testing.assert_allclose(softmax(s), torch.softmax(t(s), -1).numpy(), rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(softmax(s, axis=1), torch.softmax(t(s), 1).numpy(), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(
+        softmax(s, axis=1), torch.softmax(t(s), 1).numpy(), rtol=1e-12, atol=1e-15
+    )
     big = np.array([[1000.0, 999.0, -1000.0]])
     with np.errstate(over="raise", invalid="raise", divide="raise"):
         w = softmax(big)
@@ -154,7 +165,9 @@ def test_masked_softmax_properties(shape, seed, scale, dtype):
 def test_masked_softmax_broadcasts_a_key_padding_mask():
     rng = np.random.default_rng(2)
     s = rng.normal(size=(2, 3, 4))
-    pad = np.array([[True, True, False, False], [True, True, True, True]])[:, None, :]  # (B, 1, n_k)
+    pad = np.array([[True, True, False, False], [True, True, True, True]])[
+        :, None, :
+    ]  # (B, 1, n_k)
     w = masked_softmax(s, pad)
     assert w.shape == s.shape
     assert np.all(w[0, :, 2:] == 0)
@@ -234,17 +247,32 @@ def test_cosine_score_matches_torch_cosine_similarity(qk):
 
 def test_scores_keep_float32_and_agree_with_float64(qk):
     q, k, rng = qk
-    w, w_q, w_k, v = rng.normal(size=(6, 6)), rng.normal(size=(6, 4)), rng.normal(size=(6, 4)), rng.normal(size=4)
-    calls = [(dot_score, ()), (scaled_dot_score, ()), (cosine_score, ()), (general_score, (w,)), (additive_score, (w_q, w_k, v))]
+    w, w_q, w_k, v = (
+        rng.normal(size=(6, 6)),
+        rng.normal(size=(6, 4)),
+        rng.normal(size=(6, 4)),
+        rng.normal(size=4),
+    )
+    calls = [
+        (dot_score, ()),
+        (scaled_dot_score, ()),
+        (cosine_score, ()),
+        (general_score, (w,)),
+        (additive_score, (w_q, w_k, v)),
+    ]
     for score, params in calls:
-        f32 = score(q.astype(np.float32), k.astype(np.float32), *(p.astype(np.float32) for p in params))
+        f32 = score(
+            q.astype(np.float32), k.astype(np.float32), *(p.astype(np.float32) for p in params)
+        )
         assert f32.dtype == np.float32, score.__name__
         np.testing.assert_allclose(f32, score(q, k, *params), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("score", [dot_score, scaled_dot_score, cosine_score])
 def test_scores_reject_mismatched_widths_naming_the_shapes(score):
-    with pytest.raises(ValueError, match=r"expected keys of width 16 to match queries, got 8.*\(4, 16\).*\(5, 8\)"):
+    with pytest.raises(
+        ValueError, match=r"expected keys of width 16 to match queries, got 8.*\(4, 16\).*\(5, 8\)"
+    ):
         score(np.zeros((4, 16)), np.zeros((5, 8)))
 
 
@@ -265,16 +293,24 @@ def test_general_and_additive_scores_reject_bad_weight_shapes():
 @pytest.mark.parametrize("mask_shape", [None, (5, 7), (2, 1, 1, 7), (2, 3, 5, 7)])
 def test_attention_matches_torch_sdpa(mask_shape):
     rng = np.random.default_rng(4)
-    q, k, v = rng.normal(size=(2, 3, 5, 8)), rng.normal(size=(2, 3, 7, 8)), rng.normal(size=(2, 3, 7, 4))
+    q, k, v = (
+        rng.normal(size=(2, 3, 5, 8)),
+        rng.normal(size=(2, 3, 7, 8)),
+        rng.normal(size=(2, 3, 7, 4)),
+    )
     mask = None if mask_shape is None else random_mask(rng, mask_shape, empty_rows=1)
     out, w = attention(q, k, v, mask)
     assert out.shape == (2, 3, 5, 4) and w.shape == (2, 3, 5, 7)
-    ref = F.scaled_dot_product_attention(t(q), t(k), t(v), attn_mask=None if mask is None else t(mask)).numpy()
+    ref = F.scaled_dot_product_attention(
+        t(q), t(k), t(v), attn_mask=None if mask is None else t(mask)
+    ).numpy()
     full = np.ones((2, 3, 5, 7), bool) if mask is None else np.broadcast_to(mask, (2, 3, 5, 7))
     ok = full.any(-1)  # SDPA gives NaN on fully masked rows: compare those against zeros instead
     np.testing.assert_allclose(out[ok], ref[ok], rtol=1e-10, atol=1e-12)
     assert np.all(out[~ok] == 0) and np.all(w[~ok] == 0)
-    ref_w = torch.softmax((t(q) @ t(k).transpose(-1, -2) / math.sqrt(8)).masked_fill(~t(full), float("-inf")), -1)
+    ref_w = torch.softmax(
+        (t(q) @ t(k).transpose(-1, -2) / math.sqrt(8)).masked_fill(~t(full), float("-inf")), -1
+    )
     np.testing.assert_allclose(w[ok], ref_w.numpy()[ok], rtol=1e-10, atol=1e-14)
 
 
@@ -292,7 +328,9 @@ def test_attention_dot_scores_match_sdpa_scale(score, sdpa_scale):
     rng = np.random.default_rng(6)
     q, k, v = rng.normal(size=(4, 5)), rng.normal(size=(6, 5)), rng.normal(size=(6, 3))
     out, _ = attention(q, k, v, score=score)
-    ref = F.scaled_dot_product_attention(t(q)[None], t(k)[None], t(v)[None], scale=sdpa_scale)[0].numpy()
+    ref = F.scaled_dot_product_attention(t(q)[None], t(k)[None], t(v)[None], scale=sdpa_scale)[
+        0
+    ].numpy()
     np.testing.assert_allclose(out, ref, rtol=1e-10, atol=1e-12)
 
 
@@ -342,7 +380,10 @@ def test_attention_names_the_parameters_a_score_needs():
 
 @settings(max_examples=40, deadline=None)
 @given(
-    n_q=st.integers(1, 4), n_k=st.integers(1, 4), d_q=st.integers(1, 6), d_k=st.integers(1, 6),
+    n_q=st.integers(1, 4),
+    n_k=st.integers(1, 4),
+    d_q=st.integers(1, 6),
+    d_k=st.integers(1, 6),
     batch=st.integers(1, 3),
 )
 def test_attention_with_mismatched_widths_raises_naming_both_shapes(n_q, n_k, d_q, d_k, batch):
@@ -357,6 +398,91 @@ def test_attention_with_mismatched_widths_raises_naming_both_shapes(n_q, n_k, d_
     message = str(info.value)
     assert str(q.shape) in message and str(k.shape) in message
     assert f"width {d_q}" in message and f"got {d_k}" in message
+
+
+# ----------------------------------------------------------------------------------------
+# cache-blocked attention: every block size gives the unblocked result
+
+
+def _blocking_problem(seed, batch=(2, 3), n_q=13, n_k=11, d=5, d_v=4):
+    rng = np.random.default_rng(seed)
+    q = rng.normal(size=batch + (n_q, d))
+    k = rng.normal(size=batch + (n_k, d))
+    v = rng.normal(size=batch + (n_k, d_v))
+    mask = rng.random(batch + (n_q, n_k)) < 0.6
+    mask[0, 1, 4] = False  # a fully masked query row
+    return q, k, v, mask
+
+
+@pytest.mark.parametrize("block_rows", [1, 2, 5, 7, 12, 13, 14, 26, 40, 1000, "auto"])
+@pytest.mark.parametrize("masked", [False, True])
+def test_blocked_attention_equals_unblocked_for_dividing_and_non_dividing_blocks(
+    block_rows, masked
+):
+    q, k, v, mask = _blocking_problem(0)
+    mask = mask if masked else None
+    out_ref, w_ref = attention(q, k, v, mask=mask, block_rows=None)
+    out, w = attention(q, k, v, mask=mask, block_rows=block_rows)
+    np.testing.assert_allclose(w, w_ref, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(out, out_ref, rtol=1e-13, atol=1e-15)
+    if masked:
+        assert np.all(w[0, 1, 4] == 0) and np.all(out[0, 1, 4] == 0)
+
+
+@pytest.mark.parametrize("score", ["dot", "general", "additive", "cosine"])
+def test_blocked_attention_equals_unblocked_for_every_score(score):
+    q, k, v, mask = _blocking_problem(1, d=6)
+    rng = np.random.default_rng(2)
+    params = {
+        "general": {"w": rng.normal(size=(6, 6))},
+        "additive": {
+            "w_q": rng.normal(size=(6, 3)),
+            "w_k": rng.normal(size=(6, 3)),
+            "v_att": rng.normal(size=3),
+        },
+    }.get(score, {})
+    out_ref, w_ref = attention(q, k, v, mask=mask, score=score, block_rows=None, **params)
+    out, w = attention(q, k, v, mask=mask, score=score, block_rows=3, **params)
+    np.testing.assert_allclose(w, w_ref, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(out, out_ref, rtol=1e-13, atol=1e-15)
+
+
+def test_blocked_attention_broadcasts_batches_and_masks_like_the_unblocked_one():
+    rng = np.random.default_rng(3)
+    q = rng.normal(size=(3, 9, 4))  # (h, n_q, d): shared by the batch
+    k = rng.normal(size=(2, 1, 8, 4))  # (B, 1, n_k, d): shared by the heads
+    v = rng.normal(size=(2, 3, 8, 5))
+    mask = rng.random((2, 1, 1, 8)) < 0.7  # a padding mask (B, 1, 1, n_k)
+    out_ref, w_ref = attention(q, k, v, mask=mask, block_rows=None)
+    for rows in (1, 4, 9, 20):
+        out, w = attention(q, k, v, mask=mask, block_rows=rows)
+        np.testing.assert_allclose(w, w_ref, rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(out, out_ref, rtol=1e-13, atol=1e-15)
+    assert out.shape == (2, 3, 9, 5) and w.shape == (2, 3, 9, 8)
+    # values with batch dims the scores lack: the weights keep the scores' batch dims
+    out, w = attention(q[0], k[0, 0], v, block_rows=2)  # q (9, 4), k (8, 4), v (2, 3, 8, 5)
+    assert w.shape == (9, 8) and out.shape == (2, 3, 9, 5)
+    np.testing.assert_allclose(out, w @ v, rtol=1e-13)
+
+
+def test_blocked_attention_gives_the_same_result_on_one_and_two_blas_threads():
+    from threadpoolctl import threadpool_limits
+
+    q, k, v, mask = _blocking_problem(4, batch=(4, 4), n_q=40, n_k=30)
+    with threadpool_limits(1, user_api="blas"):
+        out_1, w_1 = attention(q, k, v, mask=mask, block_rows=8)
+    with threadpool_limits(2, user_api="blas"):
+        out_2, w_2 = attention(q, k, v, mask=mask, block_rows=8)  # 80 blocks on 2 threads
+    np.testing.assert_allclose(w_2, w_1, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(out_2, out_1, rtol=1e-13, atol=1e-15)
+
+
+def test_block_rows_must_be_a_positive_integer_auto_or_none():
+    q, k, v, _ = _blocking_problem(5)
+    with pytest.raises(ValueError, match="block_rows >= 1"):
+        attention(q, k, v, block_rows=0)
+    with pytest.raises(TypeError, match="block_rows to be an integer"):
+        attention(q, k, v, block_rows=2.5)
 
 
 # ----------------------------------------------------------------------------------------
@@ -420,7 +546,9 @@ def test_reinforce_grad_matches_autograd_of_log_prob():
     s = torch.tensor(scores, requires_grad=True)
     logp = torch.log_softmax(s, -1)[torch.arange(3), torch.as_tensor(index)]
     (torch.as_tensor(reward - baseline) * logp).sum().backward()
-    np.testing.assert_allclose(reinforce_grad(scores, index, reward, baseline), s.grad.numpy(), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(
+        reinforce_grad(scores, index, reward, baseline), s.grad.numpy(), rtol=1e-12, atol=1e-15
+    )
 
 
 @pytest.mark.parametrize("baseline", [0.0, 2.0, -7.5])
@@ -429,8 +557,12 @@ def test_reinforce_grad_is_exactly_unbiased_for_any_baseline(baseline):
     scores = np.array([0.3, -1.2, 2.0, 0.0])
     rewards = np.array([1.0, 3.0, -0.5, 2.0])
     p = softmax(scores)
-    expectation = sum(p[z] * reinforce_grad(scores, np.array(z), rewards[z], baseline) for z in range(4))
-    np.testing.assert_allclose(expectation, exact_grad_expected_reward(scores, rewards), rtol=1e-12, atol=1e-14)
+    expectation = sum(
+        p[z] * reinforce_grad(scores, np.array(z), rewards[z], baseline) for z in range(4)
+    )
+    np.testing.assert_allclose(
+        expectation, exact_grad_expected_reward(scores, rewards), rtol=1e-12, atol=1e-14
+    )
 
 
 def test_reinforce_monte_carlo_mean_converges_and_baseline_reduces_variance():
@@ -440,7 +572,9 @@ def test_reinforce_monte_carlo_mean_converges_and_baseline_reduces_variance():
     n = 20_000
     samples = {}
     for b in (0.0, "mean"):
-        g = reinforce_grad_samples(scores, lambda z: rewards[z], n, np.random.default_rng(13), baseline=b)
+        g = reinforce_grad_samples(
+            scores, lambda z: rewards[z], n, np.random.default_rng(13), baseline=b
+        )
         assert g.shape == (n, 5)
         se = g.std(axis=0, ddof=1) / math.sqrt(n)
         # the mean of n iid estimates is within 5 standard errors of the truth (per coordinate,
@@ -513,6 +647,9 @@ def hard_model():
 
 @pytest.mark.slow
 def test_reinforce_classifier_beats_chance_by_a_clear_margin(hard_model):
+    """Seed 0, deterministic. Over training seeds 0-19: held-out accuracy min / median / max
+    1.000 / 1.000 / 1.000, argmax-is-the-marker rate 1.000 / 1.000 / 1.000. Thresholds 0.9
+    and 0.6: margins 0.1 and 0.4 below the worst seed."""
     model, history = hard_model
     tokens, labels, marker = make_marker_data(2000, seed=123)
     acc = classifier_accuracy(model, tokens, labels)
@@ -525,7 +662,12 @@ def test_reinforce_classifier_beats_chance_by_a_clear_margin(hard_model):
 
 @pytest.mark.slow
 def test_reinforce_with_running_baseline_learns_the_long_marker_task():
-    # the configuration the chapter plots: 40 positions, 8 classes, chance = 1/8
+    """The configuration the chapter plots: 40 positions, 8 classes, chance = 1/8. Seed 0,
+    deterministic. Over seeds 0-19, 18 reach held-out accuracy 1.000 and hit rate 1.000 with a
+    final baseline of -0.002 to -0.001; seeds 15 and 17 stall at chance (accuracy 0.14 and
+    0.13, hit rate 0.0, baseline -2.09): REINFORCE can lock onto a wrong position before
+    the baseline helps. Thresholds 0.9 / 0.9 / -0.5 sit 0.1, 0.1 and 0.5 below the seeds
+    that learn; seed 0 is one of them."""
     model, history = train_hard_attention("running", seq_len=40, num_classes=8, steps=300, seed=0)
     tokens, labels, marker = make_marker_data(2000, seed=321, seq_len=40, num_classes=8)
     assert classifier_accuracy(model, tokens, labels) >= 0.9
@@ -535,6 +677,9 @@ def test_reinforce_with_running_baseline_learns_the_long_marker_task():
 
 @pytest.mark.slow
 def test_soft_attention_twin_learns_the_marker_task():
+    """Seed 0, deterministic. Over seeds 0-19: held-out accuracy 1.000 / 1.000 / 1.000
+    (min / median / max), gain of the weight on the marker 0.794 / 0.899 / 0.956.
+    Thresholds 0.95 and 0.3: margins 0.05 and 0.49 below the worst seed."""
     model, history = train_soft_attention(seed=0)
     tokens, labels, marker = make_marker_data(2000, seed=123)
     assert classifier_accuracy(model, tokens, labels) >= 0.95
@@ -548,7 +693,9 @@ def aspect_model():
 
 def test_aspect_data_label_follows_the_queried_adjective():
     data = make_aspect_data(20, seed=1)
-    for sentence, a, label, pos in zip(data["sentences"], data["aspect"], data["label"], data["adjective"]):
+    for sentence, a, label, pos in zip(
+        data["sentences"], data["aspect"], data["label"], data["adjective"]
+    ):
         words = sentence.split()
         assert words[pos - 2] == ASPECTS[a]  # "... the <aspect> is <adjective>"
         assert (words[pos] in ("good", "great", "excellent", "lovely", "fine")) == bool(label)
@@ -560,9 +707,14 @@ def test_aspect_weights_peak_on_the_adjective_of_the_aspect_asked_about(aspect_m
     assert history["accuracy"][-1] >= 0.95
     for sentence, expect in [
         ("the food is good but the service is bad", {"food": ("good", 1), "service": ("bad", 0)}),
-        ("the service was excellent and the food was awful", {"food": ("awful", 0), "service": ("excellent", 1)}),
-        ("the price is poor , the food is great while the ambience is slow",
-         {"food": ("great", 1), "price": ("poor", 0), "ambience": ("slow", 0)}),
+        (
+            "the service was excellent and the food was awful",
+            {"food": ("awful", 0), "service": ("excellent", 1)},
+        ),
+        (
+            "the price is poor , the food is great while the ambience is slow",
+            {"food": ("great", 1), "price": ("poor", 0), "ambience": ("slow", 0)},
+        ),
     ]:
         for aspect, (adjective, positive) in expect.items():
             words, weights, p_positive = aspect_attention(model, sentence, aspect)
@@ -590,7 +742,12 @@ def test_memory_network_hops_follow_the_two_supporting_facts():
     hop1 = weights[:, 0].argmax(-1) == test["support"][:, 0]  # "<person> has the <object>"
     hop2 = weights[:, 1].argmax(-1) == test["support"][:, 1]  # "<person> is in the <place>"
     assert float(hop1.float().mean()) >= 0.9 and float(hop2.float().mean()) >= 0.9
-    story = ["mary is in the kitchen", "john has the apple", "john is in the garden", "mary has the milk"]
+    story = [
+        "mary is in the kitchen",
+        "john has the apple",
+        "john is in the garden",
+        "mary has the milk",
+    ]
     hop_weights, answer = memory_attention(model, story, "where is the apple")
     assert hop_weights.shape == (2, 4) and np.allclose(hop_weights.sum(-1), 1.0)
     assert answer == "garden" and answer in LOCATIONS
