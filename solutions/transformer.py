@@ -46,6 +46,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from solutions.conventions import as_float
 from solutions.multihead import (
     KVCache,
     MultiHeadAttention,
@@ -53,7 +54,7 @@ from solutions.multihead import (
     multihead_attention,
 )
 from solutions.self_attention import causal_mask, padding_mask, sinusoidal_positions
-from solutions.soft_hard import _as_float, _ThreadsAndSeed
+from solutions.training import seeded
 from solutions.zh_en import BOS, EOS, PAD, SOURCE_VOCAB, TARGET_VOCAB, encode_batch, make_pairs
 
 __all__ = [
@@ -150,7 +151,7 @@ def label_smoothed_cross_entropy(logits, targets, smoothing, pad_index):
     Returns the mean over the non-pad targets of ``-sum_k q_k log softmax(logits)_k`` with
     ``q = (1 - eps) onehot(y) + eps u`` (a float; 0.0 if every target is pad).
     """
-    logits = _as_float(logits, "logits")
+    logits = as_float(logits, "logits")
     targets = np.asarray(targets)
     if not np.issubdtype(targets.dtype, np.integer):
         raise TypeError(f"expected integer targets, got dtype {targets.dtype}")
@@ -236,7 +237,7 @@ def beam_search_table(log_probs, bos, eos, beam_size, max_len, alpha=1.0):
     grader compares): tokens int (k, max_len), each finished beam padded with -1, in the
     order of ``beam_search``, and scores float (k,).
     """
-    log_probs = _as_float(log_probs, "log_probs")
+    log_probs = as_float(log_probs, "log_probs")
     if log_probs.ndim != 2 or log_probs.shape[0] != log_probs.shape[1]:
         raise ValueError(f"expected a (V, V) table of log-probabilities, got {log_probs.shape}")
     seqs, scores = beam_search(
@@ -603,7 +604,7 @@ def train_translator(
     Returns ``(model, history)``: the model in eval mode; history["loss"] and
     history["lr"], one entry per step.
     """
-    with _ThreadsAndSeed(seed):
+    with seeded(seed):
         model = Translator(
             len(SOURCE_VOCAB),
             len(TARGET_VOCAB),
