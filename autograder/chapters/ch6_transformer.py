@@ -33,63 +33,49 @@ def _src_mask(rng, batch, n_src, empty=False):
     return (np.arange(n_src)[None, :] < lens[:, None])[:, None, :]  # (B, 1, n_src)
 
 
+def _cross_case(rng, name, batch, n_tgt, n_src, widths, heads, mask):
+    """x (*batch, n_tgt, d), memory (*batch, n_src, d_src) and the four projections;
+    widths = (d, d_src, d_model, d_out)."""
+    d, d_src, d_model, d_out = widths
+
+    def w(a, b):
+        return normal(rng, a, b) / math.sqrt(a)
+
+    x, memory = normal(rng, *batch, n_tgt, d), normal(rng, *batch, n_src, d_src)
+    weights = (w(d, d_model), w(d_src, d_model), w(d_src, d_model), w(d_model, d_out))
+    return Case(name, (x, memory, *weights, heads, mask))
+
+
 def _cross_cases(rng):
     n_tgt, n_src = distinct_sizes(rng, 2, 7, 2)
-    d = 8
-    w = lambda a, b: normal(rng, a, b) / math.sqrt(a)  # noqa: E731
     n = int(rng.integers(3, 6))
+    square = (8, 8, 8, 8)
     return [
-        Case(
+        _cross_case(
+            rng,
             "batch of 2, source padding, n_tgt != n_src",
-            (
-                normal(rng, 2, n_tgt, d),
-                normal(rng, 2, n_src, d),
-                w(d, d),
-                w(d, d),
-                w(d, d),
-                w(d, d),
-                2,
-                _src_mask(rng, 2, n_src),
-            ),
+            (2,),
+            n_tgt,
+            n_src,
+            square,
+            2,
+            _src_mask(rng, 2, n_src),
         ),
-        Case(
-            "no mask, one head, widths differ",
-            (
-                normal(rng, n_tgt, 6),
-                normal(rng, n_src, 4),
-                w(6, d),
-                w(4, d),
-                w(4, d),
-                w(d, 5),
-                1,
-                None,
-            ),
+        _cross_case(
+            rng, "no mask, one head, widths differ", (), n_tgt, n_src, (6, 4, 8, 5), 1, None
         ),
-        Case(
-            "n_tgt = n_src, source padding",
-            (
-                normal(rng, 2, n, d),
-                normal(rng, 2, n, d),
-                w(d, d),
-                w(d, d),
-                w(d, d),
-                w(d, d),
-                4,
-                _src_mask(rng, 2, n),
-            ),
+        _cross_case(
+            rng, "n_tgt = n_src, source padding", (2,), n, n, square, 4, _src_mask(rng, 2, n)
         ),
-        Case(
+        _cross_case(
+            rng,
             "an empty source sentence",
-            (
-                normal(rng, 2, n_tgt, d),
-                normal(rng, 2, n_src, d),
-                w(d, d),
-                w(d, d),
-                w(d, d),
-                w(d, d),
-                2,
-                _src_mask(rng, 2, n_src, empty=True),
-            ),
+            (2,),
+            n_tgt,
+            n_src,
+            square,
+            2,
+            _src_mask(rng, 2, n_src, empty=True),
         ),
     ]
 
