@@ -85,29 +85,13 @@ def _queries_from_encoder(x, memory, w_q, w_k, w_v, w_o, num_heads=1, src_mask=N
     n_tgt = n_src (otherwise the shape hint speaks), so it refuses the other cases."""
     if np.shape(x)[-2] != np.shape(memory)[-2] or np.shape(x)[-1] != np.shape(memory)[-1]:
         raise ValueError("queries from the encoder give another shape: the shape hint covers it")
-    return ref(_CROSS)(
-        memory,
-        x,
-        w_q,
-        w_k,
-        w_v,
-        w_o,
-        num_heads,
-        None if src_mask is None else np.swapaxes(src_mask, -1, -2),
-    )
+    swapped = None if src_mask is None else np.swapaxes(src_mask, -1, -2)
+    return ref(_CROSS)(memory, x, w_q, w_k, w_v, w_o, num_heads, swapped)
 
 
 def _inverted_src_mask(x, memory, w_q, w_k, w_v, w_o, num_heads=1, src_mask=None):
-    return ref(_CROSS)(
-        x,
-        memory,
-        w_q,
-        w_k,
-        w_v,
-        w_o,
-        num_heads,
-        None if src_mask is None else ~np.asarray(src_mask),
-    )
+    flipped = None if src_mask is None else ~np.asarray(src_mask)
+    return ref(_CROSS)(x, memory, w_q, w_k, w_v, w_o, num_heads, flipped)
 
 
 def _decoder_mask_cases(rng):
