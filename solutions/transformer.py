@@ -1,0 +1,670 @@
+"""The Transformer encoder-decoder (chapter 6, ``book/ch6_transformer.ipynb``).
+
+What this file builds, in the order the chapter derives it:
+
+- NumPy, graded: ``cross_attention`` (queries from the decoder, keys and values from the
+  encoder output, a source mask; chapter 5's ``multihead_attention``, imported),
+  ``decoder_mask`` (causal AND target padding, chapter 4's masks combined),
+  ``label_smoothed_cross_entropy`` (cross-entropy against a smoothed target that gives the
+  pad class nothing and skips pad targets), ``noam_rate`` (linear warm-up, then
+  ``1/sqrt(step)`` decay) and ``beam_search`` over any step function returning
+  log-probabilities, with length normalisation.
+- Torch: ``TransformerDecoderBlock`` (masked self-attention, cross-attention, feed-forward,
+  each with a residual and a layer norm, pre- or post-LN; chapter 5's
+  ``MultiHeadAttention`` twice), ``EncoderDecoder`` (chapter 5's ``TransformerEncoderBlock``
+  stacked as the encoder; ``from_torch`` copies ``nn.Transformer``'s weights) and
+  ``Translator``: embeddings scaled by sqrt(d_model), sinusoidal positions (chapter 4),
+  an output layer tied to the target embedding.
+- Decoding: ``greedy_decode`` with a ``DecoderCache`` (the encoder's keys and values are
+  projected once; self-attention keys and values grow by one row per step),
+  ``greedy_decode_without_cache`` (the reference), ``beam_translate`` (``beam_search`` over
+  the model).
+- ``train_translator`` trains a ``Translator`` on ``solutions.zh_en``'s generated
+  Chinese-English pairs with the smoothed loss and the Noam schedule, seeded and on one
+  thread; ``evaluate_translator`` measures exact match and pronoun resolution.
+
+Conventions (``shared/DESIGN.md``): rows are items; masks are boolean, True = "may attend";
+NumPy weight matrices are used as ``x @ w``. ``nn.Transformer`` marks with True what may
+NOT be attended, so it gets ``~mask``.
+
+Equation numbers refer to the chapter:
+
+- (6.1) ``CrossAttn(Y, H) = MultiHead(Y W_q, H W_k, H W_v)``: weights (n_tgt, n_src)
+- (6.2) decoder self-attention mask ``M_ij = [j <= i] and [j < len_tgt]``
+- (6.3) smoothed target ``q = (1 - eps) onehot(y) + eps u``, u uniform over the V - 1
+  non-pad classes; loss ``H(q, p) = KL(q || p) + H(q)``
+- (6.4) ``lr(s) = factor d^-1/2 min(s^-1/2, s w^-3/2)``
+- (6.5) beam score ``log P(y) / |y|^alpha``
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from solutions.conventions import as_float
+from solutions.multihead import (
+    KVCache,
+    MultiHeadAttention,
+    TransformerEncoderBlock,
+    multihead_attention,
+)
+from solutions.self_attention import causal_mask, padding_mask, sinusoidal_positions
+from solutions.training import seeded
+from solutions.zh_en import BOS, EOS, PAD, SOURCE_VOCAB, TARGET_VOCAB, encode_batch, make_pairs
+
+__all__ = [
+    "cross_attention",
+    "decoder_mask",
+    "label_smoothed_cross_entropy",
+    "label_smoothed_loss",
+    "noam_rate",
+    "beam_search",
+    "beam_search_table",
+    "TransformerDecoderBlock",
+    "EncoderDecoder",
+    "DecoderCache",
+    "Translator",
+    "greedy_decode",
+    "greedy_decode_without_cache",
+    "beam_translate",
+    "train_translator",
+    "evaluate_translator",
+]
+
+
+# ----------------------------------------------------------------------------------------
+# NumPy: the graded functions, eqs. (6.1)-(6.5)
+
+
+def cross_attention(x, memory, w_q, w_k, w_v, w_o, num_heads=1, src_mask=None):
+    """Multi-head cross-attention, eq. (6.1): the decoder asks, the encoder answers.
+
+    x:      (..., n_tgt, d) decoder states: the queries
+    memory: (..., n_src, d_src) encoder output: the keys and the values
+    w_q:    (d, d_model); w_k, w_v: (d_src, d_model); w_o: (d_model, d_out), used as ``x @ w``
+    num_heads: h, a divisor of d_model.
+    src_mask: boolean, broadcastable to (..., n_tgt, n_src) (e.g. ``padding_mask(src_lens,
+          n_src)`` of shape (..., 1, n_src)), True = the source word may be attended.
+    Returns ``(output, weights)``: output (..., n_tgt, d_out), weights (..., h, n_tgt, n_src):
+    one distribution over the source words per target position and head.
+    """
+    return multihead_attention(x, memory, w_q, w_k, w_v, w_o, num_heads, mask=src_mask)
+
+
+def decoder_mask(tgt_lens, n):
+    """The mask of the decoder's self-attention, eq. (6.2): causal AND target padding.
+
+    tgt_lens: (...) integers in [0, n], the valid lengths of the target sequences; n: the
+    padded length. Returns boolean (..., n, n): ``mask[..., i, j] = j <= i and j < len``.
+    """
+    return causal_mask(n) & padding_mask(tgt_lens, n)  # (n, n) & (..., 1, n) -> (..., n, n)
+
+
+def label_smoothed_loss(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    smoothing: float,
+    ignore_index: int = -100,
+    pad_index: int | None = None,
+) -> torch.Tensor:
+    """Label-smoothed cross-entropy in torch (differentiable), eq. (6.3).
+
+    logits: (..., V); targets: (...) ints; smoothing: eps in [0, 1).
+    The target distribution is ``q = (1 - eps) onehot(y) + eps u`` with u uniform over the
+    classes other than ``pad_index`` (over all V classes if ``pad_index`` is None, as in
+    ``F.cross_entropy(label_smoothing=eps)``). Positions whose target is ``ignore_index``
+    are skipped; the loss is the mean of ``-sum_k q_k log p_k`` over the others (0 if none).
+    """
+    if not 0 <= smoothing < 1:
+        raise ValueError(f"expected a smoothing eps in [0, 1), got {smoothing}")
+    if logits.shape[:-1] != targets.shape:
+        raise ValueError(
+            f"expected logits (..., V) and targets (...) with the same leading shape, got "
+            f"logits {tuple(logits.shape)} and targets {tuple(targets.shape)}"
+        )
+    vocab = logits.shape[-1]
+    keep = targets != ignore_index  # (...)
+    if ((targets[keep] < 0) | (targets[keep] >= vocab)).any():
+        raise ValueError(f"expected targets in [0, {vocab}) or ignore_index = {ignore_index}")
+    log_p = torch.log_softmax(logits[keep], dim=-1)  # (N, V)
+    uniform = torch.full((vocab,), 1.0 / vocab, dtype=log_p.dtype, device=log_p.device)  # (V,)
+    if pad_index is not None:
+        uniform[:] = 1.0 / (vocab - 1)
+        uniform[pad_index] = 0.0  # the pad class is never a right answer: it gets no mass
+    nll = -log_p.gather(-1, targets[keep][:, None]).squeeze(-1)  # (N,) -log p_y
+    smooth = -(log_p * uniform).sum(-1)  # (N,) cross-entropy with u
+    loss = (1 - smoothing) * nll + smoothing * smooth  # (N,) = H(q, p), q linear in eps
+    return loss.mean() if loss.numel() else loss.sum()
+
+
+def label_smoothed_cross_entropy(logits, targets, smoothing, pad_index):
+    """Label-smoothed cross-entropy that ignores padding, eq. (6.3), in NumPy.
+
+    logits: (..., V) scores; targets: (...) ints in [0, V); smoothing: eps in [0, 1);
+    pad_index: the pad token's id. Targets equal to ``pad_index`` are skipped, and the
+    smoothing mass eps goes uniformly to the V - 1 other classes (the pad class gets none).
+    Returns the mean over the non-pad targets of ``-sum_k q_k log softmax(logits)_k`` with
+    ``q = (1 - eps) onehot(y) + eps u`` (a float; 0.0 if every target is pad).
+    """
+    logits = as_float(logits, "logits")
+    targets = np.asarray(targets)
+    if not np.issubdtype(targets.dtype, np.integer):
+        raise TypeError(f"expected integer targets, got dtype {targets.dtype}")
+    if logits.ndim < 1 or logits.shape[:-1] != targets.shape:
+        raise ValueError(
+            f"expected logits (..., V) and targets (...), got {logits.shape} and {targets.shape}"
+        )
+    loss = label_smoothed_loss(
+        torch.from_numpy(np.asarray(logits, dtype=np.float64)),
+        torch.from_numpy(targets.astype(np.int64)),
+        float(smoothing),
+        ignore_index=int(pad_index),
+        pad_index=int(pad_index),
+    )
+    return float(loss)
+
+
+def noam_rate(step, d_model, warmup, factor=1.0):
+    """The learning rate of Vaswani et al. at ``step`` (1-based), eq. (6.4).
+
+    ``factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)``: linear growth for
+    ``warmup`` steps, then decay as 1/sqrt(step); the peak, at step = warmup, is
+    ``factor / sqrt(d_model * warmup)``. step may be an array. Returns float or array.
+    """
+    step = np.asarray(step, dtype=np.float64)
+    if (step < 1).any() or d_model < 1 or warmup < 1:
+        raise ValueError(
+            f"expected step >= 1, d_model >= 1, warmup >= 1, got {step}, {d_model}, {warmup}"
+        )
+    rate = factor * d_model**-0.5 * np.minimum(step**-0.5, step * warmup**-1.5)
+    return float(rate) if rate.ndim == 0 else rate
+
+
+def beam_search(step_fn, bos, eos, beam_size, max_len, alpha=1.0):
+    """Beam search with length normalisation, eq. (6.5).
+
+    step_fn(prefixes) -> log-probabilities: prefixes is an int array (k, t) of the k live
+    beams (each starting with ``bos``), the result a (k, V) float array: log P(next | prefix).
+    At each step every live beam is extended by every token; the ``beam_size - #finished``
+    best extensions by total log-probability are kept (ties: the earlier beam, then the
+    smaller token id, wins). An extension ending in ``eos`` is finished and never grows
+    again; at ``max_len`` generated tokens the live beams are finished as they are.
+    Returns ``(sequences, scores)``: the finished beams (lists of token ids after ``bos``,
+    ``eos`` included when generated) sorted by ``score = log P / length^alpha`` (length =
+    number of generated tokens, ties keep finishing order), and their scores (float array).
+    """
+    if beam_size < 1 or max_len < 1:
+        raise ValueError(f"expected beam_size >= 1 and max_len >= 1, got {beam_size} and {max_len}")
+    live = [[bos]]
+    live_logp = np.zeros(1)
+    finished: list[tuple[list[int], float]] = []
+    for step in range(1, max_len + 1):
+        room = beam_size - len(finished)
+        if room == 0 or not live:
+            break
+        logp = np.asarray(step_fn(np.array(live, dtype=np.int64)), dtype=np.float64)  # (k, V)
+        if logp.ndim != 2 or logp.shape[0] != len(live):
+            raise ValueError(
+                f"step_fn must return ({len(live)}, V) log-probabilities, got {logp.shape}"
+            )
+        total = (live_logp[:, None] + logp).ravel()  # (k V,) beam-major, token-minor
+        best = np.argsort(-total, kind="stable")[:room]  # stable: earlier candidate wins ties
+        vocab = logp.shape[1]
+        new_live, new_logp = [], []
+        for c in best:
+            seq = live[c // vocab] + [int(c % vocab)]
+            if c % vocab == eos or step == max_len:
+                finished.append((seq[1:], float(total[c])))
+            else:
+                new_live.append(seq)
+                new_logp.append(total[c])
+        live, live_logp = new_live, np.array(new_logp)
+    scores = np.array([s / len(seq) ** alpha for seq, s in finished])
+    order = np.argsort(-scores, kind="stable")
+    return [finished[i][0] for i in order], scores[order]
+
+
+def beam_search_table(log_probs, bos, eos, beam_size, max_len, alpha=1.0):
+    """``beam_search`` over a table: ``log_probs[a, b]`` = log P(next = b | last token = a).
+
+    log_probs: (V, V) float. The same search as ``beam_search`` with
+    ``step_fn = lambda prefixes: log_probs[prefixes[:, -1]]``, returned as arrays (what the
+    grader compares): tokens int (k, max_len), each finished beam padded with -1, in the
+    order of ``beam_search``, and scores float (k,).
+    """
+    log_probs = as_float(log_probs, "log_probs")
+    if log_probs.ndim != 2 or log_probs.shape[0] != log_probs.shape[1]:
+        raise ValueError(f"expected a (V, V) table of log-probabilities, got {log_probs.shape}")
+    seqs, scores = beam_search(
+        lambda prefixes: log_probs[prefixes[:, -1]], bos, eos, beam_size, max_len, alpha
+    )
+    tokens = np.full((len(seqs), max_len), -1, dtype=np.int64)  # (k, max_len)
+    for i, seq in enumerate(seqs):
+        tokens[i, : len(seq)] = seq
+    return tokens, scores
+
+
+# ----------------------------------------------------------------------------------------
+# torch modules
+
+
+def _feed_forward(d_model: int, d_ff: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model))
+
+
+class DecoderCache:
+    """What a decoder layer keeps between decoding steps.
+
+    ``self_kv``: a growing ``KVCache`` of the target positions decoded so far;
+    ``cross_kv``: the encoder output's keys and values, projected at the first step and
+    reused unchanged after (``KVCache.append`` of zero new rows returns them).
+    """
+
+    def __init__(self):
+        self.self_kv = KVCache()
+        self.cross_kv = KVCache()
+
+
+class TransformerDecoderBlock(nn.Module):
+    """A decoder layer: masked self-attention, cross-attention, feed-forward network, each
+    with a residual connection and a layer norm (pre-LN with ``norm_first=True``, else
+    post-LN, as in ``nn.TransformerDecoderLayer``).
+
+    ``forward(y, memory, self_mask=None, src_mask=None, cache=None)``: y (B, n_tgt, d),
+    memory (B, n_src, d), masks True = may attend, broadcastable to (B, n_tgt, n_tgt) and
+    (B, n_tgt, n_src). With a ``DecoderCache``, y holds only the new positions.
+    Returns y (B, n_tgt, d), self weights (B, h, n_tgt, n_past + n_tgt), cross weights
+    (B, h, n_tgt, n_src).
+    """
+
+    def __init__(
+        self, d_model: int, num_heads: int, d_ff: int, norm_first: bool = True, dropout: float = 0.0
+    ):
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads)
+        self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d_model) for _ in range(3))
+        self.ff = _feed_forward(d_model, d_ff)
+        self.dropout = nn.Dropout(dropout)
+
+    def _cross(self, y, memory, src_mask, cache):
+        if cache is not None and len(cache.cross_kv):
+            memory = memory[:, :0]  # keys and values already cached: project nothing new
+        return self.cross_attn(
+            y, memory, mask=src_mask, cache=None if cache is None else cache.cross_kv
+        )
+
+    def forward(self, y, memory, self_mask=None, src_mask=None, cache: DecoderCache | None = None):
+        self_kv = None if cache is None else cache.self_kv
+        if self.norm_first:
+            a, w_self = self.self_attn(self.norm1(y), mask=self_mask, cache=self_kv)  # (B, n, d)
+            y = y + self.dropout(a)
+            c, w_cross = self._cross(
+                self.norm2(y), memory, src_mask, cache
+            )  # (B, n, d), (B, h, n, n_src)
+            y = y + self.dropout(c)
+            y = y + self.dropout(self.ff(self.norm3(y)))
+        else:
+            a, w_self = self.self_attn(y, mask=self_mask, cache=self_kv)
+            y = self.norm1(y + self.dropout(a))
+            c, w_cross = self._cross(y, memory, src_mask, cache)
+            y = self.norm2(y + self.dropout(c))
+            y = self.norm3(y + self.dropout(self.ff(y)))
+        return y, w_self, w_cross
+
+    @classmethod
+    def from_torch(cls, layer: nn.TransformerDecoderLayer) -> TransformerDecoderBlock:
+        """A block with the weights of ``nn.TransformerDecoderLayer`` (ReLU activation)."""
+        if not isinstance(layer, nn.TransformerDecoderLayer):
+            raise TypeError(
+                f"expected a torch.nn.TransformerDecoderLayer, got {type(layer).__name__}"
+            )
+        if layer.activation is not F.relu:
+            raise ValueError(
+                "expected a TransformerDecoderLayer with activation='relu' (the FFN here uses ReLU)"
+            )
+        d_model, d_ff = layer.linear1.in_features, layer.linear1.out_features
+        block = cls(d_model, layer.self_attn.num_heads, d_ff, norm_first=layer.norm_first)
+        block = block.to(layer.linear1.weight.dtype)
+        block.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
+        block.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
+        for ours, theirs in (
+            (block.norm1, layer.norm1),
+            (block.norm2, layer.norm2),
+            (block.norm3, layer.norm3),
+        ):
+            ours.load_state_dict(theirs.state_dict())
+            ours.eps = theirs.eps
+        block.ff[0].load_state_dict(layer.linear1.state_dict())
+        block.ff[2].load_state_dict(layer.linear2.state_dict())
+        return block
+
+
+class EncoderDecoder(nn.Module):
+    """The stack of ``nn.Transformer``: ``num_layers`` encoder blocks (chapter 5's
+    ``TransformerEncoderBlock``) and a final layer norm; ``num_decoder_layers`` (default:
+    ``num_layers``) decoder blocks and a final layer norm.
+
+    ``encode(x, src_mask)``: x (B, n_src, d) -> memory (B, n_src, d), per-layer weights.
+    ``decode(y, memory, self_mask, src_mask, caches=None)`` -> (B, n_tgt, d), per-layer
+    self and cross weights. Masks: True = may attend.
+    """
+
+    def __init__(
+        self,
+        d_model: int = 64,
+        num_heads: int = 4,
+        num_layers: int = 2,
+        d_ff: int = 128,
+        norm_first: bool = True,
+        dropout: float = 0.0,
+        num_decoder_layers: int | None = None,
+    ):
+        super().__init__()
+        num_decoder_layers = num_layers if num_decoder_layers is None else num_decoder_layers
+        self.encoder = nn.ModuleList(
+            TransformerEncoderBlock(d_model, num_heads, d_ff, norm_first, dropout)
+            for _ in range(num_layers)
+        )
+        self.decoder = nn.ModuleList(
+            TransformerDecoderBlock(d_model, num_heads, d_ff, norm_first, dropout)
+            for _ in range(num_decoder_layers)
+        )
+        self.encoder_norm = nn.LayerNorm(d_model)
+        self.decoder_norm = nn.LayerNorm(d_model)
+
+    def encode(self, x, src_mask=None):
+        weights = []
+        for block in self.encoder:
+            x, w = block(x, mask=src_mask)  # (B, n_src, d), (B, h, n_src, n_src)
+            weights.append(w)
+        return self.encoder_norm(x), weights
+
+    def decode(
+        self, y, memory, self_mask=None, src_mask=None, caches: list[DecoderCache] | None = None
+    ):
+        w_self, w_cross = [], []
+        for i, block in enumerate(self.decoder):
+            y, ws, wc = block(y, memory, self_mask, src_mask, None if caches is None else caches[i])
+            w_self.append(ws)
+            w_cross.append(wc)
+        return self.decoder_norm(y), w_self, w_cross
+
+    @classmethod
+    def from_torch(cls, model: nn.Transformer) -> EncoderDecoder:
+        """An ``EncoderDecoder`` with the weights of ``nn.Transformer`` (ReLU activation)."""
+        if not isinstance(model, nn.Transformer):
+            raise TypeError(f"expected a torch.nn.Transformer, got {type(model).__name__}")
+        enc, dec = model.encoder.layers, model.decoder.layers
+        first = enc[0]
+        ours = cls(
+            model.d_model,
+            model.nhead,
+            len(enc),
+            first.linear1.out_features,
+            first.norm_first,
+            num_decoder_layers=len(dec),
+        )
+        ours = ours.to(first.linear1.weight.dtype)
+        ours.encoder = nn.ModuleList(TransformerEncoderBlock.from_torch(layer) for layer in enc)
+        ours.decoder = nn.ModuleList(TransformerDecoderBlock.from_torch(layer) for layer in dec)
+        for mine, theirs in (
+            (ours.encoder_norm, model.encoder.norm),
+            (ours.decoder_norm, model.decoder.norm),
+        ):
+            mine.load_state_dict(theirs.state_dict())
+            mine.eps = theirs.eps
+        return ours
+
+
+def _valid_lens(tokens: torch.Tensor) -> np.ndarray:
+    """Lengths before the padding: (B, n) ids -> (B,) ints (pads only at the end)."""
+    return (tokens != PAD).sum(-1).cpu().numpy()
+
+
+class Translator(nn.Module):
+    """Embeddings, positions, an ``EncoderDecoder`` and a tied output layer.
+
+    Token embeddings are multiplied by sqrt(d_model): initialised with unit variance per
+    entry they would otherwise be tied to the output layer at scale 1/sqrt(d) (see the
+    chapter), and sqrt(d) puts them on the scale of the sinusoidal positions (entries in
+    [-1, 1]). The output layer reuses the target embedding matrix: logits = y E_tgt^T + b.
+
+    ``forward(src, tgt_in)``: src (B, n_src), tgt_in (B, n_tgt) ids, 0 = pad.
+    Returns logits (B, n_tgt, V_tgt) and a dict of attention weights: "encoder",
+    "decoder_self", "cross", each a list over layers of (B, h, n_q, n_k).
+    """
+
+    def __init__(
+        self,
+        src_vocab: int,
+        tgt_vocab: int,
+        d_model: int = 64,
+        num_heads: int = 4,
+        num_layers: int = 2,
+        d_ff: int = 128,
+        norm_first: bool = True,
+        dropout: float = 0.0,
+        max_len: int = 64,
+        num_decoder_layers: int | None = None,
+    ):
+        super().__init__()
+        self.d_model, self.max_len = d_model, max_len
+        self.src_embed = nn.Embedding(src_vocab, d_model)
+        self.tgt_embed = nn.Embedding(tgt_vocab, d_model)
+        nn.init.normal_(self.src_embed.weight, std=d_model**-0.5)
+        nn.init.normal_(self.tgt_embed.weight, std=d_model**-0.5)
+        self.out_bias = nn.Parameter(torch.zeros(tgt_vocab))
+        positions = torch.from_numpy(sinusoidal_positions(max_len, d_model)).float()  # (max_len, d)
+        self.register_buffer("positions", positions, persistent=False)
+        self.core = EncoderDecoder(
+            d_model, num_heads, num_layers, d_ff, norm_first, dropout, num_decoder_layers
+        )
+
+    def _embed(self, table: nn.Embedding, tokens, start: int = 0):
+        n = tokens.shape[-1]
+        if start + n > self.max_len:
+            raise ValueError(f"sequence of length {start + n} exceeds max_len = {self.max_len}")
+        return (
+            table(tokens) * math.sqrt(self.d_model) + self.positions[start : start + n]
+        )  # (B, n, d)
+
+    def src_mask(self, src):
+        return torch.from_numpy(padding_mask(_valid_lens(src), src.shape[-1]))  # (B, 1, n_src)
+
+    def encode(self, src):
+        """src (B, n_src) -> memory (B, n_src, d), src_mask (B, 1, n_src), encoder weights."""
+        src_mask = self.src_mask(src)
+        memory, weights = self.core.encode(self._embed(self.src_embed, src), src_mask)
+        return memory, src_mask, weights
+
+    def logits(self, y):
+        return y @ self.tgt_embed.weight.T + self.out_bias  # (B, n, V): tied output layer
+
+    def forward(self, src, tgt_in):
+        memory, src_mask, w_enc = self.encode(src)
+        self_mask = torch.from_numpy(
+            decoder_mask(_valid_lens(tgt_in), tgt_in.shape[-1])
+        )  # (B, n, n)
+        y, w_self, w_cross = self.core.decode(
+            self._embed(self.tgt_embed, tgt_in), memory, self_mask, src_mask
+        )
+        return self.logits(y), {"encoder": w_enc, "decoder_self": w_self, "cross": w_cross}
+
+
+# ----------------------------------------------------------------------------------------
+# decoding
+
+
+@torch.no_grad()
+def greedy_decode(model: Translator, src, max_len: int = 20):
+    """Greedy decoding with a cache: the source is encoded once, the encoder's keys and
+    values are projected once per layer, and each step feeds only the newest token.
+
+    src: (B, n_src) ids. Returns tokens (B, max_len) after <bos> (pad after <eos>) and the
+    cross-attention weights of every step and layer, (layers, B, h, max_len, n_src).
+    """
+    model.eval()
+    memory, src_mask, _ = model.encode(src)
+    caches = [DecoderCache() for _ in model.core.decoder]
+    new = torch.full((src.shape[0], 1), BOS)  # (B, 1)
+    done = torch.zeros(src.shape[0], dtype=torch.bool)
+    out, cross = [], []
+    for step in range(max_len):
+        y, _, w_cross = model.core.decode(
+            model._embed(model.tgt_embed, new, start=step), memory, None, src_mask, caches
+        )  # (B, 1, d)
+        new = model.logits(y)[:, -1].argmax(-1, keepdim=True)  # (B, 1)
+        out.append(new.masked_fill(done[:, None], PAD))
+        cross.append(torch.stack(w_cross))  # (layers, B, h, 1, n_src)
+        done |= new[:, 0] == EOS
+        if done.all():
+            break
+    tokens = torch.cat(out, dim=1)
+    tokens = F.pad(tokens, (0, max_len - tokens.shape[1]), value=PAD)  # (B, max_len)
+    return tokens, torch.cat(cross, dim=-2)
+
+
+@torch.no_grad()
+def greedy_decode_without_cache(model: Translator, src, max_len: int = 20):
+    """The reference for ``greedy_decode``: re-runs the whole model (encoder included) on
+    the full prefix at every step. Returns tokens (B, max_len) as ``greedy_decode``."""
+    model.eval()
+    tgt = torch.full((src.shape[0], 1), BOS)
+    done = torch.zeros(src.shape[0], dtype=torch.bool)
+    for _ in range(max_len):
+        logits, _ = model(src, tgt)  # (B, t, V): the causal mask hides nothing we need
+        new = logits[:, -1].argmax(-1, keepdim=True).masked_fill(done[:, None], PAD)
+        tgt = torch.cat([tgt, new], dim=1)
+        done |= new[:, 0] == EOS
+        if done.all():
+            break
+    return F.pad(tgt[:, 1:], (0, max_len + 1 - tgt.shape[1]), value=PAD)
+
+
+@torch.no_grad()
+def beam_translate(
+    model: Translator, src, beam_size: int = 4, max_len: int = 20, alpha: float = 1.0
+):
+    """``beam_search`` over the model for one source sentence ``src`` (n_src,) ids.
+
+    Returns ``(sequences, scores)`` as ``beam_search``; each step re-runs the decoder on the
+    live prefixes against the source encoded once.
+    """
+    model.eval()
+    memory, src_mask, _ = model.encode(torch.as_tensor(src)[None])  # (1, n_src, d)
+
+    def step(prefixes):
+        tgt = torch.from_numpy(prefixes)  # (k, t)
+        k = tgt.shape[0]
+        y, _, _ = model.core.decode(
+            model._embed(model.tgt_embed, tgt),
+            memory.expand(k, -1, -1),
+            torch.from_numpy(causal_mask(tgt.shape[1])),
+            src_mask,
+        )
+        return torch.log_softmax(model.logits(y)[:, -1], dim=-1).double().numpy()  # (k, V)
+
+    return beam_search(step, BOS, EOS, beam_size, max_len, alpha)
+
+
+# ----------------------------------------------------------------------------------------
+# training and evaluation on the generated Chinese-English task
+
+
+def train_translator(
+    steps=1200,
+    batch_size=64,
+    seed=0,
+    d_model=64,
+    num_heads=4,
+    num_layers=2,
+    d_ff=128,
+    norm_first=False,
+    smoothing=0.1,
+    warmup=200,
+    lr_factor=1.0,
+    kinds=("reorder", "it", "he_she"),
+    weights=None,
+    notes_every=50,
+    num_decoder_layers=None,
+):
+    """Train a ``Translator`` on fresh generated training pairs (``solutions.zh_en``).
+
+    Every step samples a new batch of the training split (held-out combinations never
+    appear), computes the label-smoothed loss on the next target word (pad skipped, no
+    smoothing mass on pad) and takes an Adam step (betas 0.9, 0.98) at the Noam rate
+    ``noam_rate(step, d_model, warmup, lr_factor)``. Seeded, on one thread.
+    Returns ``(model, history)``: the model in eval mode; history["loss"] and
+    history["lr"], one entry per step.
+    """
+    with seeded(seed):
+        model = Translator(
+            len(SOURCE_VOCAB),
+            len(TARGET_VOCAB),
+            d_model,
+            num_heads,
+            num_layers,
+            d_ff,
+            norm_first,
+            num_decoder_layers=num_decoder_layers,
+        )
+        optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+        history = {"loss": [], "lr": []}
+        model.train()
+        for step in range(1, steps + 1):
+            pairs = make_pairs(
+                batch_size,
+                seed=seed * 1_000_003 + step,
+                split="train",
+                kinds=kinds,
+                weights=weights,
+                notes_every=notes_every,
+            )
+            src, tgt = encode_batch(pairs)  # (B, n_src), (B, n_tgt)
+            logits, _ = model(src, tgt[:, :-1])  # position t predicts word t + 1
+            loss = label_smoothed_loss(
+                logits, tgt[:, 1:], smoothing, ignore_index=PAD, pad_index=PAD
+            )
+            lr = noam_rate(step, d_model, warmup, lr_factor)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            history["loss"].append(loss.item())
+            history["lr"].append(lr)
+        model.eval()
+        return model, history
+
+
+@torch.no_grad()
+def evaluate_translator(model: Translator, pairs, max_len: int = 20):
+    """Greedy-decode ``pairs`` and score them.
+
+    Returns a dict: "exact_match" (fraction of outputs equal to the reference),
+    "resolution" (among pairs with a pronoun: fraction whose output names the right
+    antecedent at the reference's position), "outputs" (lists of English words) and
+    "resolved" (bool per pronoun pair, in order).
+    """
+    src, _ = encode_batch(pairs)
+    tokens, _ = greedy_decode(model, src, max_len)
+    outputs = [TARGET_VOCAB.decode(row) for row in tokens.tolist()]
+    exact = [out == p.target for out, p in zip(outputs, pairs)]
+    resolved = [
+        len(out) > p.answer and out[p.answer] == p.target[p.answer]
+        for out, p in zip(outputs, pairs)
+        if p.answer >= 0
+    ]
+    return {
+        "exact_match": float(np.mean(exact)),
+        "resolution": float(np.mean(resolved)) if resolved else float("nan"),
+        "outputs": outputs,
+        "resolved": resolved,
+    }
