@@ -44,7 +44,7 @@ require-grade:
 	@$(REQUIRE) "make grade" $(VENV_PACKAGES) $(GRADE_PACKAGES)
 require-bench: ; @$(REQUIRE) "make bench" $(VENV_PACKAGES) $(GRADE_PACKAGES)
 
-## release: nbgrader generate_assignment for all five chapters, plus their public-case data
+## release: nbgrader generate_assignment for every chapter, plus their public-case data
 release: $(STAMP)
 	$(PY) -m autograder.release
 

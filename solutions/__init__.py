@@ -9,6 +9,9 @@ One module per chapter; everything the book shows and the grader compares agains
   and Luong's local attention.
 - ``self_attention``: self-attention, masks, positional encodings, online-softmax attention.
 - ``multihead``: head splitting, multi-head attention, a Transformer encoder block.
+- ``transformer``: the encoder-decoder (cross-attention, decoder mask, label smoothing,
+  the warm-up schedule, greedy and beam-search decoding with a cache), trained on
+  ``zh_en``, a generated Chinese-English task with pronouns to resolve.
 
 Shared by all chapters (``docs/conventions.md``):
 

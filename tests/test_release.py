@@ -34,6 +34,7 @@ CHAPTERS = {
     "ch3_seq2seq": "Seq2seq with attention",
     "ch4_self_attention": "Self-attention",
     "ch5_multihead": "Multi-head attention",
+    "ch6_transformer": "The Transformer: encoder, decoder, cross-attention",
 }
 
 

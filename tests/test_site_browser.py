@@ -40,7 +40,14 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-sync",
 ]
-ASSIGNMENTS = ["ch1_pooling", "ch2_soft_hard", "ch3_seq2seq", "ch4_self_attention", "ch5_multihead"]
+ASSIGNMENTS = [
+    "ch1_pooling",
+    "ch2_soft_hard",
+    "ch3_seq2seq",
+    "ch4_self_attention",
+    "ch5_multihead",
+    "ch6_transformer",
+]
 
 pytestmark = pytest.mark.browser
 
