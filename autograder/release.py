@@ -1,4 +1,4 @@
-"""Release the five assignments: ``python -m autograder.release`` (what ``make release`` runs).
+"""Release every chapter's assignment: ``python -m autograder.release`` (what ``make release`` runs).
 
 For every assignment id, in order:
 
