@@ -63,18 +63,3 @@ def test_one_codec_and_one_case_runner():
         text = path.read_text()
         assert '"t": "array"' not in text and "'t': 'array'" not in text, path.name
         assert "default_rng(spec" not in text and "def decode" not in text, path.name
-
-
-def test_source_notebooks_cite_equations_by_the_books_labels_never_by_number():
-    book = PACKAGE.parent / "book"
-    labels = set()
-    for path in book.glob("ch*_*.ipynb"):
-        text = path.read_text()
-        labels |= set(re.findall(r":label: ([\w-]+)", text)) | set(
-            re.findall(r"\(([\w-]+)\)=", text)
-        )
-    for path in sorted((PACKAGE / "source").glob("*/*.ipynb")):
-        text = path.read_text()
-        assert not re.search(r"\(\d+\.\d+\)", text), f"{path.name} cites an equation by number"
-        cited = set(re.findall(r"\{(?:eq|ref)\}`([\w-]+)`", text))
-        assert cited <= labels, (path.name, sorted(cited - labels))
