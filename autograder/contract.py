@@ -868,13 +868,22 @@ def _scrub(roots=("/tmp", "/dev/shm")) -> bool:
 
     _remove_ipc()
     clean = True
+    try:  # the sandbox's own read-only binds (a virtualenv under /tmp) are not state
+        with open("/proc/self/mountinfo") as handle:
+            mounts = [line.split()[4] for line in handle]
+    except OSError:
+        mounts = []
     for root in roots:
         try:
             names = os.listdir(root)
         except OSError:
             continue
+        kept = []
         for name in names:
             path = os.path.join(root, name)
+            if any(m == path or m.startswith(path + "/") for m in mounts):
+                kept.append(name)
+                continue
             try:
                 if os.path.isdir(path) and not os.path.islink(path):
                     shutil.rmtree(path)
@@ -882,7 +891,7 @@ def _scrub(roots=("/tmp", "/dev/shm")) -> bool:
                     os.unlink(path)
             except OSError:
                 clean = False
-        clean = clean and not os.listdir(root)
+        clean = clean and sorted(os.listdir(root)) == sorted(kept)
     for table in ("shm", "sem", "msg"):
         try:
             with open(f"/proc/sysvipc/{table}") as handle:
@@ -907,6 +916,8 @@ def zygote(preload: list[str], sandboxed: bool, control_fd: int) -> None:
             pass
     if "torch" in sys.modules:  # preloaded: one thread per sandbox
         sys.modules["torch"].set_num_threads(1)
+    if sandboxed:  # what the imports wrote (matplotlib's caches) is gone before the first run
+        _scrub()
     _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans come back to us
     _prctl(4, 0)  # PR_SET_DUMPABLE 0: no /proc/<us>/fd for the child
     _write_all(control_fd, encode_frame({"ev": "ready", "error": None}))

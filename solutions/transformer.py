@@ -29,12 +29,12 @@ NOT be attended, so it gets ``~mask``.
 
 Equation numbers refer to the chapter:
 
-- (6.1) ``CrossAttn(Y, H) = MultiHead(Y W_q, H W_k, H W_v)``: weights (n_tgt, n_src)
-- (6.2) decoder self-attention mask ``M_ij = [j <= i] and [j < len_tgt]``
-- (6.3) smoothed target ``q = (1 - eps) onehot(y) + eps u``, u uniform over the V - 1
+- {eq}`ch6-cross`: ``CrossAttn(Y, H) = MultiHead(Y W_q, H W_k, H W_v)``: weights (n_tgt, n_src)
+- {eq}`ch6-decoder-mask`: decoder self-attention mask ``M_ij = [j <= i] and [j < len_tgt]``
+- {eq}`ch6-smoothing`: smoothed target ``q = (1 - eps) onehot(y) + eps u``, u uniform over the V - 1
   non-pad classes; loss ``H(q, p) = KL(q || p) + H(q)``
-- (6.4) ``lr(s) = factor d^-1/2 min(s^-1/2, s w^-3/2)``
-- (6.5) beam score ``log P(y) / |y|^alpha``
+- {eq}`ch6-noam`: ``lr(s) = factor d^-1/2 min(s^-1/2, s w^-3/2)``
+- {eq}`ch6-length-norm`: beam score ``log P(y) / |y|^alpha``
 """
 
 from __future__ import annotations
@@ -78,11 +78,11 @@ __all__ = [
 
 
 # ----------------------------------------------------------------------------------------
-# NumPy: the graded functions, eqs. (6.1)-(6.5)
+# NumPy: the graded functions, eqs. {eq}`ch6-cross` to {eq}`ch6-length-norm`
 
 
 def cross_attention(x, memory, w_q, w_k, w_v, w_o, num_heads=1, src_mask=None):
-    """Multi-head cross-attention, eq. (6.1): the decoder asks, the encoder answers.
+    """Multi-head cross-attention, eq. {eq}`ch6-cross`: the decoder asks, the encoder answers.
 
     x:      (..., n_tgt, d) decoder states: the queries
     memory: (..., n_src, d_src) encoder output: the keys and the values
@@ -97,7 +97,7 @@ def cross_attention(x, memory, w_q, w_k, w_v, w_o, num_heads=1, src_mask=None):
 
 
 def decoder_mask(tgt_lens, n):
-    """The mask of the decoder's self-attention, eq. (6.2): causal AND target padding.
+    """The mask of the decoder's self-attention, eq. {eq}`ch6-decoder-mask`: causal AND target padding.
 
     tgt_lens: (...) integers in [0, n], the valid lengths of the target sequences; n: the
     padded length. Returns boolean (..., n, n): ``mask[..., i, j] = j <= i and j < len``.
@@ -112,7 +112,7 @@ def label_smoothed_loss(
     ignore_index: int = -100,
     pad_index: int | None = None,
 ) -> torch.Tensor:
-    """Label-smoothed cross-entropy in torch (differentiable), eq. (6.3).
+    """Label-smoothed cross-entropy in torch (differentiable), eq. {eq}`ch6-smoothing`.
 
     logits: (..., V); targets: (...) ints; smoothing: eps in [0, 1).
     The target distribution is ``q = (1 - eps) onehot(y) + eps u`` with u uniform over the
@@ -143,7 +143,7 @@ def label_smoothed_loss(
 
 
 def label_smoothed_cross_entropy(logits, targets, smoothing, pad_index):
-    """Label-smoothed cross-entropy that ignores padding, eq. (6.3), in NumPy.
+    """Label-smoothed cross-entropy that ignores padding, eq. {eq}`ch6-smoothing`, in NumPy.
 
     logits: (..., V) scores; targets: (...) ints in [0, V); smoothing: eps in [0, 1);
     pad_index: the pad token's id. Targets equal to ``pad_index`` are skipped, and the
@@ -170,7 +170,7 @@ def label_smoothed_cross_entropy(logits, targets, smoothing, pad_index):
 
 
 def noam_rate(step, d_model, warmup, factor=1.0):
-    """The learning rate of Vaswani et al. at ``step`` (1-based), eq. (6.4).
+    """The learning rate of Vaswani et al. at ``step`` (1-based), eq. {eq}`ch6-noam`.
 
     ``factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)``: linear growth for
     ``warmup`` steps, then decay as 1/sqrt(step); the peak, at step = warmup, is
@@ -186,7 +186,7 @@ def noam_rate(step, d_model, warmup, factor=1.0):
 
 
 def beam_search(step_fn, bos, eos, beam_size, max_len, alpha=1.0):
-    """Beam search with length normalisation, eq. (6.5).
+    """Beam search with length normalisation, eq. {eq}`ch6-length-norm`.
 
     step_fn(prefixes) -> log-probabilities: prefixes is an int array (k, t) of the k live
     beams (each starting with ``bos``), the result a (k, V) float array: log P(next | prefix).

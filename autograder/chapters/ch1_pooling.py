@@ -73,7 +73,7 @@ def _nw_cases(rng):
 def _near_optimum(rng):
     """Data and a bandwidth just off the minimum of the LOO loss, where dL/dh is about 1e-5
     of the loss: a finite difference's error (about 1e-11) is then far over the tolerance
-    (rtol 1e-8), while an analytic gradient's rounding error is not."""
+    (rtol 1e-9, atol 1e-15), while an analytic gradient's rounding error is not."""
     loo = ref("solutions.pooling:loo_loss_and_grad")
     while True:
         x = np.sort(rng.uniform(0, 5, 12))
@@ -180,8 +180,8 @@ CHAPTER = register(
                 "solutions.pooling:loo_loss_and_grad",
                 _loo_cases,
                 outputs=("loss", "dloss_dbandwidth"),
-                rtol=1e-8,
-                atol=1e-13,
+                rtol=1e-9,  # an analytic gradient passes 995 of 995 hidden cases (seeds 1-199),
+                atol=1e-15,  # a central difference (steps 1e-4..1e-7 h) 0 of 796
                 hints={
                     "arity": "return a pair (loss, dloss_dbandwidth)",
                     "loss.values": "leave point i out of its own prediction (mask the diagonal) and average the squared errors",

@@ -445,7 +445,14 @@ if os.fork() == 0:  # a process that waits for the next student
 
 PROBE = """
 import os
-left = [n for n in os.listdir("/tmp") if n != os.path.basename(os.getcwd())]
+# the sandbox's own mounts (a virtualenv under /tmp is bound there) are not leftovers
+with open("/proc/self/mountinfo") as handle:
+    mounts = [line.split()[4] for line in handle]
+left = [
+    n for n in os.listdir("/tmp")
+    if n != os.path.basename(os.getcwd())
+    and not any(m == "/tmp/" + n or m.startswith("/tmp/" + n + "/") for m in mounts)
+]
 left += os.listdir("/dev/shm") if os.path.isdir("/dev/shm") else []
 with open("/proc/sysvipc/shm") as handle:
     left += handle.read().splitlines()[1:]
