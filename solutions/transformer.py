@@ -23,7 +23,7 @@ What this file builds, in the order the chapter derives it:
   Chinese-English pairs with the smoothed loss and the Noam schedule, seeded and on one
   thread; ``evaluate_translator`` measures exact match and pronoun resolution.
 
-Conventions (``shared/DESIGN.md``): rows are items; masks are boolean, True = "may attend";
+Conventions (``docs/conventions.md``): rows are items; masks are boolean, True = "may attend";
 NumPy weight matrices are used as ``x @ w``. ``nn.Transformer`` marks with True what may
 NOT be attended, so it gets ``~mask``.
 
