@@ -47,7 +47,7 @@ from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
 
 from solutions.conventions import BLOCK_BYTES  # noqa: E402
 from solutions.self_attention import online_softmax_attention, peak_memory  # noqa: E402
-from solutions.soft_hard import attention  # noqa: E402
+from solutions.soft_hard import SHIFT_FREE_BOUND, attention, dot_scores_within  # noqa: E402
 
 TARGET_VS_FUSED, TARGET_VS_NAIVE, TARGET_MEMORY = 1.5, 0.7, 1 / 20
 
@@ -88,18 +88,25 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def bytes_moved(batch, heads, n, d, itemsize, block_rows):
-    """Bytes of memory traffic of the (B, h, n, n) array and of q, k, v, out, per call.
+def bytes_moved(batch, heads, n, d, itemsize, block_rows, shift):
+    """Bytes of memory traffic of the (B, h, n, n) array and of q, k, v, out, per call, and
+    the number of passes the unblocked form makes over that array.
 
-    Unblocked: scores written (1), max read (1), shift read+write (2), exp read+write (2),
-    sum read (1), scale read+write (2), weights read by the matmul with V (1): 10 passes.
+    Unblocked: scores written (1), [max read (1), shift read+write (2),] exp read+write (2),
+    sum read (1), scale read+write (2), weights read by the matmul with V (1): 10 passes, or
+    7 when ``attention`` skips the max shift (Cauchy-Schwarz bounds every score by 60).
     Blocked: the weights are written once; the other passes stay in cache. K and V are
     read once per block of query rows.
     """
     matrix = batch * heads * n * n * itemsize
     vectors = batch * heads * n * d * itemsize  # one of q, k, v, out
     blocks_per_pair = math.ceil(n / block_rows)
-    return 10 * matrix + 4 * vectors, matrix + 2 * vectors + 2 * blocks_per_pair * vectors
+    passes = 10 if shift else 7
+    return (
+        passes * matrix + 4 * vectors,
+        matrix + 2 * vectors + 2 * blocks_per_pair * vectors,
+        passes,
+    )
 
 
 def copy_bandwidth() -> float:
@@ -116,9 +123,14 @@ def _timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def bench_speed(batch, heads, n, d, repeats, threads):
+def bench_data(batch, heads, n, d):
+    """The speed benchmark's q, k, v: standard normal, float32, seed 0."""
     rng = np.random.default_rng(0)
-    q, k, v = (rng.standard_normal((batch, heads, n, d), dtype=np.float32) for _ in range(3))
+    return [rng.standard_normal((batch, heads, n, d), dtype=np.float32) for _ in range(3)]
+
+
+def bench_speed(batch, heads, n, d, repeats, threads):
+    q, k, v = bench_data(batch, heads, n, d)
     qt, kt, vt = torch.from_numpy(q), torch.from_numpy(k), torch.from_numpy(v)
     fns = {
         "numpy attention, blocked": lambda: attention(q, k, v),
@@ -255,7 +267,10 @@ def main():
 
     batch, heads, n, d = 8, 8, 512, 64
     block_rows = max(1, BLOCK_BYTES // (n * 4))
-    unblocked_bytes, blocked_bytes = bytes_moved(batch, heads, n, d, 4, block_rows)
+    # the data of bench_speed: does attention skip the max shift on it (Cauchy-Schwarz)?
+    q, k, _ = bench_data(batch, heads, n, d)
+    shift = not dot_scores_within(q / np.float32(math.sqrt(d)), k, SHIFT_FREE_BOUND)
+    unblocked_bytes, blocked_bytes, passes = bytes_moved(batch, heads, n, d, 4, block_rows, shift)
     results, cpu_results = {}, {}
     for threads in args.threads:
         torch.set_num_threads(threads)
@@ -265,7 +280,8 @@ def main():
             )
             print(
                 f"  roofline: the unblocked form moves ~{unblocked_bytes / 2**20:.0f} MiB through memory "
-                f"(10 passes over the {batch * heads * n * n * 4 / 2**20:.0f} MiB weights), "
+                f"({passes} passes over the {batch * heads * n * n * 4 / 2**20:.0f} MiB weights"
+                f"{'' if shift else ', the max shift skipped: |q||k|/sqrt(d) <= 60'}), "
                 f"{unblocked_bytes / bandwidth * 1e3:.0f} ms at the copy bandwidth; the blocked one "
                 f"~{blocked_bytes / 2**20:.0f} MiB ({blocked_bytes / bandwidth * 1e3:.0f} ms), "
                 f"{unblocked_bytes / blocked_bytes:.1f}x less"
