@@ -317,9 +317,9 @@ def attention(q, k, v, mask=None, score="scaled_dot", block_rows="auto", **score
         shift = True
         if score_fn is dot_score:
             np.matmul(q3[p, r], np.swapaxes(k3[p], -1, -2), out=w)  # scores, written in place
-            # |q.k| <= |q| |k| (Cauchy-Schwarz): when that bound is <= 60 for the whole
-            # block, exp(score) lies in [1e-26, 1e26], far from overflow and underflow, so
-            # the max shift (two passes over the block) can go; the weights are the same.
+            # |q.k| <= |q| |k| (Cauchy-Schwarz, {eq}`ch4-cauchy-schwarz`): when that bound
+            # is <= 60 for the whole block, exp(score) lies in [1e-26, 1e26], far from
+            # overflow and underflow, so the max shift (two passes over the block) can go.
             shift = not dot_scores_within(q3[p, r], k3[p], SHIFT_FREE_BOUND)
         else:
             w[...] = score_fn(q3[p, r], k3[p], **score_params)
