@@ -54,7 +54,7 @@ from solutions.multihead import (
     multihead_attention,
 )
 from solutions.self_attention import causal_mask, padding_mask, sinusoidal_positions
-from solutions.training import seeded
+from solutions.training import train_loop
 from solutions.zh_en import BOS, EOS, PAD, SOURCE_VOCAB, TARGET_VOCAB, encode_batch, make_pairs
 
 __all__ = [
@@ -600,12 +600,27 @@ def train_translator(
     Every step samples a new batch of the training split (held-out combinations never
     appear), computes the label-smoothed loss on the next target word (pad skipped, no
     smoothing mass on pad) and takes an Adam step (betas 0.9, 0.98) at the Noam rate
-    ``noam_rate(step, d_model, warmup, lr_factor)``. Seeded, on one thread.
+    ``noam_rate(step, d_model, warmup, lr_factor)`` (step 1-based), through
+    ``solutions.training.train_loop`` (seeded, one CPU thread, deterministic).
     Returns ``(model, history)``: the model in eval mode; history["loss"] and
     history["lr"], one entry per step.
     """
-    with seeded(seed):
-        model = Translator(
+
+    def batch_loss(model, step):
+        pairs = make_pairs(
+            batch_size,
+            seed=seed * 1_000_003 + step + 1,
+            split="train",
+            kinds=kinds,
+            weights=weights,
+            notes_every=notes_every,
+        )
+        src, tgt = encode_batch(pairs)  # (B, n_src), (B, n_tgt)
+        logits, _ = model(src, tgt[:, :-1])  # position t predicts word t + 1
+        return label_smoothed_loss(logits, tgt[:, 1:], smoothing, ignore_index=PAD, pad_index=PAD)
+
+    return train_loop(
+        lambda: Translator(
             len(SOURCE_VOCAB),
             len(TARGET_VOCAB),
             d_model,
@@ -614,34 +629,15 @@ def train_translator(
             d_ff,
             norm_first,
             num_decoder_layers=num_decoder_layers,
-        )
-        optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-        history = {"loss": [], "lr": []}
-        model.train()
-        for step in range(1, steps + 1):
-            pairs = make_pairs(
-                batch_size,
-                seed=seed * 1_000_003 + step,
-                split="train",
-                kinds=kinds,
-                weights=weights,
-                notes_every=notes_every,
-            )
-            src, tgt = encode_batch(pairs)  # (B, n_src), (B, n_tgt)
-            logits, _ = model(src, tgt[:, :-1])  # position t predicts word t + 1
-            loss = label_smoothed_loss(
-                logits, tgt[:, 1:], smoothing, ignore_index=PAD, pad_index=PAD
-            )
-            lr = noam_rate(step, d_model, warmup, lr_factor)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            history["loss"].append(loss.item())
-            history["lr"].append(lr)
-        model.eval()
-        return model, history
+        ),
+        batch_loss,
+        steps=steps,
+        seed=seed,
+        lr=1.0,  # the schedule is the whole rate: noam_rate already includes lr_factor
+        betas=(0.9, 0.98),
+        eps=1e-9,
+        lr_schedule=lambda step: noam_rate(step + 1, d_model, warmup, lr_factor),
+    )
 
 
 @torch.no_grad()
