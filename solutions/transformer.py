@@ -51,6 +51,7 @@ from solutions.multihead import (
     KVCache,
     MultiHeadAttention,
     TransformerEncoderBlock,
+    block_from_torch,
     multihead_attention,
 )
 from solutions.self_attention import causal_mask, padding_mask, sinusoidal_positions
@@ -321,28 +322,9 @@ class TransformerDecoderBlock(nn.Module):
     @classmethod
     def from_torch(cls, layer: nn.TransformerDecoderLayer) -> TransformerDecoderBlock:
         """A block with the weights of ``nn.TransformerDecoderLayer`` (ReLU activation)."""
-        if not isinstance(layer, nn.TransformerDecoderLayer):
-            raise TypeError(
-                f"expected a torch.nn.TransformerDecoderLayer, got {type(layer).__name__}"
-            )
-        if layer.activation is not F.relu:
-            raise ValueError(
-                "expected a TransformerDecoderLayer with activation='relu' (the FFN here uses ReLU)"
-            )
-        d_model, d_ff = layer.linear1.in_features, layer.linear1.out_features
-        block = cls(d_model, layer.self_attn.num_heads, d_ff, norm_first=layer.norm_first)
-        block = block.to(layer.linear1.weight.dtype)
+        block = block_from_torch(cls, layer, nn.TransformerDecoderLayer)
         block.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
         block.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
-        for ours, theirs in (
-            (block.norm1, layer.norm1),
-            (block.norm2, layer.norm2),
-            (block.norm3, layer.norm3),
-        ):
-            ours.load_state_dict(theirs.state_dict())
-            ours.eps = theirs.eps
-        block.ff[0].load_state_dict(layer.linear1.state_dict())
-        block.ff[2].load_state_dict(layer.linear2.state_dict())
         return block
 
 
