@@ -339,6 +339,33 @@ class MultiHeadAttention(nn.Module):
         return tuple(p.weight.detach().cpu().double().numpy().T.copy() for p in projections)
 
 
+def block_from_torch(cls, layer: nn.Module, expected: type[nn.Module]) -> nn.Module:
+    """A ``cls`` block with the feed-forward and layer-norm weights of a PyTorch layer.
+
+    The part of ``from_torch`` that encoder and decoder blocks share: checks that ``layer``
+    is an ``expected`` (``nn.TransformerEncoderLayer`` or ``nn.TransformerDecoderLayer``)
+    with a ReLU feed-forward, builds ``cls(d_model, num_heads, d_ff, norm_first)`` in the
+    layer's dtype and copies ``linear1``/``linear2`` into ``ff`` and every ``normK`` (weights
+    and eps). The caller copies the attention modules, which differ between the two.
+    """
+    name = expected.__name__
+    if not isinstance(layer, expected):
+        raise TypeError(f"expected a torch.nn.{name}, got {type(layer).__name__}")
+    if not (layer.activation is F.relu or isinstance(layer.activation, nn.ReLU)):
+        raise ValueError(f"expected a {name} with activation='relu' (the FFN here uses ReLU)")
+    d_model, d_ff = layer.linear1.in_features, layer.linear1.out_features
+    block = cls(d_model, layer.self_attn.num_heads, d_ff, norm_first=layer.norm_first)
+    block = block.to(layer.linear1.weight.dtype)
+    for child, theirs in layer.named_children():
+        if isinstance(theirs, nn.LayerNorm):  # norm1, norm2 (and norm3 in a decoder layer)
+            ours = getattr(block, child)
+            ours.load_state_dict(theirs.state_dict())
+            ours.eps = theirs.eps
+    block.ff[0].load_state_dict(layer.linear1.state_dict())
+    block.ff[2].load_state_dict(layer.linear2.state_dict())
+    return block
+
+
 class TransformerEncoderBlock(nn.Module):
     """A Transformer block, {eq}`ch5-block`: self-attention then a feed-forward network, each
     wrapped in a residual connection and a layer norm.
@@ -380,23 +407,8 @@ class TransformerEncoderBlock(nn.Module):
     @classmethod
     def from_torch(cls, layer: nn.TransformerEncoderLayer) -> TransformerEncoderBlock:
         """A block with the weights of ``nn.TransformerEncoderLayer`` (ReLU activation)."""
-        if not isinstance(layer, nn.TransformerEncoderLayer):
-            raise TypeError(
-                f"expected a torch.nn.TransformerEncoderLayer, got {type(layer).__name__}"
-            )
-        if getattr(layer, "activation_relu_or_gelu", 0) != 1:
-            raise ValueError(
-                "expected a TransformerEncoderLayer with activation='relu' (the FFN here uses ReLU)"
-            )
-        d_model, d_ff = layer.linear1.in_features, layer.linear1.out_features
-        block = cls(d_model, layer.self_attn.num_heads, d_ff, norm_first=layer.norm_first)
-        block = block.to(layer.linear1.weight.dtype)
+        block = block_from_torch(cls, layer, nn.TransformerEncoderLayer)
         block.attn = MultiHeadAttention.from_torch(layer.self_attn)
-        block.norm1.load_state_dict(layer.norm1.state_dict())
-        block.norm2.load_state_dict(layer.norm2.state_dict())
-        block.norm1.eps, block.norm2.eps = layer.norm1.eps, layer.norm2.eps
-        block.ff[0].load_state_dict(layer.linear1.state_dict())
-        block.ff[2].load_state_dict(layer.linear2.state_dict())
         return block
 
 

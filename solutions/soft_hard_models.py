@@ -71,6 +71,23 @@ def _batches(n_train: int, batch_size: int, steps: int, seed: int):
 # the attention.
 
 
+def _train_logged(build_model, batch_loss, evaluate, *, chance, steps, seed, lr, log_every):
+    """``train_loop`` with held-out ``evaluate`` every ``log_every`` steps; ``history["chance"]``
+    is the accuracy of guessing, the line every accuracy curve of the chapter is drawn against.
+    """
+    model, history = train_loop(
+        build_model,
+        batch_loss,
+        steps=steps,
+        seed=seed,
+        lr=lr,
+        evaluate=evaluate,
+        log_every=log_every,
+    )
+    history["chance"] = chance
+    return model, history
+
+
 def make_marker_data(n: int, seed: int, seq_len: int = 10, num_classes: int = 4):
     """Synthetic "find the marked token" classification data.
 
@@ -244,17 +261,16 @@ def train_hard_attention(
             "hit_rate": float((test_index == test_marker).float().mean()),
         }
 
-    model, history = train_loop(
+    return _train_logged(
         lambda: HardAttentionClassifier(2 * num_classes, num_classes, d_model),
         batch_loss,
+        evaluate,
+        chance=1.0 / num_classes,
         steps=steps,
         seed=seed,
         lr=lr,
-        evaluate=evaluate,
         log_every=log_every,
     )
-    history["chance"] = 1.0 / num_classes
-    return model, history
 
 
 def train_soft_attention(
@@ -292,17 +308,16 @@ def train_soft_attention(
             ),
         }
 
-    model, history = train_loop(
+    return _train_logged(
         lambda: SoftAttentionClassifier(2 * num_classes, num_classes, d_model),
         batch_loss,
+        evaluate,
+        chance=1.0 / num_classes,
         steps=steps,
         seed=seed,
         lr=lr,
-        evaluate=evaluate,
         log_every=log_every,
     )
-    history["chance"] = 1.0 / num_classes
-    return model, history
 
 
 # ----------------------------------------------------------------------------------------
@@ -438,17 +453,16 @@ def train_aspect_model(
             "adjective_weight": float(test_weights[torch.arange(1000), test["adjective"]].mean()),
         }
 
-    model, history = train_loop(
+    return _train_logged(
         AspectSentimentModel,
         batch_loss,
+        evaluate,
+        chance=0.5,
         steps=steps,
         seed=seed,
         lr=lr,
-        evaluate=evaluate,
         log_every=log_every,
     )
-    history["chance"] = 0.5
-    return model, history
 
 
 @torch.no_grad()
@@ -622,17 +636,16 @@ def train_memory_network(
             ],
         }
 
-    model, history = train_loop(
+    return _train_logged(
         lambda: MemoryNetwork(hops=hops),
         batch_loss,
+        evaluate,
+        chance=1.0 / len(LOCATIONS),
         steps=steps,
         seed=seed,
         lr=lr,
-        evaluate=evaluate,
         log_every=log_every,
     )
-    history["chance"] = 1.0 / len(LOCATIONS)
-    return model, history
 
 
 @torch.no_grad()

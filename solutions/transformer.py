@@ -51,10 +51,11 @@ from solutions.multihead import (
     KVCache,
     MultiHeadAttention,
     TransformerEncoderBlock,
+    block_from_torch,
     multihead_attention,
 )
 from solutions.self_attention import causal_mask, padding_mask, sinusoidal_positions
-from solutions.training import seeded
+from solutions.training import train_loop
 from solutions.zh_en import BOS, EOS, PAD, SOURCE_VOCAB, TARGET_VOCAB, encode_batch, make_pairs
 
 __all__ = [
@@ -321,28 +322,9 @@ class TransformerDecoderBlock(nn.Module):
     @classmethod
     def from_torch(cls, layer: nn.TransformerDecoderLayer) -> TransformerDecoderBlock:
         """A block with the weights of ``nn.TransformerDecoderLayer`` (ReLU activation)."""
-        if not isinstance(layer, nn.TransformerDecoderLayer):
-            raise TypeError(
-                f"expected a torch.nn.TransformerDecoderLayer, got {type(layer).__name__}"
-            )
-        if layer.activation is not F.relu:
-            raise ValueError(
-                "expected a TransformerDecoderLayer with activation='relu' (the FFN here uses ReLU)"
-            )
-        d_model, d_ff = layer.linear1.in_features, layer.linear1.out_features
-        block = cls(d_model, layer.self_attn.num_heads, d_ff, norm_first=layer.norm_first)
-        block = block.to(layer.linear1.weight.dtype)
+        block = block_from_torch(cls, layer, nn.TransformerDecoderLayer)
         block.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
         block.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
-        for ours, theirs in (
-            (block.norm1, layer.norm1),
-            (block.norm2, layer.norm2),
-            (block.norm3, layer.norm3),
-        ):
-            ours.load_state_dict(theirs.state_dict())
-            ours.eps = theirs.eps
-        block.ff[0].load_state_dict(layer.linear1.state_dict())
-        block.ff[2].load_state_dict(layer.linear2.state_dict())
         return block
 
 
@@ -600,12 +582,27 @@ def train_translator(
     Every step samples a new batch of the training split (held-out combinations never
     appear), computes the label-smoothed loss on the next target word (pad skipped, no
     smoothing mass on pad) and takes an Adam step (betas 0.9, 0.98) at the Noam rate
-    ``noam_rate(step, d_model, warmup, lr_factor)``. Seeded, on one thread.
+    ``noam_rate(step, d_model, warmup, lr_factor)`` (step 1-based), through
+    ``solutions.training.train_loop`` (seeded, one CPU thread, deterministic).
     Returns ``(model, history)``: the model in eval mode; history["loss"] and
     history["lr"], one entry per step.
     """
-    with seeded(seed):
-        model = Translator(
+
+    def batch_loss(model, step):
+        pairs = make_pairs(
+            batch_size,
+            seed=seed * 1_000_003 + step + 1,
+            split="train",
+            kinds=kinds,
+            weights=weights,
+            notes_every=notes_every,
+        )
+        src, tgt = encode_batch(pairs)  # (B, n_src), (B, n_tgt)
+        logits, _ = model(src, tgt[:, :-1])  # position t predicts word t + 1
+        return label_smoothed_loss(logits, tgt[:, 1:], smoothing, ignore_index=PAD, pad_index=PAD)
+
+    return train_loop(
+        lambda: Translator(
             len(SOURCE_VOCAB),
             len(TARGET_VOCAB),
             d_model,
@@ -614,34 +611,15 @@ def train_translator(
             d_ff,
             norm_first,
             num_decoder_layers=num_decoder_layers,
-        )
-        optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-        history = {"loss": [], "lr": []}
-        model.train()
-        for step in range(1, steps + 1):
-            pairs = make_pairs(
-                batch_size,
-                seed=seed * 1_000_003 + step,
-                split="train",
-                kinds=kinds,
-                weights=weights,
-                notes_every=notes_every,
-            )
-            src, tgt = encode_batch(pairs)  # (B, n_src), (B, n_tgt)
-            logits, _ = model(src, tgt[:, :-1])  # position t predicts word t + 1
-            loss = label_smoothed_loss(
-                logits, tgt[:, 1:], smoothing, ignore_index=PAD, pad_index=PAD
-            )
-            lr = noam_rate(step, d_model, warmup, lr_factor)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            history["loss"].append(loss.item())
-            history["lr"].append(lr)
-        model.eval()
-        return model, history
+        ),
+        batch_loss,
+        steps=steps,
+        seed=seed,
+        lr=1.0,  # the schedule is the whole rate: noam_rate already includes lr_factor
+        betas=(0.9, 0.98),
+        eps=1e-9,
+        lr_schedule=lambda step: noam_rate(step + 1, d_model, warmup, lr_factor),
+    )
 
 
 @torch.no_grad()

@@ -157,9 +157,22 @@ class PageVisit:
             self.bad_local.append(f"{response.status} {response.url}")
 
     def goto(self, path: str, settle: bool = True):
+        """Open ``path`` and wait for the load event, then (``settle``) for the page to be
+        ready: MathJax done typesetting, its fonts loaded, every image complete. These are
+        states of the page, not "the network went quiet": a loaded machine only delays them."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
         response = self.page.goto(f"{self.base}/{path}", wait_until="load")
-        if settle:  # let late requests (fonts, lazy scripts) happen before anything is asserted
-            self.page.wait_for_load_state("networkidle")
+        if settle:
+            try:
+                self.page.wait_for_function(READY, timeout=READY_TIMEOUT_MS, polling=100)
+            except PlaywrightTimeoutError:
+                state = self.page.evaluate(READINESS)
+                pytest.fail(
+                    f"{path}: not ready {READY_TIMEOUT_MS // 1000} s after its load event: "
+                    f"{state}; requests blocked for leaving the site: {self.external}",
+                    pytrace=False,
+                )
         return response
 
     def close(self):
@@ -184,6 +197,34 @@ def visit(browser_context, site):
 
 # ----------------------------------------------------------------------------------------
 # in-page probes (JavaScript run in the browser)
+
+# Readiness after the load event, from the page's own state (never "the network went quiet"):
+# MathJax, when the page loads it, has run its first typeset (``MathJax.startup.promise``)
+# and the fonts that typesetting asked for have loaded; every image is complete. The first
+# call starts watching the promise; later calls (wait_for_function polls) read the result.
+READINESS = """() => {
+  const pending = [...document.images].filter(img => !img.complete).map(img => img.src);
+  const wantsMathJax = !!document.querySelector('script[src*="mathjax" i]');
+  const startup = window.MathJax && MathJax.startup && MathJax.startup.promise;
+  let mathjax = 'absent';
+  if (startup) {
+    if (!window.__attentionTypeset) {
+      window.__attentionTypeset = 'typesetting';
+      startup
+        .then(() => new Promise(resolve => requestAnimationFrame(() => resolve())))
+        .then(() => document.fonts.ready)
+        .then(() => { window.__attentionTypeset = 'done'; },
+              err => { window.__attentionTypeset = 'failed: ' + err; });
+    }
+    mathjax = window.__attentionTypeset;
+  } else if (wantsMathJax) {
+    mathjax = 'script present, not started';
+  }
+  const ready = (mathjax === 'absent' || mathjax === 'done') && pending.length === 0;
+  return {ready, mathjax, pending_images: pending};
+}"""
+READY = f"() => ({READINESS})().ready"
+READY_TIMEOUT_MS = 120_000  # generous: nothing waited for depends on the network
 
 WAIT_FOR_MATHJAX = """async () => {
   const blocks = document.querySelectorAll('div.math, span.math');

@@ -10,10 +10,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from solutions.multihead import MultiHeadAttention
+from solutions.multihead import MultiHeadAttention, TransformerEncoderBlock
 from solutions.self_attention import causal_mask, padding_mask
 from solutions.transformer import (
     EncoderDecoder,
+    TransformerDecoderBlock,
     Translator,
     beam_search,
     beam_translate,
@@ -115,6 +116,34 @@ def test_encoder_decoder_matches_nn_transformer_with_copied_weights(norm_first):
 def test_from_torch_refuses_other_modules():
     with pytest.raises(TypeError, match="nn.Transformer"):
         EncoderDecoder.from_torch(nn.Linear(2, 2))
+
+
+@pytest.mark.parametrize(
+    "ours, theirs",
+    [
+        (TransformerEncoderBlock, nn.TransformerEncoderLayer),
+        (TransformerDecoderBlock, nn.TransformerDecoderLayer),
+    ],
+)
+def test_block_from_torch_copies_a_relu_layer_and_refuses_gelu_or_another_layer(ours, theirs):
+    torch.manual_seed(0)
+    layer = theirs(8, 2, dim_feedforward=16, activation=nn.ReLU(), dropout=0.0, layer_norm_eps=1e-3)
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.add_(0.1 * torch.randn_like(p))  # the layer-norm gains and biases too
+    block = ours.from_torch(layer)
+    norms = [name for name, child in layer.named_children() if isinstance(child, nn.LayerNorm)]
+    assert len(norms) == (2 if theirs is nn.TransformerEncoderLayer else 3)
+    for name in norms:
+        assert torch.equal(getattr(block, name).weight, getattr(layer, name).weight)
+        assert torch.equal(getattr(block, name).bias, getattr(layer, name).bias)
+        assert getattr(block, name).eps == 1e-3
+    assert torch.equal(block.ff[0].weight, layer.linear1.weight)
+    assert torch.equal(block.ff[2].bias, layer.linear2.bias)
+    with pytest.raises(ValueError, match="activation='relu'"):
+        ours.from_torch(theirs(8, 2, dim_feedforward=16, activation="gelu"))
+    with pytest.raises(TypeError, match=f"nn.{theirs.__name__}, got Linear"):
+        ours.from_torch(nn.Linear(2, 2))
 
 
 # ----------------------------------------------------------------------------------------
