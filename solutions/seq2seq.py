@@ -20,6 +20,8 @@ What this file builds, in the order the chapter derives it:
 - ``local_attention``: Luong's local attention (local-m and local-p): attend only to a
   window of 2D + 1 source positions around an aligned position p_t, with a Gaussian
   fall-off.
+- ``TinySeq2Seq`` and ``translate_given_model``: the model the assignment gives and its
+  greedy decoding, the trusted copy the grader compares a student's decoder with.
 
 Conventions (``docs/conventions.md``): batch first, rows are positions. Encoder states are
 ``h`` of shape ``(B, n_in, d_enc)``; a decoder query is ``(B, d_dec)``; attention weights
@@ -60,7 +62,7 @@ from solutions.conventions import (
     masked_softmax,
     masked_softmax_torch,
 )
-from solutions.training import train_loop
+from solutions.training import seeded, train_loop
 
 __all__ = [
     "PAD",
@@ -92,6 +94,10 @@ __all__ = [
     "quick_train",
     "exact_match",
     "exact_match_by_length",
+    "TinySeq2Seq",
+    "tiny_model",
+    "tiny_greedy_decode",
+    "translate_given_model",
 ]
 
 
@@ -853,3 +859,99 @@ def exact_match_by_length(model: Seq2Seq, data, by: str = "target") -> dict[int,
         length = len(tgt) if by == "target" else len(src)
         hits.setdefault(length, []).append(out == list(tgt))
     return {n: float(np.mean(hits[n])) for n in sorted(hits)}
+
+
+# ----------------------------------------------------------------------------------------
+# the assignment's given model (``ch3_seq2seq``, task 4): the trusted copy
+
+#: the widths of the assignment's ``TinySeq2Seq`` (its constructor's defaults)
+TINY_EMB, TINY_HID, TINY_ATT = 16, 32, 32
+
+
+class TinySeq2Seq(nn.Module):
+    """The model the ch3 assignment gives its students, line for line (the released notebook
+    cannot import ``solutions``; ``tests/test_checks.py`` checks that the notebook's locked
+    copy has the same parameters, in the same order, and the same outputs).
+
+    A bidirectional GRU encoder whose mean state over the real words gives the initial
+    decoder state, and a GRU decoder with additive (Bahdanau) attention queried with the
+    previous state; ids 0, 1, 2 are <pad>, <bos>, <eos> in both vocabularies.
+    """
+
+    def __init__(self, n_src, n_tgt, emb=TINY_EMB, hid=TINY_HID, att=TINY_ATT):
+        super().__init__()
+        d = 2 * hid  # width of the encoder states and of the decoder state
+        self.src_emb = nn.Embedding(n_src, emb, padding_idx=0)
+        self.encoder = nn.GRU(emb, hid, batch_first=True, bidirectional=True)
+        self.init = nn.Linear(d, d)
+        self.tgt_emb = nn.Embedding(n_tgt, emb, padding_idx=0)
+        self.w_s = nn.Linear(d, att, bias=False)
+        self.w_h = nn.Linear(d, att, bias=False)
+        self.v = nn.Linear(att, 1, bias=False)
+        self.cell = nn.GRUCell(emb + d, d)
+        self.out = nn.Linear(2 * d, n_tgt)
+
+    def encode(self, src):
+        """src (B, n_in) ids -> h (B, n_in, d), mask (B, n_in), initial state s0 (B, d)."""
+        mask = src != 0
+        h, _ = self.encoder(self.src_emb(src))  # (B, n_in, d)
+        m = mask[..., None].float()
+        s0 = torch.tanh(self.init((h * m).sum(1) / m.sum(1).clamp(min=1)))  # mean of real words
+        return h, mask, s0
+
+    def step(self, y_prev, s_prev, h, mask):
+        """y_prev (B,) ids, s_prev (B, d) -> logits (B, V), s (B, d), weights (B, n_in)."""
+        e = self.v(torch.tanh(self.w_s(s_prev)[:, None, :] + self.w_h(h))).squeeze(-1)
+        a = torch.softmax(e.masked_fill(~mask, float("-inf")), dim=-1)  # (B, n_in)
+        c = (a[..., None] * h).sum(1)  # (B, d) context
+        s = self.cell(torch.cat([self.tgt_emb(y_prev), c], -1), s_prev)  # (B, d)
+        return self.out(torch.cat([s, c], -1)), s, a
+
+
+def tiny_model(parameters) -> TinySeq2Seq:
+    """The ``TinySeq2Seq`` whose parameters are the flat float vector ``parameters``, in the
+    order of ``model.parameters()`` (what the assignment's ``model_from_parameters`` does)."""
+    model = TinySeq2Seq(len(SOURCE_VOCAB), len(TARGET_VOCAB))
+    flat = torch.as_tensor(np.asarray(parameters), dtype=torch.float32)
+    size = sum(p.numel() for p in model.parameters())
+    if flat.shape != (size,):
+        raise ValueError(
+            f"expected the {size} parameters of TinySeq2Seq as one flat vector, "
+            f"got shape {tuple(flat.shape)}"
+        )
+    nn.utils.vector_to_parameters(flat, model.parameters())
+    return model.eval()
+
+
+def tiny_greedy_decode(model: TinySeq2Seq, src, max_len: int):
+    """Greedy decoding: ``src`` (B, n_in) ids -> ``(ids, margin)``.
+
+    ids: (B, max_len) int64. Every row starts from <bos> and feeds back the argmax of
+    ``model.step``'s logits; after a row's first <eos> it holds <pad>. All ``max_len``
+    columns are returned (a row without <eos> has ``max_len`` tokens).
+    margin: the smallest gap between the top two logits over every choice made (rows not
+    yet ended), how far the decoding is from an argmax tie (inf if nothing was chosen).
+    """
+    max_len = check_int(max_len, "max_len", 1)
+    src = torch.as_tensor(np.asarray(src), dtype=torch.long)
+    margin = float("inf")
+    with torch.no_grad(), seeded(0):  # one thread, deterministic kernels
+        h, mask, s = model.encode(src)
+        y = torch.full((src.shape[0],), TARGET_VOCAB.bos_id, dtype=torch.long)
+        done = torch.zeros(src.shape[0], dtype=torch.bool)
+        ids = []
+        for _ in range(max_len):
+            logits, s, _ = model.step(y, s, h, mask)  # (B, V)
+            top = logits.topk(2, dim=-1).values  # (B, 2)
+            margin = min([margin, *(top[:, 0] - top[:, 1])[~done].tolist()])
+            y = logits.argmax(-1).masked_fill(done, TARGET_VOCAB.pad_id)  # (B,)
+            ids.append(y)
+            done |= y == TARGET_VOCAB.eos_id
+    return torch.stack(ids, 1).numpy().astype(np.int64), margin
+
+
+def translate_given_model(src, parameters, max_len: int) -> np.ndarray:
+    """The greedy decoding (``tiny_greedy_decode``) of ``src`` by the ``TinySeq2Seq`` with
+    these flat ``parameters``: what the assignment's ``translate`` must return when it is
+    given that model."""
+    return tiny_greedy_decode(tiny_model(parameters), src, max_len)[0]

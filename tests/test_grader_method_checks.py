@@ -1,6 +1,8 @@
 """Checks grade the method, not only the outcome, in the sandbox the grader really uses:
 an online_softmax_attention that builds the full score matrix runs out of the chapter's
-memory on the big case, while the block-wise solution passes it."""
+memory on the big case, while the block-wise solution passes it; a ch3 translate that reads
+the digit words by rule (or decodes with its own trained model whatever model it is given)
+keeps the accuracy points and loses the given-model ones."""
 
 from __future__ import annotations
 
@@ -45,3 +47,58 @@ def test_an_online_softmax_that_builds_the_full_matrix_loses_the_task(tmp_path):
     assert (full.score, full.reasons) == (9.0, ["memory"]), full.notes
     online = next(t for t in full.tasks if t.grade_id == "test-online-softmax")
     assert "does not fit in memory" in online.message and "raised MemoryError" in online.message
+
+
+# ch3_seq2seq: test-translate (3, accuracy of the trained model), test-translate-given-model
+# (2, the greedy decoding of random models the grader supplies); 15 auto-graded points.
+RULE = """
+def translate(src, max_len=None, model=None):  # reads the words by rule, never runs a model
+    words = "zero one two three four five six seven eight nine".split()
+    rows = []
+    for row in np.asarray(src):
+        digits, repeat = [], 1
+        for word in (SOURCE_VOCAB[i] for i in row if i != PAD):
+            if word in ("double", "triple"):
+                repeat = 2 if word == "double" else 3
+                continue
+            digit = "0" if word == "oh" else str(words.index(word))
+            digits += [TARGET_VOCAB.index(digit)] * repeat
+            repeat = 1
+        rows.append(digits + [EOS])
+    out = np.full((len(rows), max(map(len, rows))), PAD, dtype=np.int64)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = row
+    return out
+"""
+OWN_MODEL = """
+decode_own_model = translate
+
+
+def translate(src, max_len=None, model=None):  # ignores the model it is given
+    return decode_own_model(src, max_len)
+"""
+
+
+def test_a_translate_that_ignores_the_given_model_loses_the_given_model_points(tmp_path):
+    if sandbox.find_bwrap() is None:
+        pytest.fail("bubblewrap is required: apt-get install bubblewrap")
+    a = "ch3_seq2seq"
+    course = corpus.released_course(tmp_path / "course", (a,))
+    good = corpus.solved(course, a)
+    corpus.write_submission(course, a, "greedy", good)
+    for student, extra in (("rule", RULE), ("own-model", OWN_MODEL)):
+        corpus.write_submission(
+            course, a, student, corpus.append_to_cell(good, "train-translate", extra)
+        )
+    out = grading.grade_assignment(course, a, workers=1, progress=False)
+    results = {r.student: r for r in out["graded"]}
+    assert (results["greedy"].score, results["greedy"].reasons) == (15.0, [])
+    for student in ("rule", "own-model"):
+        result = results[student]
+        assert (result.score, result.reasons) == (13.0, []), result.notes
+        tasks = {t.grade_id: t for t in result.tasks}
+        assert tasks["test-translate"].passed
+        given = tasks["test-translate-given-model"]
+        assert (given.points, given.passed) == (0.0, False)
+        assert "token sequences differ from the expected ones" in given.message
+        assert "translate must decode with the model it is given" in given.message

@@ -22,6 +22,7 @@ from pathlib import Path
 import nbformat
 import numpy as np
 import pytest
+import torch
 
 from autograder import checks, contract, release
 
@@ -221,3 +222,43 @@ def test_cli_reports_failure_with_exit_code(tmp_path):
         timeout=300,
     )
     assert result.returncode == 1 and "no source notebook" in result.stderr
+
+
+def test_ch3_locked_tiny_seq2seq_is_the_model_the_grader_decodes_with(tmp_path, monkeypatch):
+    """The notebook's locked TinySeq2Seq (with model_from_parameters) and the trusted copy in
+    ``solutions.seq2seq`` have the same parameter names and shapes in the same order (the
+    order a flat vector of parameters is read in), and for the same random parameters the
+    same encoder states, initial state, logits, next state and attention weights, exactly:
+    the copy the grader's expected tokens come from cannot drift from the students' one."""
+    from autograder.chapters import ch3_seq2seq
+    from solutions import seq2seq
+
+    monkeypatch.chdir(tmp_path)
+    ch3_seq2seq.write_translation_data(tmp_path / ch3_seq2seq.DATA_FILE)
+    locked = next(
+        c.source
+        for c in _source("ch3_seq2seq").cells
+        if c.metadata.get("nbgrader", {}).get("grade_id") == "given-model"
+    )
+    namespace = {"np": np, "__name__": "__main__"}
+    exec(compile(locked, "<ch3 given-model>", "exec"), namespace)
+
+    case = checks.public_cases("translate_given_model")[0]
+    src, parameters, _ = case.args
+    theirs = namespace["model_from_parameters"](parameters)
+    ours = seq2seq.tiny_model(parameters)
+    assert [(n, p.shape) for n, p in theirs.named_parameters()] == [
+        (n, p.shape) for n, p in ours.named_parameters()
+    ]
+    with torch.no_grad():
+        src = torch.as_tensor(src)
+        encoded = theirs.encode(src), ours.encode(src)
+        for a, b in zip(*encoded):
+            assert torch.equal(a, b)
+        h, mask, s0 = encoded[1]
+        y = torch.arange(len(src)) % len(seq2seq.TARGET_VOCAB)  # every kind of token
+        for a, b in zip(theirs.step(y, s0, h, mask), ours.step(y, s0, h, mask)):
+            assert torch.equal(a, b)
+        # and the parameters really differ from a fresh model's: the vector was read
+        fresh = namespace["TinySeq2Seq"](len(seq2seq.SOURCE_VOCAB), len(seq2seq.TARGET_VOCAB))
+        assert not torch.equal(theirs.out.bias, fresh.out.bias)
