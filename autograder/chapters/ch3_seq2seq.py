@@ -164,6 +164,10 @@ def _luong_concat_answer(case: Case):
 
 #: the outcome task: inputs are 1-5 digit phone numbers as in the training data
 TRANSLATE_MAX_DIGITS = 5
+# The notebook's own solution (train_model, 200 steps, one thread, deterministic) trained with
+# torch seeds and batch seeds 0-19, each graded on 5 hidden cases (seeds 0-4): exact match
+# min 0.885, median 0.935, max 0.975 (the source notebook's seed 0: 0.930-0.950). The
+# threshold sits 0.035 below the worst of those 100 gradings.
 TRANSLATE_THRESHOLD = 0.85
 TRANSLATE_TRAIN_SIZE, TRANSLATE_TRAIN_SEED = 2000, 1234
 DATA_FILE = "spoken_digits.npz"  # the training data the notebook loads
