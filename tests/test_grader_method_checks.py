@@ -1,21 +1,46 @@
-"""Checks grade the method, not only the outcome, in the sandbox the grader really uses:
-an online_softmax_attention that builds the full score matrix runs out of the chapter's
-memory on the big case, while the block-wise solution passes it."""
+"""Checks grade the method, not only the outcome. In the sandbox the grader really uses: an
+online_softmax_attention that builds the full score matrix runs out of the chapter's memory on
+the big case, while the block-wise solution passes it. Driven directly (no sandbox, fast):
+a lazy or wrong method fails a check's hidden cases on every seed tried, and the reference
+passes them."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from hostile import corpus  # noqa: E402
 
-from autograder import grading, sandbox  # noqa: E402
+from autograder import checks, contract, grading, sandbox  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 A = "ch4_self_attention"
+SEEDS = range(1, 21)
+
+
+def _failures(name: str, fn, seed: int, only: str = "") -> list[str]:
+    """The failure messages of ``fn`` on the hidden cases of check ``name`` for ``seed``
+    (only the cases whose name contains ``only``), judged as the grader judges them."""
+    cases = [c for c in checks.hidden_cases(name, seed) if only in c.name]
+    assert cases, f"no hidden case of {name} is named like {only!r}"
+    failures, _notes = contract.run_cases(
+        checks.spec(name), fn, checks.contract_cases(name, cases), hidden=True
+    )
+    return failures
+
+
+def _assert_caught(name: str, wrong, only: str = "") -> None:
+    """``wrong`` fails on every seed of SEEDS while the reference passes."""
+    reference = checks.REGISTRY[name].reference_fn()
+    with np.errstate(all="ignore"):
+        for seed in SEEDS:
+            assert not _failures(name, reference, seed, only), (name, seed)
+            assert _failures(name, wrong, seed, only), f"{name}: a wrong method passes seed {seed}"
+
 
 FULL_MATRIX = """
 def online_softmax_attention(q, k, v, block_size=128, mask=None):  # the outcome, not the method
@@ -45,3 +70,41 @@ def test_an_online_softmax_that_builds_the_full_matrix_loses_the_task(tmp_path):
     assert (full.score, full.reasons) == (9.0, ["memory"]), full.notes
     online = next(t for t in full.tasks if t.grade_id == "test-online-softmax")
     assert "does not fit in memory" in online.message and "raised MemoryError" in online.message
+
+
+def _online(q, k, v, block_size=128, mask=None, shift="running max"):
+    """Block-wise attention whose exponent is shifted by the running max (right), by the first
+    block's max only, or not at all ("none"): the last two overflow on large scores."""
+    q = np.asarray(q, float) / np.sqrt(np.shape(q)[-1])
+    k, v = np.asarray(k, float), np.asarray(v, float)
+    m = np.full(q.shape[:-1] + (1,), -np.inf)
+    total, out = np.zeros_like(m), np.zeros(q.shape[:-1] + v.shape[-1:])
+    for start in range(0, k.shape[-2], block_size):
+        keys = slice(start, start + block_size)
+        s = q @ np.swapaxes(k[..., keys, :], -1, -2)
+        if mask is not None:
+            s = np.where(np.broadcast_to(mask, q.shape[:-1] + k.shape[-2:1])[..., keys], s, -np.inf)
+        m_new = np.maximum(m, s.max(-1, keepdims=True))
+        if shift == "running max" or start == 0:
+            base = np.where(np.isfinite(m_new), m_new, 0.0)
+        if shift == "none":
+            base = np.zeros_like(m_new)
+        rescale = np.exp(np.where(np.isfinite(m), m, base) - base) if shift == "running max" else 1
+        e = np.exp(s - base)
+        total, out, m = (
+            total * rescale + e.sum(-1, keepdims=True),
+            out * rescale + e @ v[..., keys, :],
+            m_new,
+        )
+    return out / np.where(total > 0, total, 1)
+
+
+def test_an_online_softmax_without_the_running_max_overflows_on_large_scores():
+    """Scores of about +-1600 (the "large scores" case): exp without the max shift, or shifted
+    by the first block's max only, overflows; the running max passes (worst error over 200
+    seeds: 1.3e-6 of the tolerance)."""
+    name, only = "online_softmax_attention", "large scores"
+    for seed in SEEDS:
+        assert not _failures(name, _online, seed, only), seed
+    for shift in ("none", "first block"):
+        _assert_caught(name, lambda *a, shift=shift, **kw: _online(*a, shift=shift, **kw), only)
