@@ -117,6 +117,11 @@ def _attention_cases(rng):
             (normal(rng, n_q, 3), normal(rng, n_k, 3), normal(rng, n_k, 5), rows),
         ),
         Case("causal mask", (normal(rng, 4, 8), normal(rng, 4, 8), normal(rng, 4, 8), causal)),
+        # scores q.k / sqrt(d) of about +-10^4: exp overflows without the max shift
+        Case(
+            "large scores",
+            (100 * normal(rng, n_q, 4), 100 * normal(rng, n_k, 4), normal(rng, n_k, 3), None),
+        ),
     ]
 
 
@@ -209,7 +214,7 @@ CHAPTER = register(
                 outputs=("output", "weights"),
                 hints={
                     "arity": "return a pair (output, weights)",
-                    "nan": HINT_EMPTY,
+                    "nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT,
                     "weights.transposed": "did you transpose K? weights are (..., n_q, n_k): one row per query",
                     "output.shape": "output = weights @ v has shape (..., n_q, d_v)",
                 },

@@ -12,6 +12,7 @@ import numpy as np
 
 from autograder.checks import (
     HINT_EMPTY,
+    HINT_MAX_SHIFT,
     Case,
     Chapter,
     Check,
@@ -52,6 +53,17 @@ def _self_attention_cases(rng):
         Case(
             "single item (n=1)",
             (normal(rng, 1, d_in), w(d_in, d_k), w(d_in, d_k), w(d_in, d_v), None),
+        ),
+        # projections 100 times larger: scores of about +-10^4, exp overflows unshifted
+        Case(
+            "large scores",
+            (
+                normal(rng, n, d_in),
+                100 * w(d_in, d_k),
+                100 * w(d_in, d_k),
+                w(d_in, d_v),
+                causal,
+            ),
         ),
     ]
 
@@ -159,7 +171,7 @@ CHAPTER = register(
                 outputs=("output", "weights"),
                 hints={
                     "arity": "return a pair (output, weights)",
-                    "nan": HINT_EMPTY,
+                    "nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT,
                     "output.shape": "output = weights @ (x @ w_v) has shape (..., n, d_v)",
                 },
                 mistakes=(

@@ -12,6 +12,7 @@ import numpy as np
 
 from autograder.checks import (
     HINT_EMPTY,
+    HINT_MAX_SHIFT,
     Case,
     Chapter,
     Check,
@@ -33,16 +34,21 @@ def _src_mask(rng, batch, n_src, empty=False):
     return (np.arange(n_src)[None, :] < lens[:, None])[:, None, :]  # (B, 1, n_src)
 
 
-def _cross_case(rng, name, batch, n_tgt, n_src, widths, heads, mask):
+def _cross_case(rng, name, batch, n_tgt, n_src, widths, heads, mask, scale=1.0):
     """x (*batch, n_tgt, d), memory (*batch, n_src, d_src) and the four projections;
-    widths = (d, d_src, d_model, d_out)."""
+    widths = (d, d_src, d_model, d_out); w_q and w_k are multiplied by ``scale``."""
     d, d_src, d_model, d_out = widths
 
     def w(a, b):
         return normal(rng, a, b) / math.sqrt(a)
 
     x, memory = normal(rng, *batch, n_tgt, d), normal(rng, *batch, n_src, d_src)
-    weights = (w(d, d_model), w(d_src, d_model), w(d_src, d_model), w(d_model, d_out))
+    weights = (
+        scale * w(d, d_model),
+        scale * w(d_src, d_model),
+        w(d_src, d_model),
+        w(d_model, d_out),
+    )
     return Case(name, (x, memory, *weights, heads, mask))
 
 
@@ -76,6 +82,18 @@ def _cross_cases(rng):
             square,
             2,
             _src_mask(rng, 2, n_src, empty=True),
+        ),
+        # scores of about +-10^4 in every head: exp overflows without the max shift
+        _cross_case(
+            rng,
+            "large scores",
+            (2,),
+            n_tgt,
+            n_src,
+            square,
+            2,
+            _src_mask(rng, 2, n_src),
+            scale=100.0,
         ),
     ]
 
@@ -219,7 +237,7 @@ CHAPTER = register(
                 outputs=("output", "weights"),
                 hints={
                     "arity": "return a pair (output, weights)",
-                    "nan": HINT_EMPTY,
+                    "nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT,
                     "shape": "cross-attention has one output row per decoder position: (..., n_tgt, d_out)",
                     "weights.shape": "weights are (..., h, n_tgt, n_src): queries from the decoder, keys from the encoder",
                     "weights.transposed": "queries come from the decoder (x) and keys from the encoder (memory): "
