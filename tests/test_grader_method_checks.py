@@ -146,3 +146,33 @@ def test_attention_without_the_max_shift_overflows_on_large_scores(name, unshift
     without the max shift overflows there on 200 of 200 seeds, while an honest shifted
     re-implementation stays within 1.2e-10 of the tolerance."""
     _assert_caught(name, unshifted, "large scores")
+
+
+def _beam_of_constant_width(log_probs, bos, eos, beam_size, max_len, alpha=1.0):
+    """A beam search that always keeps beam_size live beams (finished ones do not shrink it),
+    stops once beam_size are finished and returns the best beam_size of them."""
+    vocab, live, logp, done = len(log_probs), [[bos]], np.zeros(1), []
+    for step in range(1, max_len + 1):
+        if len(done) >= beam_size or not live:
+            break
+        total = (logp[:, None] + np.asarray(log_probs)[[b[-1] for b in live]]).ravel()
+        best = np.argsort(-total, kind="stable")[:beam_size]
+        grown = [(live[c // vocab] + [int(c % vocab)], total[c]) for c in best]
+        done += [
+            (b[1:], t / (len(b) - 1) ** alpha) for b, t in grown if b[-1] == eos or step == max_len
+        ]
+        live = [b for b, _t in grown if b[-1] != eos and step < max_len]
+        logp = np.array([t for b, t in grown if b[-1] != eos and step < max_len])
+    done = sorted(done, key=lambda d: -d[1])[:beam_size]
+    tokens = np.full((len(done), max_len), -1)
+    for row, (seq, _score) in zip(tokens, done):
+        row[: len(seq)] = seq
+    return tokens, np.array([score for _seq, score in done])
+
+
+def test_a_beam_search_that_keeps_finished_beams_in_the_beam_fails():
+    """The fixed case "a finished beam leaves the beam" gives another second beam when two live
+    beams keep growing after EOS has finished one (without it, this search passed 2 of 40 seeds)."""
+    _assert_caught("beam_search_table", _beam_of_constant_width)
+    for seed in SEEDS:
+        assert _failures("beam_search_table", _beam_of_constant_width, seed, "leaves the beam")

@@ -201,7 +201,23 @@ def _beam_cases(rng):
         Case("ties everywhere (uniform table)", (np.full((4, 4), np.log(0.25)), 3, 0, 3, 4, 1.0)),
         Case("early EOS, beam 4", (early, 4, 0, 4, 5, 1.0)),
         Case("no length normalisation (alpha = 0)", (_table(rng, 4), 3, 0, 2, 4, 0.0)),
+        Case("a finished beam leaves the beam (beam 2)", (_SHRINK, 3, 0, 2, 4, 1.0)),
     ]
+
+
+#: BOS = 3, EOS = 0. EOS finishes first (score log 0.5), so the beam shrinks to one live beam,
+#: which follows 1 -> 1 -> 1 (score -0.82). A search that keeps two live beams also extends
+#: BOS 1 2 and finds 1 2 EOS (score -0.73): it returns another second beam.
+_SHRINK = np.log(
+    np.array(
+        [
+            [0.25, 0.25, 0.25, 0.25],
+            [0.1, 0.5, 0.39, 0.01],
+            [0.95, 0.02, 0.02, 0.01],
+            [0.5, 0.3, 0.19, 0.01],
+        ]
+    )
+)
 
 
 def _beam_without_normalisation(log_probs, bos, eos, beam_size, max_len, alpha=1.0):
@@ -315,6 +331,8 @@ CHAPTER = register(
                     "arity": "beam_search returns a pair (sequences, scores)",
                     "tokens.shape": "keep exactly beam_size finished beams (fewer only if the search ran out "
                     "of candidates), each at most max_len tokens long",
+                    "tokens.values": "a beam that ends with EOS leaves the beam: with f beams finished, "
+                    "keep only the beam_size - f best extensions, and stop when beam_size are finished",
                 },
                 mistakes=(
                     Mistake(
