@@ -176,3 +176,28 @@ def test_a_beam_search_that_keeps_finished_beams_in_the_beam_fails():
     _assert_caught("beam_search_table", _beam_of_constant_width)
     for seed in SEEDS:
         assert _failures("beam_search_table", _beam_of_constant_width, seed, "leaves the beam")
+
+
+def _sample_skipping_empty_rows(weights, values, rng=None):
+    """The inverse-CDF recipe with one rng.random() per query, but none for an empty row."""
+    from solutions.soft_hard import hard_attention
+
+    if rng is None:
+        return hard_attention(weights, values)
+    w = np.asarray(weights, float)
+    index = np.full(w.shape[:-1], -1)
+    for row in np.ndindex(index.shape):
+        if w[row].sum() > 0:
+            u = rng.random() * w[row].sum()
+            index[row] = min(np.sum(np.cumsum(w[row]) <= u), w.shape[-1] - 1)
+    return (np.arange(w.shape[-1]) == index[..., None]) @ np.asarray(values, float), index
+
+
+def test_hard_attention_that_skips_the_draw_of_an_empty_row_is_named():
+    """Twelve rows follow the empty one in "fully-masked row": a sampler that draws nothing for
+    it shifts their uniforms and fails on 200 of 200 seeds (it passed 23 of 40 with one row
+    after it), with the known mistake's hint."""
+    _assert_caught("hard_attention", _sample_skipping_empty_rows)
+    for seed in SEEDS:
+        (message,) = _failures("hard_attention", _sample_skipping_empty_rows, seed, "fully-masked")
+        assert "draw one uniform for every query" in message
