@@ -117,6 +117,11 @@ def _attention_cases(rng):
             (normal(rng, n_q, 3), normal(rng, n_k, 3), normal(rng, n_k, 5), rows),
         ),
         Case("causal mask", (normal(rng, 4, 8), normal(rng, 4, 8), normal(rng, 4, 8), causal)),
+        # scores q.k / sqrt(d) of about +-10^4: exp overflows without the max shift
+        Case(
+            "large scores",
+            (100 * normal(rng, n_q, 4), 100 * normal(rng, n_k, 4), normal(rng, n_k, 3), None),
+        ),
     ]
 
 
@@ -125,10 +130,12 @@ def _hard_cases(rng):
 
     n_q, n_k = distinct_sizes(rng, 3, 7, 2)
     w = masked_softmax(2 * normal(rng, n_q, n_k))
-    w_masked = masked_softmax(
-        normal(rng, 3, n_k),
-        np.array([[True] * n_k, [False] * n_k, [True, False] * (n_k // 2) + [True] * (n_k % 2)]),
-    )
+    # row 1 is empty and 12 rows follow it: a sampler that skips the empty row's draw reads
+    # every later row's uniform one step early, and (almost surely) picks another key somewhere
+    rows = np.ones((14, n_k), dtype=bool)
+    rows[1] = False
+    rows[2, 1::2] = False
+    w_masked = masked_softmax(normal(rng, 14, n_k), rows)
     return [
         Case("argmax (rng=None)", (w, normal(rng, n_k, 4), None)),
         Case("sampled with rng", (w, normal(rng, n_k, 4), Seeded(int(rng.integers(2**31))))),
@@ -142,6 +149,22 @@ def _hard_cases(rng):
         ),
         Case("fully-masked row", (w_masked, normal(rng, n_k, 2), Seeded(int(rng.integers(2**31))))),
     ]
+
+
+def _skip_empty_draws(weights, values, rng=None):
+    """Inverse-CDF sampling that draws a uniform only for the rows that are not empty, so every
+    row after an empty one gets the next row's uniform."""
+    if rng is None:
+        raise ValueError("the argmax draws nothing: this mistake is about the sampled cases")
+    w = np.asarray(weights, dtype=float)
+    total = w.sum(axis=-1)  # (..., n_q)
+    full = total > 0
+    u = np.zeros(total.shape)
+    u[full] = rng.random(int(full.sum())) * total[full]  # in row order, the empty rows skipped
+    index = np.minimum(np.sum(np.cumsum(w, axis=-1) <= u[..., None], axis=-1), w.shape[-1] - 1)
+    index = np.where(full, index, -1)
+    onehot = (np.arange(w.shape[-1]) == index[..., None]).astype(float)  # (..., n_q, n_k)
+    return onehot @ np.asarray(values, dtype=float), index
 
 
 def _reinforce_cases(rng):
@@ -209,7 +232,7 @@ CHAPTER = register(
                 outputs=("output", "weights"),
                 hints={
                     "arity": "return a pair (output, weights)",
-                    "nan": HINT_EMPTY,
+                    "nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT,
                     "weights.transposed": "did you transpose K? weights are (..., n_q, n_k): one row per query",
                     "output.shape": "output = weights @ v has shape (..., n_q, d_v)",
                 },
@@ -235,6 +258,14 @@ CHAPTER = register(
                     "a row of zeros gets index -1",
                     "output.values": "output[..., i, :] = values[..., index_i, :] (zeros where index is -1)",
                 },
+                mistakes=(
+                    Mistake(
+                        "draw one uniform for every query, the fully masked ones too: "
+                        "u = rng.random(weights.shape[:-1]), so the samples are the ones the grader "
+                        "reproduces from the same seed",
+                        _skip_empty_draws,
+                    ),
+                ),
             ),
             Check(
                 "reinforce_grad",

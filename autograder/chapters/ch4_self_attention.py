@@ -12,6 +12,7 @@ import numpy as np
 
 from autograder.checks import (
     HINT_EMPTY,
+    HINT_MAX_SHIFT,
     Case,
     Chapter,
     Check,
@@ -52,6 +53,17 @@ def _self_attention_cases(rng):
         Case(
             "single item (n=1)",
             (normal(rng, 1, d_in), w(d_in, d_k), w(d_in, d_k), w(d_in, d_v), None),
+        ),
+        # projections 100 times larger: scores of about +-10^4, exp overflows unshifted
+        Case(
+            "large scores",
+            (
+                normal(rng, n, d_in),
+                100 * w(d_in, d_k),
+                100 * w(d_in, d_k),
+                w(d_in, d_v),
+                causal,
+            ),
         ),
     ]
 
@@ -101,9 +113,17 @@ def _online_cases(rng):
             "mask with a fully-masked row",
             (normal(rng, n_q, 4), normal(rng, n_k, 4), normal(rng, n_k, 3), 2, rows),
         ),
+        # scores of about +-LARGE**2 = 1600: exp overflows unless every block is shifted by
+        # the running max, so neither "no shift" nor "the first block's max" passes
         Case(
             "block size 1, large scores",
-            (8 * normal(rng, n_q, 6), 8 * normal(rng, n_k, 6), normal(rng, n_k, 2), 1, None),
+            (
+                LARGE * normal(rng, n_q, 6),
+                LARGE * normal(rng, n_k, 6),
+                normal(rng, n_k, 2),
+                1,
+                None,
+            ),
         ),
         # the method, not only the outcome: the full score matrix of this case (720 MB in
         # float64, 360 MB in float32) does not fit in the sandbox's MEMORY; its blocks do
@@ -114,6 +134,9 @@ def _online_cases(rng):
     ]
 
 
+#: the scale of q and k in the large-scores case: scores q.k / sqrt(d) of standard deviation
+#: LARGE**2, far over the 709 where float64 exp overflows
+LARGE = 40.0
 #: the sandbox memory of this chapter, and the case whose (n_q, n_k) scores exceed it
 MEMORY = 256 << 20
 BIG_Q, BIG_K = 3000, 30000
@@ -148,7 +171,7 @@ CHAPTER = register(
                 outputs=("output", "weights"),
                 hints={
                     "arity": "return a pair (output, weights)",
-                    "nan": HINT_EMPTY,
+                    "nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT,
                     "output.shape": "output = weights @ (x @ w_v) has shape (..., n, d_v)",
                 },
                 mistakes=(

@@ -12,6 +12,7 @@ import numpy as np
 
 from autograder.checks import (
     HINT_EMPTY,
+    HINT_MAX_SHIFT,
     Case,
     Chapter,
     Check,
@@ -92,6 +93,21 @@ def _mha_cases(rng):
                 w(4, 6),
                 w(6, 4),
                 1,
+                None,
+            ),
+        ),
+        # query and key projections 100 times larger: each head's scores are about +-10^4,
+        # and exp overflows without the max shift
+        Case(
+            "large scores, 3 heads",
+            (
+                normal(rng, n_q, 6),
+                normal(rng, n_kv, 6),
+                100 * w(6, d_model),
+                100 * w(6, d_model),
+                w(6, d_model),
+                w(d_model, 6),
+                3,
                 None,
             ),
         ),
@@ -178,7 +194,7 @@ CHAPTER = register(
                 outputs=("output", "weights"),
                 hints={
                     "arity": "return a pair (output, weights)",
-                    "nan": HINT_EMPTY,
+                    "nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT,
                     "weights.shape": "weights are (..., h, n_q, n_kv): one (n_q, n_kv) matrix per head",
                     "weights.transposed": "did you transpose K, or forget to move the head axis before the sequence axis?",
                 },

@@ -12,6 +12,7 @@ import numpy as np
 
 from autograder.checks import (
     HINT_EMPTY,
+    HINT_MAX_SHIFT,
     Case,
     Chapter,
     Check,
@@ -33,16 +34,21 @@ def _src_mask(rng, batch, n_src, empty=False):
     return (np.arange(n_src)[None, :] < lens[:, None])[:, None, :]  # (B, 1, n_src)
 
 
-def _cross_case(rng, name, batch, n_tgt, n_src, widths, heads, mask):
+def _cross_case(rng, name, batch, n_tgt, n_src, widths, heads, mask, scale=1.0):
     """x (*batch, n_tgt, d), memory (*batch, n_src, d_src) and the four projections;
-    widths = (d, d_src, d_model, d_out)."""
+    widths = (d, d_src, d_model, d_out); w_q and w_k are multiplied by ``scale``."""
     d, d_src, d_model, d_out = widths
 
     def w(a, b):
         return normal(rng, a, b) / math.sqrt(a)
 
     x, memory = normal(rng, *batch, n_tgt, d), normal(rng, *batch, n_src, d_src)
-    weights = (w(d, d_model), w(d_src, d_model), w(d_src, d_model), w(d_model, d_out))
+    weights = (
+        scale * w(d, d_model),
+        scale * w(d_src, d_model),
+        w(d_src, d_model),
+        w(d_model, d_out),
+    )
     return Case(name, (x, memory, *weights, heads, mask))
 
 
@@ -76,6 +82,18 @@ def _cross_cases(rng):
             square,
             2,
             _src_mask(rng, 2, n_src, empty=True),
+        ),
+        # scores of about +-10^4 in every head: exp overflows without the max shift
+        _cross_case(
+            rng,
+            "large scores",
+            (2,),
+            n_tgt,
+            n_src,
+            square,
+            2,
+            _src_mask(rng, 2, n_src),
+            scale=100.0,
         ),
     ]
 
@@ -183,7 +201,23 @@ def _beam_cases(rng):
         Case("ties everywhere (uniform table)", (np.full((4, 4), np.log(0.25)), 3, 0, 3, 4, 1.0)),
         Case("early EOS, beam 4", (early, 4, 0, 4, 5, 1.0)),
         Case("no length normalisation (alpha = 0)", (_table(rng, 4), 3, 0, 2, 4, 0.0)),
+        Case("a finished beam leaves the beam (beam 2)", (_SHRINK, 3, 0, 2, 4, 1.0)),
     ]
+
+
+#: BOS = 3, EOS = 0. EOS finishes first (score log 0.5), so the beam shrinks to one live beam,
+#: which follows 1 -> 1 -> 1 (score -0.82). A search that keeps two live beams also extends
+#: BOS 1 2 and finds 1 2 EOS (score -0.73): it returns another second beam.
+_SHRINK = np.log(
+    np.array(
+        [
+            [0.25, 0.25, 0.25, 0.25],
+            [0.1, 0.5, 0.39, 0.01],
+            [0.95, 0.02, 0.02, 0.01],
+            [0.5, 0.3, 0.19, 0.01],
+        ]
+    )
+)
 
 
 def _beam_without_normalisation(log_probs, bos, eos, beam_size, max_len, alpha=1.0):
@@ -219,7 +253,7 @@ CHAPTER = register(
                 outputs=("output", "weights"),
                 hints={
                     "arity": "return a pair (output, weights)",
-                    "nan": HINT_EMPTY,
+                    "nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT,
                     "shape": "cross-attention has one output row per decoder position: (..., n_tgt, d_out)",
                     "weights.shape": "weights are (..., h, n_tgt, n_src): queries from the decoder, keys from the encoder",
                     "weights.transposed": "queries come from the decoder (x) and keys from the encoder (memory): "
@@ -297,6 +331,8 @@ CHAPTER = register(
                     "arity": "beam_search returns a pair (sequences, scores)",
                     "tokens.shape": "keep exactly beam_size finished beams (fewer only if the search ran out "
                     "of candidates), each at most max_len tokens long",
+                    "tokens.values": "a beam that ends with EOS leaves the beam: with f beams finished, "
+                    "keep only the beam_size - f best extensions, and stop when beam_size are finished",
                 },
                 mistakes=(
                     Mistake(
