@@ -38,7 +38,7 @@ import tracemalloc
 import numpy as np
 
 from solutions.conventions import (
-    BLOCK_BYTES,
+    TILE_BYTES,
     as_float,
     check_batch,
     check_int,
@@ -226,7 +226,7 @@ def online_softmax_attention(q, k, v, block_size=128, mask=None):
     running sum l of ``exp(s - m)`` and the running unnormalised output o. When a block
     raises the max from m to m', the old sum and output are rescaled by ``exp(m - m')``;
     dividing by l happens once, at the end. The weights themselves are never formed, so
-    none are returned. Query rows are taken ``BLOCK_BYTES`` of scores at a time, so m, l, o
+    none are returned. Query rows are taken ``TILE_BYTES`` of scores at a time, so m, l, o
     and the tile stay in cache (the FlashAttention tiling); the query blocks share out
     NumPy's BLAS threads like ``attention``'s.
     """
@@ -272,7 +272,7 @@ def online_softmax_attention(q, k, v, block_size=128, mask=None):
             m = m_new
         o3[p, r] = o / np.where(l > 0, l, dtype.type(1))  # l = 0 only for a fully masked row
 
-    rows = max(1, BLOCK_BYTES // (min(block_size, max(n_k, 1)) * dtype.itemsize))
+    rows = max(1, TILE_BYTES // (min(block_size, max(n_k, 1)) * dtype.itemsize))
     run_blocks(attend, query_blocks(o3.shape[0], n_q, rows))
     return output
 

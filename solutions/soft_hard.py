@@ -330,7 +330,7 @@ def attention(q, k, v, mask=None, score="scaled_dot", block_rows="auto", **score
             np.matmul(w, v3[p], out=output.reshape((-1, n_q, d_v))[p, r])  # (P_b, r_b, d_v)
 
     # Blocks of query rows, so that one block of scores stays in cache while it becomes
-    # weights (max, subtract, exp, sum, scale, in place) and meets V: the (..., n_q, n_k)
+    # weights ([max, subtract,] exp, sum, scale, in place) and meets V: the (..., n_q, n_k)
     # array then crosses memory once, instead of once per step as in the unblocked form.
     # The blocks share out NumPy's BLAS threads (threadpoolctl limits apply).
     run_blocks(attend, query_blocks(w3.shape[0], n_q, block_rows))
