@@ -45,9 +45,9 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
 
-from solutions.conventions import BLOCK_BYTES  # noqa: E402
+from solutions.conventions import BLOCK_BYTES, SHIFT_FREE_BOUND, dot_scores_within  # noqa: E402
 from solutions.self_attention import online_softmax_attention, peak_memory  # noqa: E402
-from solutions.soft_hard import SHIFT_FREE_BOUND, attention, dot_scores_within  # noqa: E402
+from solutions.soft_hard import attention  # noqa: E402
 
 TARGET_VS_FUSED, TARGET_VS_NAIVE, TARGET_MEMORY = 1.5, 0.7, 1 / 20
 

@@ -36,6 +36,8 @@ __all__ = [
     "masked_softmax_torch",
     "BLOCK_BYTES",
     "TILE_BYTES",
+    "SHIFT_FREE_BOUND",
+    "dot_scores_within",
     "flatten_batch",
     "query_blocks",
     "run_blocks",
@@ -150,6 +152,19 @@ def _row_shift(scores: np.ndarray, mask, axis: int = -1) -> np.ndarray:
     else:
         m = np.max(scores, axis=axis, keepdims=True, where=mask, initial=-np.inf)
     return np.where(np.isfinite(m), m, 0.0).astype(scores.dtype, copy=False)
+
+
+#: scores bounded by this in absolute value are exponentiated without the max shift:
+#: e^60 ~ 1e26 and e^-60 ~ 1e-26, far inside float32 ({eq}`ch4-cauchy-schwarz`)
+SHIFT_FREE_BOUND = 60.0
+
+
+def dot_scores_within(q: np.ndarray, k: np.ndarray, bound: float) -> bool:
+    """True when every ``|q_i . k_j| <= bound`` is guaranteed by Cauchy-Schwarz,
+    ``|q_i . k_j| <= max_i |q_i| max_j |k_j|`` (O((n_q + n_k) d) work, no scores formed).
+    False for NaN or infinite inputs."""
+    sq = lambda x: np.einsum("...i,...i->...", x, x).max(initial=0.0)  # noqa: E731
+    return bool(np.sqrt(sq(q)) * np.sqrt(sq(k)) <= bound)
 
 
 def masked_softmax_into(

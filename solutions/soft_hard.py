@@ -59,10 +59,12 @@ import numpy as np
 from solutions import soft_hard_models
 from solutions.conventions import (
     BLOCK_BYTES,
+    SHIFT_FREE_BOUND,
     as_float,
     check_batch,
     check_int,
     check_mask,
+    dot_scores_within,
     flatten_batch,
     masked_softmax,
     masked_softmax_into,
@@ -247,18 +249,6 @@ def _resolve_score(score, q: np.ndarray, k: np.ndarray, score_params: dict):
         score_fn(q, k, **score_params)  # the same complaint, naming the full shapes
         raise
     return score_fn, score_params, dtype
-
-
-#: scores bounded by this in absolute value are exponentiated without the max shift
-SHIFT_FREE_BOUND = 60.0
-
-
-def dot_scores_within(q: np.ndarray, k: np.ndarray, bound: float) -> bool:
-    """True when every ``|q_i . k_j| <= bound`` is guaranteed by Cauchy-Schwarz,
-    ``|q_i . k_j| <= max_i |q_i| max_j |k_j|`` (O((n_q + n_k) d) work, no scores formed).
-    False for NaN or infinite inputs."""
-    sq = lambda x: np.einsum("...i,...i->...", x, x).max(initial=0.0)  # noqa: E731
-    return bool(np.sqrt(sq(q)) * np.sqrt(sq(k)) <= bound)
 
 
 def attention(q, k, v, mask=None, score="scaled_dot", block_rows="auto", **score_params):
