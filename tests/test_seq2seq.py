@@ -657,23 +657,40 @@ def trained_plain(default_training_data):
     return _timed_train(None, DEFAULT_CONFIG, default_training_data)
 
 
+# DEFAULT_CONFIG, trained (train_loop: seeded, one thread, deterministic algorithms) with
+# training seeds 0-19 on the same data, held-out 1-12 digit strings (min / median / max):
+#   attention exact match                      0.932 / 0.988 / 0.999  (seed 0: 0.996)
+#   last-20 / first-20 training loss           0.0002 / 0.0027 / 0.0204
+#   attention, 11-12 digits                    0.832 / 0.967 / 1.000  (seed 0: 0.986)
+#   plain baseline, 11-12 digits               0.009 / 0.031 / 0.044
+#   attention - plain, 11-12 digits            0.822 / 0.940 / 0.980
+#   plain baseline, 3-4 digits                 0.975 / 0.990 / 0.997
+#   the example sentence decoded right, peaks moving forward: 20 of 20 seeds
+# The tests train seed 0 and set each threshold below the worst seed, margin stated there.
+
+
 @pytest.mark.slow
-def test_attention_seq2seq_reaches_95_percent_exact_match_on_held_out_data(
+def test_attention_seq2seq_reaches_high_exact_match_on_held_out_data(
     trained_additive, default_test_data
 ):
+    """Thresholds (see the seed distribution above): exact match >= 0.88, margin 0.052 below
+    the worst seed (0.932); loss ratio < 0.05, margin 0.030 above the worst (0.0204)."""
     model, losses = trained_additive
     assert len(default_test_data) > 1500
     assert len(losses) == DEFAULT_CONFIG.steps
     assert np.mean(losses[-20:]) < 0.05 * np.mean(losses[:20])
     accuracy = exact_match(model, default_test_data)
     print(f"attention exact match on held-out data: {accuracy:.4f}")
-    assert accuracy >= 0.95
+    assert accuracy >= 0.88
 
 
 @pytest.mark.slow
 def test_attention_beats_the_plain_baseline_on_the_longest_inputs(
     trained_additive, trained_plain, default_test_data
 ):
+    """Thresholds (seed distribution above): attention on 11-12 digits >= 0.75, margin 0.082
+    below the worst seed (0.832); attention - plain >= 0.3, margin 0.52 (worst 0.822); plain
+    on 3-4 digits >= 0.9, margin 0.075 (worst 0.975)."""
     by_length_attention = exact_match_by_length(trained_additive[0], default_test_data)
     by_length_plain = exact_match_by_length(trained_plain[0], default_test_data)
     assert set(range(3, 13)) <= set(by_length_attention)
@@ -682,7 +699,7 @@ def test_attention_beats_the_plain_baseline_on_the_longest_inputs(
     longest = [n for n in by_length_attention if n >= 11]
     attention = np.mean([by_length_attention[n] for n in longest])
     plain = np.mean([by_length_plain[n] for n in longest])
-    assert attention >= 0.9
+    assert attention >= 0.75
     assert attention - plain >= 0.3  # the fixed context vector is the bottleneck
     # and the plain model is not simply broken: it does translate short inputs
     assert np.mean([by_length_plain[n] for n in (3, 4)]) >= 0.9
@@ -690,6 +707,8 @@ def test_attention_beats_the_plain_baseline_on_the_longest_inputs(
 
 @pytest.mark.slow
 def test_greedy_decode_returns_one_weight_row_per_output_token(trained_additive, default_test_data):
+    """The example sentence is decoded right and its attention peaks move forward for every
+    one of training seeds 0-19 (seed distribution above); the test trains seed 0."""
     model, _ = trained_additive
     sources = [s for s, _ in default_test_data[:50]] + ["four one five double seven oh two"]
     outputs, weights = model.greedy_decode(sources)
