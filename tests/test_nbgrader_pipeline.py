@@ -52,14 +52,16 @@ def _nbgrader(course: Path, *args: str, timeout: int = 600) -> subprocess.Comple
     )
 
 
-def _tasks(nb) -> list[tuple[int, int]]:
-    """(solution cell index, points of the test cell that follows it) for each graded task."""
+def _tasks(nb) -> list[tuple[int | None, int]]:
+    """(index of the solution cell it tests, or None when another test cell of the same
+    solution came first, e.g. ch3's given-model check after its accuracy check; points) for
+    every auto-graded test cell."""
     tasks, pending = [], None
     for i, cell in enumerate(nb.cells):
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type == "code" and meta.get("solution"):
             pending = i
-        elif cell.cell_type == "code" and meta.get("grade") and pending is not None:
+        elif cell.cell_type == "code" and meta.get("grade"):
             tasks.append((pending, int(meta["points"])))
             pending = None
     return tasks
