@@ -480,24 +480,14 @@ def test_blocked_attention_gives_the_same_result_on_one_and_two_blas_threads():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("bound", [1.0, 59.0, 61.0, 1e4])
 def test_attention_skips_the_max_shift_only_where_cauchy_schwarz_bounds_the_scores(
-    monkeypatch, dtype, bound
+    monkeypatch, dtype, bound, bounded_scores
 ):
     """|q.k / sqrt(d)| <= |q| |k| / sqrt(d): below SHIFT_FREE_BOUND = 60 every exp lies in
     [1e-26, 1e26] and the shift is skipped; above it the shifted path runs. Either way the
     weights equal the max-shifted softmax of the exact scores (float64 oracle)."""
     from solutions import soft_hard
 
-    rng = np.random.default_rng(5)
-    d = 8
-    q = rng.normal(size=(2, 6, d))
-    k = rng.normal(size=(2, 7, d))
-    v = rng.normal(size=(2, 7, 3))
-    q /= np.linalg.norm(q, axis=-1, keepdims=True)  # |q_i| = 1
-    k /= np.linalg.norm(k, axis=-1, keepdims=True)
-    k[:, 0] *= bound * math.sqrt(d)  # largest key: the bound is exactly `bound`
-    k[:, 1] = q[:, 2] * bound * math.sqrt(d)  # query 2 meets a score equal to the bound
-    mask = rng.random((2, 6, 7)) < 0.7
-    mask[1, 3] = False  # a fully masked row
+    q, k, v, mask = bounded_scores(bound, n_q=6, n_k=7, seed=5)
     shifts = []
     real = soft_hard.masked_softmax_into
     monkeypatch.setattr(
@@ -507,7 +497,7 @@ def test_attention_skips_the_max_shift_only_where_cauchy_schwarz_bounds_the_scor
     )
     out, w = attention(q.astype(dtype), k.astype(dtype), v.astype(dtype), mask=mask)
     assert set(shifts) == {bound > soft_hard.SHIFT_FREE_BOUND}
-    scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(d)
+    scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
     w_ref = masked_softmax(scores, mask)  # float64, max-shifted
     rtol = 1e-5 if dtype == np.float32 else 1e-12
     assert w.dtype == dtype and np.all(np.isfinite(w))
