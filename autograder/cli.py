@@ -82,7 +82,7 @@ def cmd_grade(args) -> int:
     print(summary_table(outcome["graded"], outcome["skipped"]))
     print(
         f"graded {len(outcome['graded'])}, skipped {len(outcome['skipped'])}; hidden-case seed {outcome['seed']}; "
-        f"start-up {outcome['startup_seconds']:.1f} s"
+        f"start-up {outcome['startup_seconds']:.1f} s; grading {outcome['grading_seconds']:.1f} s"
     )
     if outcome["rerun"]:
         print(

@@ -34,7 +34,15 @@ from pathlib import Path
 
 from autograder import contract, wire
 from autograder import notebook as nbparse
-from autograder.sandbox import DEFAULT_LIMITS, Limits, Plan, Sandbox, require_sandbox
+from autograder.sandbox import (
+    DEFAULT_LIMITS,
+    FULL_PRELOAD,
+    Limits,
+    Plan,
+    Sandbox,
+    preload_for,
+    require_sandbox,
+)
 
 REGISTRY = "autograder.checks"
 GRADER_ERROR = "grader error"
@@ -57,24 +65,40 @@ class AssignmentWork:
     check_specs: dict  # check name -> contract spec
     limits: Limits = DEFAULT_LIMITS
     sandboxed: bool = True
+    preload: tuple = FULL_PRELOAD  # what the zygote imports before it forks
 
     def release_root(self) -> Path:
-        """The release files, written once per process into a private folder (by content hash)."""
-        digest = hashlib.sha256()
-        for name in sorted(self.release_files):
-            digest.update(name.encode() + b"\0" + self.release_files[name])
-        root = (
-            Path(tempfile.gettempdir())
-            / f"autograder-release-{os.getuid()}-{digest.hexdigest()[:16]}"
-        )
-        folder = root / self.assignment
-        if not (root / "complete").is_file():
-            folder.mkdir(parents=True, exist_ok=True)
-            os.chmod(root, 0o755)
-            for name, data in self.release_files.items():
-                (folder / name).write_bytes(data)
-            (root / "complete").write_text("ok")
-        return root
+        return release_root(self.assignment, self.release_files)
+
+
+def release_files(course: Path, assignment: str) -> dict:
+    """The public release folder's files but the notebook: file name -> bytes."""
+    folder = Path(course) / "release" / assignment
+    if not folder.is_dir():
+        return {}
+    return {
+        p.name: p.read_bytes()
+        for p in sorted(folder.iterdir())
+        if p.is_file() and p.suffix != ".ipynb"
+    }
+
+
+def release_root(assignment: str, files: dict) -> Path:
+    """The release files, written once per process into a private folder (by content hash)."""
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(name.encode() + b"\0" + files[name])
+    root = (
+        Path(tempfile.gettempdir()) / f"autograder-release-{os.getuid()}-{digest.hexdigest()[:16]}"
+    )
+    folder = root / assignment
+    if not (root / "complete").is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        os.chmod(root, 0o755)
+        for name, data in files.items():
+            (folder / name).write_bytes(data)
+        (root / "complete").write_text("ok")
+    return root
 
 
 @dataclass(frozen=True)
@@ -93,35 +117,87 @@ def prepare(
     limits: Limits = DEFAULT_LIMITS,
     sandboxed: bool = True,
     registry_name: str = REGISTRY,
+    spec: nbparse.AssignmentSpec | None = None,
 ) -> AssignmentWork:
     """Everything the workers need for this assignment and seed (the trusted side computes
     every expected answer here; workers never import the reference package)."""
     reg = registry(registry_name)
-    spec = nbparse.load_assignment(course, assignment)
-    folder = Path(course) / "release" / assignment
-    files = (
-        {
-            p.name: p.read_bytes()
-            for p in sorted(folder.iterdir())
-            if p.is_file() and p.suffix != ".ipynb"
-        }
-        if folder.is_dir()
-        else {}
-    )
+    spec = spec or nbparse.load_assignment(course, assignment)
     tasks, blob, all_cases = make_cases_payload(spec, reg, seed)
     specs = {check: reg.spec(check) for _g, check, _f in _tasks(spec)}
     return AssignmentWork(
         assignment,
         seed,
         spec,
-        files,
+        release_files(course, assignment),
         tasks,
         blob,
         all_cases,
         specs,
         effective_limits(limits, reg.chapter(assignment).limits),
         sandboxed,
+        preload_for(spec.imports),
     )
+
+
+class Preparing:
+    """`prepare` in a forked child while this process gets on (it imports nbgrader and checks
+    the gradebook): the reference package (PyTorch, about a second) is imported there, not
+    here. The child sends the chapter's limits first, so sandboxes can start, then the work.
+    Where the reference package is already imported (a test, a second call) or threads run,
+    it runs here."""
+
+    def __init__(self, *args, fork: bool | None = None):
+        self._args, self._pipe, self._child, self._limits = args, None, None, None
+        if fork is None:  # only a one-thread process forks: no lock can be held in the child
+            fork = args[-2] not in sys.modules and threading.active_count() == 1  # registry_name
+        if not fork:
+            return
+        import multiprocessing
+
+        context = multiprocessing.get_context("fork")
+        self._pipe, send = context.Pipe(duplex=False)
+        self._child = context.Process(target=self._run_child, args=(send,), daemon=True)
+        self._child.start()
+        send.close()
+
+    def _run_child(self, send) -> None:
+        course, assignment, seed, limits, sandboxed, registry_name, spec = self._args
+        try:
+            chapter = registry(registry_name).chapter(assignment)
+            send.send(("limits", effective_limits(limits, chapter.limits)))
+            send.send(("work", prepare(*self._args)))
+        except BaseException as err:  # noqa: BLE001 - raised again in the parent
+            send.send(("error", err))
+
+    def _receive(self, kind: str):
+        try:
+            got, value = self._pipe.recv()
+        except EOFError:
+            got, value = "error", RuntimeError("the process computing the check data died")
+        if got == "error":
+            self._child.join()
+            raise value
+        assert got == kind, (got, kind)
+        return value
+
+    def limits(self) -> Limits:
+        if self._limits is None:
+            if self._child is None:
+                course, assignment, _seed, limits, _s, registry_name, _spec = self._args
+                chapter = registry(registry_name).chapter(assignment)
+                self._limits = effective_limits(limits, chapter.limits)
+            else:
+                self._limits = self._receive("limits")
+        return self._limits
+
+    def work(self) -> AssignmentWork:
+        if self._child is None:
+            return prepare(*self._args)
+        self.limits()
+        work = self._receive("work")
+        self._child.join()
+        return work
 
 
 def make_job(course: Path, assignment: str, student: str) -> GradeJob:
@@ -473,26 +549,25 @@ def file_sha256(path: Path) -> str:
 
 
 class SandboxPool:
-    """Sandboxes shared by the jobs of one process (local threads or one Dask worker)."""
+    """Sandboxes shared by the jobs of one process (local threads or one Dask worker), by
+    what they were started for: (release folder, limits, sandboxed, preloaded modules)."""
 
     def __init__(self):
         self._free: dict = {}
         self._lock = threading.Lock()
 
-    def acquire(self, release_root: Path, limits: Limits, sandboxed: bool) -> Sandbox:
-        key = (str(release_root), limits, sandboxed)
+    def acquire(self, key: tuple) -> Sandbox:
         with self._lock:
             free = self._free.setdefault(key, [])
             if free:
                 return free.pop()
-        return Sandbox(release_root, limits, sandboxed)
+        return Sandbox(*key)
 
-    def warm(self, release_root: Path, limits: Limits, sandboxed: bool, count: int) -> None:
+    def warm(self, key: tuple, count: int) -> None:
         """Make sure `count` started sandboxes are waiting (started in parallel)."""
-        key = (str(release_root), limits, sandboxed)
         with self._lock:
             missing = count - len(self._free.get(key, []))
-        fresh = [Sandbox(release_root, limits, sandboxed) for _ in range(max(0, missing))]
+        fresh = [Sandbox(*key) for _ in range(max(0, missing))]
         threads = [threading.Thread(target=box.start) for box in fresh]
         for thread in threads:
             thread.start()
@@ -505,7 +580,7 @@ class SandboxPool:
                 box.close()
 
     def give_back(self, sandbox: Sandbox) -> None:
-        key = (str(sandbox.release_root), sandbox.limits, sandbox.sandboxed)
+        key = (sandbox.release_root, sandbox.limits, sandbox.sandboxed, sandbox.preload)
         with self._lock:
             self._free.setdefault(key, []).append(sandbox)
 
@@ -515,6 +590,11 @@ class SandboxPool:
                 for sandbox in sandboxes:
                     sandbox.close()
             self._free.clear()
+
+
+def sandbox_key(work: AssignmentWork) -> tuple:
+    """What the sandboxes of this work are started with (see SandboxPool)."""
+    return (work.release_root(), work.limits, work.sandboxed, work.preload)
 
 
 POOL = SandboxPool()
@@ -579,12 +659,10 @@ def _grade(job: GradeJob, work: AssignmentWork, result: SubmissionResult) -> Non
     result.unanswered = nbparse.unanswered_manual_cells(spec, submission)
     for note in program.tampering:
         result.add_reason("tampered cell", note)
-    release_root = work.release_root()
-    release_dir = (
-        f"/release/{work.assignment}" if work.sandboxed else str(release_root / work.assignment)
-    )
+    key = sandbox_key(work)
+    release_dir = f"/release/{work.assignment}" if work.sandboxed else str(key[0] / work.assignment)
     request = {"cells": program.cells, "release_dir": release_dir if work.release_files else None}
-    sandbox = POOL.acquire(release_root, work.limits, work.sandboxed)
+    sandbox = POOL.acquire(key)
     try:
         record = run_program(
             sandbox, request, work.tasks, work.blob, work.all_cases, work.check_specs
@@ -665,16 +743,21 @@ def grade_assignment(
         require_sandbox()  # before any work: say what to install (or to run as root), never run unsandboxed
     spec = nbparse.load_assignment(course, assignment)
     seed = secrets.randbits(31) if seed is None else int(seed)
-    recorder = Recorder(course, spec)
-    recorder.check_gradebook()
     wanted = list_students(course, assignment) if not students else list(students)
-    work = prepare(course, assignment, seed, limits, sandboxed, registry_name)
+    preparing = Preparing(course, assignment, seed, limits, sandboxed, registry_name, spec)
+    recorder = Recorder(course, spec)  # nbgrader's gradebook, while the check data is computed
+    recorder.check_gradebook()
     warming = None
-    if not cluster and wanted:  # start the sandboxes (Python, NumPy, PyTorch) while we look around
-        warming = threading.Thread(
-            target=POOL.warm, args=(work.release_root(), work.limits, sandboxed, max(1, workers))
+    if not cluster and wanted:  # the sandboxes start as soon as the chapter's limits are known
+        key = (
+            release_root(assignment, release_files(course, assignment)),
+            preparing.limits(),
+            sandboxed,
+            preload_for(spec.imports),
         )
+        warming = threading.Thread(target=POOL.warm, args=(key, max(1, workers)))
         warming.start()
+    work = preparing.work()
     jobs, skipped = [], []
     for student in wanted:
         if not force and recorder.already_graded(
@@ -747,6 +830,7 @@ def grade_assignment(
         "seed": seed,
         "rerun": rerun,
         "startup_seconds": startup,
+        "grading_seconds": time.monotonic() - called - startup,  # first job to last record
     }
 
 

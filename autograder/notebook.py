@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import ast
 import copy
 import re
 from dataclasses import dataclass, field
@@ -80,6 +81,7 @@ class AssignmentSpec:
     order: tuple[str, ...]  # grade_ids in source order
     source_path: Path
     release_path: Path | None
+    imports: frozenset = frozenset()  # top-level packages the source notebook imports
 
     @property
     def max_score(self) -> float:
@@ -104,6 +106,10 @@ def load_assignment(course: Path, assignment: str) -> AssignmentSpec:
             if meta.get("grade_id"):
                 released[meta["grade_id"]] = _source(cell)
     tests, locked, metadata, order = [], {}, {}, []
+    imports = set()
+    for cell in source.cells:
+        if cell.get("cell_type") == "code":
+            imports |= imported_packages(_source(cell))
     for position, cell in enumerate(source.cells):
         meta = _nbgrader(cell)
         grade_id = meta.get("grade_id")
@@ -127,7 +133,24 @@ def load_assignment(course: Path, assignment: str) -> AssignmentSpec:
         tuple(order),
         source_path,
         release_path if release_path.is_file() else None,
+        frozenset(imports),
     )
+
+
+def imported_packages(code: str) -> set[str]:
+    """The top-level packages an instructor's cell imports (a cell that is not plain Python,
+    e.g. one with a %magic, counts as importing nothing)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return set()
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module.split(".")[0])
+    return found
 
 
 def read_submission(source):

@@ -8,7 +8,7 @@
   private size-capped tmpfs, and an unprivileged uid per worker slot (so RLIMIT_NPROC bites).
   No course file is visible inside: not `solutions/`, not `autograder/source`, not the
   gradebook, not another student's submission. The code arrives over a pipe.
-- `Sandbox`: one long-lived worker (the zygote in `autograder/worker.py`) per slot. `run`
+- `Sandbox`: one long-lived worker (`contract.zygote`) per slot. `run`
   sends one request and reads the event stream with a deadline per cell and per task; past
   a deadline, or if the stream breaks, the whole sandbox is killed (process group, pid
   namespace, every process of the slot's uid) and restarted for the next request.
@@ -40,7 +40,24 @@ INSTALL_HINT = (
     "or pass --no-sandbox to run submissions without isolation on a machine you trust."
 )
 
-PRELOAD = ["numpy", "torch", "torch.nn", "torch.nn.functional", "matplotlib", "matplotlib.pyplot"]
+# What a zygote imports before it forks, by the top-level package the assignment's notebook
+# imports: NumPy always (the contract needs it); PyTorch (about a second) and matplotlib only
+# for a notebook that uses them, so a NumPy-only assignment's sandboxes start in a fraction
+# of the time. A submission that imports something else pays for it in its own budget.
+PRELOADS = {
+    "numpy": ("numpy",),
+    "torch": ("torch", "torch.nn", "torch.nn.functional"),
+    "matplotlib": ("matplotlib", "matplotlib.pyplot"),
+}
+
+
+def preload_for(imports) -> tuple[str, ...]:
+    """The modules a zygote preloads for a notebook that imports these top-level packages."""
+    wanted = {"numpy", *imports}
+    return tuple(m for package, modules in PRELOADS.items() if package in wanted for m in modules)
+
+
+FULL_PRELOAD = preload_for(PRELOADS)
 SLOT_DIR = Path("/tmp/autograder-slots")
 _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner")
 _ROOTLESS_SLOTS = itertools.count()
@@ -188,7 +205,11 @@ def python_paths() -> tuple[str, list[str]]:
 
 
 def sandbox_command(
-    uid: int | None, release_root: Path | None, limits: Limits, control_fd: int
+    uid: int | None,
+    release_root: Path | None,
+    limits: Limits,
+    control_fd: int,
+    preload=FULL_PRELOAD,
 ) -> list[str]:
     """The bwrap command line. ``uid`` None: rootless (an unprivileged user namespace, the
     caller's own uid); else run as that unprivileged uid (needs root)."""
@@ -279,12 +300,12 @@ def sandbox_command(
         f"--control-fd={control_fd}",
         *site,
         "--",
-        *PRELOAD,
+        *preload,
     ]
     return command
 
 
-def unsandboxed_command(control_fd: int) -> list[str]:
+def unsandboxed_command(control_fd: int, preload=FULL_PRELOAD) -> list[str]:
     interpreter, site = python_paths()
     return [
         interpreter,
@@ -294,7 +315,7 @@ def unsandboxed_command(control_fd: int) -> list[str]:
         f"--control-fd={control_fd}",
         *site,
         "--",
-        *PRELOAD,
+        *preload,
     ]
 
 
@@ -407,13 +428,18 @@ class Sandbox:
     """
 
     def __init__(
-        self, release_root: Path | None, limits: Limits = DEFAULT_LIMITS, sandboxed: bool = True
+        self,
+        release_root: Path | None,
+        limits: Limits = DEFAULT_LIMITS,
+        sandboxed: bool = True,
+        preload: tuple[str, ...] = FULL_PRELOAD,
     ):
         if sandboxed:
             require_sandbox()
         self.release_root = release_root
         self.limits = limits
         self.sandboxed = sandboxed
+        self.preload = tuple(preload)
         self.slot = Slot() if sandboxed and not rootless() else None
         self.cgroup, self.cgroup_note = None, "not sandboxed"
         if sandboxed:
@@ -433,10 +459,14 @@ class Sandbox:
         control_read, control_write = os.pipe()
         if self.sandboxed:
             command = sandbox_command(
-                self.slot.uid if self.slot else None, self.release_root, self.limits, control_write
+                self.slot.uid if self.slot else None,
+                self.release_root,
+                self.limits,
+                control_write,
+                self.preload,
             )
         else:
-            command = unsandboxed_command(control_write)
+            command = unsandboxed_command(control_write, self.preload)
         if self.cgroup is not None:
             # the zygote starts with room to import its modules; the cap tightens once it is ready
             self.cgroup.kill_all()

@@ -3,9 +3,11 @@
 The batch: for each of the five assignments, N submissions (default 20, so 100 in all) made
 from the released notebook: even ones fully solved, odd ones with one task left as released
 (a different task each time), so scores are mixed. Both graders get identical copies of a
-freshly released course; the script checks that their scores agree, then prints the wall
-time of each, the throughput ratio, this grader's start-up time per call and its time per
-submission.
+freshly released course; the script checks that their scores agree, then prints, per
+assignment, the wall time of each and their ratio, this grader's start-up per call, its
+time per submission, and the floor no grader with that many workers can beat: the
+submissions' own sandboxed seconds (ch3's students train a model, ch4's online softmax
+runs a case whose full score matrix would not fit in memory) divided by the workers.
 
     python bench/grading.py [--per-assignment N] [--workers W]
 
@@ -14,7 +16,8 @@ Both are measured as an instructor runs them: stock nbgrader as `nbgrader autogr
 kernel); this grader as one `python -m autograder grade <id> --force` process per assignment
 (a fresh process: it computes the check data and starts its sandboxes every call; every
 submission gets fresh state: a new process, a scrubbed /tmp and IPC namespace, a new cgroup
-accounting).
+accounting). The target (at least 10x stock) is checked on ch2 and ch5, the assignments the
+issue measured, where grading's own overhead is what there is to save.
 """
 
 from __future__ import annotations
@@ -91,10 +94,12 @@ def scores(course: Path) -> dict:
         }
 
 
-def run_stock(course: Path) -> float:
+def run_stock(course: Path) -> dict:
+    """{assignment: wall seconds of its `nbgrader autograde` call}."""
     nbgrader = str(Path(sys.executable).parent / "nbgrader")
-    started = time.perf_counter()
+    seconds = {}
     for assignment in ASSIGNMENTS:
+        started = time.perf_counter()
         subprocess.run(
             [nbgrader, "autograde", assignment, "--force"],
             cwd=course,
@@ -102,17 +107,20 @@ def run_stock(course: Path) -> float:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-    return time.perf_counter() - started
+        seconds[assignment] = time.perf_counter() - started
+    return seconds
 
 
-def run_ours(course: Path, workers: int) -> tuple[float, list, list]:
-    """(total seconds, [start-up seconds per call], [seconds per submission from the records])."""
+def run_ours(course: Path, workers: int) -> dict:
+    """{assignment: {"wall", "startup", "grading", "per_submission": [...]}} of its one
+    `python -m autograder grade` call (start-up: from the call to the first submission's
+    start, imports excluded; grading: from there to the last record)."""
     import json
     import re
 
-    started = time.perf_counter()
-    startups = []
+    out = {}
     for assignment in ASSIGNMENTS:
+        started = time.perf_counter()
         done = subprocess.run(
             [
                 sys.executable,
@@ -132,13 +140,24 @@ def run_ours(course: Path, workers: int) -> tuple[float, list, list]:
             text=True,
             check=True,
         )
-        startups.append(float(re.search(r"start-up ([\d.]+) s", done.stdout).group(1)))
-    elapsed = time.perf_counter() - started
-    per_submission = [
-        json.loads(p.read_text())["metadata"]["autograder"]["seconds"]
-        for p in sorted((course / "autograded").glob("*/*/*.ipynb"))
-    ]
-    return elapsed, startups, per_submission
+        wall = time.perf_counter() - started
+        found = re.search(r"start-up ([\d.]+) s; grading ([\d.]+) s", done.stdout)
+        out[assignment] = {
+            "wall": wall,
+            "startup": float(found.group(1)),
+            "grading": float(found.group(2)),
+            "per_submission": [
+                json.loads(p.read_text())["metadata"]["autograder"]["seconds"]
+                for p in sorted((course / "autograded").glob(f"*/{assignment}/*.ipynb"))
+            ],
+        }
+    return out
+
+
+#: the assignments the issue measured its 5.4x on (ch2, ch5): grading's own overhead dominates
+#: there, while ch3's students train a model and ch4's online softmax runs a case too large
+#: for a full score matrix, run time that both graders spend alike
+TARGET_SET, TARGET = ("ch2_soft_hard", "ch5_multihead"), 10.0
 
 
 def main(argv=None) -> int:
@@ -156,27 +175,45 @@ def main(argv=None) -> int:
         n = make_batch(stock_course, args.per_assignment)
         make_batch(ours_course, args.per_assignment)
         print(
-            f"batch: {n} submissions ({args.per_assignment} per assignment, half fully solved)",
+            f"batch: {n} submissions ({args.per_assignment} per assignment, half fully solved); "
+            f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; this grader with "
+            f"{args.workers} workers, one call per assignment",
             flush=True,
+        )
+        stock = run_stock(stock_course)
+        ours = run_ours(ours_course, args.workers)
+
+        print(
+            f"\n{'assignment':<20}{'stock':>9}{'ours':>8}{'ratio':>8}   ours: start-up  "
+            "per submission  outside grading   floor  ceiling"
+        )
+        for a in ASSIGNMENTS:
+            o = ours[a]
+            per = o["per_submission"]
+            floor = sum(per) / args.workers  # the submissions' own sandboxed time, all workers busy
+            print(
+                f"{a:<20}{stock[a]:8.1f}s{o['wall']:7.1f}s{stock[a] / o['wall']:7.1f}x"
+                f"   {o['startup']:7.1f} s  {sum(per) / len(per):8.2f} s mean"
+                f"  {o['wall'] - o['startup'] - o['grading']:9.1f} s"
+                f"  {floor:6.1f} s  {stock[a] / floor:6.1f}x"
+            )
+        print(
+            "  start-up: the call's check data and sandboxes (after Python's imports); per "
+            "submission: parse, sandboxed run, judge;\n  outside grading: process start, "
+            "imports and exit; floor: the submissions' own sandboxed seconds / workers, "
+            "ceiling: stock / floor"
         )
 
-        stock_seconds = run_stock(stock_course)
+        def ratio(names):
+            return sum(stock[a] for a in names) / sum(ours[a]["wall"] for a in names)
+
+        every = [p for a in ASSIGNMENTS for p in ours[a]["per_submission"]]
+        startups = [ours[a]["startup"] for a in ASSIGNMENTS]
+        stock_total, ours_total = sum(stock.values()), sum(o["wall"] for o in ours.values())
         print(
-            f"stock nbgrader autograde: {stock_seconds:7.1f} s  ({n / stock_seconds:.2f} submissions/s)",
-            flush=True,
-        )
-        ours_seconds, startups, per_submission = run_ours(ours_course, args.workers)
-        print(
-            f"this grader ({args.workers} workers): {ours_seconds:7.1f} s  ({n / ours_seconds:.2f} submissions/s)",
-            flush=True,
-        )
-        print(
-            f"  start-up per `grade` call (check data + sandboxes): mean {sum(startups) / len(startups):.1f} s "
-            f"(min {min(startups):.1f}, max {max(startups):.1f})"
-        )
-        print(
-            f"  per submission (parse, sandboxed run, judge): mean {sum(per_submission) / len(per_submission):.2f} s "
-            f"over {len(per_submission)}; wall time per submission {ours_seconds / n:.2f} s with {args.workers} workers"
+            f"\nall five: stock {stock_total:.1f} s, this grader {ours_total:.1f} s, "
+            f"{ratio(ASSIGNMENTS):.1f}x; start-up per call {min(startups):.1f}-{max(startups):.1f} s; "
+            f"per submission {sum(every) / len(every):.2f} s mean over {len(every)}"
         )
 
         stock_scores, ours_scores = scores(stock_course), scores(ours_course)
@@ -189,8 +226,10 @@ def main(argv=None) -> int:
             f"scores agree on {len(stock_scores) - len(disagreements)} of {len(stock_scores)} submissions"
             + (f"; differ: {disagreements}" if disagreements else "")
         )
+        got = ratio(TARGET_SET)
         print(
-            f"throughput ratio (this grader / stock nbgrader): {stock_seconds / ours_seconds:.1f}x"
+            f"target on this machine: {' + '.join(TARGET_SET)} (the issue's measurement) "
+            f">= {TARGET:g}x stock: {got:.1f}x {'holds' if got >= TARGET else 'MISSED'}"
         )
         return 1 if disagreements else 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import secrets
 import time
 
@@ -282,3 +283,34 @@ def test_the_submission_cannot_reach_the_zygotes_control_pipe(tmp_path):
         assert run_cells(box, ["x = 1"]).ended == "done"
     finally:
         box.close()
+
+
+def test_check_data_computed_in_a_forked_child_equals_the_inline_one():
+    """`grade` computes the check data in a forked child (the reference package's imports
+    overlap nbgrader's); the limits it sends first and the work are what `prepare` gives."""
+    course = sandbox.Path(grading.__file__).resolve().parent
+    spec = nbparse.load_assignment(course, "ch1_pooling")
+    args = (course, "ch1_pooling", 7, sandbox.Limits(), True, grading.REGISTRY, spec)
+    forked, inline = grading.Preparing(*args, fork=True), grading.Preparing(*args, fork=False)
+    assert forked._child is not None and inline._child is None
+    assert forked.limits() == inline.limits() == grading.prepare(*args).limits
+    got, want = forked.work(), inline.work()
+    assert not forked._child.is_alive() and forked._child.exitcode == 0
+    assert got.blob == want.blob and got.tasks == want.tasks and got.check_specs == want.check_specs
+    assert got.preload == want.preload == ("numpy",)
+    assert pickle.dumps(got.all_cases) == pickle.dumps(want.all_cases)  # cases, answers
+    # an error in the child is raised in the parent, as it would be inline
+    bad = (course, "no_such_assignment", 7, sandbox.Limits(), True, grading.REGISTRY, spec)
+    with pytest.raises(ValueError, match="unknown assignment 'no_such_assignment'"):
+        grading.Preparing(*bad, fork=True).work()
+
+
+def test_a_zygote_preloads_only_what_the_notebook_imports(spec):
+    assert spec.imports == {"numpy", "attention_check", "autograder"}
+    assert sandbox.preload_for(spec.imports) == ("numpy",)
+    torch_and_numpy = sandbox.preload_for({"torch"})
+    assert torch_and_numpy == ("numpy", "torch", "torch.nn", "torch.nn.functional")
+    assert nbparse.imported_packages("%matplotlib inline\nimport torch") == set()
+    assert nbparse.imported_packages("from matplotlib import pyplot\nfrom . import x") == {
+        "matplotlib"
+    }
