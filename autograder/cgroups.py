@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path("/sys/fs/cgroup")
 PROJECT = "attention-derived"
 V1_CONTROLLERS = ("memory", "pids", "cpu")
+_STARTED_IN: dict = {}  # cgroup v2 root -> the parent of this grader's subtree
 
 
 def _own_paths() -> dict:
@@ -191,22 +192,42 @@ def _open_v1(slot: str) -> tuple[Cgroup | None, str]:
 
 
 def _open_v2(slot: str) -> tuple[Cgroup | None, str]:
-    own = ROOT / _own_paths().get("", "/").lstrip("/")
+    """cgroup v2 forbids processes in a cgroup whose children get controllers (the "no internal
+    processes" rule, which exempts only the root). So, as root, the subtree goes directly
+    under the root cgroup (of this cgroup namespace), never under a login session's scope;
+    rootless, under the grader's own delegated cgroup, after the grader moves itself into a
+    leaf of its subtree (``grader``), which works when the grader is the only process there."""
+    as_root = os.geteuid() == 0
+    # where the grader started (once it has moved itself, /proc/self/cgroup names its leaf)
+    parent = _STARTED_IN.setdefault(
+        ROOT, ROOT if as_root else ROOT / _own_paths().get("", "/").lstrip("/")
+    )
     wanted = {"memory", "pids", "cpu"}
-    available = set((own / "cgroup.controllers").read_text().split())
+    available = set((parent / "cgroup.controllers").read_text().split())
     if not wanted <= available:
-        return None, f"the grader's cgroup {own} does not offer {sorted(wanted - available)}"
-    _remove_stale(own)
-    subtree = own / _subtree_name()
-    try:
-        _write(own / "cgroup.subtree_control", " ".join(f"+{c}" for c in sorted(wanted)))
-    except OSError as err:
-        return None, (
-            f"cannot enable controllers under {own} ({err.strerror}): run the grader in a "
-            "delegated cgroup of its own, e.g. `systemd-run --user --scope -p Delegate=yes make grade A=<id>`"
-        )
+        return None, f"the cgroup {parent} does not offer {sorted(wanted - available)}"
+    _remove_stale(parent)
+    subtree = parent / _subtree_name()
+    enable = " ".join(f"+{c}" for c in sorted(wanted))
+    if not wanted <= set((parent / "cgroup.subtree_control").read_text().split()):
+        try:
+            if not as_root:
+                _move_self_into(subtree / "grader")
+            _write(parent / "cgroup.subtree_control", enable)
+        except OSError as err:
+            return None, (
+                f"cannot enable {sorted(wanted)} for the cgroups under {parent} ({err.strerror}): "
+                "run the grader as root, or as the only process of a delegated cgroup, e.g. "
+                "`systemd-run --user --scope -p Delegate=yes .venv/bin/python -m autograder grade <id>`"
+            )
     subtree.mkdir(exist_ok=True)
-    _write(subtree / "cgroup.subtree_control", " ".join(f"+{c}" for c in sorted(wanted)))
+    _write(subtree / "cgroup.subtree_control", enable)
     leaf = subtree / slot
     leaf.mkdir()
     return Cgroup(2, {c: leaf for c in wanted}, [subtree]), ""
+
+
+def _move_self_into(leaf: Path) -> None:
+    """Move this process (all its threads) into ``leaf``, a cgroup of the grader's own subtree."""
+    leaf.mkdir(parents=True, exist_ok=True)
+    _write(leaf / "cgroup.procs", os.getpid())
