@@ -4,6 +4,7 @@ the batch completes, and the honest submissions graded beside them are unaffecte
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sys
 import threading
@@ -210,7 +211,9 @@ def test_feedback_never_contains_a_hidden_input(graded):
     )
     assert len(files) >= 2 * len(STUDENTS) - 8  # invalid notebooks may have no feedback page
     for path in files:
-        text = path.read_text()
+        # the grader's own wall time of the submission (trusted, 17 digits) once matched a
+        # hidden value's 5 decimals by chance: it is not searched
+        text = re.sub(r'"seconds": [0-9.e+-]+', '"seconds": null', path.read_text())
         leaked = sorted(v for v in values if v in text)
         assert not leaked, (path, leaked[:5])
 
