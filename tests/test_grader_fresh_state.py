@@ -49,14 +49,14 @@ def test_nothing_one_submission_leaves_reaches_the_next(course):
 
 
 def test_the_graders_cgroups_are_removed_when_it_is_done(course):
+    """Where the grader (this process, as root) made its subtree: under the root cgroup on
+    v2, under its own cgroup in each controller's hierarchy on v1. None is left."""
     own = cgroups._own_paths()
-    leftovers = [
-        p
-        for c in cgroups.V1_CONTROLLERS
-        for p in (cgroups.ROOT / c / own.get(c, "/").lstrip("/")).glob(
-            f"{cgroups.PROJECT}-{os.getpid()}"
-        )
+    parents = [cgroups.ROOT] + [
+        cgroups.ROOT / c / own.get(c, "/").lstrip("/") for c in cgroups.V1_CONTROLLERS
     ]
+    assert any(p.is_dir() for p in parents)
+    leftovers = [p for parent in parents for p in parent.glob(f"{cgroups.PROJECT}-{os.getpid()}")]
     assert leftovers == []
 
 
@@ -83,23 +83,24 @@ def public_tmp():
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_the_corpus_as_an_unprivileged_user(course, public_tmp):
-    """`python -m autograder grade` run as `nobody` (rootless mode): the same scores and reasons."""
+def _grade_as_nobody(course: Path, folder: Path, cases: dict, procs_files=()) -> str:
+    """Grade `cases` (student -> (notebook, score, reasons)) with `python -m autograder grade`
+    started as `nobody` in a copy of `course`; asserts every score and reason, returns stderr.
+    With `procs_files`, the process first moves itself into that cgroup (as root, the way a
+    delegating service manager starts a unit's only process) and only then becomes `nobody`."""
     nobody = pwd.getpwnam("nobody")
     if os.geteuid() != 0:
         pytest.fail("this test starts the grader as `nobody`, which needs root")
-    tmp_path = public_tmp
-    mine = tmp_path / "course"
+    mine = folder / "course"
     shutil.copytree(
         course, mine, ignore=shutil.ignore_patterns("submitted", "autograded", "feedback")
     )
     shutil.copy(course / "gradebook.db", mine / "gradebook.db")
-    every = corpus.ch1_corpus(mine, 9)
-    for student in UNPRIVILEGED:
-        corpus.write_submission(mine, A, student, every[student][0])
-    home = tmp_path / "home"
+    for student, (notebook, _score, _reasons) in cases.items():
+        corpus.write_submission(mine, A, student, notebook)
+    home = folder / "home"
     home.mkdir()
-    for path in [tmp_path, *tmp_path.rglob("*")]:
+    for path in [folder, *folder.rglob("*")]:
         os.chown(path, nobody.pw_uid, nobody.pw_gid)
     command = [
         "/usr/bin/setpriv",
@@ -122,19 +123,74 @@ def test_the_corpus_as_an_unprivileged_user(course, public_tmp):
         "--budget",
         "120",
     ]
-    env = {"PATH": os.environ["PATH"], "HOME": str(home), "TMPDIR": str(tmp_path)}
-    done = subprocess.run(
-        command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=800
-    )
+    if procs_files:
+        moves = " && ".join(f"echo $$ > {f}" for f in procs_files)
+        command = ["/bin/sh", "-c", f'{moves} && exec "$@"', "sh", *command]
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "TMPDIR": str(folder)}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=folder, timeout=800)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "sandbox: rootless" in done.stderr
     scores = corpus.gradebook_scores(mine)
-    assert {s: scores.get(s) for s in UNPRIVILEGED} == {
-        s: float(every[s][1]) for s in UNPRIVILEGED
-    }, done.stdout
-    for student in UNPRIVILEGED:
+    assert {s: scores.get(s) for s in cases} == {s: float(c[1]) for s, c in cases.items()}, (
+        done.stdout
+    )
+    for student, (_notebook, _score, expected) in cases.items():
         row = next(line for line in done.stdout.splitlines() if line.startswith(student + " "))
         reasons = row.split(None, 3)[3] if len(row.split(None, 3)) > 3 else "-"
-        assert reasons == (", ".join(every[student][2]) or "-") or sorted(
-            reasons.split(", ")
-        ) == sorted(every[student][2]), (student, row)
+        assert reasons == (", ".join(expected) or "-") or sorted(reasons.split(", ")) == sorted(
+            expected
+        ), (student, row)
+    assert sandbox.stray_processes() == []
+    return done.stderr
+
+
+def test_the_corpus_as_an_unprivileged_user(course, public_tmp):
+    """`python -m autograder grade` run as `nobody` (rootless mode): the same scores and reasons."""
+    every = corpus.ch1_corpus(course, 9)
+    _grade_as_nobody(course, public_tmp, {s: every[s] for s in UNPRIVILEGED})
+
+
+@pytest.fixture
+def delegated():
+    """A cgroup handed to `nobody` the way systemd's ``Delegate=yes`` hands one to a user's
+    unit (the directory and its cgroup.procs, cgroup.subtree_control and cgroup.threads, or
+    on v1 its tasks, are theirs), made beside this test's own cgroup and removed after; yields
+    its cgroup.procs files (one on v2, one per controller on v1). The grader's v2 placement
+    starts at the cgroup named in /proc/self/cgroup, so on v2 the test runs as root in the
+    root cgroup of its namespace and delegates a child of it."""
+    nobody = pwd.getpwnam("nobody")
+    name = f"{cgroups.PROJECT}-delegated-{os.getpid()}"
+    if (cgroups.ROOT / "cgroup.controllers").is_file():
+        enable = "+memory +pids +cpu"
+        (cgroups.ROOT / "cgroup.subtree_control").write_text(enable)
+        folders = [cgroups.ROOT / name]
+        owned = ("cgroup.procs", "cgroup.subtree_control", "cgroup.threads")
+    else:
+        own = cgroups._own_paths()
+        folders = [
+            cgroups.ROOT / c / own.get(c, "/").lstrip("/") / name for c in cgroups.V1_CONTROLLERS
+        ]
+        owned = ("cgroup.procs", "tasks")
+    for folder in folders:
+        folder.mkdir()
+        for path in [folder, *(folder / f for f in owned)]:
+            os.chown(path, nobody.pw_uid, nobody.pw_gid)
+    yield [str(folder / "cgroup.procs") for folder in folders]
+    for folder in folders:  # what the grader left (v2 rootless: its own leaf), deepest first
+        for leftover in sorted(folder.rglob("*"), key=lambda p: -len(p.parts)):
+            if leftover.is_dir():
+                leftover.rmdir()
+        folder.rmdir()
+
+
+def test_the_corpus_as_an_unprivileged_user_in_a_delegated_cgroup(course, public_tmp, delegated):
+    """Rootless with a delegated cgroup (v1 here, v2 on a unified host): the grader makes its
+    own cgroups inside the delegation and the kernel caps each sandbox, so the 3.6 GiB of
+    System V shared memory that no rlimit counts is stopped at the memory limit too."""
+    every = corpus.ch1_corpus(course, 9)
+    cases = {s: every[s] for s in ("honest-right", "fork-bomb", "memory-bomb")}
+    cases["state-3-shm-hog"] = corpus.state_corpus(course)["state-3-shm-hog"]
+    cases["honest-after-the-hog"] = every["honest-right"]
+    stderr = _grade_as_nobody(course, public_tmp, cases, procs_files=delegated)
+    version = 2 if (cgroups.ROOT / "cgroup.controllers").is_file() else 1
+    assert f"limits: cgroup v{version} per sandbox" in stderr, stderr
