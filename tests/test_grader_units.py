@@ -247,10 +247,16 @@ def test_sandbox_command_isolates_network_course_files_and_uid(tmp_path):
     assert "--reuid=61234" in command and "--clearenv" in command
     repo = str(sandbox.Path(grading.__file__).resolve().parents[1])
     bound = [command[i + 1] for i, arg in enumerate(command) if arg in ("--ro-bind", "--bind")]
-    assert not any(path in (repo, repo + "/solutions", repo + "/autograder") for path in bound), (
-        bound
-    )
-    assert "/solutions" not in joined and "gradebook" not in joined
+    # the reference and the hidden checks stay out; of the grader, only the contract goes in
+    hidden = (repo + "/solutions", repo + "/autograder")
+    assert repo + "/autograder/contract.py" in bound
+    assert not any(
+        path == repo or path == folder or path.startswith(folder + "/")
+        for path in bound
+        if path != repo + "/autograder/contract.py"
+        for folder in hidden
+    ), bound
+    assert "gradebook" not in joined
     # the private /tmp is mounted before every bind, so a virtualenv under /tmp stays visible
     assert command.index("--tmpfs") < command.index("--ro-bind")
 
