@@ -206,8 +206,8 @@ def main(argv=None) -> int:
             "ceiling: stock / floor"
         )
 
-        def ratio(names):
-            return sum(stock[a] for a in names) / sum(ours[a]["wall"] for a in names)
+        def ratio(subset):
+            return sum(stock[a] for a in subset) / sum(ours[a]["wall"] for a in subset)
 
         every = [p for a in names for p in ours[a]["per_submission"]]
         startups = [ours[a]["startup"] for a in names]

@@ -154,15 +154,15 @@ def test_the_corpus_as_an_unprivileged_user(course, public_tmp):
 def delegated():
     """A cgroup handed to `nobody` the way systemd's ``Delegate=yes`` hands one to a user's
     unit (the directory and its cgroup.procs, cgroup.subtree_control and cgroup.threads, or
-    on v1 its tasks, are theirs), made beside this test's own cgroup and removed after; yields
-    its cgroup.procs files (one on v2, one per controller on v1). The grader's v2 placement
-    starts at the cgroup named in /proc/self/cgroup, so on v2 the test runs as root in the
-    root cgroup of its namespace and delegates a child of it."""
+    on v1 its tasks, are theirs) and removed after; yields (the cgroup version, its
+    cgroup.procs files: one on v2, one per controller on v1). On v2 it is a child of the root
+    cgroup, with the controllers enabled there as the grader does as root; on v1 a child of
+    this test's own cgroup in each controller's hierarchy."""
     nobody = pwd.getpwnam("nobody")
     name = f"{cgroups.PROJECT}-delegated-{os.getpid()}"
-    if (cgroups.ROOT / "cgroup.controllers").is_file():
-        enable = "+memory +pids +cpu"
-        (cgroups.ROOT / "cgroup.subtree_control").write_text(enable)
+    version = 2 if (cgroups.ROOT / "cgroup.controllers").is_file() else 1
+    if version == 2:
+        (cgroups.ROOT / "cgroup.subtree_control").write_text("+memory +pids +cpu")
         folders = [cgroups.ROOT / name]
         owned = ("cgroup.procs", "cgroup.subtree_control", "cgroup.threads")
     else:
@@ -175,7 +175,7 @@ def delegated():
         folder.mkdir()
         for path in [folder, *(folder / f for f in owned)]:
             os.chown(path, nobody.pw_uid, nobody.pw_gid)
-    yield [str(folder / "cgroup.procs") for folder in folders]
+    yield version, [str(folder / "cgroup.procs") for folder in folders]
     for folder in folders:  # what the grader left (v2 rootless: its own leaf), deepest first
         for leftover in sorted(folder.rglob("*"), key=lambda p: -len(p.parts)):
             if leftover.is_dir():
@@ -191,6 +191,6 @@ def test_the_corpus_as_an_unprivileged_user_in_a_delegated_cgroup(course, public
     cases = {s: every[s] for s in ("honest-right", "fork-bomb", "memory-bomb")}
     cases["state-3-shm-hog"] = corpus.state_corpus(course)["state-3-shm-hog"]
     cases["honest-after-the-hog"] = every["honest-right"]
-    stderr = _grade_as_nobody(course, public_tmp, cases, procs_files=delegated)
-    version = 2 if (cgroups.ROOT / "cgroup.controllers").is_file() else 1
+    version, procs_files = delegated
+    stderr = _grade_as_nobody(course, public_tmp, cases, procs_files=procs_files)
     assert f"limits: cgroup v{version} per sandbox" in stderr, stderr
