@@ -6,10 +6,11 @@ This one file is three things, so that a failure reads word for word the same ev
    notebook with ``public_cases.npz``; ``check(name, fn)`` runs the public cases offline;
 2. the in-kernel hidden check of stock ``nbgrader autograde`` (``autograder.checks.run_hidden``
    calls ``run_case`` and ``judge`` from here);
-3. the only code the grader's sandbox runs besides the notebook (``python -I -S contract.py``):
-   a zygote that forks one child per submission, runs its cells, then its cases, and streams
-   plain events back to the trusted side, which parses them against a strict schema
-   (``autograder.wire``) and judges with the same ``judge``.
+3. the grader's vocabulary: the sandbox worker (``autograder/zygote.py``, bound into the
+   sandbox beside this file but never shipped) runs a submission's cells and cases with
+   ``run_case`` and sends plain outcomes back in frames (``encode_frame``); the trusted side
+   parses them against a strict schema (``autograder.wire``) and judges with the same
+   ``judge``.
 
 The pieces:
 
@@ -28,20 +29,13 @@ Nothing here imports the course, so editing your copy cannot change a grade.
 
 from __future__ import annotations
 
+import io
+import json
 import os
-import sys
+import struct
+import traceback
 
-if __name__ == "__main__":  # in the sandbox (python -I -S): the site-packages come as arguments
-    sys.path.extend(a for a in sys.argv[1 : sys.argv.index("--")] if a.startswith("/"))
-
-import io  # noqa: E402
-import json  # noqa: E402
-import signal  # noqa: E402
-import struct  # noqa: E402
-import time  # noqa: E402
-import traceback  # noqa: E402
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 __all__ = [
     "check",
@@ -617,342 +611,16 @@ def check(name: str, fn, cases_path: str | None = None) -> None:
 
 
 # ----------------------------------------------------------------------------------------
-# the sandbox: frames, the child that runs one submission, the zygote
+# frames: how the grader and its sandbox worker (``autograder/zygote.py``) talk
 #
 # A frame: MAGIC, two big-endian uint32 lengths (JSON header, blob), the header, the blob.
-# Events the child sends (the trusted side accepts nothing else, in this order only):
-#   {"ev": "setup"}                                  the working directory is ready
-#   {"ev": "cell", "cell": i, "error": code|None, "output": text}   one per cell run
-#   {"ev": "cells_done"}                             then the cases arrive
-#   {"ev": "case", "task": t, "case": c, "outcome": "value"|"error"|"bad", "code": code|None,
-#    "n": k} + an uncompressed .npz of r0..r{k-1} for a value
-#   {"ev": "task_missing", "task": t, "code": "undefined"|"not_callable"}
-#   {"ev": "task_end", "task": t}
-#   {"ev": "done"}
-# The zygote sends on its own control pipe: {"ev": "ready", "error": text|None} once, and
-# {"ev": "exit", "code": status, "clean": bool} after each run.
+# The events and their order are ``autograder/protocol.py``'s; their schemas ``wire.py``'s.
 
 MAGIC = b"AGF2"
 LENGTHS = struct.Struct(">II")
-_IN_SANDBOX = False
+_IN_SANDBOX = False  # set by the sandbox worker: there a KeyboardInterrupt is the student's
 
 
 def encode_frame(header: dict, blob: bytes = b"") -> bytes:
     head = json.dumps(header).encode()
     return MAGIC + LENGTHS.pack(len(head), len(blob)) + head + blob
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _read_exact(fd: int, n: int) -> bytes:
-    chunks, got = [], 0
-    while got < n:
-        chunk = os.read(fd, min(n - got, 1 << 20))
-        if not chunk:
-            raise EOFError("pipe closed")
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
-
-
-def read_frame(fd: int) -> tuple[dict, bytes]:
-    """A frame from the trusted side (requests and cases)."""
-    if _read_exact(fd, 4) != MAGIC:
-        raise ValueError("bad frame magic")
-    n_head, n_blob = LENGTHS.unpack(_read_exact(fd, LENGTHS.size))
-    return json.loads(_read_exact(fd, n_head)), _read_exact(fd, n_blob)
-
-
-def _neutralise_magics(source: str) -> str:
-    # IPython line magics and shell escapes are not Python: they become comments
-    out = []
-    for line in source.split("\n"):
-        stripped = line.lstrip()
-        out.append(
-            line[: len(line) - len(stripped)] + "pass  # " + stripped
-            if stripped.startswith(("%", "!"))
-            else line
-        )
-    return "\n".join(out)
-
-
-def _read_capture(path: str, limit: int) -> str:
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(limit + 1)
-    except OSError:
-        return ""
-    text = data[:limit].decode("utf-8", "replace")
-    return text[:limit] + ("\n[output truncated]" if len(data) > limit else "")
-
-
-def _set_limits(limits: dict) -> None:
-    import resource
-
-    if limits.get("address_space_bytes"):  # where no cgroup caps memory: the address space
-        with open("/proc/self/statm") as handle:
-            pages = int(handle.read().split()[0])
-        size = pages * os.sysconf("SC_PAGE_SIZE") + int(limits["address_space_bytes"])
-        resource.setrlimit(resource.RLIMIT_AS, (size, size))
-    if limits.get("cpu_seconds"):  # SIGXCPU at the soft limit, SIGKILL a little later
-        seconds = int(limits["cpu_seconds"])
-        resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 5))
-    if limits.get("processes"):
-        resource.setrlimit(resource.RLIMIT_NPROC, (int(limits["processes"]),) * 2)
-    if limits.get("file_bytes"):
-        resource.setrlimit(resource.RLIMIT_FSIZE, (int(limits["file_bytes"]),) * 2)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-
-def _copy_release(release: str | None, workdir: str) -> None:
-    import shutil
-
-    if not release or not os.path.isdir(release):
-        return
-    for name in os.listdir(release):
-        src = os.path.join(release, name)
-        if name.endswith(".ipynb"):
-            continue
-        if os.path.isdir(src):
-            shutil.copytree(src, os.path.join(workdir, name))
-        else:
-            shutil.copy(src, workdir)
-
-
-def run_submission(request: dict, events_fd: int, cases_fd: int) -> None:
-    """In the forked child: the cells, then (once the trusted side sends them) the cases.
-
-    The cases are not in this process while the cells run; what runs after the cells prints
-    into /dev/null, so nothing printed can carry a hidden input back.
-    """
-    limits = request["limits"]
-    output_limit = int(limits.get("cell_output_chars", 4000))
-    workdir = request["workdir"]  # chosen by the trusted side: a fresh random name
-    os.mkdir(workdir, 0o700)
-    _copy_release(request.get("release_dir"), workdir)
-    os.chdir(workdir)
-    sys.path.insert(0, workdir)
-    capture = os.path.join(workdir, ".captured_output")
-    cases_fd = os.dup(cases_fd)  # the cases come here; stdin itself becomes /dev/null
-    devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 0)  # input() gets EOF
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-long write fails with EFBIG instead
-    _set_limits(limits)
-
-    def emit(header, blob=b""):
-        _write_all(events_fd, encode_frame(header, blob))
-
-    emit({"ev": "setup"})
-    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-    skip_cells = set(request.get("skip_cells", []))
-    for index, source in enumerate(request["cells"]):
-        if index in skip_cells:
-            continue
-        out_fd = os.open(capture, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(out_fd, 1)
-        os.dup2(out_fd, 2)
-        os.close(out_fd)
-        error = None
-        try:
-            exec(compile(_neutralise_magics(source), f"<cell {index}>", "exec"), namespace)
-        except BaseException as err:  # noqa: BLE001 - SystemExit too: a cell error
-            error = error_code(err)
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except BaseException:  # noqa: BLE001 - a full disk must not stop the report
-            pass
-        emit(
-            {
-                "ev": "cell",
-                "cell": index,
-                "error": error,
-                "output": _read_capture(capture, output_limit),
-            }
-        )
-    os.dup2(devnull, 1)
-    os.dup2(devnull, 2)
-    emit({"ev": "cells_done"})
-
-    phase, blob = read_frame(cases_fd)
-    os.close(cases_fd)
-    arrays = unpack(blob)
-    skip_tasks = set(phase.get("skip_tasks", []))
-    for task_index, task in enumerate(phase["tasks"]):
-        if task_index in skip_tasks:
-            continue
-        function = namespace.get(task["function"])
-        if not callable(function):
-            code = "not_callable" if task["function"] in namespace else "undefined"
-            emit({"ev": "task_missing", "task": task_index, "code": code})
-            emit({"ev": "task_end", "task": task_index})
-            continue
-        for case_index, case in enumerate(task["cases"]):
-            args = [decode(s, arrays) for s in case["args"]]
-            kwargs = {k: decode(s, arrays) for k, s in case["kwargs"].items()}
-            outcome = run_case(function, args, kwargs)
-            header = {
-                "ev": "case",
-                "task": task_index,
-                "case": case_index,
-                "outcome": outcome["kind"],
-                "code": outcome.get("code"),
-                "n": 0,
-            }
-            payload = b""
-            if outcome["kind"] == "value":
-                header["n"] = len(outcome["arrays"])
-                try:
-                    payload = pack({f"r{i}": a for i, a in enumerate(outcome["arrays"])})
-                except MemoryError:
-                    header.update(outcome="error", code="MemoryError", n=0)
-            emit(header, payload)
-        emit({"ev": "task_end", "task": task_index})
-    emit({"ev": "done"})
-
-
-def _prctl(option: int, value: int) -> None:
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
-    except OSError:
-        pass
-
-
-def _sweep(whole_namespace: bool, child: int) -> None:
-    """Kill and reap everything the child left (in the sandbox: every process but us)."""
-    for _ in range(200):
-        try:
-            if whole_namespace:
-                os.kill(-1, signal.SIGKILL)
-            else:
-                os.killpg(child, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0] != 0:
-                pass
-        except ChildProcessError:
-            return
-        time.sleep(0.005)
-
-
-def _remove_ipc() -> None:
-    """Remove every System V shared memory segment, semaphore set and message queue of this
-    IPC namespace (the sandbox has its own): none may outlive the submission that made it."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    for table, remove in (
-        ("shm", lambda i: libc.shmctl(i, 0, None)),
-        ("sem", lambda i: libc.semctl(i, 0, 0)),
-        ("msg", lambda i: libc.msgctl(i, 0, None)),
-    ):
-        try:
-            with open(f"/proc/sysvipc/{table}") as handle:
-                rows = handle.read().splitlines()[1:]
-        except OSError:
-            continue
-        for row in rows:
-            remove(int(row.split()[1]))  # IPC_RMID = 0
-
-
-def _scrub(roots=("/tmp", "/dev/shm")) -> bool:
-    """Delete everything under the writable places; True if they are empty afterwards."""
-    import shutil
-
-    _remove_ipc()
-    clean = True
-    try:  # the sandbox's own read-only binds (a virtualenv under /tmp) are not state
-        with open("/proc/self/mountinfo") as handle:
-            mounts = [line.split()[4] for line in handle]
-    except OSError:
-        mounts = []
-    for root in roots:
-        try:
-            names = os.listdir(root)
-        except OSError:
-            continue
-        kept = []
-        for name in names:
-            path = os.path.join(root, name)
-            if any(m == path or m.startswith(path + "/") for m in mounts):
-                kept.append(name)
-                continue
-            try:
-                if os.path.isdir(path) and not os.path.islink(path):
-                    shutil.rmtree(path)
-                else:
-                    os.unlink(path)
-            except OSError:
-                clean = False
-        clean = clean and sorted(os.listdir(root)) == sorted(kept)
-    for table in ("shm", "sem", "msg"):
-        try:
-            with open(f"/proc/sysvipc/{table}") as handle:
-                clean = clean and len(handle.read().splitlines()) <= 1
-        except OSError:
-            pass
-    return clean
-
-
-def zygote(preload: list[str], sandboxed: bool, control_fd: int) -> None:
-    """Import the heavy modules once, then fork one child per request read from stdin."""
-    global _IN_SANDBOX
-    _IN_SANDBOX = True
-    requests_fd, events_fd = 0, os.dup(1)
-    null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 1)
-    os.close(null)
-    for module in preload:
-        try:
-            __import__(module)
-        except Exception:  # noqa: BLE001 - a missing optional module only costs time later
-            pass
-    if "torch" in sys.modules:  # preloaded: one thread per sandbox
-        sys.modules["torch"].set_num_threads(1)
-    if sandboxed:  # what the imports wrote (matplotlib's caches) is gone before the first run
-        _scrub()
-    _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans come back to us
-    _prctl(4, 0)  # PR_SET_DUMPABLE 0: no /proc/<us>/fd for the child
-    _write_all(control_fd, encode_frame({"ev": "ready", "error": None}))
-    while True:
-        try:
-            request, _blob = read_frame(requests_fd)
-        except EOFError:
-            return
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                os.close(control_fd)  # only the zygote may say a run is over
-                os.setsid()
-                run_submission(request, events_fd, requests_fd)
-            except BaseException:  # noqa: BLE001 - reported by exit status
-                code = 70
-            finally:
-                os._exit(code)
-        _pid, status = os.waitpid(pid, 0)
-        _sweep(sandboxed, pid)
-        import shutil
-
-        shutil.rmtree(request["workdir"], ignore_errors=True)
-        clean = _scrub() if sandboxed else True
-        _write_all(
-            control_fd,
-            encode_frame({"ev": "exit", "code": os.waitstatus_to_exitcode(status), "clean": clean}),
-        )
-
-
-if __name__ == "__main__":
-    # argv: [--sandboxed] --control-fd=N site-packages... -- preloads...
-    arguments = sys.argv[1:]
-    in_sandbox = arguments[0] == "--sandboxed"
-    arguments = arguments[1:] if in_sandbox else arguments
-    control = int(arguments[0].split("=", 1)[1])
-    zygote(arguments[arguments.index("--") + 1 :], in_sandbox, control)

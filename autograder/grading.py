@@ -34,11 +34,11 @@ from pathlib import Path
 
 from autograder import contract, wire
 from autograder import notebook as nbparse
+from autograder.protocol import Plan
 from autograder.sandbox import (
     DEFAULT_LIMITS,
     FULL_PRELOAD,
     Limits,
-    Plan,
     Sandbox,
     preload_for,
     require_sandbox,
@@ -319,6 +319,12 @@ class RunRecord:
     starts: int = 0
     attempts: int = 0
     memory_kills: int = 0  # processes the kernel killed for memory (cgroup), all attempts
+    lost: int = 0  # attempts the sandbox broke before the submission's first event
+
+
+#: a sandbox that breaks before a submission's first event is replaced and the attempt rerun
+#: in full this many times; then it is a grader error (not recorded: a rerun retries it)
+LOST_RERUNS = 1
 
 
 #: how an attempt ended -> the reason a student and the instructor see
@@ -329,6 +335,7 @@ END_REASONS = {
     "memory": "memory",
     "output": "output too large",
     "protocol": "protocol violation",
+    "lost": GRADER_ERROR,
     "grader": GRADER_ERROR,
 }
 
@@ -372,10 +379,20 @@ def run_program(
             workdir=f"/tmp/{secrets.token_hex(16)}",
         )  # unpredictable, made fresh
         cases = contract.encode_frame({"tasks": tasks, "skip_tasks": skip_tasks}, blob)
-        starts = sandbox.starts
+        starts, attempt_started = sandbox.starts, time.monotonic()
         run = sandbox.run(attempt, cases, plan, deadline, accept, received)
         record.starts += sandbox.starts - starts
         record.attempts += 1
+        if run.ended == "lost":  # no code of this submission ran: the grader's failure
+            record.lost += 1
+            if record.lost > LOST_RERUNS:
+                record.grader_error = (
+                    f"the sandbox broke before the submission started, {record.lost} times "
+                    f"({run.detail})"
+                )
+                return record
+            deadline += time.monotonic() - attempt_started  # that time was not the submission's
+            continue  # the same attempt again, in a fresh sandbox (the lost one was killed)
         record.memory_kills += run.oom_kills
         received += run.received
         record.cells.update(run.cells)

@@ -8,10 +8,12 @@
   private size-capped tmpfs, and an unprivileged uid per worker slot (so RLIMIT_NPROC bites).
   No course file is visible inside: not `solutions/`, not `autograder/source`, not the
   gradebook, not another student's submission. The code arrives over a pipe.
-- `Sandbox`: one long-lived worker (`contract.zygote`) per slot. `run`
-  sends one request and reads the event stream with a deadline per cell and per task; past
-  a deadline, or if the stream breaks, the whole sandbox is killed (process group, pid
-  namespace, every process of the slot's uid) and restarted for the next request.
+- `Sandbox`: one long-lived worker (`autograder/zygote.py`) per slot. `run` gives each run
+  its own pair of pipes (handed to the zygote over its control socket, with a nonce), writes
+  the request and later the cases into one and feeds the events of the other, with the
+  trusted clock, to `protocol.Run`; past a deadline, or if the stream breaks, the whole
+  sandbox is killed (process group, pid namespace, every process of the slot's uid) and
+  restarted for the next request.
 """
 
 from __future__ import annotations
@@ -20,19 +22,23 @@ import dataclasses
 import fcntl
 import itertools
 import os
+import secrets
 import select
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import sysconfig
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from autograder import cgroups, contract, wire
+from autograder import zygote as zygote_module
+from autograder.protocol import LostSandbox, Plan, Run, RunResult
 
 INSTALL_HINT = (
     "bubblewrap (`bwrap`) is not installed, and the grader will not run students' code "
@@ -59,6 +65,7 @@ def preload_for(imports) -> tuple[str, ...]:
 
 FULL_PRELOAD = preload_for(PRELOADS)
 SLOT_DIR = Path("/tmp/autograder-slots")
+WORKER_DIR = "/sandbox"  # inside the sandbox: zygote.py and contract.py, read-only
 _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner")
 _ROOTLESS_SLOTS = itertools.count()
 START_MEMORY = 4 << 30  # headroom while the zygote imports NumPy and PyTorch
@@ -277,9 +284,17 @@ def sandbox_command(
         "--setenv",
         "PATH",
         "/usr/bin:/bin",
+        # the worker and the contract it imports, read-only; nothing else of the course
+        "--perms",
+        "0755",
+        "--dir",
+        WORKER_DIR,
         "--ro-bind",
         contract.__file__,
-        "/sandbox_worker.py",
+        f"{WORKER_DIR}/contract.py",
+        "--ro-bind",
+        zygote_module.__file__,
+        f"{WORKER_DIR}/zygote.py",
         *(
             []
             if uid is None
@@ -295,7 +310,7 @@ def sandbox_command(
         interpreter,
         "-I",
         "-S",
-        "/sandbox_worker.py",
+        f"{WORKER_DIR}/zygote.py",
         "--sandboxed",
         f"--control-fd={control_fd}",
         *site,
@@ -311,7 +326,7 @@ def unsandboxed_command(control_fd: int, preload=FULL_PRELOAD) -> list[str]:
         interpreter,
         "-I",
         "-S",
-        contract.__file__,
+        zygote_module.__file__,
         f"--control-fd={control_fd}",
         *site,
         "--",
@@ -389,30 +404,6 @@ def stray_processes(slots: int = 32) -> list[int]:
     return stray
 
 
-@dataclass
-class Plan:
-    """What one attempt runs, in order: every event is checked against it."""
-
-    cells: list  # program cell indices to run
-    tasks: list  # (task index, number of cases) to run
-
-
-@dataclass
-class RunResult:
-    """What one attempt produced (every event already validated) and how it ended."""
-
-    cells: dict = field(default_factory=dict)  # program cell -> cell header
-    cases: dict = field(default_factory=dict)  # (task, case) -> contract outcome
-    missing: dict = field(default_factory=dict)  # task -> "undefined" | "not_callable"
-    finished_tasks: list = field(default_factory=list)
-    ended: str = "done"  # done | timeout | budget | crash | memory | output | protocol | grader
-    where: tuple | None = None  # ("cell", i) or ("task", t) when it did not end "done"
-    detail: str = ""
-    processes_at_kill: int = 0
-    received: int = 0
-    oom_kills: int = 0  # processes the kernel killed for memory during this attempt
-
-
 def _set_nonblocking(fd: int) -> None:
     fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
 
@@ -420,10 +411,10 @@ def _set_nonblocking(fd: int) -> None:
 class Sandbox:
     """One sandboxed worker process (a zygote) for one slot; restarted after any abnormal run.
 
-    Two pipes come back from the sandbox: the *event* pipe (the child's cells and results;
-    the student's code holds its write end) and the *control* pipe (ready / exit, written
-    only by the zygote, closed in the child, and out of reach through /proc because the
-    zygote is not dumpable). Every write into the sandbox is non-blocking and bounded by the
+    The zygote has one channel, a control socket: runs arrive on it (a nonce and the run's
+    own two pipes, as SCM_RIGHTS) and its ready/exit messages come back on it. The child of
+    a run closes it before any student code runs, and the zygote is not dumpable, so no
+    /proc path leads to it. Every write into the sandbox is non-blocking and bounded by the
     trusted deadline, so a submission that stops reading cannot stall the grader.
     """
 
@@ -448,6 +439,7 @@ class Sandbox:
             )
             self.cgroup, self.cgroup_note = cgroups.open_cgroup(name)
         self.process: subprocess.Popen | None = None
+        self.control_socket: socket.socket | None = None
         self.control: wire.FrameReader | None = None
         self.starts = 0
         self.dirty = False
@@ -456,17 +448,20 @@ class Sandbox:
     # -- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> None:
-        control_read, control_write = os.pipe()
+        # the control socket is the zygote's only channel: runs arrive on it, each with its
+        # own pipes, and its ready/exit messages come back on it; no child ever holds it
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        control_fd = theirs.fileno()
         if self.sandboxed:
             command = sandbox_command(
                 self.slot.uid if self.slot else None,
                 self.release_root,
                 self.limits,
-                control_write,
+                control_fd,
                 self.preload,
             )
         else:
-            command = unsandboxed_command(control_write, self.preload)
+            command = unsandboxed_command(control_fd, self.preload)
         if self.cgroup is not None:
             # the zygote starts with room to import its modules; the cap tightens once it is ready
             self.cgroup.kill_all()
@@ -481,26 +476,29 @@ class Sandbox:
             ]
         # bwrap --die-with-parent follows the *thread* that forked it, so every sandbox is
         # forked by one long-lived thread: pool threads may come and go, sandboxes stay up
-        self.process = _SPAWNER.submit(
-            subprocess.Popen,
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            close_fds=True,
-            pass_fds=(control_write,),
-        ).result()
-        os.close(control_write)
-        _set_nonblocking(self.process.stdin.fileno())
-        self.control = wire.FrameReader(control_read, wire.CONTROL, 0)
+        try:
+            self.process = _SPAWNER.submit(
+                subprocess.Popen,
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=(control_fd,),
+            ).result()
+        finally:
+            theirs.close()
+        ours.setblocking(False)
+        self.control_socket = ours
+        self.control = wire.FrameReader(ours.fileno(), wire.CONTROL, 0)
         self.starts += 1
         self.dirty = False
         deadline = time.monotonic() + self.limits.start_seconds
         frame, problem = None, None
         try:
             while frame is None and not self.control.eof and time.monotonic() < deadline:
-                if select.select([control_read], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                if select.select([ours], [], [], max(0.0, deadline - time.monotonic()))[0]:
                     self.control.fill()
                 frame = self.control.next()
         except wire.ProtocolViolation as err:
@@ -535,15 +533,7 @@ class Sandbox:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
-            for stream in (self.process.stdin, self.process.stdout):
-                try:
-                    stream.close()
-                except OSError:
-                    pass
-            try:
-                os.close(self.control.fd)
-            except OSError:
-                pass
+            self.control_socket.close()
             self.process = None
         if self.slot is not None:
             for _ in range(50):  # pid-namespace death is asynchronous; make sure
@@ -579,191 +569,177 @@ class Sandbox:
     ) -> RunResult:
         """Run the cells of ``request``, then (once they are done) send the ``cases`` frame.
 
+        The run gets its own two pipes, made here: the child writes events into one and reads
+        the request and the cases from the other; the zygote gets the child's ends over its
+        control socket with a fresh nonce and closes them once it has forked. When the run is
+        over, this side closes its ends too, so nothing the child held is ever read again.
+
         ``deadline``: the submission's absolute wall-clock budget (time.monotonic()); each
         cell and each task also has its own budget, started by the trusted clock when the
-        previous step's event arrives. ``accept_case(task, case, header, blob)`` turns a case
-        event into an outcome (or raises ProtocolViolation). Never raises for anything the
-        sandbox does.
+        previous step's event arrives (``protocol.Run``). ``accept_case(task, case, header,
+        blob)`` turns a case event into an outcome (or raises ProtocolViolation). Never raises
+        for anything the sandbox does; a run that breaks before its first event ends "lost".
         """
         if not self.alive():
             self.kill()
             self.start()
-        result = RunResult()
-        oom_before = self.cgroup.oom_kills() if self.cgroup else 0
-        stdin_fd = self.process.stdin.fileno()
-        events = wire.FrameReader(
-            self.process.stdout.fileno(), wire.EVENTS, self.limits.result_bytes
+        run = Run(
+            plan,
+            cases,
+            accept_case,
+            cell_seconds=self.limits.cell_seconds,
+            task_seconds=self.limits.task_seconds,
+            deadline=deadline,
         )
-        outbox = bytearray(contract.encode_frame(request))
-        state = {
-            "phase": "setup",
-            "pos": 0,
-            "task": 0,
-            "case": 0,
-            "started": time.monotonic(),
-            "oom_before": oom_before,
-        }
+        oom_before = self.cgroup.oom_kills() if self.cgroup else 0
+        nonce = secrets.token_hex(16)
+        events_read, events_write = os.pipe()
+        input_read, input_write = os.pipe()
+        try:
+            message = contract.encode_frame({"run": nonce, "workdir": request["workdir"]})
+            try:
+                sent = socket.send_fds(self.control_socket, [message], [events_write, input_read])
+            except OSError:
+                sent = 0
+            os.close(events_write)
+            os.close(input_read)
+            _set_nonblocking(input_write)
+            events = wire.FrameReader(events_read, wire.EVENTS, self.limits.result_bytes)
+            if sent != len(message):
+                return self._end(run, events, oom_before, "lost", "the sandbox took no run")
+            outbox = bytearray(contract.encode_frame(request))
+            return self._drive(run, events, input_write, outbox, nonce, oom_before, received_before)
+        finally:
+            for fd in (events_read, input_write):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
 
-        def where():
-            if state["phase"] in ("setup", "cells") and state["pos"] < len(plan.cells):
-                return ("cell", plan.cells[state["pos"]])
-            if state["phase"] == "tasks" and state["task"] < len(plan.tasks):
-                return ("task", plan.tasks[state["task"]][0])
-            return None
-
-        def step_deadline() -> float:
-            seconds = {
-                "setup": self.limits.cell_seconds,
-                "cells": self.limits.cell_seconds,
-                "tasks": self.limits.task_seconds,
-            }.get(state["phase"], 10.0)
-            if state["phase"] == "finished":  # the child is done; the zygote sweeps
-                return state["started"] + seconds
-            return min(deadline, state["started"] + seconds)
-
-        def advance(phase=None):
-            state["started"] = time.monotonic()
-            if phase:
-                state["phase"] = phase
-
-        def handle(header: dict, blob: bytes) -> None:
-            event, phase = header["ev"], state["phase"]
-            if phase == "setup" and event == "setup":
-                return advance("cells")
-            if phase == "cells":
-                pos = state["pos"]
-                if event == "cell" and pos < len(plan.cells) and header["cell"] == plan.cells[pos]:
-                    result.cells[header["cell"]] = header
-                    state["pos"] += 1
-                    return advance()
-                if event == "cells_done" and pos == len(plan.cells):
-                    outbox.extend(cases)
-                    return advance("tasks")
-            if phase == "tasks":
-                if state["task"] == len(plan.tasks):
-                    if event == "done":
-                        return advance("finished")
-                    raise wire.ProtocolViolation("event after the last task")
-                task, n_cases = plan.tasks[state["task"]]
-                if (
-                    event == "case"
-                    and header["task"] == task
-                    and header["case"] == state["case"]
-                    and state["case"] < n_cases
-                    and task not in result.missing
-                ):
-                    result.cases[(task, state["case"])] = accept_case(
-                        task, state["case"], header, blob
-                    )
-                    state["case"] += 1
-                    return None
-                if (
-                    event == "task_missing"
-                    and header["task"] == task
-                    and state["case"] == 0
-                    and task not in result.missing
-                ):
-                    result.missing[task] = header["code"]
-                    return None
-                if (
-                    event == "task_end"
-                    and header["task"] == task
-                    and (state["case"] == n_cases or task in result.missing)
-                ):
-                    result.finished_tasks.append(task)
-                    state["task"] += 1
-                    state["case"] = 0
-                    return advance()
-            raise wire.ProtocolViolation(f"unexpected {event} event")
-
-        def end(how: str, detail: str, kill: bool = True) -> RunResult:
-            result.ended, result.detail, result.where = how, detail, where()
-            result.received = events.received
-            result.oom_kills = (self.cgroup.oom_kills() - oom_before) if self.cgroup else 0
-            if result.oom_kills and how in ("crash", "timeout"):
-                result.ended, result.detail = (
-                    "memory",
-                    "went over the memory limit (the kernel killed it)",
-                )
-            if kill:
-                result.processes_at_kill = self.kill()
-            return result
-
+    def _drive(self, run, events, input_fd, outbox, nonce, oom_before, received_before):
         while True:
             now = time.monotonic()
-            limit = step_deadline()
-            if now >= limit:
-                if now >= deadline and state["phase"] != "finished":
-                    return end(
-                        "budget",
-                        f"used up the submission's budget of {self.limits.submission_seconds:g} s",
+            expired = run.expired(now)
+            if expired is not None:
+                how, detail = expired
+                if how == "budget":
+                    detail = (
+                        f"used up the submission's budget of {self.limits.submission_seconds:g} s"
                     )
-                seconds = (
-                    self.limits.task_seconds
-                    if state["phase"] == "tasks"
-                    else self.limits.cell_seconds
-                )
-                return end("timeout", f"ran longer than {seconds:g} s")
+                return self._end(run, events, oom_before, how, detail)
             readers = [r.fd for r in (events, self.control) if not r.eof]
             try:
                 ready, writable, _ = select.select(
-                    readers, [stdin_fd] if outbox else [], [], limit - now
+                    readers, [input_fd] if outbox else [], [], run.step_deadline() - now
                 )
             except (OSError, ValueError):
-                return end("crash", "the worker process was killed")
+                return self._broken(run, events, oom_before)
             if writable:
                 try:
-                    outbox[: os.write(stdin_fd, bytes(outbox[: 1 << 16]))] = b""
+                    outbox[: os.write(input_fd, bytes(outbox[: 1 << 16]))] = b""
                 except BlockingIOError:
                     pass
-                except OSError:  # the sandbox closed its end: it is gone
-                    return end("crash", "the worker process was killed")
+                except OSError:  # the child closed its end (or is gone): no more input is read
+                    outbox.clear()
             try:
                 if events.fd in ready:
                     events.fill()
                 if received_before + events.received > self.limits.stream_bytes:
-                    return end("output", "sent back more data than allowed")
+                    return self._end(
+                        run, events, oom_before, "output", "sent back more data than allowed"
+                    )
                 while (frame := events.next()) is not None:
-                    handle(*frame)
+                    cases = run.on_event(*frame)
+                    if cases is not None:
+                        outbox.extend(cases)
                 if self.control.fd in ready:
                     self.control.fill()
                 exit_frame = self.control.next()
             except wire.ProtocolViolation as err:
-                return end("protocol", f"broke the result protocol ({err})")
+                if not run.started_submission:  # nothing of the submission ran yet
+                    return self._end(run, events, oom_before, "lost", f"before its start: {err}")
+                return self._end(
+                    run, events, oom_before, "protocol", f"broke the result protocol ({err})"
+                )
             if exit_frame is not None:
-                return self._finish(exit_frame[0], events, handle, state, end, result)
+                try:
+                    run.on_exit(exit_frame[0], nonce)
+                except LostSandbox as err:
+                    return self._end(run, events, oom_before, "lost", str(err))
+                return self._finish(run, exit_frame[0], events, input_fd, outbox, oom_before)
             if self.control.eof or (events.eof and not ready):
-                return end("crash", "the worker process was killed")
+                return self._broken(run, events, oom_before)
 
-    def _finish(self, exit_header, events, handle, state, end, result) -> RunResult:
+    def _broken(self, run, events, oom_before) -> RunResult:
+        """The zygote or the child's stream went away without an exit message."""
+        if not run.started_submission:
+            return self._end(run, events, oom_before, "lost", "the sandbox died before the run")
+        return self._end(run, events, oom_before, "crash", "the worker process was killed")
+
+    def _end(self, run, events, oom_before, how: str, detail: str, kill: bool = True):
+        result = run.result
+        result.ended, result.detail, result.where = how, detail, run.where()
+        result.received = events.received
+        result.oom_kills = (self.cgroup.oom_kills() - oom_before) if self.cgroup else 0
+        if result.oom_kills and how in ("crash", "timeout"):
+            result.ended, result.detail = (
+                "memory",
+                "went over the memory limit (the kernel killed it)",
+            )
+        if kill:
+            result.processes_at_kill = self.kill()
+        return result
+
+    def _finish(self, run, exit_header, events, input_fd, outbox, oom_before) -> RunResult:
         """The zygote says the child and everything it started are gone: read what is left."""
-        if exit_header["ev"] != "exit":
-            return end("protocol", "broke the result protocol (unexpected control message)")
         try:
             while select.select([events.fd], [], [], 0)[0] and not events.eof:
                 events.fill()
                 if events.received > self.limits.stream_bytes:
-                    return end("output", "sent back more data than allowed")
+                    return self._end(
+                        run, events, oom_before, "output", "sent back more data than allowed"
+                    )
             while (frame := events.next()) is not None:
-                handle(*frame)
+                run.on_event(*frame)
             if events.buffer:
                 raise wire.ProtocolViolation("a truncated frame")
         except wire.ProtocolViolation as err:
-            return end("protocol", f"broke the result protocol ({err})")
-        self.dirty = not exit_header["clean"]
+            if not run.started_submission:
+                return self._end(run, events, oom_before, "lost", f"before its start: {err}")
+            return self._end(
+                run, events, oom_before, "protocol", f"broke the result protocol ({err})"
+            )
+        # anything left unread or unaccounted for on a channel: a fresh sandbox next time
+        self.dirty = not exit_header["clean"] or bool(outbox) or _unread_bytes(input_fd) > 0
         code = exit_header["code"]
-        if state["phase"] == "finished" and code == 0:
+        result = run.result
+        if run.phase == "finished" and code == 0:
             result.received = events.received
             if self.cgroup is not None:
-                result.oom_kills = self.cgroup.oom_kills() - state["oom_before"]
+                result.oom_kills = self.cgroup.oom_kills() - oom_before
                 # anything still charged after the sweep (a leak) means a fresh sandbox next time
                 self.dirty = self.dirty or self.cgroup.memory_usage() > self.baseline + LEAK_SLACK
             if self.dirty:
                 self.kill()
             return result
-        if state["phase"] == "setup":
-            return end("grader", f"the sandbox could not prepare the run (status {code})")
+        if not run.started_submission:
+            return self._end(
+                run, events, oom_before, "lost", f"the run ended before its start (status {code})"
+            )
         if code == -signal.SIGXCPU:
-            return end("timeout", "used up its CPU-time limit")
+            return self._end(run, events, oom_before, "timeout", "used up its CPU-time limit")
         how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
-        return end("crash", f"the process ended early ({how})")
+        return self._end(run, events, oom_before, "crash", f"the process ended early ({how})")
+
+
+def _unread_bytes(fd: int) -> int:
+    """Bytes written into a pipe and not read (FIONREAD works on either end)."""
+    import array
+    import termios
+
+    count = array.array("i", [0])
+    try:
+        fcntl.ioctl(fd, termios.FIONREAD, count)
+    except OSError:
+        return 0
+    return count[0]

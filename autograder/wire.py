@@ -37,7 +37,10 @@ EVENTS = {
     "done": {},
 }
 #: the zygote's control messages
-CONTROL = {"ready": {"error": (str, None)}, "exit": {"code": int, "clean": bool}}
+CONTROL = {
+    "ready": {"error": (str, None)},
+    "exit": {"run": str, "code": int, "clean": bool},  # run: the nonce the run was sent with
+}
 OUTCOMES = {"value", "error", "bad"}
 MISSING_CODES = {"undefined", "not_callable"}
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')

@@ -247,13 +247,15 @@ def test_sandbox_command_isolates_network_course_files_and_uid(tmp_path):
     assert "--reuid=61234" in command and "--clearenv" in command
     repo = str(sandbox.Path(grading.__file__).resolve().parents[1])
     bound = [command[i + 1] for i, arg in enumerate(command) if arg in ("--ro-bind", "--bind")]
-    # the reference and the hidden checks stay out; of the grader, only the contract goes in
+    # the reference and the hidden checks stay out; of the grader, only the worker and the
+    # contract it imports go in
     hidden = (repo + "/solutions", repo + "/autograder")
-    assert repo + "/autograder/contract.py" in bound
+    worker = {repo + "/autograder/contract.py", repo + "/autograder/zygote.py"}
+    assert worker <= set(bound)
     assert not any(
         path == repo or path == folder or path.startswith(folder + "/")
         for path in bound
-        if path != repo + "/autograder/contract.py"
+        if path not in worker
         for folder in hidden
     ), bound
     assert "gradebook" not in joined

@@ -1,0 +1,395 @@
+"""The sandbox worker: besides the notebook, the only code that runs inside the grader's sandbox.
+
+It is bound read-only into the sandbox beside ``contract.py`` (whose codec, case runner and
+frames it uses) and is never shipped to students.
+
+- ``zygote``: one per sandbox, started as ``python -I -S zygote.py``. It imports NumPy (and
+  PyTorch where the notebook does) once, then waits on its control socket, the one channel it
+  reads. A run arrives there as one small message (a nonce, the working directory) carrying
+  two descriptors made for that run alone (SCM_RIGHTS): the write end of the run's event
+  pipe and the read end of its input pipe.
+- The child forked for a run closes the control socket before anything else and keeps only
+  its run's two descriptors: nothing a submission holds is read again, by the zygote or the
+  trusted side, once its run is over (``docs/threat-model.md``, "Per-run channels").
+- ``run_submission``: in the child, the request (cells, limits) and later the cases, both read
+  from the run's input pipe; every event goes to the run's event pipe. The order of events is
+  ``autograder/protocol.py``'s.
+- After the child: every process left in the sandbox is killed and reaped; emptying /tmp,
+  /dev/shm and System V IPC is a second line. The zygote then reports
+  ``{"ev": "exit", "run": nonce, "code": status, "clean": bool}`` on the control socket.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+
+if __name__ == "__main__":  # in the sandbox (python -I -S): the site-packages come as arguments
+    sys.path.extend(a for a in sys.argv[1 : sys.argv.index("--")] if a.startswith("/"))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import contract  # noqa: I001 - the copy bound beside this file
+else:
+    from autograder import contract
+
+#: the one message the trusted side sends per run, besides its two descriptors
+RUN_FIELDS = {"run": str, "workdir": str}
+#: ignored by the zygote (SIGPIPE is already, as in any Python process), default in the child
+RESET_SIGNALS = ("SIGIO", "SIGURG", "SIGHUP", "SIGTTIN", "SIGTTOU")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = os.read(fd, min(n - got, 1 << 20))
+        if not chunk:
+            raise EOFError("pipe closed")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(fd: int) -> tuple[dict, bytes]:
+    """A frame from the trusted side (requests and cases)."""
+    if _read_exact(fd, 4) != contract.MAGIC:
+        raise ValueError("bad frame magic")
+    n_head, n_blob = contract.LENGTHS.unpack(_read_exact(fd, contract.LENGTHS.size))
+    return json.loads(_read_exact(fd, n_head)), _read_exact(fd, n_blob)
+
+
+def _neutralise_magics(source: str) -> str:
+    # IPython line magics and shell escapes are not Python: they become comments
+    out = []
+    for line in source.split("\n"):
+        stripped = line.lstrip()
+        out.append(
+            line[: len(line) - len(stripped)] + "pass  # " + stripped
+            if stripped.startswith(("%", "!"))
+            else line
+        )
+    return "\n".join(out)
+
+
+def _read_capture(path: str, limit: int) -> str:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError:
+        return ""
+    text = data[:limit].decode("utf-8", "replace")
+    return text[:limit] + ("\n[output truncated]" if len(data) > limit else "")
+
+
+def _set_limits(limits: dict) -> None:
+    import resource
+
+    if limits.get("address_space_bytes"):  # where no cgroup caps memory: the address space
+        with open("/proc/self/statm") as handle:
+            pages = int(handle.read().split()[0])
+        size = pages * os.sysconf("SC_PAGE_SIZE") + int(limits["address_space_bytes"])
+        resource.setrlimit(resource.RLIMIT_AS, (size, size))
+    if limits.get("cpu_seconds"):  # SIGXCPU at the soft limit, SIGKILL a little later
+        seconds = int(limits["cpu_seconds"])
+        resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 5))
+    if limits.get("processes"):
+        resource.setrlimit(resource.RLIMIT_NPROC, (int(limits["processes"]),) * 2)
+    if limits.get("file_bytes"):
+        resource.setrlimit(resource.RLIMIT_FSIZE, (int(limits["file_bytes"]),) * 2)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _copy_release(release: str | None, workdir: str) -> None:
+    import shutil
+
+    if not release or not os.path.isdir(release):
+        return
+    for name in os.listdir(release):
+        src = os.path.join(release, name)
+        if name.endswith(".ipynb"):
+            continue
+        if os.path.isdir(src):
+            shutil.copytree(src, os.path.join(workdir, name))
+        else:
+            shutil.copy(src, workdir)
+
+
+def run_submission(input_fd: int, events_fd: int) -> None:
+    """In the forked child: the request, its cells, then (once the trusted side sends them)
+    the cases, all read from this run's input pipe; events to this run's event pipe.
+
+    The cases are not in this process while the cells run; what runs after the cells prints
+    into /dev/null, so nothing printed can carry a hidden input back.
+    """
+    request, _blob = read_frame(input_fd)
+    limits = request["limits"]
+    output_limit = int(limits.get("cell_output_chars", 4000))
+    workdir = request["workdir"]  # chosen by the trusted side: a fresh random name
+    os.mkdir(workdir, 0o700)
+    _copy_release(request.get("release_dir"), workdir)
+    os.chdir(workdir)
+    sys.path.insert(0, workdir)
+    capture = os.path.join(workdir, ".captured_output")
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)  # input() gets EOF
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-long write fails with EFBIG instead
+    _set_limits(limits)
+
+    def emit(header, blob=b""):
+        _write_all(events_fd, contract.encode_frame(header, blob))
+
+    emit({"ev": "setup"})  # the first event: no student code has run before it
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    skip_cells = set(request.get("skip_cells", []))
+    for index, source in enumerate(request["cells"]):
+        if index in skip_cells:
+            continue
+        out_fd = os.open(capture, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(out_fd, 1)
+        os.dup2(out_fd, 2)
+        os.close(out_fd)
+        error = None
+        try:
+            exec(compile(_neutralise_magics(source), f"<cell {index}>", "exec"), namespace)
+        except BaseException as err:  # noqa: BLE001 - SystemExit too: a cell error
+            error = contract.error_code(err)
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BaseException:  # noqa: BLE001 - a full disk must not stop the report
+            pass
+        emit(
+            {
+                "ev": "cell",
+                "cell": index,
+                "error": error,
+                "output": _read_capture(capture, output_limit),
+            }
+        )
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    emit({"ev": "cells_done"})
+
+    phase, blob = read_frame(input_fd)
+    os.close(input_fd)
+    arrays = contract.unpack(blob)
+    skip_tasks = set(phase.get("skip_tasks", []))
+    for task_index, task in enumerate(phase["tasks"]):
+        if task_index in skip_tasks:
+            continue
+        function = namespace.get(task["function"])
+        if not callable(function):
+            code = "not_callable" if task["function"] in namespace else "undefined"
+            emit({"ev": "task_missing", "task": task_index, "code": code})
+            emit({"ev": "task_end", "task": task_index})
+            continue
+        for case_index, case in enumerate(task["cases"]):
+            args = [contract.decode(s, arrays) for s in case["args"]]
+            kwargs = {k: contract.decode(s, arrays) for k, s in case["kwargs"].items()}
+            outcome = contract.run_case(function, args, kwargs)
+            header = {
+                "ev": "case",
+                "task": task_index,
+                "case": case_index,
+                "outcome": outcome["kind"],
+                "code": outcome.get("code"),
+                "n": 0,
+            }
+            payload = b""
+            if outcome["kind"] == "value":
+                header["n"] = len(outcome["arrays"])
+                try:
+                    payload = contract.pack({f"r{i}": a for i, a in enumerate(outcome["arrays"])})
+                except MemoryError:
+                    header.update(outcome="error", code="MemoryError", n=0)
+            emit(header, payload)
+        emit({"ev": "task_end", "task": task_index})
+    emit({"ev": "done"})
+
+
+def _prctl(option: int, value: int) -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    except OSError:
+        pass
+
+
+def _sweep(whole_namespace: bool, child: int) -> None:
+    """Kill and reap everything the child left (in the sandbox: every process but us)."""
+    for _ in range(200):
+        try:
+            if whole_namespace:
+                os.kill(-1, signal.SIGKILL)
+            else:
+                os.killpg(child, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] != 0:
+                pass
+        except ChildProcessError:
+            return
+        time.sleep(0.005)
+
+
+def _remove_ipc() -> None:
+    """Remove every System V shared memory segment, semaphore set and message queue of this
+    IPC namespace (the sandbox has its own): none may outlive the submission that made it."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for table, remove in (
+        ("shm", lambda i: libc.shmctl(i, 0, None)),
+        ("sem", lambda i: libc.semctl(i, 0, 0)),
+        ("msg", lambda i: libc.msgctl(i, 0, None)),
+    ):
+        try:
+            with open(f"/proc/sysvipc/{table}") as handle:
+                rows = handle.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            remove(int(row.split()[1]))  # IPC_RMID = 0
+
+
+def _scrub(roots=("/tmp", "/dev/shm")) -> bool:
+    """Delete everything under the writable places; True if they are empty afterwards."""
+    import shutil
+
+    _remove_ipc()
+    clean = True
+    try:  # the sandbox's own read-only binds (a virtualenv under /tmp) are not state
+        with open("/proc/self/mountinfo") as handle:
+            mounts = [line.split()[4] for line in handle]
+    except OSError:
+        mounts = []
+    for root in roots:
+        try:
+            names = os.listdir(root)
+        except OSError:
+            continue
+        kept = []
+        for name in names:
+            path = os.path.join(root, name)
+            if any(m == path or m.startswith(path + "/") for m in mounts):
+                kept.append(name)
+                continue
+            try:
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path)
+                else:
+                    os.unlink(path)
+            except OSError:
+                clean = False
+        clean = clean and sorted(os.listdir(root)) == sorted(kept)
+    for table in ("shm", "sem", "msg"):
+        try:
+            with open(f"/proc/sysvipc/{table}") as handle:
+                clean = clean and len(handle.read().splitlines()) <= 1
+        except OSError:
+            pass
+    return clean
+
+
+def _run_message(data: bytes, fds: list[int]) -> dict | None:
+    """The trusted side's run message: a frame whose header has exactly RUN_FIELDS, and two
+    descriptors. Anything else (only the trusted side can write here) ends the zygote."""
+    try:
+        if data[:4] != contract.MAGIC or len(fds) != 2:
+            return None
+        n_head, n_blob = contract.LENGTHS.unpack(data[4:12])
+        header = json.loads(data[12 : 12 + n_head])
+        if n_blob or len(data) != 12 + n_head or set(header) != set(RUN_FIELDS):
+            return None
+        if not all(isinstance(header[k], t) for k, t in RUN_FIELDS.items()):
+            return None
+        return header
+    except (ValueError, TypeError):
+        return None
+
+
+def zygote(preload: list[str], sandboxed: bool, control_fd: int) -> None:
+    """Import the heavy modules once, then fork one child per run message on the control socket."""
+    contract._IN_SANDBOX = True
+    control = socket.socket(fileno=control_fd)
+    control.setblocking(True)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # the zygote reads and writes nothing but its control socket
+        os.dup2(null, fd)
+    os.close(null)
+    # a child may set O_ASYNC/F_SETOWN on its own descriptors: no signal it arranges can end us
+    for name in RESET_SIGNALS:
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
+    for module in preload:
+        try:
+            __import__(module)
+        except Exception:  # noqa: BLE001 - a missing optional module only costs time later
+            pass
+    if "torch" in sys.modules:  # preloaded: one thread per sandbox
+        sys.modules["torch"].set_num_threads(1)
+    if sandboxed:  # what the imports wrote (matplotlib's caches) is gone before the first run
+        _scrub()
+    _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans come back to us
+    _prctl(4, 0)  # PR_SET_DUMPABLE 0: no /proc/<us>/fd for the child
+    control.sendall(contract.encode_frame({"ev": "ready", "error": None}))
+    while True:
+        try:
+            data, fds, _flags, _address = socket.recv_fds(control, 1 << 16, 2)
+        except OSError:
+            return
+        run = _run_message(data, fds) if data else None
+        if run is None:  # the trusted side closed the socket, or sent what it never sends
+            for fd in fds:
+                os.close(fd)
+            return
+        events_fd, input_fd = fds
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                control.close()  # the child holds no channel of ours: only its run's two
+                for name in RESET_SIGNALS:
+                    signal.signal(getattr(signal, name), signal.SIG_DFL)
+                os.setsid()
+                run_submission(input_fd, events_fd)
+            except BaseException:  # noqa: BLE001 - reported by exit status
+                code = 70
+            finally:
+                os._exit(code)
+        os.close(events_fd)  # from here on only the child and the trusted side hold them
+        os.close(input_fd)
+        _pid, status = os.waitpid(pid, 0)
+        _sweep(sandboxed, pid)
+        import shutil
+
+        shutil.rmtree(run["workdir"], ignore_errors=True)
+        clean = _scrub() if sandboxed else True
+        control.sendall(
+            contract.encode_frame(
+                {
+                    "ev": "exit",
+                    "run": run["run"],
+                    "code": os.waitstatus_to_exitcode(status),
+                    "clean": clean,
+                }
+            )
+        )
+
+
+if __name__ == "__main__":
+    # argv: [--sandboxed] --control-fd=N site-packages... -- preloads...
+    arguments = sys.argv[1:]
+    in_sandbox = arguments[0] == "--sandboxed"
+    arguments = arguments[1:] if in_sandbox else arguments
+    control = int(arguments[0].split("=", 1)[1])
+    zygote(arguments[arguments.index("--") + 1 :], in_sandbox, control)
