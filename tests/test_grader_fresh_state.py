@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hostile import corpus  # noqa: E402
+from hostile import as_nobody, corpus  # noqa: E402
 
 from autograder import cgroups, grading, sandbox  # noqa: E402
 
@@ -46,6 +46,22 @@ def test_nothing_one_submission_leaves_reaches_the_next(course):
         r.student: r.notes for r in out["graded"]
     }
     assert sandbox.stray_processes() == []
+
+
+def test_no_channel_a_run_held_reaches_the_next_run(course):
+    """As root: attackers that set O_ASYNC with the zygote as owner on every descriptor, leave
+    bytes of their cases unread, or queue a forged request through /proc/self/fd, each followed
+    on the same sandbox by an honest student, who keeps full marks."""
+    cases = corpus.channel_corpus(course)
+    for student, (notebook, _score, _reasons) in cases.items():
+        corpus.write_submission(course, A, student, notebook)
+    out = grading.grade_assignment(
+        course, A, workers=1, limits=LIMITS, progress=False, students=sorted(cases)
+    )
+    got = {r.student: (r.score, sorted(r.reasons)) for r in out["graded"]}
+    assert got == {s: (score, sorted(reasons)) for s, (_nb, score, reasons) in cases.items()}, {
+        r.student: r.notes for r in out["graded"]
+    }
 
 
 def test_the_graders_cgroups_are_removed_when_it_is_done(course):
@@ -83,7 +99,9 @@ def public_tmp():
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def _grade_as_nobody(course: Path, folder: Path, cases: dict, procs_files=()) -> str:
+def _grade_as_nobody(
+    course: Path, folder: Path, cases: dict, procs_files=(), workers: int = 2
+) -> str:
     """Grade `cases` (student -> (notebook, score, reasons)) with `python -m autograder grade`
     started as `nobody` in a copy of `course`; asserts every score and reason, returns stderr.
     With `procs_files`, the process first moves itself into that cgroup (as root, the way a
@@ -103,10 +121,6 @@ def _grade_as_nobody(course: Path, folder: Path, cases: dict, procs_files=()) ->
     for path in [folder, *folder.rglob("*")]:
         os.chown(path, nobody.pw_uid, nobody.pw_gid)
     command = [
-        "/usr/bin/setpriv",
-        f"--reuid={nobody.pw_uid}",
-        f"--regid={nobody.pw_gid}",
-        "--clear-groups",
         sys.executable,
         "-m",
         "autograder",
@@ -115,7 +129,7 @@ def _grade_as_nobody(course: Path, folder: Path, cases: dict, procs_files=()) ->
         "grade",
         A,
         "--workers",
-        "2",
+        str(workers),
         "--cell-timeout",
         "30",
         "--task-timeout",
@@ -123,10 +137,11 @@ def _grade_as_nobody(course: Path, folder: Path, cases: dict, procs_files=()) ->
         "--budget",
         "120",
     ]
+    command = as_nobody.nobody_command(command)  # reachable from a private checkout too
     if procs_files:
         moves = " && ".join(f"echo $$ > {f}" for f in procs_files)
         command = ["/bin/sh", "-c", f'{moves} && exec "$@"', "sh", *command]
-    env = {"PATH": os.environ["PATH"], "HOME": str(home), "TMPDIR": str(folder)}
+    env = as_nobody.environment(home, folder)
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=folder, timeout=800)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "sandbox: rootless" in done.stderr
@@ -148,6 +163,12 @@ def test_the_corpus_as_an_unprivileged_user(course, public_tmp):
     """`python -m autograder grade` run as `nobody` (rootless mode): the same scores and reasons."""
     every = corpus.ch1_corpus(course, 9)
     _grade_as_nobody(course, public_tmp, {s: every[s] for s in UNPRIVILEGED})
+
+
+def test_no_channel_reaches_the_next_run_as_an_unprivileged_user(course, public_tmp):
+    """Rootless (as `nobody`), where a pipe the grader made is the sandbox's own uid's, so it
+    can be reopened through /proc/self/fd: every victim after its attacker keeps full marks."""
+    _grade_as_nobody(course, public_tmp, corpus.channel_corpus(course), workers=1)
 
 
 @pytest.fixture

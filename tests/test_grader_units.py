@@ -271,7 +271,9 @@ def test_summary_table_lists_reasons():
     assert "alice    2      5    timeout, crash" in table and "skipped: already graded" in table
 
 
-def test_the_submission_cannot_reach_the_zygotes_control_pipe(tmp_path):
+def test_a_run_holds_only_its_own_two_channels_and_none_of_the_zygotes(tmp_path):
+    """The child of a run holds /dev/null, its captured output and the two pipes made for
+    that run; no socket (the zygote's control channel), and no /proc path to the zygote's."""
     if sandbox.find_bwrap() is None:
         pytest.fail("bubblewrap is required: apt-get install bubblewrap")
     box = sandbox.Sandbox(None, sandbox.Limits(cell_seconds=20, task_seconds=20))
@@ -280,15 +282,57 @@ def test_the_submission_cannot_reach_the_zygotes_control_pipe(tmp_path):
             "import os\nparent = os.getppid()\n"
             "try:\n    print('open', os.listdir(f'/proc/{parent}/fd'))\n"
             "except OSError as err:\n    print('denied', type(err).__name__)\n"
-            "print('fds', sorted(int(f) for f in os.listdir('/proc/self/fd')))"
+            "for fd in sorted(int(f) for f in os.listdir('/proc/self/fd')):\n"
+            "    try:\n        print('fd', fd, os.readlink(f'/proc/self/fd/{fd}'))\n"
+            "    except OSError:\n        pass"
         )
-        run = run_cells(box, [probe])
-        output = run.cells[0]["output"]
-        assert run.ended == "done" and "denied PermissionError" in output
+        first, second = run_cells(box, [probe]), run_cells(box, [probe])
+        assert first.ended == second.ended == "done"
+        held = []
+        for run in (first, second):
+            output = run.cells[0]["output"]
+            assert "denied PermissionError" in output
+            links = [
+                line.split(" ", 2)[2] for line in output.splitlines() if line.startswith("fd ")
+            ]
+            assert not any(link.startswith("socket:") for link in links), links
+            pipes = sorted(link for link in links if link.startswith("pipe:"))
+            assert len(pipes) == 2, links  # the run's event pipe and its input pipe
+            assert all(link == "/dev/null" or "/tmp/" in link or link in pipes for link in links)
+            held.append(set(pipes))
+        assert not held[0] & held[1]  # each run its own: nothing the first held is reused
         # garbage on every descriptor the child holds costs that run, and the next run is clean
         flood = "import os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, b'\\x00' * 64)\n    except OSError:\n        pass"
         assert run_cells(box, [flood]).ended == "protocol"
         assert run_cells(box, ["x = 1"]).ended == "done"
+    finally:
+        box.close()
+
+
+def test_a_sandbox_that_breaks_before_the_first_event_is_the_graders_failure():
+    """A zygote that cannot start the run (here: stopped) costs the submission nothing: the
+    attempt ends "lost", charged to no cell, and run_program reruns it in full in a fresh
+    sandbox, with the lost time given back to the submission's budget."""
+    if sandbox.find_bwrap() is None:
+        pytest.fail("bubblewrap is required: apt-get install bubblewrap")
+    import signal
+
+    limits = sandbox.Limits(cell_seconds=3, task_seconds=3, submission_seconds=8)
+    box = sandbox.Sandbox(None, limits)
+    try:
+        assert run_cells(box, ["x = 1"]).ended == "done"
+        zygote = max(sandbox.descendants(box.process.pid))  # the newest: python under bwrap
+        os.kill(zygote, signal.SIGSTOP)
+        lost = run_cells(box, ["x = 1"])
+        assert (lost.ended, lost.where, lost.cells) == ("lost", None, {})
+        box.start()  # the lost one was killed; stop the zygote of a fresh one the same way
+        os.kill(max(sandbox.descendants(box.process.pid)), signal.SIGSTOP)
+        request = {"cells": ["x = 1", "print(x + 1)"], "release_dir": None}
+        starts = box.starts
+        record = grading.run_program(box, request, [], contract.pack({}), [], {})
+        assert record.lost == 1 and record.attempts == 2 and box.starts == starts + 1
+        assert record.failed_cells == {} and record.grader_error == ""
+        assert record.cells[1]["output"] == "2\n"
     finally:
         box.close()
 

@@ -486,6 +486,76 @@ def state_corpus(course: Path) -> dict:
     }
 
 
+# ---- channels: what one run holds must not reach the zygote or the next run (same slot)
+
+#: after a forged cells_done, read the cases frame itself from the pipe it arrives on, do
+#: {then} with that pipe, answer the protocol itself (every task "missing") and end cleanly,
+#: so that the run counts as done and its sandbox would be reused
+ANSWER_ITSELF = """
+import fcntl, time
+deadline = time.time() + 10
+
+
+def read_exactly(fd, n):
+    got = b""
+    while len(got) < n and time.time() < deadline:
+        if select.select([fd], [], [], 0.1)[0]:
+            got += os.read(fd, n - len(got))
+    return got
+
+
+for fd in range(3, 256):
+    try:
+        flags = open(f"/proc/self/fdinfo/{{fd}}").read().split("flags:")[1].split()[0]
+        if stat.S_ISFIFO(os.fstat(fd).st_mode) and int(flags, 8) & 3 == os.O_RDONLY:
+            n_head, n_blob = struct.unpack(">II", read_exactly(fd, 12)[4:])
+            phase = json.loads(read_exactly(fd, n_head))
+            {then}
+            for task in range(len(phase["tasks"])):
+                forge(event(ev="task_missing", task=task, code="undefined"))
+                forge(event(ev="task_end", task=task))
+            forge(event(ev="done"))
+            os._exit(0)
+    except (OSError, IndexError, struct.error, ValueError):
+        pass
+"""
+#: leave the last 2 bytes unread: a zygote reading that pipe next starts its next request there
+LEAVE_TWO_BYTES = "read_exactly(fd, n_blob - 2)"
+#: O_ASYNC with the zygote as owner: the next write into that pipe would SIGIO the zygote
+SETOWN = """read_exactly(fd, n_blob)
+            fcntl.fcntl(fd, fcntl.F_SETOWN, os.getppid())
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_ASYNC)"""
+#: reopen the pipe through /proc/self/fd for writing (that yields its write end; rootless the
+#: pipe is the grader's own uid's) and queue a forged request: a zygote reading it runs it next
+FORGED_REQUEST = """read_exactly(fd, n_blob)
+            forged = json.dumps({"cells": ["import os; os._exit(0)"], "limits": {}}).encode()
+            try:  # as root the pipe is root's: the reopen is refused, the rest goes on
+                writer = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK)
+                os.write(writer, b"AGF2" + struct.pack(">II", len(forged), 0) + forged)
+                os.close(writer)
+            except OSError:
+                pass"""
+
+
+def channel_corpus(course: Path) -> dict:
+    """{student: (notebook, score, reasons)}, to be graded in name order on ONE worker: each
+    attacker is followed by an honest victim on the same sandbox, who keeps full marks."""
+    good = solved(course, A)
+
+    def attacker(then: str):
+        notebook = early_cells_done(course, good, ANSWER_ITSELF.format(then=then))
+        return (notebook, 0, ["missing function"])
+
+    return {
+        "chan-1-leave-bytes": attacker(LEAVE_TWO_BYTES),
+        "chan-2-victim": (good, 12, []),
+        "chan-3-setown": attacker(SETOWN),
+        "chan-4-victim": (good, 12, []),
+        "chan-5-forged-request": attacker(FORGED_REQUEST),
+        "chan-6-victim": (good, 12, []),
+    }
+
+
 #: files written next to a corpus notebook
 EXTRA_FILES = {"timestamp-not-a-date": {"timestamp.txt": "the day before the deadline, honest"}}
 
