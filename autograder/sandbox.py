@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder import cgroups, contract, wire
+from autograder import cgroups, contract, isolation, wire
 from autograder import zygote as zygote_module
 from autograder.protocol import LostSandbox, Plan, Run, RunResult
 
@@ -65,7 +65,7 @@ def preload_for(imports) -> tuple[str, ...]:
 
 FULL_PRELOAD = preload_for(PRELOADS)
 SLOT_DIR = Path("/tmp/autograder-slots")
-WORKER_DIR = "/sandbox"  # inside the sandbox: zygote.py and contract.py, read-only
+WORKER_DIR = "/sandbox"  # inside the sandbox: zygote.py, isolation.py, contract.py, read-only
 _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner")
 _ROOTLESS_SLOTS = itertools.count()
 START_MEMORY = 4 << 30  # headroom while the zygote imports NumPy and PyTorch
@@ -149,6 +149,21 @@ def _userns_works() -> bool:
         return False
 
 
+def fresh_state_works() -> bool:
+    """Whether an unprivileged process here may make the namespaces a run is given
+    (isolation.py): as root, tried as the first slot's uid, as the sandbox's child would."""
+    probe = ["unshare", "--user", "--ipc", "--mount", "true"]
+    if not rootless():
+        probe = ["/usr/bin/setpriv", f"--reuid={FIRST_UID}", f"--regid={FIRST_UID}"] + [
+            "--clear-groups",
+            *probe,
+        ]
+    try:
+        return subprocess.run(probe, capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
 def require_sandbox() -> None:
     """Raise SandboxUnavailable, saying what to do, unless bwrap can run here: as root (a
     uid per worker slot), or rootless through an unprivileged user namespace."""
@@ -165,6 +180,16 @@ def describe_mode() -> list[str]:
         if rootless()
         else "sandbox: as root (an unprivileged uid per worker slot)"
     ]
+    if fresh_state_works():
+        lines.append(
+            "fresh state: each run in user, IPC and mount namespaces of its own (a new /tmp, "
+            "/dev/shm, System V IPC, message queues and keyrings, no capability)"
+        )
+    else:
+        lines.append(
+            "fresh state: no user namespaces here, so weaker: /tmp, /dev/shm and System V IPC "
+            "are swept between runs, and keys and POSIX message queues may outlive a run"
+        )
     cgroup, why = cgroups.open_cgroup(f"probe-{os.getpid()}")
     if cgroup is not None:
         lines.append(
@@ -261,7 +286,17 @@ def sandbox_command(
     command += [
         "--proc",
         "/proc",
+        # a /dev the sandbox cannot write to (rootless, bwrap's /dev would be the user's own),
+        # with /dev/shm its own mount; each run mounts a fresh tmpfs over /tmp and /dev/shm
         "--dev",
+        "/dev",
+        "--size",
+        str(isolation.SHM_BYTES),
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/dev/shm",
+        "--remount-ro",
         "/dev",
         "--chdir",
         "/tmp",
@@ -295,6 +330,9 @@ def sandbox_command(
         "--ro-bind",
         zygote_module.__file__,
         f"{WORKER_DIR}/zygote.py",
+        "--ro-bind",
+        isolation.__file__,
+        f"{WORKER_DIR}/isolation.py",
         *(
             []
             if uid is None
@@ -444,6 +482,7 @@ class Sandbox:
         self.starts = 0
         self.dirty = False
         self.baseline = 0  # the zygote's own memory, measured once it is ready
+        self.fresh = False  # each run in namespaces of its own (isolation.py), else swept
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -510,6 +549,7 @@ class Sandbox:
                 "the sandboxed worker did not start"
                 + (f": {problem}" if problem else " (is the virtualenv readable inside bwrap?)")
             )
+        self.fresh = frame[0]["fresh"]
         if self.cgroup is not None:
             self.baseline = self.cgroup.memory_usage()
             self.cgroup.set_limits(self.baseline + self.limits.memory_bytes, self.limits.processes)
@@ -596,7 +636,9 @@ class Sandbox:
         events_read, events_write = os.pipe()
         input_read, input_write = os.pipe()
         try:
-            message = contract.encode_frame({"run": nonce, "workdir": request["workdir"]})
+            message = contract.encode_frame(
+                {"run": nonce, "workdir": request["workdir"], "tmp_bytes": self.limits.tmpfs_bytes}
+            )
             try:
                 sent = socket.send_fds(self.control_socket, [message], [events_write, input_read])
             except OSError:

@@ -38,7 +38,7 @@ EVENTS = {
 }
 #: the zygote's control messages
 CONTROL = {
-    "ready": {"error": (str, None)},
+    "ready": {"error": (str, None), "fresh": bool},  # fresh: each run builds its own state
     "exit": {"run": str, "code": int, "clean": bool},  # run: the nonce the run was sent with
 }
 OUTCOMES = {"value", "error", "bad"}

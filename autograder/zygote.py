@@ -31,12 +31,15 @@ import time
 if __name__ == "__main__":  # in the sandbox (python -I -S): the site-packages come as arguments
     sys.path.extend(a for a in sys.argv[1 : sys.argv.index("--")] if a.startswith("/"))
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import contract  # noqa: I001 - the copy bound beside this file
+    import contract  # noqa: I001 - the copies bound beside this file
+    import isolation
 else:
-    from autograder import contract
+    from autograder import contract, isolation
 
 #: the one message the trusted side sends per run, besides its two descriptors
-RUN_FIELDS = {"run": str, "workdir": str}
+RUN_FIELDS = {"run": str, "workdir": str, "tmp_bytes": int}
+#: the child's exit status when it could not build its fresh state (before any student code)
+NO_FRESH_STATE = 71
 #: ignored by the zygote (SIGPIPE is already, as in any Python process), default in the child
 RESET_SIGNALS = ("SIGIO", "SIGURG", "SIGHUP", "SIGTTIN", "SIGTTOU")
 
@@ -318,6 +321,19 @@ def _run_message(data: bytes, fds: list[int]) -> dict | None:
         return None
 
 
+def _fresh_state_works() -> bool:
+    """Whether a child can build its own namespaces here (see isolation.py); tried once, in a
+    throwaway child, so that a kernel which refuses says so once instead of every run."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            isolation.enter_fresh_state(1 << 20)
+            os._exit(0)
+        except BaseException:  # noqa: BLE001 - the answer is the exit status
+            os._exit(1)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
 def zygote(preload: list[str], sandboxed: bool, control_fd: int) -> None:
     """Import the heavy modules once, then fork one child per run message on the control socket."""
     contract._IN_SANDBOX = True
@@ -341,7 +357,8 @@ def zygote(preload: list[str], sandboxed: bool, control_fd: int) -> None:
         _scrub()
     _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans come back to us
     _prctl(4, 0)  # PR_SET_DUMPABLE 0: no /proc/<us>/fd for the child
-    control.sendall(contract.encode_frame({"ev": "ready", "error": None}))
+    fresh = sandboxed and _fresh_state_works()
+    control.sendall(contract.encode_frame({"ev": "ready", "error": None, "fresh": fresh}))
     while True:
         try:
             data, fds, _flags, _address = socket.recv_fds(control, 1 << 16, 2)
@@ -361,9 +378,13 @@ def zygote(preload: list[str], sandboxed: bool, control_fd: int) -> None:
                 for name in RESET_SIGNALS:
                     signal.signal(getattr(signal, name), signal.SIG_DFL)
                 os.setsid()
+                if fresh:
+                    code = NO_FRESH_STATE
+                    isolation.enter_fresh_state(run["tmp_bytes"])
+                    code = 0
                 run_submission(input_fd, events_fd)
             except BaseException:  # noqa: BLE001 - reported by exit status
-                code = 70
+                code = code or 70
             finally:
                 os._exit(code)
         os.close(events_fd)  # from here on only the child and the trusted side hold them

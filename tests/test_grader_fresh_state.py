@@ -171,6 +171,12 @@ def test_no_channel_reaches_the_next_run_as_an_unprivileged_user(course, public_
     _grade_as_nobody(course, public_tmp, corpus.channel_corpus(course), workers=1)
 
 
+def test_nothing_one_submission_leaves_reaches_the_next_as_an_unprivileged_user(course, public_tmp):
+    """Rootless (as `nobody`): keys, message queues, /dev, /dev/shm, /tmp and System V IPC
+    left by one run are not there for the next, on the same sandbox."""
+    _grade_as_nobody(course, public_tmp, corpus.state_corpus(course), workers=1)
+
+
 @pytest.fixture
 def delegated():
     """A cgroup handed to `nobody` the way systemd's ``Delegate=yes`` hands one to a user's

@@ -67,6 +67,7 @@ def graded(tmp_path_factory):
 
 STUDENTS = [
     "honest-right",
+    "carry-hidden-inputs",
     "honest-partial",
     "honest-blank",
     "patch-allclose",

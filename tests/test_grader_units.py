@@ -250,7 +250,7 @@ def test_sandbox_command_isolates_network_course_files_and_uid(tmp_path):
     # the reference and the hidden checks stay out; of the grader, only the worker and the
     # contract it imports go in
     hidden = (repo + "/solutions", repo + "/autograder")
-    worker = {repo + "/autograder/contract.py", repo + "/autograder/zygote.py"}
+    worker = {repo + f"/autograder/{name}.py" for name in ("contract", "zygote", "isolation")}
     assert worker <= set(bound)
     assert not any(
         path == repo or path == folder or path.startswith(folder + "/")
@@ -307,6 +307,40 @@ def test_a_run_holds_only_its_own_two_channels_and_none_of_the_zygotes(tmp_path)
         assert run_cells(box, ["x = 1"]).ended == "done"
     finally:
         box.close()
+
+
+def test_a_run_holds_no_capability_and_gets_its_own_tmp_shm_and_keyring():
+    """Where user namespaces work (every CI machine here), each run is built in its own:
+    no capability in any set, /tmp and /dev/shm new tmpfs mounts it cannot remount, /dev
+    read-only, and no kernel key can be made."""
+    if sandbox.find_bwrap() is None:
+        pytest.fail("bubblewrap is required: apt-get install bubblewrap")
+    box = sandbox.Sandbox(None, sandbox.Limits(cell_seconds=20, task_seconds=20))
+    probe = (
+        "import ctypes, os\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "print([l.split()[1] for l in open('/proc/self/status') if l[:6] in "
+        "('CapEff', 'CapPrm', 'CapBnd', 'CapInh', 'CapAmb')])\n"
+        "print('remount', libc.mount(b'none', b'/tmp', None, 0x20 | 0x1, None), ctypes.get_errno())\n"
+        "try:\n    open('/dev/new', 'w')\nexcept OSError as err:\n    print('dev', err.errno)\n"
+        "print('key', libc.syscall(248, b'user', b'x', b'y', 1, ctypes.c_int(-3)), ctypes.get_errno())\n"
+        "open('/tmp/mine', 'w').write('x')\n"
+        "print('tmp', sorted(os.listdir('/tmp')), 'shm', os.listdir('/dev/shm'))\n"
+    )
+    try:
+        first, second = run_cells(box, [probe]), run_cells(box, [probe])
+        assert box.fresh == sandbox.fresh_state_works() is True
+    finally:
+        box.close()
+    for run in (first, second):
+        lines = run.cells[0]["output"].splitlines()
+        assert lines[0] == str(["0000000000000000"] * 5), lines
+        assert lines[1] == "remount -1 1"  # EPERM: the mount is not the run's to change
+        assert lines[2] == "dev 30"  # EROFS
+        assert lines[3] == "key -1 1"  # EPERM, from the seccomp filter
+        # the working directory and the file the run itself made: nothing from the other run
+        assert lines[4].startswith("tmp [") and lines[4].count("'") == 4 and "mine" in lines[4]
+        assert lines[4].endswith("shm []")
 
 
 def test_a_sandbox_that_breaks_before_the_first_event_is_the_graders_failure():

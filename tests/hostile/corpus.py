@@ -437,6 +437,15 @@ for i in range(64):  # every working directory name a later run might use
     os.makedirs(f"/tmp/run-{i}", exist_ok=True)
 planted = os.memfd_create("planted")
 os.write(planted, b"x" * 4096)
+for ring in (-3, -4, -5):  # a key in the session, user and user-session keyrings
+    libc.syscall(248, b"user", b"planted", b"from the previous student", 25, ctypes.c_int(ring))
+libc.mq_open(b"/planted", os.O_CREAT | os.O_RDWR, 0o600, None)  # a POSIX message queue
+for path in ("/dev/planted", "/dev/shm/big"):  # rootless, bwrap's /dev was the user's own
+    try:
+        with open(path, "wb") as handle:
+            handle.write(bytes(32 << 20))
+    except OSError:
+        pass
 if os.fork() == 0:  # a process that waits for the next student
     os.setsid()
     time.sleep(3600)
@@ -457,6 +466,14 @@ left += os.listdir("/dev/shm") if os.path.isdir("/dev/shm") else []
 with open("/proc/sysvipc/shm") as handle:
     left += handle.read().splitlines()[1:]
 left += [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid(), os.getppid())]
+with open("/proc/keys") as handle:  # every key this uid may view, in any keyring
+    left += [line for line in handle if "planted" in line]
+import ctypes
+if ctypes.CDLL(None, use_errno=True).mq_open(b"/planted", os.O_RDONLY, 0, None) >= 0:
+    left.append("a message queue")
+left += sorted(set(os.listdir("/dev")) - {"null", "zero", "full", "random", "urandom", "tty",
+                                          "pts", "ptmx", "shm", "fd", "stdin", "stdout",
+                                          "stderr", "core", "console"})
 if left:  # anything from an earlier submission: sabotage, so the score shows it
     def max_pool(x, mask=None):
         raise RuntimeError("left over: " + repr(left)[:200])
@@ -556,6 +573,41 @@ def channel_corpus(course: Path) -> dict:
     }
 
 
+#: keeps the hidden inputs of its attempt wherever state could outlive it, then crashes, so
+#: that the retry runs the cells again: its first cell prints whatever it finds into its own
+#: feedback (every hidden input of the run is searched for there)
+CARRY_INPUTS = """
+import ctypes, os, pickle
+libc = ctypes.CDLL(None, use_errno=True)
+_honest_loo = loo_loss_and_grad
+
+
+def loo_loss_and_grad(x, y, bandwidth):
+    data = pickle.dumps((x, y, bandwidth))
+    for path in ("/tmp/carried", "/dev/shm/carried", "/dev/carried"):
+        try:
+            with open(path, "wb") as handle:
+                handle.write(data)
+        except OSError:
+            pass
+    text = repr(x.tolist())[:4000].encode()
+    libc.syscall(248, b"user", b"carried", text, len(text), ctypes.c_int(-4))
+    os._exit(1)
+"""
+
+SHOW_CARRIED = """
+import ctypes, os, pickle
+for path in ("/tmp/carried", "/dev/shm/carried", "/dev/carried"):
+    if os.path.exists(path):
+        print("carried", pickle.load(open(path, "rb")))
+print("keys", [line for line in open("/proc/keys") if "carried" in line])
+"""
+
+
+def carry_inputs(notebook):
+    return add_cell_after(append_to_cell(notebook, "loo", CARRY_INPUTS), "setup", SHOW_CARRIED)
+
+
 #: files written next to a corpus notebook
 EXTRA_FILES = {"timestamp-not-a-date": {"timestamp.txt": "the day before the deadline, honest"}}
 
@@ -568,6 +620,8 @@ def ch1_corpus(course: Path, port: int) -> dict:
     corpus = {
         # honest
         "honest-right": (good, 12, []),
+        # fresh state: what a crashed attempt kept is not there for its retry
+        "carry-hidden-inputs": (carry_inputs(good), 8, ["crash"]),
         "honest-partial": (wrong_max, 9, []),
         "honest-blank": (blank(course, a), 0, []),
         # the scoring cannot be faked from inside the submission
