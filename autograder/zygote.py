@@ -265,12 +265,40 @@ def _remove_ipc() -> None:
             remove(int(row.split()[1]))  # IPC_RMID = 0
 
 
+def _visible_keys() -> set:
+    """The serial numbers of every kernel key this uid can see (/proc/keys)."""
+    try:
+        with open("/proc/keys") as handle:
+            return {line.split(None, 1)[0] for line in handle if line.strip()}
+    except OSError:
+        return set()
+
+
+#: the keys visible when the zygote became ready: the instructor's own, in rootless mode
+_KEYS_BEFORE: set = set()
+
+
+def _keys_gone(wait_seconds: float = 2.0) -> bool:
+    """A run's keys die with its user namespace, but the kernel collects them a moment later
+    (about 0.1 s): wait until no key is visible that was not there at start. As root the
+    slot uid's own keyrings are cleared first (an earlier grader may have left keys in them).
+    False (a fresh sandbox next) if some key is still there."""
+    if isolation.in_initial_user_namespace() and not isolation.clear_uid_keyrings():
+        return False
+    deadline = time.monotonic() + wait_seconds
+    while not _visible_keys() <= _KEYS_BEFORE:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
 def _scrub(roots=("/tmp", "/dev/shm")) -> bool:
     """Delete everything under the writable places; True if they are empty afterwards."""
     import shutil
 
     _remove_ipc()
-    clean = True
+    clean = _keys_gone()
     try:  # the sandbox's own read-only binds (a virtualenv under /tmp) are not state
         with open("/proc/self/mountinfo") as handle:
             mounts = [line.split()[4] for line in handle]
@@ -354,6 +382,9 @@ def zygote(preload: list[str], sandboxed: bool, control_fd: int) -> None:
     if "torch" in sys.modules:  # preloaded: one thread per sandbox
         sys.modules["torch"].set_num_threads(1)
     if sandboxed:  # what the imports wrote (matplotlib's caches) is gone before the first run
+        if isolation.in_initial_user_namespace():
+            isolation.clear_uid_keyrings()
+        _KEYS_BEFORE.update(_visible_keys())
         _scrub()
     _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans come back to us
     _prctl(4, 0)  # PR_SET_DUMPABLE 0: no /proc/<us>/fd for the child

@@ -36,7 +36,33 @@ def course(tmp_path_factory):
     return corpus.released_course(tmp_path_factory.mktemp("state") / "course")
 
 
+def _key_in_user_keyring(uid: int, description: bytes) -> None:
+    """Add a key to `uid`'s user keyring on the machine, the way a grader without fresh
+    per-run state (v2, or a kernel without user namespaces) let a submission do."""
+    import ctypes
+
+    from autograder import isolation
+
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            add_key = isolation.KEY_SYSCALLS[os.uname().machine][1][0]
+            libc = ctypes.CDLL(None, use_errno=True)
+            ok = libc.syscall(add_key, b"user", description, b"x", 1, ctypes.c_int(-4)) > 0
+            os._exit(0 if ok else 1)
+        finally:
+            os._exit(2)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
 def test_nothing_one_submission_leaves_reaches_the_next(course):
+    """Also a key an earlier grader left in the slot uids' keyrings (they outlive every
+    process): the zygote clears them before the first run, so the first probe finds none."""
+    for slot in range(4):
+        _key_in_user_keyring(sandbox.FIRST_UID + slot, b"planted by an earlier grader")
     cases = corpus.state_corpus(course)
     for student, (notebook, _score, _reasons) in cases.items():
         corpus.write_submission(course, A, student, notebook)
@@ -173,8 +199,12 @@ def test_no_channel_reaches_the_next_run_as_an_unprivileged_user(course, public_
 
 def test_nothing_one_submission_leaves_reaches_the_next_as_an_unprivileged_user(course, public_tmp):
     """Rootless (as `nobody`): keys, message queues, /dev, /dev/shm, /tmp and System V IPC
-    left by one run are not there for the next, on the same sandbox."""
-    _grade_as_nobody(course, public_tmp, corpus.state_corpus(course), workers=1)
+    left by one run are not there for the next, on the same sandbox. (Without a cgroup no
+    rlimit counts System V shared memory: the 3.6 GiB hog is graded in the delegated-cgroup
+    test below, where the kernel stops it.)"""
+    cases = corpus.state_corpus(course)
+    del cases["state-3-shm-hog"]
+    _grade_as_nobody(course, public_tmp, cases, workers=1)
 
 
 @pytest.fixture
