@@ -10,7 +10,8 @@
   on 127.0.0.1 with a token) are opened in headless Chromium with every request that leaves
   127.0.0.1 blocked: no student script runs (each payload would append to
   ``window.__pwned`` or request ``/pwned/...``), no handler attribute, ``javascript:`` link,
-  frame, object or embed is in the DOM of the notebook, and the answer's text is shown.
+  frame, object or embed is in the DOM of the notebook, and the answer's text is shown; an
+  HTML file submitted beside the notebook is not served by the formgrader.
 """
 
 from __future__ import annotations
@@ -216,7 +217,9 @@ def graded(tmp_path_factory):
     notebook.metadata["widgets"] = {
         "application/vnd.jupyter.widget-state+json": {"state": {}, "version_major": 2}
     }
-    corpus.write_submission(course, A, STUDENT, notebook)
+    path = corpus.write_submission(course, A, STUDENT, notebook)
+    # a file beside the notebook: the formgrader serves the autograded folder's files
+    (path.parent / "answer.html").write_text(f"<script>{_mark('extra-file')}</script>")
     limits = sandbox.Limits(cell_seconds=60, task_seconds=60, submission_seconds=240)
     outcome = grading.grade_assignment(course, A, workers=1, limits=limits, progress=False)
     (result,) = outcome["graded"]
@@ -387,5 +390,9 @@ def test_formgrader_submission_page_runs_no_student_script(graded, formgrader, c
         assert response.ok, response.status
         assert "Submission 1 / 1" in watched.page.content()  # the grading page, not a login
         _assert_nothing_ran(watched, watched.probe(".cell"))
+        # only the sanitised notebook (and timestamp.txt) is copied to the autograded folder
+        # that the formgrader serves files from: the student's own HTML file is not there
+        extra = watched.page.goto(f"{base}/formgrader/submissions/{submission}/answer.html")
+        assert extra.status == 404 and watched.page.evaluate("window.__pwned || null") is None
     finally:
         watched.close()
