@@ -59,6 +59,8 @@ def member_problem(info: zipfile.ZipInfo) -> str | None:
         return "it is a symbolic link"
     if stat.S_IFMT(mode) and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
         return "it is not a regular file"
+    if not name.strip("/."):
+        return "it has no name"
     if CONTROL.search(name):
         return "its name holds a control character"
     if "\\" in name:

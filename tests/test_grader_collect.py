@@ -130,6 +130,26 @@ def test_a_member_whose_header_lies_about_its_size_is_refused_and_leaves_no_file
     assert not (tmp_path / "out" / f"big_{NB}").exists()
 
 
+@pytest.mark.parametrize(
+    "name, problem",
+    [
+        ("a/../../b.ipynb", "climbs out"),
+        ("C:/Users/b.ipynb", "absolute"),
+        ("a\\..\\b.ipynb", "backslash"),
+        ("./", None),  # a folder entry: skipped, not refused
+        ("./.", "no name"),
+        ("new\nline.ipynb", "control character"),
+        ("a/" + "y" * 256 + ".ipynb", "too long"),
+        ("answers.tar.gz", "archive inside"),
+        ("a/./b_ch1_pooling.ipynb", None),
+    ],
+)
+def test_member_names_judged_from_the_header(name, problem):
+    info = zipfile.ZipInfo(name)
+    found = None if info.is_dir() else collect.member_problem(info)
+    assert (found is None) if problem is None else (problem in found), (name, found)
+
+
 def test_not_a_zip_is_an_error_that_says_so(tmp_path, capsys):
     bogus = tmp_path / "download.zip"
     bogus.write_text("not a zip")
