@@ -1,7 +1,8 @@
 """``python -m autograder``: grade, collect, feedback, export, report.
 
     grade <id> [--workers N] [--student S]... [--force] [--cluster tcp://host:8786] [--no-sandbox]
-    collect <id> ARCHIVE.zip [--regexp R]   import an LMS download (nbgrader zip_collect)
+    collect <id> ARCHIVE.zip [--regexp R]   import an LMS download (nbgrader zip_collect; hostile
+                                            members and ids refused: autograder/collect.py)
     feedback <id>                           nbgrader generate_feedback
     export <id> --csv FILE                  nbgrader export (CSV)
     report <id> [--out FILE]                one HTML page for the instructor
@@ -95,16 +96,29 @@ def cmd_grade(args) -> int:
 
 
 def cmd_collect(args) -> int:
+    """nbgrader zip_collect, with every archive member and every id checked on the way
+    (autograder/collect.py): a hostile member is refused with a warning, the rest collected."""
+    import zipfile
+
+    archive = Path(args.archive)
+    if not archive.is_file():
+        print(f"error: no file {archive}", file=sys.stderr)
+        return 2
+    if not zipfile.is_zipfile(archive):
+        print(f"error: {archive} is not a zip archive (an LMS download is one)", file=sys.stderr)
+        return 2
     course = Path(args.course)
     archive_dir = course / "downloaded" / args.assignment / "archive"
     archive_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copy(args.archive, archive_dir / Path(args.archive).name)
+    shutil.copy(archive, archive_dir / archive.name)
     regexp = args.regexp or DEFAULT_REGEXP.format(assignment=args.assignment)
     return _nbgrader(
         course,
         "zip_collect",
         args.assignment,
         "--force",
+        "--ZipCollectApp.extractor_plugin=autograder.collect.SafeExtractor",
+        "--ZipCollectApp.collector_plugin=autograder.collect.SafeCollector",
         f"--FileNameCollectorPlugin.named_regexp={regexp}",
     )
 

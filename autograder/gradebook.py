@@ -5,6 +5,8 @@
   submission rows are created if missing, then every grade cell's ``auto_score`` is set in
   one commit. Only then is the autograded notebook written (atomically, by rename); its
   metadata carries the submission's SHA-256, which is what "already graded" means on a rerun.
+  It is sanitised first (`autograder.sanitise.clean_notebook`): nbgrader's feedback and
+  formgrader render it, and nothing a student wrote may be live HTML there.
 - A lock file per submission keeps two graders from grading the same submission at once.
 - Each grading run appends its seed and students to ``autograded/.runs/<id>.jsonl``.
 """
@@ -24,6 +26,7 @@ from pathlib import Path
 import nbformat
 
 from autograder import notebook as nbparse
+from autograder import sanitise
 
 
 class FileLock:
@@ -178,7 +181,9 @@ class Recorder:
         record = result.to_record()
         record.pop("cell_outputs")
         record["graded_at"] = datetime.datetime.now(datetime.UTC).isoformat()
-        notebook = nbparse.autograded_notebook(spec, submission, messages, outputs, record)
+        notebook = sanitise.clean_notebook(
+            nbparse.autograded_notebook(spec, submission, messages, outputs, record)
+        )
         target = self.autograded_path(result.student)
         target.parent.mkdir(parents=True, exist_ok=True)
         if self._timestamp(result) is not None:

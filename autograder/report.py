@@ -6,7 +6,11 @@ at a glance, which part of the chapter the class did not get:
 - the score histogram;
 - the pass rate of every task (test cell) and of every check case (public and hidden);
 - the failure reasons counted (timeout, memory, crash, tampered cell, invalid notebook...);
-- the most common wrong-answer messages.
+- the most common wrong-answer messages;
+- the submissions to look at: every student whose grading has a reason or a note
+  (timeout, tampered cell...).
+
+Everything from a submission (student ids, messages, notes) is HTML-escaped, quotes included.
 
 Figures are Matplotlib PNGs embedded as base64, so the page is a single file.
 """
@@ -74,6 +78,15 @@ def summarise(records: list[dict]) -> dict:
         "case_rates": {k: case_pass[k] / case_total[k] for k in case_total},
         "reasons": dict(reasons.most_common()),
         "messages": messages.most_common(10),
+        "attention": sorted(
+            (
+                str(r.get("student", "")),
+                float(r.get("score") or 0.0),
+                [str(x) for x in r.get("reasons", []) + r.get("notes", [])],
+            )
+            for r in records
+            if r.get("reasons") or r.get("notes")
+        ),
     }
 
 
@@ -111,7 +124,14 @@ def render(assignment: str, summary: dict) -> str:
         f"<li><b>{count}×</b> <code>{html.escape(message)}</code></li>"
         for message, count in summary["messages"]
     ]
-    parts.append("</ol>")
+    parts.append("</ol><h2>Submissions to look at</h2>")
+    parts.append("<table><tr><th>student</th><th>score</th><th>why</th></tr>")
+    parts += [
+        f"<tr><td>{html.escape(student)}</td><td>{score:g}</td>"
+        f"<td>{'<br>'.join(html.escape(why) for why in whys)}</td></tr>"
+        for student, score, whys in summary["attention"]
+    ]
+    parts.append("</table>")
     style = (
         "body{font-family:sans-serif;max-width:60em;margin:2em auto}"
         "td,th{padding:.2em 1em;border-bottom:1px solid #ddd;text-align:left}"

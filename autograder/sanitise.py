@@ -1,0 +1,190 @@
+"""Sanitise: nothing a student wrote reaches the instructor's browser as live HTML.
+
+The autograded notebook is what ``nbgrader generate_feedback`` and the formgrader render, and
+nbgrader's templates put markdown cells and HTML outputs into the page as they are. So the
+notebook is cleaned as it is written (`autograder.gradebook.Recorder.write_notebook`), with
+`nh3` (the Python binding of the Rust sanitiser ammonia), before nbgrader ever reads it:
+
+- a markdown cell is rendered by nbconvert's own markdown renderer (the one the feedback and
+  the formgrader use), the HTML is cleaned, and the cell's source becomes that clean HTML on
+  one line: a single HTML block that markdown passes through unchanged, math included
+  (MathJax still typesets ``$...$``). Scripts, event handlers, ``javascript:`` and other
+  non-web URLs, iframes, object/embed, forms, styles and SVG are removed; links keep
+  http(s)/mailto targets; images keep only inline PNG/JPEG/GIF data (the cell's own
+  attachments), so a student's answer makes the instructor's browser fetch nothing;
+- a raw cell's source is cleaned the same way (nbconvert shows an HTML raw cell as is);
+- an output keeps plain text, PNG/JPEG/GIF data that is really base64, cleaned HTML,
+  markdown as cleaned HTML, and SVG as an ``<img>`` of the SVG (a browser runs no script in
+  an image); JavaScript, widgets, LaTeX and any other type are dropped, and so is the
+  output's metadata except a numeric image width/height;
+- cell metadata keeps only ``nbgrader`` (tags become CSS classes in nbconvert's templates),
+  notebook metadata only the kernel name, language name and the grader's own record.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import re
+
+import nh3
+
+#: web links only; the image rule below is stricter (inline image data only)
+LINK_SCHEMES = ("http://", "https://", "mailto:", "#")
+INLINE_IMAGE = re.compile(r"data:image/(png|jpeg|gif);base64,[A-Za-z0-9+/=\s]*\Z")
+BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*\Z")
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif")
+#: elements removed with everything inside them (the rest of an unknown element's text stays)
+CLEAN_CONTENT_TAGS = {"script", "style", "iframe", "object", "embed", "svg", "math", "template"}
+
+
+def _attribute_filter(element: str, attribute: str, value: str) -> str | None:
+    if element == "img" and attribute == "src":
+        return value if INLINE_IMAGE.match(value.strip()) else None
+    if attribute == "href":
+        return value if value.strip().lower().startswith(LINK_SCHEMES) else None
+    return value
+
+
+def clean_html(text: str) -> str:
+    """An HTML fragment with nothing that runs, loads or navigates by itself."""
+    return nh3.clean(
+        str(text),
+        clean_content_tags=CLEAN_CONTENT_TAGS,
+        url_schemes={"http", "https", "mailto", "data"},
+        attribute_filter=_attribute_filter,
+    )
+
+
+def _one_block(html: str) -> str:
+    """Clean HTML as one markdown HTML block: one line (a blank line would end the block and
+    let markdown reinterpret the rest), newlines kept as character references, which a
+    browser reads as newlines (inside ``<pre>`` too)."""
+    flat = html.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "&#10;")
+    return f"<div>{flat}</div>"
+
+
+def markdown_html(source: str, attachments: dict | None = None) -> str:
+    """A student's markdown as nbconvert renders it, cleaned."""
+    from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+
+    renderer = IPythonRenderer(escape=False, attachments=_image_attachments(attachments))
+    return clean_html(MarkdownWithMath(renderer=renderer).render(str(source)))
+
+
+def _image_attachments(attachments) -> dict:
+    """Only attachments that are images in base64 (nbconvert inlines them as data URLs)."""
+    if not isinstance(attachments, dict):
+        return {}
+    kept = {}
+    for name, bundle in attachments.items():
+        if not isinstance(bundle, dict):
+            continue
+        images = {
+            mime: data
+            for mime, data in bundle.items()
+            if mime in IMAGE_TYPES and isinstance(data, str) and _is_base64(data)
+        }
+        if images:
+            kept[str(name)] = images
+    return kept
+
+
+def _is_base64(data: str) -> bool:
+    if not BASE64.match(data):
+        return False
+    try:
+        base64.b64decode("".join(data.split()), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True
+
+
+def _text(value) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def _size(value) -> int | float | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 100_000
+    return value if ok else None
+
+
+def clean_output(output) -> dict | None:
+    """One output as the instructor may see it, or None when nothing of it is safe to show."""
+    kind = output.get("output_type")
+    if kind == "stream":  # text: nbconvert's templates escape it
+        name = output.get("name") if output.get("name") in ("stdout", "stderr") else "stdout"
+        return {"output_type": "stream", "name": name, "text": _text(output.get("text", ""))}
+    if kind == "error":
+        traceback = output.get("traceback", [])
+        return {
+            "output_type": "error",
+            "ename": str(output.get("ename", "")),
+            "evalue": str(output.get("evalue", "")),
+            "traceback": [str(line) for line in traceback] if isinstance(traceback, list) else [],
+        }
+    if kind not in ("display_data", "execute_result"):
+        return None
+    data, metadata = output.get("data", {}) or {}, output.get("metadata", {}) or {}
+    clean: dict = {}
+    if "text/plain" in data:
+        clean["text/plain"] = _text(data["text/plain"])
+    for mime in IMAGE_TYPES:
+        if mime in data and _is_base64(_text(data[mime])):
+            clean[mime] = _text(data[mime])
+    if "text/html" in data:
+        clean["text/html"] = clean_html(_text(data["text/html"]))
+    elif "text/markdown" in data:
+        clean["text/html"] = markdown_html(_text(data["text/markdown"]))
+    elif "image/svg+xml" in data:
+        encoded = base64.b64encode(_text(data["image/svg+xml"]).encode()).decode()
+        clean["text/html"] = f'<img alt="SVG output" src="data:image/svg+xml;base64,{encoded}">'
+    if not clean:
+        return None
+    sizes = {}
+    for mime in IMAGE_TYPES:
+        fields = metadata.get(mime) if isinstance(metadata, dict) else None
+        if mime in clean and isinstance(fields, dict):
+            kept = {k: _size(fields.get(k)) for k in ("width", "height")}
+            if any(v is not None for v in kept.values()):
+                sizes[mime] = {k: v for k, v in kept.items() if v is not None}
+    result = {"output_type": kind, "data": clean, "metadata": sizes}
+    if kind == "execute_result":
+        result["execution_count"] = None
+    return result
+
+
+def clean_notebook(notebook):
+    """A copy of an nbformat v4 notebook that nbgrader can render without running anything
+    the student wrote (see the module docstring for what is kept)."""
+    import nbformat
+
+    notebook = copy.deepcopy(notebook)
+    for cell in notebook.cells:
+        kept = {"nbgrader": cell.metadata["nbgrader"]} if "nbgrader" in cell.metadata else {}
+        cell.metadata = nbformat.from_dict(kept)
+        if cell.cell_type == "markdown":
+            cell.source = _one_block(markdown_html(_text(cell.source), cell.get("attachments")))
+            cell.pop("attachments", None)  # inlined above, when they were images
+        elif cell.cell_type == "raw":
+            cell.source = clean_html(_text(cell.source))
+            cell.pop("attachments", None)
+        elif cell.cell_type == "code":
+            outputs = (clean_output(o) for o in cell.get("outputs", []))
+            cell.outputs = [nbformat.from_dict(o) for o in outputs if o is not None]
+    meta = notebook.metadata
+    kept = {}
+    kernel = meta.get("kernelspec")
+    if isinstance(kernel, dict) and isinstance(kernel.get("name"), str):
+        kept["kernelspec"] = {
+            "name": kernel["name"][:100],
+            "display_name": str(kernel.get("display_name", kernel["name"]))[:100],
+        }
+    language = meta.get("language_info")
+    if isinstance(language, dict) and isinstance(language.get("name"), str):
+        kept["language_info"] = {"name": language["name"][:100]}
+    if "autograder" in meta:
+        kept["autograder"] = meta["autograder"]
+    notebook.metadata = nbformat.from_dict(kept)
+    return notebook

@@ -1,0 +1,398 @@
+"""Nothing a student wrote is live HTML in what the instructor opens.
+
+- `autograder.sanitise` on its own: a written answer full of active HTML keeps its text, math,
+  web links and attached images, and loses every script, handler, ``javascript:`` URL,
+  frame, object/embed and SVG, as nbgrader's own markdown renderer shows it; outputs keep
+  only inert types; cell tags and notebook metadata are dropped.
+- End to end: a submission whose hand-graded answer, raw cell, cell tags and notebook
+  metadata are hostile is graded in the sandbox, then the feedback nbgrader generates and
+  the formgrader's page for that submission (nbgrader's Jupyter server extension, started
+  on 127.0.0.1 with a token) are opened in headless Chromium with every request that leaves
+  127.0.0.1 blocked: no student script runs (each payload would append to
+  ``window.__pwned`` or request ``/pwned/...``), no handler attribute, ``javascript:`` link,
+  frame, object or embed is in the DOM of the notebook, and the answer's text is shown; an
+  HTML file submitted beside the notebook is not served by the formgrader.
+"""
+
+from __future__ import annotations
+
+import functools
+import html.parser
+import http.server
+import os
+import re
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import nbformat
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from hostile import corpus  # noqa: E402
+from test_site_browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402  (the project's launch)
+
+from autograder import cli, grading, sandbox, sanitise  # noqa: E402
+
+A = "ch1_pooling"
+STUDENT = "hostile-answer"
+WRITTEN = "written-bandwidth"
+PNG = (  # a 1x1 PNG
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+
+
+def _mark(kind: str) -> str:
+    """JavaScript that leaves a trace if it ever runs: a global and a request."""
+    return f"window.top.__pwned=(window.top.__pwned||[]).concat(['{kind}']);fetch('/pwned/{kind}')"
+
+
+HOSTILE_ANSWER = f"""As $h\\to0$ each prediction copies the **nearest neighbour** among the keys.
+
+<script>{_mark("script")}</script>
+
+<img src="x" onerror="{_mark("img-onerror")}">
+
+<a href="javascript:{_mark("javascript-link")}">click me</a> and [this too](javascript:{_mark("md-link")})
+
+<iframe srcdoc="<script>{_mark("iframe")}</script>"></iframe>
+
+<svg onload="{_mark("svg-onload")}"><circle r="4"></circle></svg>
+
+<object data="javascript:{_mark("object")}"></object><embed src="javascript:{_mark("embed")}">
+
+<details open ontoggle="{_mark("details-ontoggle")}">details</details>
+
+<div style="position:fixed;top:0;left:0">Score: 2 / 2</div>
+
+See [the chapter](https://example.org/ch1) and ![a plot](attachment:plot.png)
+"""
+
+
+class Tags(html.parser.HTMLParser):
+    """Every element and attribute of an HTML text."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.elements: list[tuple[str, dict]] = []
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        self.elements.append((tag, dict(attrs)))
+
+
+def assert_inert(fragment: str) -> None:
+    elements = Tags(fragment).elements
+    tags = {tag for tag, _ in elements}
+    assert not tags & {"script", "iframe", "object", "embed", "svg", "style", "form", "frame"}
+    for tag, attrs in elements:
+        assert not [a for a in attrs if a.startswith("on")], (tag, attrs)
+        assert "style" not in attrs and "srcdoc" not in attrs, (tag, attrs)
+        href = (attrs.get("href") or "").strip().lower()
+        assert not href or href.startswith(("http://", "https://", "mailto:", "#")), href
+        if tag == "img" and "src" in attrs:
+            assert re.match(r"data:image/(png|jpeg|gif);base64,", attrs["src"]), attrs["src"]
+
+
+# ----------------------------------------------------------------------------------------
+# the sanitiser on its own
+
+
+def _answer_cell():
+    cell = nbformat.v4.new_markdown_cell(HOSTILE_ANSWER)
+    cell.metadata["nbgrader"] = {"grade_id": WRITTEN, "grade": True, "solution": True}
+    cell.metadata["tags"] = ['x" onmouseover="alert(1)']
+    cell["attachments"] = {
+        "plot.png": {"image/png": PNG},
+        "evil.svg": {"image/svg+xml": "<svg onload='alert(1)'/>"},
+    }
+    return cell
+
+
+def test_a_written_answer_keeps_its_text_math_links_and_images_and_nothing_active():
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    notebook = nbformat.v4.new_notebook(cells=[_answer_cell()])
+    notebook.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"x": 1}}
+    clean = sanitise.clean_notebook(notebook)
+    nbformat.validate(clean)  # nbgrader still reads it
+    cell = clean.cells[0]
+    assert cell.metadata == {"nbgrader": notebook.cells[0].metadata["nbgrader"]}
+    assert "attachments" not in cell and "widgets" not in clean.metadata
+    assert "\n" not in cell.source  # one HTML block: markdown cannot reinterpret a part of it
+    shown = markdown2html_mistune(cell.source)  # what nbgrader's templates render
+    assert shown.strip() == cell.source  # passed through unchanged
+    assert_inert(shown)
+    assert "<strong>nearest neighbour</strong>" in shown and "$h\\to0$" in shown
+    assert 'href="https://example.org/ch1"' in shown and f"base64,{PNG}" in shown
+    assert "Score: 2 / 2" in shown  # the text stays; only its styling is gone
+    assert "pwned" not in shown  # every payload is gone
+
+
+def test_outputs_keep_only_inert_types():
+    hostile = [
+        {
+            "output_type": "display_data",
+            "data": {
+                "application/javascript": "alert(1)",
+                "application/vnd.jupyter.widget-view+json": {"model_id": "x"},
+                "text/plain": "plain",
+                "text/html": "<b onclick='alert(1)'>bold</b><script>alert(1)</script>",
+            },
+            "metadata": {"text/html": {"isolated": True}},
+        },
+        {
+            "output_type": "execute_result",
+            "execution_count": 3,
+            "data": {"image/svg+xml": "<svg onload='alert(1)'><circle r='3'/></svg>"},
+            "metadata": {},
+        },
+        {
+            "output_type": "display_data",
+            "data": {"text/markdown": "<img src=x onerror=alert(1)> *ok*"},
+            "metadata": {},
+        },
+        {
+            "output_type": "display_data",
+            "data": {"image/png": PNG, "image/jpeg": 'abc"><script>alert(1)</script>'},
+            "metadata": {"image/png": {"width": "1 onerror=alert(1)", "height": 20}},
+        },
+        {"output_type": "display_data", "data": {"text/latex": "\\href{javascript:x}{y}"}},
+        {"output_type": "weird", "text": "<script>"},
+    ]
+    cleaned = [sanitise.clean_output(o) for o in hostile]
+    first, svg, markdown, image, latex, weird = cleaned
+    assert first["data"] == {"text/plain": "plain", "text/html": "<b>bold</b>"}
+    assert first["metadata"] == {}
+    assert list(svg["data"]) == ["text/html"] and svg["execution_count"] is None
+    (img,) = Tags(svg["data"]["text/html"]).elements
+    assert img[0] == "img" and img[1]["src"].startswith("data:image/svg+xml;base64,")
+    assert_inert(markdown["data"]["text/html"]) and "<em>ok</em>" in markdown["data"]["text/html"]
+    assert image["data"] == {"image/png": PNG} and image["metadata"] == {
+        "image/png": {"height": 20}
+    }
+    assert latex is None and weird is None
+
+
+# ----------------------------------------------------------------------------------------
+# end to end: graded in the sandbox, opened in Chromium
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    if sandbox.find_bwrap() is None:
+        pytest.fail("bubblewrap is required: apt-get install bubblewrap")
+    course = corpus.released_course(tmp_path_factory.mktemp("html") / "course")
+    notebook = corpus.solved(course, A)
+    index = next(
+        i
+        for i, c in enumerate(notebook.cells)
+        if c.metadata.get("nbgrader", {}).get("grade_id") == WRITTEN
+    )
+    answer = _answer_cell()
+    answer.metadata["nbgrader"] = notebook.cells[index].metadata["nbgrader"]
+    if notebook.nbformat_minor < 5:
+        answer.pop("id", None)
+    notebook.cells[index] = answer
+    raw = nbformat.v4.new_raw_cell(f"<script>{_mark('raw-cell')}</script>")
+    raw.metadata["format"] = "text/html"
+    extra = nbformat.v4.new_code_cell("extra = 1")
+    extra.metadata["tags"] = [f'x" onmouseover="{_mark("cell-tag")}']
+    for cell in (raw, extra):
+        if notebook.nbformat_minor < 5:
+            cell.pop("id", None)
+    notebook.cells[index + 1 : index + 1] = [raw, extra]
+    notebook.metadata["widgets"] = {
+        "application/vnd.jupyter.widget-state+json": {"state": {}, "version_major": 2}
+    }
+    path = corpus.write_submission(course, A, STUDENT, notebook)
+    # a file beside the notebook: the formgrader serves the autograded folder's files
+    (path.parent / "answer.html").write_text(f"<script>{_mark('extra-file')}</script>")
+    limits = sandbox.Limits(cell_seconds=60, task_seconds=60, submission_seconds=240)
+    outcome = grading.grade_assignment(course, A, workers=1, limits=limits, progress=False)
+    (result,) = outcome["graded"]
+    assert result.score == 12.0 and not result.reasons, (result.score, result.notes)
+    assert cli.main(["--course", str(course), "feedback", A]) == 0
+    return course
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} not found: apt-get install chromium", pytrace=False)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        yield browser
+        browser.close()
+
+
+class Watched:
+    """A page whose requests leaving 127.0.0.1 are blocked and whose /pwned/ requests are kept."""
+
+    def __init__(self, browser):
+        self.context = browser.new_context()
+        self.page = self.context.new_page()
+        self.pwned_requests: list[str] = []
+        self.page.route("**/*", self._route)
+
+    def _route(self, route):
+        parts = urlsplit(route.request.url)
+        if "/pwned/" in parts.path:
+            self.pwned_requests.append(route.request.url)
+        if parts.scheme in ("http", "https", "ws", "wss") and parts.hostname != "127.0.0.1":
+            route.abort("blockedbyclient")
+        else:
+            route.continue_()
+
+    def probe(self, cells: str) -> dict:
+        """What student content could have done: the trace globals, and the handler attributes,
+        script-like links and embedded documents inside the notebook's cells."""
+        self.page.get_by_text("click me").first.click()
+        return self.page.evaluate(
+            """cells => {
+                const inCells = [...document.querySelectorAll(cells)];
+                const all = inCells.flatMap(c => [c, ...c.querySelectorAll('*')]);
+                return {
+                    pwned: window.__pwned || null,
+                    cells: inCells.length,
+                    handlers: all.flatMap(e => [...e.attributes]
+                        .filter(a => a.name.toLowerCase().startsWith('on'))
+                        .map(a => `${e.tagName}.${a.name}`)),
+                    links: all.filter(e => /^\\s*javascript:/i.test(e.getAttribute('href') || ''))
+                        .length,
+                    frames: all.filter(e => ['IFRAME', 'OBJECT', 'EMBED', 'FRAME', 'SVG', 'svg']
+                        .includes(e.tagName)).length,
+                    scripts: [...document.scripts].filter(s => s.text.includes('pwned')).length,
+                    text: document.body.innerText,
+                };
+            }""",
+            cells,
+        )
+
+    def close(self):
+        self.context.close()
+
+
+def _assert_nothing_ran(watched: Watched, state: dict) -> None:
+    assert state["cells"] > 0, "the probe found no notebook cell on the page"
+    assert state["pwned"] is None, f"student script ran: {state['pwned']}"
+    assert watched.pwned_requests == [], watched.pwned_requests
+    assert state["handlers"] == [] and state["links"] == 0, state
+    assert state["frames"] == 0 and state["scripts"] == 0, state
+    assert "nearest neighbour" in state["text"]
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+@pytest.mark.timeout(900)
+def test_feedback_html_runs_no_student_script(graded, chromium):
+    folder = graded / "feedback" / STUDENT / A
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder))
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    watched = Watched(chromium)
+    try:
+        watched.page.goto(
+            f"http://127.0.0.1:{server.server_address[1]}/{A}.html", wait_until="load"
+        )
+        _assert_nothing_ran(watched, watched.probe(".cell"))
+    finally:
+        watched.close()
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def formgrader(graded, tmp_path_factory):
+    """nbgrader's formgrader (a Jupyter server extension) on 127.0.0.1, with a token."""
+    home = tmp_path_factory.mktemp("jupyter")
+    port, token = _free_port(), secrets.token_hex(16)
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(home / "config"),
+        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+        "JUPYTER_DATA_DIR": str(home / "data"),
+    }
+    log = (home / "server.log").open("w")
+    server = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "jupyter-server"),
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={graded}",
+            *(["--allow-root"] if os.geteuid() == 0 else []),  # CI runs as root
+        ],
+        cwd=graded,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180  # start-up on a loaded machine, not a measured time
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=5)
+            break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                pytest.fail(f"the formgrader did not start: {(home / 'server.log').read_text()}")
+            time.sleep(0.5)
+    yield base, token
+    server.terminate()
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+    log.close()
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+@pytest.mark.timeout(900)
+def test_formgrader_submission_page_runs_no_student_script(graded, formgrader, chromium):
+    from nbgrader.api import Gradebook
+
+    base, token = formgrader
+    with Gradebook(f"sqlite:///{graded / 'gradebook.db'}") as gb:
+        submission = gb.find_submission_notebook(A, A, STUDENT).id
+    watched = Watched(chromium)
+    try:
+        response = watched.page.goto(
+            f"{base}/formgrader/submissions/{submission}/?token={token}", wait_until="load"
+        )
+        assert response.ok, response.status
+        assert "Submission 1 / 1" in watched.page.content()  # the grading page, not a login
+        _assert_nothing_ran(watched, watched.probe(".cell"))
+        # only the sanitised notebook (and timestamp.txt) is copied to the autograded folder
+        # that the formgrader serves files from: the student's own HTML file is not there
+        extra = watched.page.goto(f"{base}/formgrader/submissions/{submission}/answer.html")
+        assert extra.status == 404 and watched.page.evaluate("window.__pwned || null") is None
+    finally:
+        watched.close()
