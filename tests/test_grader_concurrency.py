@@ -114,7 +114,7 @@ def test_a_dask_worker_that_cannot_see_the_course_grades_from_the_work_items(cou
             client.wait_for_workers(1, timeout=180)
             seen = client.run(lambda path: (os.listdir(path), os.getcwd()), str(course))
             assert list(seen.values()) == [([], str(elsewhere))]
-        out = grading.grade_assignment(course, A, cluster=address, progress=False)
+        out = grading.grade_assignment(course, A, cluster=address)
     finally:
         for process in (worker, scheduler):
             process.terminate()

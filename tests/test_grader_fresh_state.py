@@ -66,7 +66,7 @@ def test_nothing_one_submission_leaves_reaches_the_next(course):
     cases = corpus.state_corpus(course)
     for student, (notebook, _score, _reasons) in cases.items():
         corpus.write_submission(course, A, student, notebook)
-    out = grading.grade_assignment(course, A, workers=1, limits=LIMITS, progress=False)
+    out = grading.grade_assignment(course, A, workers=1, limits=LIMITS)
     got = {r.student: (r.score, sorted(r.reasons)) for r in out["graded"]}
     assert got == {s: (score, sorted(reasons)) for s, (_nb, score, reasons) in cases.items()}, {
         r.student: r.notes for r in out["graded"]
@@ -81,9 +81,7 @@ def test_no_channel_a_run_held_reaches_the_next_run(course):
     cases = corpus.channel_corpus(course)
     for student, (notebook, _score, _reasons) in cases.items():
         corpus.write_submission(course, A, student, notebook)
-    out = grading.grade_assignment(
-        course, A, workers=1, limits=LIMITS, progress=False, students=sorted(cases)
-    )
+    out = grading.grade_assignment(course, A, workers=1, limits=LIMITS, students=sorted(cases))
     got = {r.student: (r.score, sorted(r.reasons)) for r in out["graded"]}
     assert got == {s: (score, sorted(reasons)) for s, (_nb, score, reasons) in cases.items()}, {
         r.student: r.notes for r in out["graded"]
@@ -295,7 +293,7 @@ def test_no_channel_reaches_the_next_run_on_a_dask_worker_run_by_an_ordinary_use
         for student in sorted(cases):  # one at a time: the same worker, thread and sandbox
             corpus.write_submission(course, A, student, cases[student][0])
             out = grading.grade_assignment(
-                course, A, cluster=address, students=[student], force=True, progress=False
+                course, A, cluster=address, students=[student], force=True
             )
             got.update({r.student: (r.score, sorted(r.reasons)) for r in out["graded"]})
             assert out["skipped"] == [], out["skipped"]  # (the root test graded these names)
