@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 COURSE = Path(__file__).resolve().parent
@@ -30,8 +31,41 @@ def _nbgrader(course: Path, *args: str) -> int:
     return subprocess.call([executable, *args], cwd=course)
 
 
+def summary_table(graded: list, skipped=()) -> str:
+    """One row per graded submission (`grading.SubmissionResult`) and per skipped one."""
+    rows = [("student", "score", "max", "reason")]
+    for r in sorted(graded, key=lambda r: r.student):
+        rows.append((r.student, f"{r.score:g}", f"{r.max_score:g}", ", ".join(r.reasons) or "-"))
+    for student, why in skipped:
+        rows.append((student, "", "", f"skipped: {why}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+class Progress:
+    """A one-line progress bar on stderr (`grade_assignment`'s progress callback)."""
+
+    def __init__(self):
+        self.started = time.monotonic()
+
+    def __call__(self, label: str, done: int, total: int) -> None:
+        self.done, self.total = done, total
+        width = 30
+        filled = int(width * self.done / self.total)
+        rate = self.done / max(time.monotonic() - self.started, 1e-9)
+        sys.stderr.write(
+            f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
+            f"{rate:.1f}/s {label[:30]:<30}"
+        )
+        if self.done == self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
 def cmd_grade(args) -> int:
-    from autograder.grading import grade_assignment, summary_table
+    from autograder.grading import grade_assignment
     from autograder.sandbox import Limits, SandboxUnavailable
 
     limits = Limits()
@@ -66,7 +100,7 @@ def cmd_grade(args) -> int:
             sandboxed=not args.no_sandbox,
             limits=limits,
             seed=args.seed,
-            progress=not args.quiet,
+            progress=None if args.quiet else Progress(),
         )
     except SandboxUnavailable as err:
         print(f"error: {err}", file=sys.stderr)

@@ -60,7 +60,7 @@ def courses(tmp_path_factory):
         [str(nbgrader), "autograde", A, "--force"], cwd=stock, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    outcome = grading.grade_assignment(ours, A, workers=2, progress=False)
+    outcome = grading.grade_assignment(ours, A, workers=2)
     return {"ours": ours, "stock": stock, "outcome": outcome}
 
 

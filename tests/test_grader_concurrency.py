@@ -7,15 +7,13 @@ import json
 import os
 import re
 import shlex
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hostile import corpus  # noqa: E402
+from hostile import cluster, corpus  # noqa: E402
 
 from autograder import grading, sandbox  # noqa: E402
 
@@ -46,12 +44,6 @@ def test_two_graders_at_once_grade_each_submission_once_and_keep_the_gradebook_s
     assert len(runs) == 2 and all(json.loads(line)["seed"] >= 0 for line in runs)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_a_dask_worker_that_cannot_see_the_course_grades_from_the_work_items(course, tmp_path):
     """The scheduler and a worker are separate processes; the worker runs in its own working
     directory and its own mount namespace, where the course folder is an empty tmpfs: all it
@@ -66,62 +58,17 @@ def test_a_dask_worker_that_cannot_see_the_course_grades_from_the_work_items(cou
     )
     elsewhere = tmp_path / "worker"
     elsewhere.mkdir()
-    address = f"tcp://127.0.0.1:{_free_port()}"
-    scheduler = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "distributed.cli.dask_scheduler",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            address.rsplit(":", 1)[1],
-            "--no-dashboard",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     hide = f'mount -t tmpfs none {shlex.quote(str(course))} && cd {shlex.quote(str(elsewhere))} && exec "$@"'
-    worker = subprocess.Popen(
-        [
-            "unshare",
-            "--mount",
-            "--propagation",
-            "private",
-            "sh",
-            "-c",
-            hide,
-            "sh",
-            sys.executable,
-            "-m",
-            "distributed.cli.dask_worker",
-            address,
-            "--nworkers",
-            "1",
-            "--nthreads",
-            "2",
-            "--local-directory",
-            str(elsewhere),
-            "--no-dashboard",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        from distributed import Client
-
-        with Client(address, timeout=60) as client:
-            client.wait_for_workers(1, timeout=180)
-            seen = client.run(lambda path: (os.listdir(path), os.getcwd()), str(course))
-            assert list(seen.values()) == [([], str(elsewhere))]
-        out = grading.grade_assignment(course, A, cluster=address, progress=False)
-    finally:
-        for process in (worker, scheduler):
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+    options = ["--nworkers", "1", "--nthreads", "2", "--local-directory", str(elsewhere)]
+    with cluster.dask_cluster(
+        options + ["--no-dashboard"],
+        wrap=lambda argv: (
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", hide] + ["sh", *argv]
+        ),
+    ) as (address, client):
+        seen = client.run(lambda path: (os.listdir(path), os.getcwd()), str(course))
+        assert list(seen.values()) == [([], str(elsewhere))]
+        out = grading.grade_assignment(course, A, cluster=address)
     results = {r.student: (r.score, sorted(r.reasons)) for r in out["graded"]}
     assert results == {
         "right": (12.0, []),

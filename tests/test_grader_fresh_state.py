@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hostile import as_nobody, corpus  # noqa: E402
+from hostile import as_nobody, cluster, corpus  # noqa: E402
 
 from autograder import cgroups, grading, sandbox  # noqa: E402
 
@@ -66,7 +66,7 @@ def test_nothing_one_submission_leaves_reaches_the_next(course):
     cases = corpus.state_corpus(course)
     for student, (notebook, _score, _reasons) in cases.items():
         corpus.write_submission(course, A, student, notebook)
-    out = grading.grade_assignment(course, A, workers=1, limits=LIMITS, progress=False)
+    out = grading.grade_assignment(course, A, workers=1, limits=LIMITS)
     got = {r.student: (r.score, sorted(r.reasons)) for r in out["graded"]}
     assert got == {s: (score, sorted(reasons)) for s, (_nb, score, reasons) in cases.items()}, {
         r.student: r.notes for r in out["graded"]
@@ -81,9 +81,7 @@ def test_no_channel_a_run_held_reaches_the_next_run(course):
     cases = corpus.channel_corpus(course)
     for student, (notebook, _score, _reasons) in cases.items():
         corpus.write_submission(course, A, student, notebook)
-    out = grading.grade_assignment(
-        course, A, workers=1, limits=LIMITS, progress=False, students=sorted(cases)
-    )
+    out = grading.grade_assignment(course, A, workers=1, limits=LIMITS, students=sorted(cases))
     got = {r.student: (r.score, sorted(r.reasons)) for r in out["graded"]}
     assert got == {s: (score, sorted(reasons)) for s, (_nb, score, reasons) in cases.items()}, {
         r.student: r.notes for r in out["graded"]
@@ -258,52 +256,24 @@ def test_no_channel_reaches_the_next_run_on_a_dask_worker_run_by_an_ordinary_use
 ):
     """A Dask worker started by `nobody` (rootless sandboxes, one thread, so one slot): the
     attackers and victims are sent one at a time, each victim right after its attacker."""
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    address = f"tcp://127.0.0.1:{port}"
     home = public_tmp / "home"
     home.mkdir()
     os.chown(home, pwd.getpwnam("nobody").pw_uid, pwd.getpwnam("nobody").pw_gid)
-    env = as_nobody.environment(home, public_tmp)
-    scheduler = subprocess.Popen(
-        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1"]
-        + ["--port", str(port), "--no-dashboard"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    worker_argv = [sys.executable, "-m", "distributed.cli.dask_worker", address]
-    worker_argv += ["--nworkers", "1", "--nthreads", "1", "--no-dashboard"]
-    worker_argv += ["--local-directory", str(home)]
-    worker = subprocess.Popen(
-        as_nobody.nobody_command(worker_argv),
-        env=env,
-        cwd=home,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    options = ["--nworkers", "1", "--nthreads", "1", "--no-dashboard", "--local-directory"]
     cases = corpus.channel_corpus(course)
-    try:
-        from distributed import Client
-
-        with Client(address, timeout=60) as client:
-            client.wait_for_workers(1, timeout=180)
-            assert list(client.run(os.geteuid).values()) == [pwd.getpwnam("nobody").pw_uid]
-        got = {}
+    got = {}
+    with cluster.dask_cluster(
+        options + [str(home)],
+        wrap=as_nobody.nobody_command,
+        env=as_nobody.environment(home, public_tmp),
+        cwd=home,
+    ) as (address, client):
+        assert list(client.run(os.geteuid).values()) == [pwd.getpwnam("nobody").pw_uid]
         for student in sorted(cases):  # one at a time: the same worker, thread and sandbox
             corpus.write_submission(course, A, student, cases[student][0])
             out = grading.grade_assignment(
-                course, A, cluster=address, students=[student], force=True, progress=False
+                course, A, cluster=address, students=[student], force=True
             )
             got.update({r.student: (r.score, sorted(r.reasons)) for r in out["graded"]})
             assert out["skipped"] == [], out["skipped"]  # (the root test graded these names)
-    finally:
-        for process in (worker, scheduler):
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
     assert got == {s: (score, sorted(reasons)) for s, (_nb, score, reasons) in cases.items()}

@@ -53,9 +53,7 @@ def graded(tmp_path_factory):
     cases = corpus.ch1_corpus(course, counter.port)
     for student, (notebook, _score, _reasons) in cases.items():
         corpus.write_submission(course, "ch1_pooling", student, notebook)
-    outcome = grading.grade_assignment(
-        course, "ch1_pooling", workers=2, limits=LIMITS, progress=False
-    )
+    outcome = grading.grade_assignment(course, "ch1_pooling", workers=2, limits=LIMITS)
     return {
         "course": course,
         "cases": cases,
@@ -231,9 +229,7 @@ def test_a_hostile_submission_costs_at_most_its_budget(graded):
 
 
 def test_rerun_without_force_regrades_nothing(graded):
-    again = grading.grade_assignment(
-        graded["course"], "ch1_pooling", workers=2, limits=LIMITS, progress=False
-    )
+    again = grading.grade_assignment(graded["course"], "ch1_pooling", workers=2, limits=LIMITS)
     assert again["graded"] == []
     assert sorted(s for s, why in again["skipped"]) == sorted(STUDENTS)
     assert all(why == "already graded" for _s, why in again["skipped"])
@@ -285,7 +281,6 @@ def test_no_sandbox_mode_grades_honest_work_the_same(graded):
         force=True,
         sandboxed=False,
         limits=LIMITS,
-        progress=False,
     )
     assert {r.student: r.score for r in out["graded"]} == {
         "honest-right": 12.0,

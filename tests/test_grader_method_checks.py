@@ -64,7 +64,7 @@ def test_an_online_softmax_that_builds_the_full_matrix_loses_the_task(tmp_path):
     corpus.write_submission(
         course, A, "full-matrix", corpus.append_to_cell(good, "online-softmax", FULL_MATRIX)
     )
-    out = grading.grade_assignment(course, A, workers=1, progress=False)
+    out = grading.grade_assignment(course, A, workers=1)
     results = {r.student: r for r in out["graded"]}
     assert (results["block-wise"].score, results["block-wise"].reasons) == (13.0, [])
     full = results["full-matrix"]
@@ -114,7 +114,7 @@ def test_a_translate_that_ignores_the_given_model_loses_the_given_model_points(t
         corpus.write_submission(
             course, a, student, corpus.append_to_cell(good, "train-translate", extra)
         )
-    out = grading.grade_assignment(course, a, workers=1, progress=False)
+    out = grading.grade_assignment(course, a, workers=1)
     results = {r.student: r for r in out["graded"]}
     assert (results["greedy"].score, results["greedy"].reasons) == (15.0, [])
     for student in ("rule", "own-model"):

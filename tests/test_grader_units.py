@@ -11,7 +11,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from autograder import checks, contract, grading, sandbox, wire
+from autograder import checks, cli, contract, grading, sandbox, wire
 from autograder import notebook as nbparse
 
 
@@ -245,7 +245,7 @@ def test_sandbox_command_isolates_network_course_files_and_uid(tmp_path):
         "--unshare-net" in command and "--die-with-parent" in command and "--new-session" in command
     )
     assert "--reuid=61234" in command and "--clearenv" in command
-    repo = str(sandbox.Path(grading.__file__).resolve().parents[1])
+    repo = str(sandbox.Path(grading.__file__).resolve().parents[2])
     bound = [command[i + 1] for i, arg in enumerate(command) if arg in ("--ro-bind", "--bind")]
     # the reference and the hidden checks stay out; of the grader, only the worker and the
     # contract it imports go in
@@ -267,7 +267,7 @@ def test_summary_table_lists_reasons():
     result = grading.SubmissionResult(
         "alice", "hw", 1, score=2, max_score=5, reasons=["timeout", "crash"]
     )
-    table = grading.summary_table([result], [("bob", "already graded")])
+    table = cli.summary_table([result], [("bob", "already graded")])
     assert "alice    2      5    timeout, crash" in table and "skipped: already graded" in table
 
 
@@ -374,7 +374,7 @@ def test_a_sandbox_that_breaks_before_the_first_event_is_the_graders_failure():
 def test_check_data_computed_in_a_forked_child_equals_the_inline_one():
     """`grade` computes the check data in a forked child (the reference package's imports
     overlap nbgrader's); the limits it sends first and the work are what `prepare` gives."""
-    course = sandbox.Path(grading.__file__).resolve().parent
+    course = sandbox.Path(grading.__file__).resolve().parents[1]
     spec = nbparse.load_assignment(course, "ch1_pooling")
     args = (course, "ch1_pooling", 7, sandbox.Limits(), True, grading.REGISTRY, spec)
     forked, inline = grading.Preparing(*args, fork=True), grading.Preparing(*args, fork=False)

@@ -1,0 +1,212 @@
+"""Grade an assignment: prepare -> run -> verdict -> record, isolated per submission.
+
+One concern per module:
+
+- `work`: `prepare` builds, once per assignment, everything a worker needs (`AssignmentWork`:
+  the spec from the source notebook, the release's public files, the chapter's limits and
+  its check data for the seed, encoded with the contract's one codec); a `GradeJob` carries
+  one submission's bytes. Both pickle.
+- `run`: `run_program` drives the sandbox within the submission's wall-clock budget, kept on
+  the trusted side; a cell or task that times out or crashes is skipped and the rest rerun.
+- `verdict`: `judge` compares every returned value with the reference on the trusted side,
+  with the contract's messages only.
+- `submission`: `grade_submission(job, work)` = parse, run, verdict; it never raises:
+  anything that goes wrong on the trusted side is the reason "grader error" for that
+  submission alone, which is then not recorded (a rerun retries it).
+- `pool`: the started sandboxes of this process, reused across jobs.
+- `schedule`: local threads or a Dask cluster behind one interface.
+- `results`: the typed results (`TaskResult`, `SubmissionResult`).
+- here: `grade_assignment`, the queue, the per-submission locks and the gradebook (only
+  this process writes it).
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+from autograder import notebook as nbparse
+from autograder.grading.pool import POOL, SandboxPool, sandbox_key
+from autograder.grading.results import GRADER_ERROR, SubmissionResult, TaskResult
+from autograder.grading.run import END_REASONS, LOST_RERUNS, RunRecord, run_program
+from autograder.grading.schedule import Dask, Local
+from autograder.grading.submission import grade_submission
+from autograder.grading.verdict import judge
+from autograder.grading.work import (
+    REGISTRY,
+    AssignmentWork,
+    GradeJob,
+    Preparing,
+    cases_for,
+    effective_limits,
+    file_sha256,
+    make_cases_payload,
+    make_job,
+    prepare,
+    release_files,
+    release_root,
+    submission_path,
+)
+from autograder.sandbox import DEFAULT_LIMITS, Limits, preload_for, require_sandbox
+
+__all__ = [
+    "END_REASONS",
+    "GRADER_ERROR",
+    "LOST_RERUNS",
+    "POOL",
+    "REGISTRY",
+    "AssignmentWork",
+    "GradeJob",
+    "Preparing",
+    "RunRecord",
+    "SandboxPool",
+    "SubmissionResult",
+    "TaskResult",
+    "cases_for",
+    "effective_limits",
+    "grade_assignment",
+    "grade_submission",
+    "judge",
+    "list_students",
+    "make_cases_payload",
+    "make_job",
+    "prepare",
+    "run_program",
+    "sandbox_key",
+]
+
+#: called after each submission is graded or skipped: (student, done, total)
+ProgressCallback = Callable[[str, int, int], None]
+
+
+def list_students(course: Path, assignment: str) -> list[str]:
+    root = Path(course) / "submitted"
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / assignment).is_dir())
+
+
+def grade_assignment(
+    course,
+    assignment: str,
+    *,
+    workers: int = 2,
+    students=None,
+    force: bool = False,
+    cluster: str | None = None,
+    sandboxed: bool = True,
+    limits: Limits = DEFAULT_LIMITS,
+    seed: int | None = None,
+    progress: ProgressCallback | None = None,
+    registry: ModuleType = REGISTRY,
+    keep_sandboxes: bool = False,
+) -> dict:
+    """Grade every (or the given) submission; returns {"graded": [...], "skipped": [...],
+    "seed": s, "rerun": [students with a grader error], "startup_seconds", "grading_seconds"}.
+    `progress` is called after each submission is graded or skipped (the CLI draws a bar)."""
+    from autograder.gradebook import Recorder
+
+    called = time.monotonic()
+    course = Path(course).resolve()
+    if sandboxed:
+        require_sandbox()  # before any work: say what to install (or to run as root), never run unsandboxed
+    spec = nbparse.load_assignment(course, assignment)
+    seed = secrets.randbits(31) if seed is None else int(seed)
+    wanted = list_students(course, assignment) if not students else list(students)
+    preparing = Preparing(course, assignment, seed, limits, sandboxed, registry, spec)
+    recorder = Recorder(course, spec)  # nbgrader's gradebook, while the check data is computed
+    recorder.check_gradebook()
+    warming = None
+    if not cluster and wanted:  # the sandboxes start as soon as the chapter's limits are known
+        key = (
+            release_root(assignment, release_files(course, assignment)),
+            preparing.limits(),
+            sandboxed,
+            preload_for(spec.imports),
+        )
+        warming = threading.Thread(target=POOL.warm, args=(key, max(1, workers)))
+        warming.start()
+    work = preparing.work()
+    jobs, skipped = [], []
+    for student in wanted:
+        if not force and recorder.already_graded(
+            student, file_sha256(submission_path(course, assignment, student))
+        ):
+            skipped.append((student, "already graded"))
+        else:
+            jobs.append(student)
+    recorder.log_run(seed, jobs)
+    if warming is not None:
+        warming.join()
+    startup = time.monotonic() - called  # the check data computed, the sandboxes started
+    graded: list[SubmissionResult] = []
+    done = 0
+
+    def step(student: str) -> None:
+        nonlocal done
+        done += 1
+        if progress:
+            progress(student, done, len(jobs))
+
+    scheduler = Dask(work, cluster) if cluster else Local(work, workers, keep_sandboxes)
+    in_flight: dict = {}
+    queue = list(jobs)
+    try:
+        while queue or in_flight:
+            while queue and len(in_flight) < scheduler.in_flight:
+                student = queue.pop(0)
+                lock = recorder.try_lock(student)
+                if lock is None:
+                    skipped.append((student, "being graded by another grader"))
+                    step(student)
+                    continue
+                job = make_job(course, assignment, student)
+                if not force and recorder.already_graded(student, job.sha256):
+                    lock.release()
+                    skipped.append((student, "already graded"))
+                    step(student)
+                    continue
+                in_flight[scheduler.submit(job)] = (job, lock)
+            if not in_flight:
+                break
+            for future in scheduler.wait(list(in_flight)):
+                job, lock = in_flight.pop(future)
+                try:
+                    graded.append(_collect(future, job, work, recorder))
+                finally:
+                    lock.release()
+                step(job.student)
+    finally:
+        scheduler.close()
+    rerun = [r.student for r in graded if not r.complete]
+    return {
+        "graded": graded,
+        "skipped": skipped,
+        "seed": seed,
+        "rerun": rerun,
+        "startup_seconds": startup,
+        "grading_seconds": time.monotonic() - called - startup,  # first job to last record
+    }
+
+
+def _collect(future, job: GradeJob, work: AssignmentWork, recorder) -> SubmissionResult:
+    """The finished job's result, recorded; any failure here is that submission's grader error."""
+    try:
+        result = future.result()
+    except Exception as err:  # noqa: BLE001 - e.g. a Dask worker died: this submission only
+        result = SubmissionResult(job.student, work.assignment, work.seed, complete=False)
+        result.add_reason(
+            GRADER_ERROR, f"{type(err).__name__} while running the job; rerun to retry"
+        )
+    if not result.complete:
+        return result  # nothing recorded: a rerun grades it again
+    try:
+        recorder.record(result)
+    except Exception as err:  # noqa: BLE001
+        result.complete = False
+        result.add_reason(GRADER_ERROR, f"{type(err).__name__} while recording; rerun to retry")
+    return result

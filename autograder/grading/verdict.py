@@ -1,0 +1,159 @@
+"""Verdict: compare every returned value with the reference, on the trusted side.
+
+Messages come from the contract only (fixed text and numbers computed here: no text from the
+submission); the cell outputs shown in the feedback are the cell's own captured output and
+the grader's reason for stopping it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from autograder import contract
+from autograder.grading.results import SubmissionResult, TaskResult
+from autograder.grading.run import RunRecord
+from autograder.grading.work import tasks_of
+
+#: an error code that is also a failure reason of its own
+ERROR_REASONS = {
+    "MemoryError": "memory",
+    contract.FILE_TOO_LARGE: "output too large",
+    "EOFError": "input() called",
+}
+MISSING = {"undefined": "is not defined", "not_callable": "is not a function"}
+SHOWN = 5  # failing cases listed per check
+
+
+@dataclass
+class CheckOutcome:
+    """What one check call of a test cell came to: the failing cases' messages (public and
+    hidden apart), [check, case name, hidden, passed] per case (recorded in the gradebook's
+    record), and the one message that replaces them all when the task never ran."""
+
+    check: str
+    n_public: int = 0
+    n_hidden: int = 0
+    public: list = field(default_factory=list)
+    hidden: list = field(default_factory=list)
+    cases: list = field(default_factory=list)
+    fatal: str | None = None
+
+
+def judge(spec, check_specs: dict, all_cases, record: RunRecord, result: SubmissionResult) -> None:
+    tasks = tasks_of(spec)
+    per_test: dict = {t.grade_id: [] for t in spec.tests}
+    for task_index, (grade_id, check, function) in enumerate(tasks):
+        cases = all_cases[task_index]
+        check_spec = check_specs[check]
+        outcome = CheckOutcome(check, n_hidden=sum(c.hidden for c in cases))
+        outcome.n_public = len(cases) - outcome.n_hidden
+        if task_index in record.missing:
+            what = MISSING[record.missing[task_index]]
+            outcome.fatal = f"{check}: `{function}` {what}: did the cell that defines it raise an error, or was it renamed?"
+            result.add_reason("missing function", f"`{function}` {what}")
+        elif task_index in record.failed_tasks:
+            reason, note = record.failed_tasks[task_index]
+            outcome.fatal = f"{check}: stopped by the grader ({reason}: {note})"
+            result.add_reason(reason, f"{check}: {note}")
+        for case_index, (case, hidden, expected, mistakes) in enumerate(cases):
+            got = record.outcomes.get((task_index, case_index))
+            if outcome.fatal or got is None:
+                passed, message = False, outcome.fatal or f"case '{case.name}': no result"
+            else:
+                if got["kind"] == "error" and got["code"] in ERROR_REASONS:
+                    result.add_reason(
+                        ERROR_REASONS[got["code"]], f"{check}, case '{case.name}': {got['code']}"
+                    )
+                passed, message = contract.judge(check_spec, case.name, expected, got, mistakes)
+            outcome.cases.append([check, case.name, hidden, passed])
+            if not passed:
+                (outcome.hidden if hidden else outcome.public).append(message)
+        per_test[grade_id].append(outcome)
+
+    for test in spec.tests:
+        outcomes = per_test[test.grade_id]
+        passed = bool(outcomes) and all(not o.public and not o.hidden for o in outcomes)
+        lines, wrong, cases = [], [], []
+        for o in outcomes:
+            cases += o.cases
+            if o.fatal:
+                lines.append(o.fatal)
+                wrong.append(o.fatal)
+                continue
+            if not o.public and not o.hidden:
+                lines.append(
+                    f"{o.check}: all {o.n_public} public and {o.n_hidden} hidden cases passed"
+                )
+            for hidden, n in ((False, o.n_public), (True, o.n_hidden)):
+                failures = o.hidden if hidden else o.public
+                if failures:
+                    lines.append(contract.summary(o.check, failures, n, hidden, shown=SHOWN))
+                wrong += failures
+        if not outcomes:
+            lines.append("this test cell calls no check")
+        result.tasks.append(
+            TaskResult(
+                test.grade_id,
+                test.points if passed else 0.0,
+                test.points,
+                "\n".join(lines),
+                cases,
+                wrong,
+                passed,
+            )
+        )
+    result.score = float(sum(t.points for t in result.tasks))
+
+
+def cell_outputs(program, record: RunRecord, result: SubmissionResult) -> None:
+    for program_index, origin in enumerate(program.origin):
+        if origin is None:  # a locked cell put back from the source: no output to show
+            if program_index in record.failed_cells:
+                reason, detail = record.failed_cells[program_index]
+                result.add_reason(reason, f"a restored locked cell: {detail}")
+            continue
+        outputs = []
+        event = record.cells.get(program_index)
+        if event and event["output"]:  # the cell's own output: it ran before any case was sent
+            outputs.append({"output_type": "stream", "name": "stdout", "text": event["output"]})
+        if event and event["error"]:
+            code = event["error"]
+            if code in ERROR_REASONS:
+                result.add_reason(ERROR_REASONS[code], f"cell {origin + 1}: {code}")
+            outputs.append(
+                {
+                    "output_type": "error",
+                    "ename": code,
+                    "evalue": f"the cell raised {code}",
+                    "traceback": [f"{code}: the cell raised {code}"],
+                }
+            )
+        if program_index in record.failed_cells:
+            reason, detail = record.failed_cells[program_index]
+            note = f"notebook cell {origin + 1}: {detail}"
+            result.add_reason(reason, note)
+            outputs.append(
+                {
+                    "output_type": "error",
+                    "ename": reason.replace(" ", "_"),
+                    "evalue": f"stopped by the grader: {note}",
+                    "traceback": [f"stopped by the grader: {note}"],
+                }
+            )
+        result.cell_outputs[origin] = outputs
+
+
+def not_graded(spec, result: SubmissionResult, reason: str, note: str) -> None:
+    result.add_reason(reason, note)
+    result.tasks = [
+        TaskResult(
+            test.grade_id,
+            0.0,
+            test.points,
+            f"not graded: {note}",
+            [[c, "all cases", False, False] for c, _f in test.checks],
+            [note],
+            False,
+        )
+        for test in spec.tests
+    ]
+    result.score = 0.0
