@@ -221,7 +221,7 @@ def graded(tmp_path_factory):
     # a file beside the notebook: the formgrader serves the autograded folder's files
     (path.parent / "answer.html").write_text(f"<script>{_mark('extra-file')}</script>")
     limits = sandbox.Limits(cell_seconds=60, task_seconds=60, submission_seconds=240)
-    outcome = grading.grade_assignment(course, A, workers=1, limits=limits, progress=False)
+    outcome = grading.grade_assignment(course, A, workers=1, limits=limits)
     (result,) = outcome["graded"]
     assert result.score == 12.0 and not result.reasons, (result.score, result.notes)
     assert cli.main(["--course", str(course), "feedback", A]) == 0
