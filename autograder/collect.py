@@ -30,6 +30,8 @@ from pathlib import Path
 
 from nbgrader.plugins.zipcollect import ExtractorPlugin, FileNameCollectorPlugin
 
+from autograder.gradebook_ids import PLAIN_NAME
+
 #: a notebook with its figures is a few MiB; more than this is not a submission
 MAX_MEMBER_BYTES = 64 << 20
 #: what one archive may unpack to in all
@@ -37,8 +39,6 @@ MAX_TOTAL_BYTES = 2 << 30
 MAX_NAME_BYTES = 1024  # a whole member name
 MAX_PART_BYTES = 255  # one path component (the Linux limit)
 ARCHIVE_SUFFIXES = (".zip", ".gz", ".tgz", ".tar", ".bz2", ".xz", ".7z", ".rar")
-#: a student id or a file id: what nbgrader turns into a folder or file name
-PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}\Z")
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 CHUNK = 1 << 20
 

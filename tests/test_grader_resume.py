@@ -73,3 +73,15 @@ def test_force_regrades_and_student_option_limits_the_batch(course):
         ("s01", 1, 2),
     ]
     assert corpus.gradebook_scores(course) == expected
+
+
+def test_a_submitted_folder_that_is_not_a_plain_student_id_is_skipped_with_a_reason(course):
+    """A folder put under submitted/ by hand (not by `collect`, which refuses such ids) never
+    reaches nbgrader's gradebook or its pages; the rest of the batch is graded."""
+    expected = corpus.slow_batch(course, 1)
+    hostile = '<img src=x onerror="alert(1)">'
+    corpus.write_submission(course, A, hostile, corpus.solved(course, A))
+    out = grading.grade_assignment(course, A, workers=1)
+    assert [r.student for r in out["graded"]] == ["s00"]
+    assert out["skipped"] == [(ascii(hostile), "not a plain student id (letters, digits, ._@+-)")]
+    assert corpus.gradebook_scores(course) == expected

@@ -30,6 +30,7 @@ from pathlib import Path
 from types import ModuleType
 
 from autograder import notebook as nbparse
+from autograder.gradebook_ids import PLAIN_NAME
 from autograder.grading.pool import POOL, SandboxPool, sandbox_key
 from autograder.grading.results import GRADER_ERROR, SubmissionResult, TaskResult
 from autograder.grading.run import END_REASONS, LOST_RERUNS, RunRecord, run_program
@@ -133,7 +134,9 @@ def grade_assignment(
     work = preparing.work()
     jobs, skipped = [], []
     for student in wanted:
-        if not force and recorder.already_graded(
+        if not PLAIN_NAME.match(student):  # a folder made by hand: never into the gradebook
+            skipped.append((ascii(student)[:60], "not a plain student id (letters, digits, ._@+-)"))
+        elif not force and recorder.already_graded(
             student, file_sha256(submission_path(course, assignment, student))
         ):
             skipped.append((student, "already graded"))
