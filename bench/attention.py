@@ -140,10 +140,10 @@ def bench_speed(batch, heads, n, d, repeats, threads):
     qt, kt, vt = torch.from_numpy(q), torch.from_numpy(k), torch.from_numpy(v)
     scores = np.empty((batch, heads, n, n), np.float32)
     out = np.empty_like(q)
-    kt = np.swapaxes(k, -1, -2)
+    k_t = np.swapaxes(k, -1, -2)  # (B, h, d, n), a view
 
     def blas_alone():  # the two products of any unfused kernel, nothing between them
-        np.matmul(q, kt, out=scores)
+        np.matmul(q, k_t, out=scores)
         np.matmul(scores, v, out=out)
 
     fns = {
@@ -164,7 +164,7 @@ def bench_speed(batch, heads, n, d, repeats, threads):
             )  # same answer, float32 rounding
         blas_alone()
         np.testing.assert_allclose(  # the floor computes the unnormalised products
-            scores, q @ kt, rtol=1e-5, atol=1e-4
+            scores, q @ k_t, rtol=1e-5, atol=1e-4
         )
         np.testing.assert_allclose(
             naive_torch_attention(qt, kt, vt).numpy(), ref, rtol=1e-3, atol=1e-4
