@@ -3,7 +3,7 @@
 One module per chapter; everything the book shows and the grader compares against:
 
 - ``pooling``: average/max pooling, Nadaraya-Watson kernel regression, bandwidth fitting.
-- ``soft_hard``: score functions, soft (cache-blocked) and hard attention, REINFORCE and
+- ``soft_hard``: score functions, soft and hard attention, REINFORCE and
   Gumbel-softmax; it re-exports the chapter's PyTorch models from ``soft_hard_models``.
 - ``seq2seq``: an encoder-decoder with Bahdanau or Luong attention on a synthetic task,
   and Luong's local attention.
@@ -16,7 +16,10 @@ One module per chapter; everything the book shows and the grader compares agains
 Shared by all chapters (``docs/conventions.md``):
 
 - ``conventions``: float conversion, shape and mask checks, the masked softmax (NumPy and
-  torch), the cache blocking of the attention functions.
+  torch), the cache blocking of the fast attention functions.
+- ``fast_attention``: the plain references' fast twins (``fast_attention``,
+  ``fast_online_softmax_attention``), cache-blocked and threaded, tested equal to them;
+  what the benchmark and the timing figures call.
 - ``training``: ``seeded`` and ``train_loop``, the one seeded training loop of every
   PyTorch model; trainers return ``(model, history)``.
 """

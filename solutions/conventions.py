@@ -2,7 +2,10 @@
 
 - ``as_float``: the one float conversion (float32/float64 kept, ints become float64).
 - ``check_mask``, ``check_shape``, ``check_int``, ``check_batch``: argument validators whose
-  errors name the argument, the expected shape in named dimensions and what was received.
+  errors name the argument, the expected shape in named dimensions and what was received;
+  ``check_attention``: all of them for the ``(q, k, v, mask)`` of an attention function, and
+  ``check_projections`` for the weight matrices that make q, k, v from a sequence, so that
+  a function's validation is one line.
 - ``masked_softmax`` (NumPy) and ``masked_softmax_torch`` (its differentiable twin): the
   max-shifted softmax over the last axis, with masks where True = "may attend"; a row with
   no allowed key gets all-zero weights, never NaN.
@@ -30,6 +33,8 @@ __all__ = [
     "check_shape",
     "check_batch",
     "check_mask",
+    "check_attention",
+    "check_projections",
     "softmax",
     "masked_softmax",
     "masked_softmax_into",
@@ -139,6 +144,52 @@ def check_mask(mask, shape: tuple, name: str = "scores", context: str = "") -> n
             + (f" ({context})" if context else "")
         )
     return mask
+
+
+def check_attention(q, k, v, mask=None, same_width: bool = False):
+    """The validated ``(q, k, v, mask)`` of an attention function.
+
+    q: (..., n_q, d_q), k: (..., n_k, d_k), v: (..., n_k, d_v), as float arrays (``as_float``)
+    with batch dims that broadcast; ``same_width`` demands d_q = d_k (a dot-product score).
+    v takes the dtype of q and k, the precision of the scores (float32 stays float32).
+    mask: None, or a boolean mask broadcastable to the scores (..., n_q, n_k), returned
+    broadcast to that shape (a read-only view, no copy).
+    """
+    q, k, v = as_float(q, "q"), as_float(k, "k"), as_float(v, "v")
+    batch = check_batch(("q", q), ("k", k))  # the batch dims of the scores
+    if same_width and q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"expected keys of width {q.shape[-1]} to match queries, got {k.shape[-1]}: "
+            f"q has shape {q.shape}, k has shape {k.shape}"
+        )
+    if v.ndim < 2 or v.shape[-2] != k.shape[-2]:
+        raise ValueError(
+            f"expected one value per key: values (..., n_k, d_v) with n_k = {k.shape[-2]} "
+            f"as in keys {k.shape}, got values of shape {v.shape}"
+        )
+    check_batch(("q", q), ("k", k), ("v", v))
+    if mask is not None:
+        scores = batch + (q.shape[-2], k.shape[-2])
+        mask = np.broadcast_to(check_mask(mask, scores), scores)
+    return q, k, v.astype(np.result_type(q, k), copy=False), mask
+
+
+def check_projections(*projections: tuple[str, np.ndarray, str, object]) -> list[np.ndarray]:
+    """The float weights of projections ``x @ w``, each given as ``(x_name, x, w_name, w)``.
+
+    x: an already checked ``(..., n, d_in)`` array; w must be ``(d_in, d_out)``: 2-D, with as
+    many rows as x has features. Returns the weights as float arrays (``as_float``), in order.
+    """
+    weights = []
+    for x_name, x, w_name, w in projections:
+        w = as_float(w, w_name)
+        if w.ndim != 2 or w.shape[0] != x.shape[-1]:
+            raise ValueError(
+                f"expected {w_name} of shape (d_in, d_out) with d_in = {x.shape[-1]} (the width "
+                f"of {x_name} {x.shape}), got {w.shape}: the projection is {x_name} @ {w_name}"
+            )
+        weights.append(w)
+    return weights
 
 
 # ----------------------------------------------------------------------------------------

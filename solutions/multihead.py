@@ -48,7 +48,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from solutions.conventions import as_float, check_mask, masked_softmax_torch
+from solutions.conventions import as_float, check_mask, check_projections, masked_softmax_torch
 from solutions.self_attention import sinusoidal_positions
 from solutions.soft_hard import attention
 from solutions.training import train_loop
@@ -126,6 +126,39 @@ def merge_heads(x):
 # multi-head attention in NumPy, eqs. ch5-head to ch5-flops
 
 
+def _check_multihead(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask):
+    """The float arrays of ``multihead_attention`` and its mask, shared by every head:
+    ``(..., 1, n_q, n_kv)`` when it has batch dims, so that it broadcasts over the heads."""
+    x_q, x_kv = as_float(x_q, "x_q"), as_float(x_kv, "x_kv")
+    if x_q.ndim < 2 or x_kv.ndim < 2:
+        raise ValueError(
+            f"expected x_q (..., n_q, d_q) and x_kv (..., n_kv, d_kv), got {x_q.shape} and {x_kv.shape}"
+        )
+    w_q, w_k, w_v = check_projections(
+        ("x_q", x_q, "w_q", w_q), ("x_kv", x_kv, "w_k", w_k), ("x_kv", x_kv, "w_v", w_v)
+    )
+    d_model = w_q.shape[1]
+    if w_k.shape[1] != d_model or w_v.shape[1] != d_model:
+        raise ValueError(
+            f"expected w_q, w_k, w_v to project to the same d_model, got w_q {w_q.shape}, "
+            f"w_k {w_k.shape}, w_v {w_v.shape}"
+        )
+    w_o = as_float(w_o, "w_o")
+    if w_o.ndim != 2 or w_o.shape[0] != d_model:
+        raise ValueError(
+            f"expected w_o of shape (d_model, d_out) with d_model = {d_model} (the width of the "
+            f"concatenated heads), got {w_o.shape}"
+        )
+    _check_heads(d_model, num_heads)
+    if mask is not None:
+        batch = np.broadcast_shapes(x_q.shape[:-2], x_kv.shape[:-2])
+        target = batch + (x_q.shape[-2], x_kv.shape[-2])
+        mask = check_mask(mask, target, name="(..., n_q, n_kv)", context="one mask for all heads")
+        if mask.ndim >= 3:
+            mask = np.expand_dims(mask, -3)  # (..., 1, n_q, n_kv): the same for every head
+    return x_q, x_kv, w_q, w_k, w_v, w_o, mask
+
+
 def multihead_attention(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None):
     """Multi-head scaled dot-product attention, {eq}`ch5-head` and {eq}`ch5-multihead-eq`.
 
@@ -139,52 +172,14 @@ def multihead_attention(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None):
           head; None = all.
     Returns ``(output, weights)``: output (..., n_q, d_out), weights (..., h, n_q, n_kv).
     """
-    x_q, x_kv = as_float(x_q, "x_q"), as_float(x_kv, "x_kv")
-    w_q, w_k = as_float(w_q, "w_q"), as_float(w_k, "w_k")
-    w_v, w_o = as_float(w_v, "w_v"), as_float(w_o, "w_o")
-    if x_q.ndim < 2 or x_kv.ndim < 2:
-        raise ValueError(
-            f"expected x_q (..., n_q, d_q) and x_kv (..., n_kv, d_kv), got {x_q.shape} and {x_kv.shape}"
-        )
-    for name, w, x_name, x in (
-        ("w_q", w_q, "x_q", x_q),
-        ("w_k", w_k, "x_kv", x_kv),
-        ("w_v", w_v, "x_kv", x_kv),
-    ):
-        if w.ndim != 2 or w.shape[0] != x.shape[-1]:
-            raise ValueError(
-                f"expected {name} of shape ({x.shape[-1]}, d_model) to match the width of "
-                f"{x_name} {x.shape}, got {w.shape}: the projection is {x_name} @ {name}"
-            )
-    d_model = w_q.shape[1]
-    if w_k.shape[1] != d_model or w_v.shape[1] != d_model:
-        raise ValueError(
-            f"expected w_q, w_k, w_v to project to the same d_model, got w_q {w_q.shape}, "
-            f"w_k {w_k.shape}, w_v {w_v.shape}"
-        )
-    if w_o.ndim != 2 or w_o.shape[0] != d_model:
-        raise ValueError(
-            f"expected w_o of shape (d_model, d_out) with d_model = {d_model} (the width of the "
-            f"concatenated heads), got {w_o.shape}"
-        )
-    _check_heads(d_model, num_heads)
-    if mask is not None:
-        target = np.broadcast_shapes(x_q.shape[:-2], x_kv.shape[:-2]) + (
-            x_q.shape[-2],
-            x_kv.shape[-2],
-        )
-        mask = check_mask(mask, target, name="(..., n_q, n_kv)", context="one mask for all heads")
-        if mask.ndim >= 3:
-            mask = np.expand_dims(mask, -3)  # (..., 1, n_q, n_kv): the same for every head
-
-    q = split_heads(x_q @ w_q, num_heads)  # (..., h, n_q, d_h)
+    x_q, x_kv, w_q, w_k, w_v, w_o, mask = _check_multihead(
+        x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask
+    )
+    q = split_heads(x_q @ w_q, num_heads)  # (..., h, n_q, d_h): head i is x_q W_q^i
     k = split_heads(x_kv @ w_k, num_heads)  # (..., h, n_kv, d_h)
     v = split_heads(x_kv @ w_v, num_heads)  # (..., h, n_kv, d_h)
-    heads, weights = attention(q, k, v, mask=mask)  # (..., h, n_q, d_h), (..., h, n_q, n_kv)
-    output = (
-        merge_heads(heads) @ w_o
-    )  # (..., n_q, d_model) @ (d_model, d_out), eq. ch5-multihead-eq
-    return output, weights
+    heads, weights = attention(q, k, v, mask=mask)  # every head at once, eq. ch5-head
+    return merge_heads(heads) @ w_o, weights  # Concat(head_1..head_h) W_o, eq. ch5-multihead-eq
 
 
 def multihead_param_count(d_model, num_heads, bias=True):

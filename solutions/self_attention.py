@@ -11,7 +11,8 @@ What this file builds, in the order the chapter derives it:
 - ``sinusoidal_positions``: the fixed positional encoding of Vaswani et al., and
   ``offset_rotation``: the matrix that moves an encoding k positions along, {eq}`ch4-rotation`.
 - ``online_softmax_attention``: the flash-style algorithm; keys in blocks with a running
-  max and a running sum, never materialising the ``(n_q, n_k)`` weight matrix.
+  max and a running sum, never materialising the ``(n_q, n_k)`` weight matrix (its tiled,
+  threaded twin for speed: ``solutions.fast_attention.fast_online_softmax_attention``).
 - ``peak_memory``: the peak number of bytes NumPy allocates while a call runs
   (``tracemalloc``), to compare the naive and blocked algorithms.
 
@@ -37,18 +38,7 @@ import tracemalloc
 
 import numpy as np
 
-from solutions.conventions import (
-    SHIFT_FREE_BOUND,
-    TILE_BYTES,
-    as_float,
-    check_batch,
-    check_int,
-    check_mask,
-    dot_scores_within,
-    flatten_batch,
-    query_blocks,
-    run_blocks,
-)
+from solutions.conventions import as_float, check_attention, check_int, check_projections
 from solutions.soft_hard import attention
 
 __all__ = [
@@ -67,6 +57,22 @@ __all__ = [
 # self-attention, eqs. ch4-qkv and ch4-self-attention
 
 
+def _check_self_attention(x, w_q, w_k, w_v):
+    """x (..., n, d_in) and the three projections (d_in, d_k), (d_in, d_k), (d_in, d_v)."""
+    x = as_float(x, "x")
+    if x.ndim < 2:
+        raise ValueError(f"expected x of shape (..., n, d_in), got {x.shape}")
+    w_q, w_k, w_v = check_projections(
+        ("x", x, "w_q", w_q), ("x", x, "w_k", w_k), ("x", x, "w_v", w_v)
+    )
+    if w_q.shape[1] != w_k.shape[1]:
+        raise ValueError(
+            f"expected w_q and w_k to project to the same width d_k (queries are compared with "
+            f"keys), got w_q {w_q.shape} and w_k {w_k.shape}"
+        )
+    return x, w_q, w_k, w_v
+
+
 def self_attention(x, w_q, w_k, w_v, mask=None):
     """Scaled dot-product self-attention of a sequence with itself, {eq}`ch4-qkv` and {eq}`ch4-self-attention`.
 
@@ -79,25 +85,8 @@ def self_attention(x, w_q, w_k, w_v, mask=None):
     Without positional information the result is permutation-equivariant: permuting the
     rows of ``x`` (and the mask accordingly) permutes the rows of the output.
     """
-    x = as_float(x, "x")
-    w_q, w_k, w_v = as_float(w_q, "w_q"), as_float(w_k, "w_k"), as_float(w_v, "w_v")
-    if x.ndim < 2:
-        raise ValueError(f"expected x of shape (..., n, d_in), got {x.shape}")
-    d_in = x.shape[-1]
-    for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v)):
-        if w.ndim != 2 or w.shape[0] != d_in:
-            raise ValueError(
-                f"expected {name} of shape (d_in, d_out) with d_in = {d_in} (the width of x "
-                f"{x.shape}), got {w.shape}: the projection is x @ {name}"
-            )
-    if w_q.shape[1] != w_k.shape[1]:
-        raise ValueError(
-            f"expected w_q and w_k to project to the same width d_k (queries are compared with "
-            f"keys), got w_q {w_q.shape} and w_k {w_k.shape}"
-        )
-    q = x @ w_q  # (..., n, d_k)
-    k = x @ w_k  # (..., n, d_k)
-    v = x @ w_v  # (..., n, d_v)
+    x, w_q, w_k, w_v = _check_self_attention(x, w_q, w_k, w_v)
+    q, k, v = x @ w_q, x @ w_k, x @ w_v  # (..., n, d_k), (..., n, d_k), (..., n, d_v)
     return attention(q, k, v, mask=mask, score="scaled_dot")  # (..., n, d_v), (..., n, n)
 
 
@@ -214,7 +203,7 @@ def offset_rotation(k, d):
 
 
 def online_softmax_attention(q, k, v, block_size=128, mask=None):
-    """Scaled dot-product attention computed over blocks of keys with an online softmax.
+    """Scaled dot-product attention computed over blocks of keys with an online softmax, {eq}`ch4-online`.
 
     q:    (..., n_q, d_k) queries
     k:    (..., n_k, d_k) keys
@@ -224,67 +213,33 @@ def online_softmax_attention(q, k, v, block_size=128, mask=None):
     Returns the output (..., n_q, d_v), equal to ``attention(q, k, v, mask)[0]`` up to
     rounding; a query with no allowed key gets a zero output (``docs/conventions.md``).
 
-    Only a tile of (query rows) x (block_size keys) scores exists at any time, {eq}`ch4-online`: for each query we carry the running max m of its scores, the
-    running sum l of ``exp(s - m)`` and the running unnormalised output o. When a block
-    raises the max from m to m', the old sum and output are rescaled by ``exp(m - m')``;
-    dividing by l happens once, at the end. The weights themselves are never formed, so
-    none are returned. Query rows are taken ``TILE_BYTES`` of scores at a time, so m, l, o
-    and the tile stay in cache (the FlashAttention tiling); the query blocks share out
-    NumPy's BLAS threads like ``attention``'s.
+    Only (n_q x block_size) scores exist at any time: for each query we carry the running
+    max m of its scores, the running sum l of ``exp(s - m)`` and the running unnormalised
+    output o. When a block raises the max from m to m', the old sum and output are
+    rescaled by ``exp(m - m')``; dividing by l happens once, at the end. The weights are
+    never formed, so none are returned. The same computation on cache-sized tiles of query
+    rows, on threads: ``solutions.fast_attention.fast_online_softmax_attention``.
     """
-    q, k, v = as_float(q, "q"), as_float(k, "k"), as_float(v, "v")
+    q, k, v, mask = check_attention(q, k, v, mask, same_width=True)  # (conventions.py)
     block_size = check_int(block_size, "block_size", 1)
-    batch = check_batch(("q", q), ("k", k), ("v", v))
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"expected queries and keys of the same width d_k, got q {q.shape} and k {k.shape}"
-        )
-    if v.shape[-2] != k.shape[-2]:
-        raise ValueError(f"expected one value per key, got k {k.shape} and v {v.shape}")
-    dtype = np.result_type(q, k, v)
-    n_q, n_k, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
-    if mask is not None:
-        mask = check_mask(mask, batch + (n_q, n_k), name="(..., n_q, n_k)")
-        mask = flatten_batch(np.broadcast_to(mask, batch + (n_q, n_k)), batch)  # (P, n_q, n_k)
-
-    scale = dtype.type(1.0 / math.sqrt(q.shape[-1]))  # the 1/sqrt(d_k) of eq. ch4-self-attention
-    q3, k3, v3 = (flatten_batch(x.astype(dtype, copy=False), batch) for x in (q, k, v))  # (P, n, d)
-    output = np.empty(batch + (n_q, d_v), dtype)
-    o3 = output.reshape((-1, n_q, d_v))  # (P, n_q, d_v), a view
-
-    def attend(block):
-        p, r = block
-        qb = q3[p, r] * scale  # (P_b, r_b, d_k), scaled here: no copy of all of q
-        m = np.full(qb.shape[:-1] + (1,), -np.inf, dtype=dtype)  # running max of the scores
-        l = np.zeros_like(m)  # noqa: E741  (the l of the formula) running sum of exp(s - m)
-        o = np.zeros(qb.shape[:-1] + (d_v,), dtype=dtype)  # running sum of exp(s - m) v
-        # every |s| <= |q| |k| <= 60 (Cauchy-Schwarz, {eq}`ch4-cauchy-schwarz`): exp(s) is
-        # safe as it is, so m can stay 0 and nothing ever needs rescaling
-        bounded = dot_scores_within(qb, k3[p], SHIFT_FREE_BOUND)
-        for start in range(0, n_k, block_size):
-            keys = slice(start, min(start + block_size, n_k))
-            s = qb @ np.swapaxes(k3[p, keys], -1, -2)  # (P_b, r_b, b)
-            if mask is not None:
-                np.copyto(s, -np.inf, where=~mask[p, r, keys])
-            if bounded:
-                np.exp(s, out=s)  # p = exp(s), 0 where masked
-                l += s.sum(axis=-1, keepdims=True)  # noqa: E741
-                o += s @ v3[p, keys]
-                continue
-            m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # (P_b, r_b, 1)
-            # a row with nothing allowed so far keeps m = -inf: shift by 0 there (no inf - inf)
-            shift = np.where(np.isfinite(m_new), m_new, dtype.type(0))
-            np.subtract(s, shift, out=s)
-            np.exp(s, out=s)  # p = exp(s - m'), 0 where masked
-            rescale = np.exp(m - shift)  # (P_b, r_b, 1): exp(m - m'), 0 while m = -inf
-            l = l * rescale + s.sum(axis=-1, keepdims=True)  # noqa: E741
-            o = o * rescale + s @ v3[p, keys]  # (P_b, r_b, d_v)
-            m = m_new
-        o3[p, r] = o / np.where(l > 0, l, dtype.type(1))  # l = 0 only for a fully masked row
-
-    rows = max(1, TILE_BYTES // (min(block_size, max(n_k, 1)) * dtype.itemsize))
-    run_blocks(attend, query_blocks(o3.shape[0], n_q, rows))
-    return output
+    q = q / q.dtype.type(math.sqrt(q.shape[-1]))  # scores s = q k / sqrt(d_k)
+    m = np.full(q.shape[:-1] + (1,), -np.inf, dtype=v.dtype)  # running max, (..., n_q, 1)
+    l = np.zeros_like(m)  # noqa: E741  (the l of the formula) running sum of exp(s - m)
+    o = np.zeros(q.shape[:-1] + v.shape[-1:], dtype=v.dtype)  # running sum of exp(s - m) v
+    for start in range(0, k.shape[-2], block_size):
+        keys = slice(start, start + block_size)
+        s = q @ np.swapaxes(k[..., keys, :], -1, -2)  # (..., n_q, b), this block's scores
+        if mask is not None:
+            s = np.where(mask[..., keys], s, -np.inf)  # masked keys: exp(-inf) = 0
+        m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # m' = max(m, max_j s_j)
+        shift = np.where(np.isfinite(m_new), m_new, 0)  # m' = -inf: nothing allowed yet
+        s -= shift
+        np.exp(s, out=s)  # exp(s_j - m'), in place: one block of scores at a time
+        rescale = np.exp(m - shift)  # exp(m - m'), 0 while m = -inf
+        l = l * rescale + s.sum(axis=-1, keepdims=True)  # noqa: E741
+        o = o * rescale + s @ v[..., keys, :]
+        m = m_new
+    return o / np.where(l > 0, l, 1)  # l = 0 only for a query with no allowed key
 
 
 def peak_memory(fn, *args, **kwargs):

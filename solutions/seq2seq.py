@@ -275,6 +275,20 @@ def _attend(scores: np.ndarray, h: np.ndarray, mask):
     return context, weights
 
 
+def _check_bahdanau(s_prev, h, w_s, w_h, v, mask):
+    """The float arrays of ``bahdanau_context`` and its (B, n_in) mask, shapes checked."""
+    s_prev, h = _check_step_inputs(s_prev, h, "s_prev")
+    w_s, w_h, v = as_float(w_s, "w_s"), as_float(w_h, "w_h"), as_float(v, "v")
+    if v.ndim != 1:
+        raise ValueError(f"expected v of shape (d_att,), got {v.shape}")
+    (d_dec,), (d_enc,), (d_att,) = s_prev.shape[1:], h.shape[2:], v.shape
+    check_shape(
+        w_s, (d_dec, d_att), "w_s", "(d_dec, d_att)", f"s_prev is {s_prev.shape}, v is {v.shape}"
+    )
+    check_shape(w_h, (d_enc, d_att), "w_h", "(d_enc, d_att)", f"h is {h.shape}, v is {v.shape}")
+    return s_prev, h, w_s, w_h, v, _source_mask(mask, h)
+
+
 def bahdanau_context(s_prev, h, w_s, w_h, v, mask=None):
     """Additive (Bahdanau) attention for one decoder step, {eq}`ch3-bahdanau-score` and {eq}`ch3-bahdanau-context`.
 
@@ -286,17 +300,7 @@ def bahdanau_context(s_prev, h, w_s, w_h, v, mask=None):
     ``e_tj = v . tanh(s_{t-1} W_s + h_j W_h)``, ``a_t = softmax(e_t)``, ``c_t = a_t h``.
     A fully masked row gets zero weights and a zero context (``docs/conventions.md``).
     """
-    s_prev, h = _check_step_inputs(s_prev, h, "s_prev")
-    w_s, w_h, v = as_float(w_s, "w_s"), as_float(w_h, "w_h"), as_float(v, "v")
-    if v.ndim != 1:
-        raise ValueError(f"expected v of shape (d_att,), got {v.shape}")
-    (d_dec,), (d_enc,), (d_att,) = s_prev.shape[1:], h.shape[2:], v.shape
-    check_shape(
-        w_s, (d_dec, d_att), "w_s", "(d_dec, d_att)", f"s_prev is {s_prev.shape}, v is {v.shape}"
-    )
-    check_shape(w_h, (d_enc, d_att), "w_h", "(d_enc, d_att)", f"h is {h.shape}, v is {v.shape}")
-    mask = _source_mask(mask, h)
-
+    s_prev, h, w_s, w_h, v, mask = _check_bahdanau(s_prev, h, w_s, w_h, v, mask)
     features = np.tanh((s_prev @ w_s)[:, None, :] + h @ w_h)  # (B, 1, d_att) + (B, n_in, d_att)
     scores = features @ v  # (B, n_in)
     return _attend(scores, h, mask)  # (B, d_enc), (B, n_in)
@@ -338,6 +342,17 @@ def _luong_scores(h_t, h, w_a, kind, v):
     return features @ v  # (B, n_in)
 
 
+def _check_luong(h_t, h, w_c, kind, mask):
+    """The float arrays of ``luong_context`` and its (B, n_in) mask, shapes checked."""
+    if kind not in LUONG_KINDS:
+        raise ValueError(f"expected kind to be one of {LUONG_KINDS}, got {kind!r}")
+    h_t, h = _check_step_inputs(h_t, h, "h_t", same_width=True)
+    d = h_t.shape[1]
+    w_c = as_float(w_c, "w_c")
+    check_shape(w_c, (2 * d, d), "w_c", "(2d, d)")
+    return h_t, h, w_c, _source_mask(mask, h)
+
+
 def luong_context(h_t, h, w_a, w_c, kind, mask=None, v=None):
     """Luong attention for one decoder step (after the RNN step), {eq}`ch3-luong-scores` and {eq}`ch3-luong-output`.
 
@@ -351,14 +366,7 @@ def luong_context(h_t, h, w_a, w_c, kind, mask=None, v=None):
     Returns ``(h_tilde (B, d), weights (B, n_in))`` with ``c_t = a_t h`` and
     ``h_tilde = tanh([c_t; h_t] W_c)``. A fully masked row gets zero weights (then c_t = 0).
     """
-    if kind not in LUONG_KINDS:
-        raise ValueError(f"expected kind to be one of {LUONG_KINDS}, got {kind!r}")
-    h_t, h = _check_step_inputs(h_t, h, "h_t", same_width=True)
-    d = h_t.shape[1]
-    w_c = as_float(w_c, "w_c")
-    check_shape(w_c, (2 * d, d), "w_c", "(2d, d)")
-    mask = _source_mask(mask, h)
-
+    h_t, h, w_c, mask = _check_luong(h_t, h, w_c, kind, mask)  # w_a and v: in _luong_scores
     context, weights = _attend(_luong_scores(h_t, h, w_a, kind, v), h, mask)  # (B, d), (B, n_in)
     h_tilde = np.tanh(np.concatenate([context, h_t], axis=-1) @ w_c)  # (B, 2d) @ (2d, d)
     return h_tilde, weights

@@ -6,8 +6,9 @@ What this file builds, in the order the chapter derives it:
   query row with no allowed key gets all-zero weights (never NaN).
 - Score functions ``dot_score``, ``scaled_dot_score``, ``general_score``,
   ``additive_score``, ``cosine_score``: how well each query matches each key.
-- ``attention``: soft attention, ``softmax(score(q, k)) @ v``, with an optional mask,
-  computed in cache-sized blocks of query rows (``block_rows=None``: unblocked).
+- ``attention``: soft attention, ``softmax(score(q, k)) @ v``, with an optional mask, written
+  as its equation; the cache-blocked, multi-threaded version of the same computation is
+  ``solutions.fast_attention.fast_attention``, tested equal to this one.
 - ``hard_attention``, ``reinforce_grad``, ``gumbel_softmax``: pick one key instead of
   averaging, and the two ways to train through that choice (score function / relaxation).
 - Small PyTorch models: a hard-attention classifier trained with REINFORCE next to its
@@ -58,18 +59,10 @@ import numpy as np
 
 from solutions import soft_hard_models
 from solutions.conventions import (
-    BLOCK_BYTES,
-    SHIFT_FREE_BOUND,
     as_float,
+    check_attention,
     check_batch,
-    check_int,
-    check_mask,
-    dot_scores_within,
-    flatten_batch,
     masked_softmax,
-    masked_softmax_into,
-    query_blocks,
-    run_blocks,
     softmax,
 )
 from solutions.soft_hard_models import *  # noqa: F403  (the chapter's torch models, re-exported)
@@ -223,9 +216,9 @@ def _check_score_params(score, score_fn, q, k, score_params: dict) -> None:
         ) from None
 
 
-def _resolve_score(score, q: np.ndarray, k: np.ndarray, score_params: dict):
-    """``(score_fn, score_params, dtype)`` for ``attention``: the function a score name stands
-    for, its parameters checked against its signature, and the dtype of its scores."""
+def _score_function(score, q: np.ndarray, k: np.ndarray, score_params: dict):
+    """``score(q, k) -> (..., n_q, n_k)`` for ``attention``: the function a score name stands
+    for, with its parameters bound after checking them against its signature."""
     if isinstance(score, str):
         if score not in SCORES:
             raise ValueError(
@@ -243,15 +236,10 @@ def _resolve_score(score, q: np.ndarray, k: np.ndarray, score_params: dict):
             ("v" if name == "v_att" else name): value for name, value in score_params.items()
         }
     _check_score_params(score, score_fn, q, k, score_params)
-    try:  # the scores' dtype, from one query and one key
-        dtype = as_float(score_fn(q[..., :1, :], k[..., :1, :], **score_params), "scores").dtype
-    except ValueError:
-        score_fn(q, k, **score_params)  # the same complaint, naming the full shapes
-        raise
-    return score_fn, score_params, dtype
+    return lambda q, k: score_fn(q, k, **score_params)
 
 
-def attention(q, k, v, mask=None, score="scaled_dot", block_rows="auto", **score_params):
+def attention(q, k, v, mask=None, score="scaled_dot", **score_params):
     """Soft attention ``o_i = sum_j softmax(score(q_i, K))_j v_j``, {eq}`ch2-soft-attention`.
 
     q:    (..., n_q, d_q) queries
@@ -259,74 +247,19 @@ def attention(q, k, v, mask=None, score="scaled_dot", block_rows="auto", **score
     v:    (..., n_k, d_v) values (one per key)
     mask: boolean, broadcastable to (..., n_q, n_k), True = may attend; None = all keys.
     score: a name in ``SCORES`` ("dot", "scaled_dot", "general", "additive", "cosine")
-        or a callable ``score(q, k, **score_params) -> (..., n_q, n_k)`` that scores each
-        query row on its own (all of ``SCORES`` do).
-    block_rows: how many query rows to process at once: "auto" (``BLOCK_BYTES`` of scores
-        per block), an int >= 1, or None for one block holding the whole array (the
-        unblocked computation: each softmax step is then a full pass over memory).
+        or a callable ``score(q, k, **score_params) -> (..., n_q, n_k)``.
     score_params: the score's weights, e.g. ``w=...`` for "general";
         ``w_q=..., w_k=..., v=...`` is not possible for "additive" because ``v`` names the
         values here, so pass the additive vector as ``v_att=...``.
     Returns ``(output, weights)``: output (..., n_q, d_v), weights (..., n_q, n_k).
     A query with no allowed key gets all-zero weights and a zero output
-    (``docs/conventions.md``). Every block size gives the same result up to rounding.
+    (``docs/conventions.md``). The same computation in cache-sized blocks of query rows,
+    shared out over threads: ``solutions.fast_attention.fast_attention``.
     """
-    q, k, v = as_float(q, "q"), as_float(k, "k"), as_float(v, "v")
-    batch = check_batch(("q", q), ("k", k))  # the batch dims of the scores and weights
-    if v.ndim < 2 or v.shape[-2] != k.shape[-2]:
-        raise ValueError(
-            f"expected one value per key: values (..., n_k, d_v) with n_k = {k.shape[-2]} "
-            f"as in keys {k.shape}, got values of shape {v.shape}"
-        )
-    batch_out = check_batch(("q", q), ("k", k), ("v", v))  # the output's (v may add some)
-    n_q, n_k, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
-    if mask is not None:
-        mask = check_mask(mask, batch + (n_q, n_k))
-    score_fn, score_params, dtype = _resolve_score(score, q, k, score_params)
-    if score == "scaled_dot":  # scale q (n_q d numbers) rather than the scores (n_q n_k)
-        q, score_fn = q * dtype.type(1.0 / math.sqrt(q.shape[-1])), dot_score
-    if block_rows is None:
-        block_rows = max(n_q, 1)
-    elif block_rows == "auto":
-        block_rows = max(1, BLOCK_BYTES // (max(n_k, 1) * dtype.itemsize))
-    else:
-        block_rows = check_int(block_rows, "block_rows", 1)
-
-    weights = np.empty(batch + (n_q, n_k), dtype)  # (..., n_q, n_k)
-    output = np.empty(batch + (n_q, d_v), dtype) if batch_out == batch else None
-    q3, k3 = flatten_batch(q, batch), flatten_batch(k, batch)  # (P, n_q, d), (P, n_k, d)
-    v3 = (
-        flatten_batch(v.astype(dtype, copy=False), batch) if output is not None else None
-    )  # (P, n_k, d_v)
-    m3 = None if mask is None else flatten_batch(np.broadcast_to(mask, batch + (n_q, n_k)), batch)
-    w3 = weights.reshape((-1, n_q, n_k))  # (P, n_q, n_k), a view
-
-    def attend(block):
-        p, r = block
-        w = w3[p, r]  # (P_b, r_b, n_k): this block's slice of the weights
-        shift = True
-        if score_fn is dot_score:
-            np.matmul(q3[p, r], np.swapaxes(k3[p], -1, -2), out=w)  # scores, written in place
-            # |q.k| <= |q| |k| (Cauchy-Schwarz, {eq}`ch4-cauchy-schwarz`): when that bound
-            # is <= 60 for the whole block, exp(score) lies in [1e-26, 1e26], far from
-            # overflow and underflow, so the max shift (two passes over the block) can go.
-            shift = not dot_scores_within(q3[p, r], k3[p], SHIFT_FREE_BOUND)
-        else:
-            w[...] = score_fn(q3[p, r], k3[p], **score_params)
-        masked_softmax_into(
-            w, None if m3 is None else m3[p, r], shift=shift
-        )  # {eq}`ch2-masked-softmax`
-        if output is not None:
-            np.matmul(w, v3[p], out=output.reshape((-1, n_q, d_v))[p, r])  # (P_b, r_b, d_v)
-
-    # Blocks of query rows, so that one block of scores stays in cache while it becomes
-    # weights ([max, subtract,] exp, sum, scale, in place) and meets V: the (..., n_q, n_k)
-    # array then crosses memory once, instead of once per step as in the unblocked form.
-    # The blocks share out NumPy's BLAS threads (threadpoolctl limits apply).
-    run_blocks(attend, query_blocks(w3.shape[0], n_q, block_rows))
-    if output is None:  # v has batch dims the scores lack: one matmul over the broadcast
-        output = weights @ v.astype(dtype, copy=False)  # (..., n_q, d_v)
-    return output, weights
+    q, k, v, mask = check_attention(q, k, v, mask)  # shapes, dtypes and mask (conventions.py)
+    scores = _score_function(score, q, k, score_params)(q, k)  # (..., n_q, n_k)
+    weights = masked_softmax(scores, mask)  # (..., n_q, n_k), {eq}`ch2-masked-softmax`
+    return weights @ v, weights  # (..., n_q, d_v): o_i = sum_j a_ij v_j
 
 
 # ----------------------------------------------------------------------------------------

@@ -37,4 +37,7 @@ def test_attention_bench_reports_the_machine_and_every_target():
     out = _run("bench/attention.py", "--threads", "1", "--repeats", "1", "--sizes", "2048")
     for needed in ("CPU: ", "NumPy BLAS: ", "roofline: ", "blocked / fused SDPA = "):
         assert needed in out, (needed, out)
-    assert "peak memory at n=2048: online / unblocked" in out, out
+    # the floor of an unfused kernel, with its target for the thread count measured
+    assert "1 thread(s): fast blocked / its 2 BLAS products alone = " in out, out
+    assert "(target <= 1.3)" in out, out
+    assert "peak memory at n=2048: online / plain attention" in out, out

@@ -1,0 +1,272 @@
+"""Tests for solutions/fast_attention.py: every fast version equals its plain reference.
+
+The oracles are the plain references themselves (``soft_hard.attention``,
+``self_attention.online_softmax_attention``), which tests/test_soft_hard.py and
+tests/test_self_attention.py check against PyTorch: masks, fully masked rows, large
+scores, float32 and float64, broadcast batches, every block size and 1 or 2 threads.
+"""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from threadpoolctl import threadpool_limits
+
+from solutions import fast_attention as fast
+from solutions.fast_attention import fast_attention, fast_online_softmax_attention
+from solutions.self_attention import (
+    causal_mask,
+    online_softmax_attention,
+    padding_mask,
+    peak_memory,
+)
+from solutions.soft_hard import attention, masked_softmax
+
+
+def _blocking_problem(seed, batch=(2, 3), n_q=13, n_k=11, d=5, d_v=4):
+    rng = np.random.default_rng(seed)
+    q = rng.normal(size=batch + (n_q, d))
+    k = rng.normal(size=batch + (n_k, d))
+    v = rng.normal(size=batch + (n_k, d_v))
+    mask = rng.random(batch + (n_q, n_k)) < 0.6
+    mask[0, 1, 4] = False  # a fully masked query row
+    return q, k, v, mask
+
+
+# ----------------------------------------------------------------------------------------
+# fast_attention == attention
+
+
+@pytest.mark.parametrize("block_rows", [1, 2, 5, 7, 12, 13, 14, 26, 40, 1000, "auto", None])
+@pytest.mark.parametrize("masked", [False, True])
+def test_fast_attention_equals_plain_for_dividing_and_non_dividing_blocks(block_rows, masked):
+    q, k, v, mask = _blocking_problem(0)
+    mask = mask if masked else None
+    out_ref, w_ref = attention(q, k, v, mask=mask)
+    out, w = fast_attention(q, k, v, mask=mask, block_rows=block_rows)
+    np.testing.assert_allclose(w, w_ref, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(out, out_ref, rtol=1e-13, atol=1e-15)
+    if masked:
+        assert np.all(w[0, 1, 4] == 0) and np.all(out[0, 1, 4] == 0)
+
+
+@pytest.mark.parametrize("score", ["dot", "scaled_dot", "general", "additive", "cosine"])
+def test_fast_attention_equals_plain_for_every_score(score):
+    q, k, v, mask = _blocking_problem(1, d=6)
+    rng = np.random.default_rng(2)
+    params = {
+        "general": {"w": rng.normal(size=(6, 6))},
+        "additive": {
+            "w_q": rng.normal(size=(6, 3)),
+            "w_k": rng.normal(size=(6, 3)),
+            "v_att": rng.normal(size=3),
+        },
+    }.get(score, {})
+    out_ref, w_ref = attention(q, k, v, mask=mask, score=score, **params)
+    out, w = fast_attention(q, k, v, mask=mask, score=score, block_rows=3, **params)
+    np.testing.assert_allclose(w, w_ref, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(out, out_ref, rtol=1e-13, atol=1e-15)
+
+
+def test_fast_attention_broadcasts_batches_and_masks_like_the_plain_one():
+    rng = np.random.default_rng(3)
+    q = rng.normal(size=(3, 9, 4))  # (h, n_q, d): shared by the batch
+    k = rng.normal(size=(2, 1, 8, 4))  # (B, 1, n_k, d): shared by the heads
+    v = rng.normal(size=(2, 3, 8, 5))
+    mask = rng.random((2, 1, 1, 8)) < 0.7  # a padding mask (B, 1, 1, n_k)
+    out_ref, w_ref = attention(q, k, v, mask=mask)
+    for rows in (1, 4, 9, 20):
+        out, w = fast_attention(q, k, v, mask=mask, block_rows=rows)
+        np.testing.assert_allclose(w, w_ref, rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(out, out_ref, rtol=1e-13, atol=1e-15)
+    assert out.shape == (2, 3, 9, 5) and w.shape == (2, 3, 9, 8)
+    # values with batch dims the scores lack: the weights keep the scores' batch dims
+    out, w = fast_attention(q[0], k[0, 0], v, block_rows=2)  # q (9, 4), k (8, 4), v (2, 3, 8, 5)
+    out_ref, w_ref = attention(q[0], k[0, 0], v)
+    assert w.shape == (9, 8) and out.shape == (2, 3, 9, 5)
+    np.testing.assert_allclose(w, w_ref, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(out, out_ref, rtol=1e-13, atol=1e-15)
+
+
+def test_fast_attention_gives_the_plain_result_on_one_and_two_blas_threads():
+    q, k, v, mask = _blocking_problem(4, batch=(4, 4), n_q=40, n_k=30)
+    out_ref, w_ref = attention(q, k, v, mask=mask)
+    for threads in (1, 2):
+        with threadpool_limits(threads, user_api="blas"):
+            out, w = fast_attention(q, k, v, mask=mask, block_rows=8)  # 80 blocks
+        np.testing.assert_allclose(w, w_ref, rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(out, out_ref, rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("bound", [1.0, 59.0, 61.0, 1e4])
+def test_fast_attention_skips_the_max_shift_only_where_cauchy_schwarz_bounds_the_scores(
+    monkeypatch, dtype, bound, bounded_scores
+):
+    """|q.k / sqrt(d)| <= |q| |k| / sqrt(d): below SHIFT_FREE_BOUND = 60 every exp lies in
+    [1e-26, 1e26] and the shift is skipped; above it the shifted path runs. Either way the
+    weights equal the max-shifted softmax of the exact scores (float64 oracle)."""
+    q, k, v, mask = bounded_scores(bound, n_q=6, n_k=7, seed=5)
+    shifts = []
+    real = fast.masked_softmax_into
+    monkeypatch.setattr(
+        fast,
+        "masked_softmax_into",
+        lambda w, m, shift: shifts.append(shift) or real(w, m, shift=shift),
+    )
+    out, w = fast_attention(q.astype(dtype), k.astype(dtype), v.astype(dtype), mask=mask)
+    assert set(shifts) == {bound > fast.SHIFT_FREE_BOUND}
+    scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+    w_ref = masked_softmax(scores, mask)  # float64, max-shifted
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    assert w.dtype == dtype and out.dtype == dtype and np.all(np.isfinite(w))
+    np.testing.assert_allclose(w, w_ref, rtol=rtol, atol=1e-30)
+    np.testing.assert_allclose(out, w_ref @ v, rtol=rtol, atol=10 * rtol)
+    assert np.all(w[1, 3] == 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fast_attention_equals_plain_on_huge_scores_and_keeps_the_dtype(dtype):
+    """Scores near +-1e4 (exp overflows without the shift), a masked key with a score far
+    above every allowed one, and a fully masked row: both give the same finite weights."""
+    q, k, v, mask = _blocking_problem(6, n_q=20, n_k=17)
+    q, k, v = (100 * q).astype(dtype), (100 * k).astype(dtype), v.astype(dtype)
+    k[..., 0, :] = 1e3 * q[..., 0, :].astype(np.float64).clip(-1, 1)  # a huge score for query 0
+    mask[..., 0, 0] = False  # ... that is masked: it must not shift the row
+    out_ref, w_ref = attention(q, k, v, mask=mask)
+    out, w = fast_attention(q, k, v, mask=mask, block_rows=6)
+    assert out.dtype == dtype and w.dtype == dtype
+    assert np.all(np.isfinite(w)) and np.all(np.isfinite(out))
+    np.testing.assert_array_equal(w == 0, w_ref == 0)  # the same entries underflow
+    rtol = 1e-5 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(w, w_ref, rtol=rtol, atol=1e-7 if dtype == np.float32 else 1e-15)
+    np.testing.assert_allclose(out, out_ref, rtol=rtol, atol=1e-5 if dtype == np.float32 else 1e-13)
+    assert np.all(w[0, 1, 4] == 0) and np.all(out[0, 1, 4] == 0)
+
+
+def test_fast_attention_validates_like_the_plain_one():
+    q, k, v, _ = _blocking_problem(5)
+    with pytest.raises(ValueError, match="block_rows >= 1"):
+        fast_attention(q, k, v, block_rows=0)
+    with pytest.raises(TypeError, match="block_rows to be an integer"):
+        fast_attention(q, k, v, block_rows=2.5)
+    for bad in (
+        dict(v=v[..., :5, :]),  # one value per key
+        dict(k=k[..., :3]),  # widths differ
+        dict(mask=np.ones((4, 5), bool)),  # a mask of the wrong shape
+        dict(score="bilinear"),
+    ):
+        args = dict(q=q, k=k, v=v) | bad
+        with pytest.raises(ValueError) as plain:
+            attention(**args)
+        with pytest.raises(ValueError) as ours:
+            fast_attention(**args)
+        assert str(ours.value) == str(plain.value)
+
+
+# ----------------------------------------------------------------------------------------
+# fast_online_softmax_attention == online_softmax_attention
+
+
+@pytest.mark.parametrize("block_size", [1, 3, 8, 16, 24, 25, 100])
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_fast_online_softmax_equals_plain_for_every_block_size(block_size, with_mask):
+    rng = np.random.default_rng(block_size)
+    q, k, v = (
+        rng.normal(size=(2, 3, 10, 8)) * 4.0,  # large scores: the running max matters
+        rng.normal(size=(2, 3, 24, 8)),
+        rng.normal(size=(2, 3, 24, 5)),
+    )
+    mask = None
+    if with_mask:
+        mask = rng.random((2, 3, 10, 24)) < 0.3
+        mask[0, 1, 4] = False  # a fully masked row
+        mask[1, 2, 7, :20] = False  # a row whose only keys sit in the last block
+    ref = online_softmax_attention(q, k, v, block_size=block_size, mask=mask)
+    out = fast_online_softmax_attention(q, k, v, block_size=block_size, mask=mask)
+    np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-13)
+    if with_mask:
+        assert np.all(out[0, 1, 4] == 0.0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**31),
+    n_q=st.integers(1, 12),
+    n_k=st.integers(1, 40),
+    block_size=st.integers(1, 45),
+    p_keep=st.floats(0.0, 1.0),
+)
+def test_fast_online_softmax_equals_plain_property(seed, n_q, n_k, block_size, p_keep):
+    rng = np.random.default_rng(seed)
+    q, k, v = (
+        rng.normal(size=(2, n_q, 4)) * 3,
+        rng.normal(size=(2, n_k, 4)),
+        rng.normal(size=(2, n_k, 3)),
+    )
+    mask = rng.random((2, n_q, n_k)) < p_keep
+    out = fast_online_softmax_attention(q, k, v, block_size=block_size, mask=mask)
+    ref = online_softmax_attention(q, k, v, block_size=block_size, mask=mask)
+    np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-13)
+    assert np.all(out[~mask.any(-1)] == 0.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("bound", [1.0, 59.0, 61.0, 1e4])
+def test_fast_online_softmax_is_exact_with_and_without_the_running_max(
+    dtype, bound, bounded_scores
+):
+    """Below SHIFT_FREE_BOUND = 60 the fast online softmax keeps m = 0 and never rescales;
+    above it the running max runs. Both equal the plain max-shifted attention (float64)."""
+    q, k, v, mask = bounded_scores(bound, n_q=20, n_k=23, seed=6)
+    reference, _ = attention(q, k, v, mask=mask)  # float64
+    out = fast_online_softmax_attention(
+        q.astype(dtype), k.astype(dtype), v.astype(dtype), block_size=4, mask=mask
+    )
+    assert out.dtype == dtype and np.all(np.isfinite(out))
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out, reference, rtol=rtol, atol=10 * rtol)
+    assert np.all(out[1, 3] == 0)
+
+
+def test_fast_online_softmax_accepts_broadcast_masks_and_threads():
+    rng = np.random.default_rng(1)
+    q, k, v = (
+        rng.normal(size=(3, 2, 6, 4)),
+        rng.normal(size=(3, 2, 11, 4)),
+        rng.normal(size=(3, 2, 11, 4)),
+    )
+    rows = np.array([True, False, True, True, False, True])[:, None]  # (n_q, 1)
+    for mask in (padding_mask(np.array([11, 0, 5]), 11)[:, None], causal_mask(11)[:6], rows):
+        ref = online_softmax_attention(q, k, v, block_size=4, mask=mask)
+        for threads in (1, 2):
+            with threadpool_limits(threads, user_api="blas"):
+                out = fast_online_softmax_attention(q, k, v, block_size=4, mask=mask)
+            np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-13)
+
+
+def test_fast_online_softmax_keeps_float32_and_a_small_peak():
+    rng = np.random.default_rng(3)
+    n, d = 2048, 16
+    q, k, v = (rng.normal(size=(n, d)).astype(np.float32) for _ in range(3))
+    out, peak = peak_memory(fast_online_softmax_attention, q, k, v, block_size=64)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, attention(q, k, v)[0], rtol=1e-4, atol=1e-5)
+    assert peak < n * n * 4 / 10  # far below one (n, n) float32 matrix
+
+
+def test_fast_online_softmax_validates_like_the_plain_one():
+    q, k, v = np.ones((4, 3)), np.ones((5, 3)), np.ones((5, 2))
+    for args in (
+        (np.ones((4, 2)), k, v),
+        (q, k, np.ones((6, 2))),
+        (q, k, v, 0),
+        (q, k, v, 128, np.ones((4, 4), dtype=bool)),
+    ):
+        with pytest.raises(ValueError) as plain:
+            online_softmax_attention(*args)
+        with pytest.raises(ValueError) as ours:
+            fast_online_softmax_attention(*args)
+        assert str(ours.value) == str(plain.value)
