@@ -304,7 +304,8 @@ def _hint(hints: dict, output: str, kind: str) -> str:
 
 
 def _shape_diagnosis(exp_shape: tuple, got_shape: tuple) -> tuple[str, str]:
-    """(kind, explanation) for a shape mismatch; kind is 'transposed' or 'shape'."""
+    """(kind, explanation) for a shape mismatch; kind is 'transposed' or 'shape'. The
+    explanation comes from comparing the two shapes and names no dimension of ``got_shape``."""
     if len(exp_shape) == len(got_shape) >= 2 and got_shape == exp_shape[:-2] + exp_shape[-2:][::-1]:
         return "transposed", "the last two axes look swapped"
     if len(exp_shape) == len(got_shape) and sorted(exp_shape) == sorted(got_shape):
@@ -317,6 +318,33 @@ def _shape_diagnosis(exp_shape: tuple, got_shape: tuple) -> tuple[str, str]:
     if any(got_shape[:i] + got_shape[i + 1 :] == exp_shape for i in range(len(got_shape))):
         return "shape", "there is one axis too many (did you forget to reduce, or keepdims=True?)"
     return "shape", ""
+
+
+def _axes(indices: list) -> str:
+    """'axis 2', 'axes 0 and 2', 'axes 0, 1 and 2'."""
+    names = [str(i) for i in indices]
+    if len(names) == 1:
+        return f"axis {names[0]}"
+    return f"axes {', '.join(names[:-1])} and {names[-1]}"
+
+
+def shape_message(output: str, exp_shape: tuple, got_shape: tuple) -> tuple[str, str]:
+    """(kind, message) for a returned array whose shape is not the expected one.
+
+    The message gives the expected shape (the check computed it), how many axes were
+    returned and which of them differ, never a returned dimension: a submission could
+    otherwise spell its hidden inputs as the shape of an empty array and read them back in
+    its feedback. The diagnosis (transposed, an axis missing or extra) compares the shapes."""
+    exp_shape, got_shape = tuple(exp_shape), tuple(got_shape)
+    kind, why = _shape_diagnosis(exp_shape, got_shape)
+    msg = f"expected {output} of shape {exp_shape}, got "
+    if len(got_shape) == len(exp_shape):
+        differ = [i for i, (e, g) in enumerate(zip(exp_shape, got_shape)) if e != g]
+        msg += f"a shape that differs at {_axes(differ)}"
+    else:
+        axes = len(got_shape)
+        msg += f"{axes} ax{'i' if axes == 1 else 'e'}s instead of {len(exp_shape)}"
+    return kind, msg + (f": {why}." if why else ".")
 
 
 def _values_message(output, exp, got, rtol, atol, hints) -> str | None:
@@ -381,9 +409,15 @@ def _matches(exp: tuple, got: tuple, rtol: float, atol: float) -> bool:
 def _token_rows(pred, exp_rows: int):
     """Integer token ids (B, n) from a prediction, or the problem's message."""
     if pred.ndim != 2 or pred.shape[0] != exp_rows:
+        # what differs, never a returned dimension (see shape_message)
+        got = (
+            f"{pred.ndim} ax{'i' if pred.ndim == 1 else 'e'}s"
+            if pred.ndim != 2
+            else "a different number of rows"
+        )
         return None, (
             f"expected predictions of shape ({exp_rows}, n_out) (one row of token ids per "
-            f"input sentence), got shape {pred.shape}."
+            f"input sentence), got {got}."
         )
     if not np.issubdtype(pred.dtype, np.integer):
         if pred.dtype.kind == "f" and np.all(np.isfinite(pred)) and np.all(pred == np.round(pred)):
@@ -480,9 +514,7 @@ def judge(
         return passed, where + msg
     for output, exp, g in zip(names, expected, got):
         if tuple(exp.shape) != tuple(g.shape):
-            kind, why = _shape_diagnosis(tuple(exp.shape), tuple(g.shape))
-            msg = f"expected {output} of shape {tuple(exp.shape)}, got {tuple(g.shape)}"
-            msg += f": {why}." if why else "."
+            kind, msg = shape_message(output, tuple(exp.shape), tuple(g.shape))
             hint = _hint(hints, output, kind) or (
                 _hint(hints, output, "shape") if kind != "shape" else ""
             )

@@ -170,15 +170,72 @@ def test_nan_on_fully_masked_rows_is_located_and_explained():
     assert "guard the division" in message
 
 
-def test_wrong_shape_says_expected_and_got():
+def test_wrong_shape_says_expected_and_how_many_axes_came_back():
     def keepdims(x, mask=None):
         return np.asarray(x).mean(axis=-2, keepdims=True)
 
     case, message = _first_failure("average_pool", keepdims)
-    assert (
-        f"expected output of shape {case.args[0].shape[:-2] + case.args[0].shape[-1:]}" in message
+    want = case.args[0].shape[:-2] + case.args[0].shape[-1:]
+    assert f"expected output of shape {want}, got {len(want) + 1} axes instead of {len(want)}: " in (
+        message
     )
     assert "one axis too many" in message
+    assert str(case.args[0].shape[:-2] + (1,) + case.args[0].shape[-1:]) not in message
+
+
+def _spelled_inputs(*arrays) -> tuple:
+    """A zero-size shape that spells the first entries of the inputs as integers (three of
+    them: NumPy refuses a shape whose other axes multiply past 2**63)."""
+    digits = [int(abs(x) * 1e5) + 10 for a in arrays for x in np.ravel(a)[:2]]
+    return (0, *digits[:3])
+
+
+@pytest.mark.parametrize("ndim_like_expected", [False, True])
+def test_a_shape_that_spells_the_inputs_is_never_echoed(ndim_like_expected):
+    """A submission that returns np.zeros((0, <input digits>...)) reads no input back: the
+    message names the expected shape, the number of axes sent and which axes differ."""
+
+    def spell(q, k):
+        shape = _spelled_inputs(q, k)
+        if ndim_like_expected:  # as many axes as the expected scores, every one a digit
+            shape = (0, *shape[1 : np.ndim(q)])
+        return np.zeros(shape)
+
+    for case in checks.hidden_cases("scaled_dot_score", 3):
+        expected = checks.expected("scaled_dot_score", case)
+        got = checks.normalise(checks.call(spell, case))
+        message = checks.compare("scaled_dot_score", case, expected, got).message
+        sent = {str(d) for d in got[0].shape if d > 9}
+        assert sent and not (set(re.findall(r"\d+", message)) & sent), message
+        assert f"expected scores of shape {expected[0].shape}" in message
+        if ndim_like_expected:
+            axes = ", ".join(str(i) for i in range(expected[0].ndim - 1))
+            assert f"differs at axes {axes} and {expected[0].ndim - 1}." in message, message
+        else:
+            assert f"got {got[0].ndim} axes instead of {expected[0].ndim}." in message, message
+
+
+def test_a_transposed_shape_keeps_its_teaching_hint_without_the_sent_shape():
+    kind, message = contract.shape_message("weights", (2, 3, 5), (2, 5, 3))
+    assert (kind, message) == (
+        "transposed",
+        "expected weights of shape (2, 3, 5), got a shape that differs at axes 1 and 2: "
+        "the last two axes look swapped.",
+    )
+    kind, message = contract.shape_message("output", (4, 6), (4,))
+    assert kind == "shape" and message.startswith(
+        "expected output of shape (4, 6), got 1 axis instead of 2: one axis is missing"
+    )
+
+
+def test_token_predictions_of_a_wrong_shape_are_not_echoed():
+    spec = checks.spec("translate")
+    rows = checks.expected("translate", checks.public_cases("translate")[0])
+    for sent in ((0, 101365718, 99824035), (rows[0].shape[0] + 7340, 0)):
+        outcome = {"kind": "value", "arrays": (np.zeros(sent, dtype=np.int64),)}
+        _passed, message = contract.judge(spec, "c", rows, outcome)
+        assert not {"101365718", "99824035", str(sent[0])} & set(re.findall(r"\d+", message))
+        assert "expected predictions of shape" in message, message
 
 
 def test_wrong_arity_and_none_are_explained():
