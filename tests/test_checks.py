@@ -176,8 +176,9 @@ def test_wrong_shape_says_expected_and_how_many_axes_came_back():
 
     case, message = _first_failure("average_pool", keepdims)
     want = case.args[0].shape[:-2] + case.args[0].shape[-1:]
-    assert f"expected output of shape {want}, got {len(want) + 1} axes instead of {len(want)}: " in (
-        message
+    assert (
+        f"expected output of shape {want}, got {len(want) + 1} axes instead of {len(want)}: "
+        in message
     )
     assert "one axis too many" in message
     assert str(case.args[0].shape[:-2] + (1,) + case.args[0].shape[-1:]) not in message
