@@ -170,6 +170,20 @@ def test_nan_on_fully_masked_rows_is_located_and_explained():
     assert "guard the division" in message
 
 
+def test_ch6_a_nan_loss_when_every_target_is_pad_fails():
+    """0/0 over zero real targets is not a loss: the all-pad case expects 0.0."""
+    reference = checks.REGISTRY["label_smoothed_cross_entropy"].reference_fn()
+
+    def mean_of_nothing(logits, targets, smoothing, pad_index):
+        if (np.asarray(targets) == pad_index).all():
+            return float("nan")
+        return reference(logits, targets, smoothing, pad_index)
+
+    case, message = _first_failure("label_smoothed_cross_entropy", mean_of_nothing)
+    assert case.name == "every target is pad"
+    assert "NaN" in message
+
+
 def test_wrong_shape_says_expected_and_how_many_axes_came_back():
     def keepdims(x, mask=None):
         return np.asarray(x).mean(axis=-2, keepdims=True)

@@ -83,6 +83,48 @@ def _cross_cases(rng):
             2,
             _src_mask(rng, 2, n_src, empty=True),
         ),
+        # every mask shape that broadcasts to (B, n_tgt, n_src): a solution that inserts the
+        # head axis at a fixed place, or assumes (B, 1, n_src), fails one of these
+        _cross_case(
+            rng,
+            "mask (n_src,): one row for every sentence and target position",
+            (2,),
+            n_tgt,
+            n_src,
+            square,
+            2,
+            _src_mask(rng, 1, n_src)[0, 0],
+        ),
+        _cross_case(
+            rng,
+            "mask (n_tgt, n_src): one mask for the whole batch",
+            (2,),
+            n_tgt,
+            n_src,
+            square,
+            2,
+            _src_mask(rng, n_tgt, n_src)[:, 0],
+        ),
+        _cross_case(
+            rng,
+            "mask (B, n_tgt, n_src): a row per target position",
+            (2,),
+            n_tgt,
+            n_src,
+            square,
+            4,
+            _src_mask(rng, 2 * n_tgt, n_src)[:, 0].reshape(2, n_tgt, n_src),
+        ),
+        _cross_case(
+            rng,
+            "mask (1, n_src) without a batch axis on the inputs",
+            (),
+            n_tgt,
+            n_src,
+            square,
+            2,
+            _src_mask(rng, 1, n_src)[0],
+        ),
         # scores of about +-10^4 in every head: exp overflows without the max shift
         _cross_case(
             rng,
@@ -105,6 +147,13 @@ def _queries_from_encoder(x, memory, w_q, w_k, w_v, w_o, num_heads=1, src_mask=N
         raise ValueError("queries from the encoder give another shape: the shape hint covers it")
     swapped = None if src_mask is None else np.swapaxes(src_mask, -1, -2)
     return ref(_CROSS)(memory, x, w_q, w_k, w_v, w_o, num_heads, swapped)
+
+
+def _scaled_by_sqrt_d_model(x, memory, w_q, w_k, w_v, w_o, num_heads=1, src_mask=None):
+    """Scores divided by sqrt(d_model) instead of sqrt(d_h): the same as queries shrunk by
+    sqrt(h) (different from the reference whenever h > 1)."""
+    w_q = np.asarray(w_q, dtype=float) / math.sqrt(num_heads)
+    return ref(_CROSS)(x, memory, w_q, w_k, w_v, w_o, num_heads, src_mask)
 
 
 def _inverted_src_mask(x, memory, w_q, w_k, w_v, w_o, num_heads=1, src_mask=None):
@@ -145,6 +194,8 @@ def _smoothing_cases(rng):
             (normal(rng, 5, vocab), np.where(one == 2, 1, one), 0.3, 2),
         ),
         Case("large logits (max-shift)", (normal(rng, 3, 6, vocab) * 500, targets, 0.2, 0)),
+        # no real word at all: the mean over zero positions is defined as 0.0, not 0/0 = NaN
+        Case("every target is pad", (normal(rng, 2, 3, vocab), np.zeros((2, 3), int), 0.1, 0)),
     ]
 
 
@@ -172,6 +223,38 @@ def _all_positions(logits, targets, smoothing, pad_index):
     np.put_along_axis(q, np.asarray(targets)[..., None], 1 - smoothing, axis=-1)
     q[..., pad_index] = np.where(np.asarray(targets) == pad_index, 1 - smoothing, 0.0)
     return float(-(q * log_p).sum(-1).mean())
+
+
+def _log_softmax(logits):
+    logits = np.asarray(logits, dtype=float)
+    z = logits - logits.max(-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+def _smoothing_over_v_minus_2(logits, targets, smoothing, pad_index):
+    """The Annotated Transformer's target: 1 - eps on the right word and eps / (V - 2) on
+    each word that is neither right nor pad (this course: eps / (V - 1) on every non-pad
+    word, the right one included)."""
+    log_p, targets = _log_softmax(logits), np.asarray(targets)
+    vocab = log_p.shape[-1]
+    q = np.full(log_p.shape, smoothing / (vocab - 2))
+    q[..., pad_index] = 0.0
+    np.put_along_axis(q, targets[..., None], 1 - smoothing, axis=-1)
+    keep = targets != pad_index
+    return float(-(q * log_p).sum(-1)[keep].mean()) if keep.any() else 0.0
+
+
+def _pad_zeroed_mean_over_all(logits, targets, smoothing, pad_index):
+    """Each pad position's loss set to 0, then the mean over ALL positions."""
+    log_p, targets = _log_softmax(logits), np.asarray(targets)
+    vocab = log_p.shape[-1]
+    q = np.full(log_p.shape, smoothing / (vocab - 1))
+    q[..., pad_index] = 0.0
+    np.put_along_axis(
+        q, targets[..., None], np.take_along_axis(q, targets[..., None], -1) + 1 - smoothing, -1
+    )
+    loss = -(q * log_p).sum(-1)
+    return float(np.where(targets != pad_index, loss, 0.0).mean())
 
 
 def _noam_cases(rng):
@@ -270,6 +353,11 @@ CHAPTER = register(
                         "the others",
                         _inverted_src_mask,
                     ),
+                    Mistake(
+                        "divide each head's scores by sqrt(d_h) = sqrt(d_model / h), the width of one "
+                        "head, not by sqrt(d_model)",
+                        _scaled_by_sqrt_d_model,
+                    ),
                 ),
             ),
             Check(
@@ -310,6 +398,17 @@ CHAPTER = register(
                         "skip the positions whose target is the pad token: average over the real words "
                         "only",
                         _all_positions,
+                    ),
+                    Mistake(
+                        "u is uniform over the V - 1 words other than pad, the right word included: "
+                        "q_y = 1 - eps + eps / (V - 1) and eps / (V - 1) on every other non-pad word "
+                        "(eps / (V - 2) over the wrong words only is another convention)",
+                        _smoothing_over_v_minus_2,
+                    ),
+                    Mistake(
+                        "zeroing the pad losses is half of it: divide by the number of real (non-pad) "
+                        "targets, not by all positions",
+                        _pad_zeroed_mean_over_all,
                     ),
                 ),
             ),
