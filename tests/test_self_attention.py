@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from solutions.fast_attention import fast_online_softmax_attention
 from solutions.self_attention import (
     causal_mask,
     local_mask,
@@ -302,17 +303,19 @@ def test_online_softmax_equals_naive_property(seed, n_q, n_k, block_size, p_keep
     assert np.all(out[~mask.any(-1)] == 0.0)
 
 
+@pytest.mark.parametrize("online", [online_softmax_attention, fast_online_softmax_attention])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("bound", [1.0, 59.0, 61.0, 1e4])
-def test_online_softmax_is_exact_with_and_without_the_running_max(dtype, bound, bounded_scores):
-    """Below the Cauchy-Schwarz bound SHIFT_FREE_BOUND = 60 the online softmax keeps m = 0
-    and never rescales; above it the running max and the rescaling run. Both give the
-    max-shifted attention of the exact scores (float64 oracle), fully masked rows 0."""
+def test_online_softmax_is_exact_with_and_without_the_running_max(
+    online, dtype, bound, bounded_scores
+):
+    """Scores bounded below and above SHIFT_FREE_BOUND = 60 (where the fast version keeps
+    m = 0 and never rescales, and above which its running max runs): the plain and the fast
+    online softmax give the max-shifted attention of the exact scores (float64 oracle),
+    fully masked rows 0."""
     q, k, v, mask = bounded_scores(bound, n_q=20, n_k=23, seed=6)
     reference, _ = attention(q, k, v, mask=mask)  # float64
-    out = online_softmax_attention(
-        q.astype(dtype), k.astype(dtype), v.astype(dtype), block_size=4, mask=mask
-    )
+    out = online(q.astype(dtype), k.astype(dtype), v.astype(dtype), block_size=4, mask=mask)
     assert out.dtype == dtype and np.all(np.isfinite(out))
     rtol = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(out, reference, rtol=rtol, atol=10 * rtol)
