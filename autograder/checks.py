@@ -113,8 +113,13 @@ class Check:
 class Chapter:
     """One assignment's plug-in: its checks, its limits and the files its release ships.
 
+    reference_seconds: the wall time of the solved source notebook graded in a warm sandbox
+        (measured with ``python -m autograder.budgets``; say in a comment when and how): the
+        chapter's cell, task and submission budgets derive from it (``autograder.budgets``).
+        None: ``Limits()``'s defaults.
     limits: overrides of ``autograder.sandbox.Limits`` fields for this assignment, e.g.
-        ``{"submission_seconds": 300, "cell_seconds": 120}``.
+        ``{"memory_bytes": 3 << 30}``; they win over the derived budgets, and an instructor's
+        command-line limit wins over them.
     support_files: file name -> ``write(path)``; written next to the source notebook before
         the release, so nbgrader ships them (and copies them over a submission to grade it).
     """
@@ -122,6 +127,7 @@ class Chapter:
     assignment: str
     checks: tuple
     limits: dict = field(default_factory=dict)
+    reference_seconds: float | None = None
     support_files: dict = field(default_factory=dict)
 
 

@@ -64,23 +64,34 @@ class Progress:
         sys.stderr.flush()
 
 
+def explicit_limits(args) -> dict:
+    """The limits given on the command line, and only those: each wins over the chapter's
+    (``autograder.budgets.resolve``), even where it equals a default."""
+    given = {
+        "cell_seconds": args.cell_timeout,
+        "task_seconds": args.task_timeout,
+        "submission_seconds": args.budget,
+        "memory_bytes": None if args.memory_mb is None else args.memory_mb << 20,
+    }
+    return {name: value for name, value in given.items() if value is not None}
+
+
+def _positive(kind):
+    def parse(text: str):
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
 def cmd_grade(args) -> int:
     from autograder.grading import grade_assignment
-    from autograder.sandbox import Limits, SandboxUnavailable
+    from autograder.sandbox import SandboxUnavailable
 
-    limits = Limits()
-    overrides = {
-        k: v
-        for k, v in {
-            "cell_seconds": args.cell_timeout,
-            "task_seconds": args.task_timeout,
-            "submission_seconds": args.budget,
-            "memory_bytes": args.memory_mb and args.memory_mb << 20,
-        }.items()
-        if v
-    }
-    if overrides:
-        limits = Limits(**{**limits.__dict__, **overrides})
+    limits = explicit_limits(args)
     if args.no_sandbox:
         print("warning: --no-sandbox: students' code runs without isolation", file=sys.stderr)
     elif not args.quiet:
@@ -204,10 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument(
         "--seed", type=int, help="hidden-case seed (default: fresh per run, recorded)"
     )
-    grade.add_argument("--cell-timeout", type=float, help="wall seconds per cell")
-    grade.add_argument("--task-timeout", type=float, help="wall seconds per task")
-    grade.add_argument("--budget", type=float, help="wall seconds per submission, retries included")
-    grade.add_argument("--memory-mb", type=int, help="memory per submission, MiB")
+    grade.add_argument("--cell-timeout", type=_positive(float), help="wall seconds per cell")
+    grade.add_argument("--task-timeout", type=_positive(float), help="wall seconds per task")
+    grade.add_argument(
+        "--budget", type=_positive(float), help="wall seconds per submission, retries included"
+    )
+    grade.add_argument("--memory-mb", type=_positive(int), help="memory per submission, MiB")
     grade.add_argument("--quiet", action="store_true", help="no progress bar")
     grade.set_defaults(run=cmd_grade)
 

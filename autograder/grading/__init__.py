@@ -52,7 +52,7 @@ from autograder.grading.work import (
     release_root,
     submission_path,
 )
-from autograder.sandbox import DEFAULT_LIMITS, Limits, preload_for, require_sandbox
+from autograder.sandbox import Limits, preload_for, require_sandbox
 
 __all__ = [
     "END_REASONS",
@@ -100,7 +100,7 @@ def grade_assignment(
     force: bool = False,
     cluster: str | None = None,
     sandboxed: bool = True,
-    limits: Limits = DEFAULT_LIMITS,
+    limits: Limits | dict | None = None,
     seed: int | None = None,
     progress: ProgressCallback | None = None,
     registry: ModuleType = REGISTRY,
@@ -108,7 +108,9 @@ def grade_assignment(
 ) -> dict:
     """Grade every (or the given) submission; returns {"graded": [...], "skipped": [...],
     "seed": s, "rerun": [students with a grader error], "startup_seconds", "grading_seconds"}.
-    `progress` is called after each submission is graded or skipped (the CLI draws a bar)."""
+    `progress` is called after each submission is graded or skipped (the CLI draws a bar).
+    ``limits``: the instructor's explicit limits, each of which wins over the chapter's: a
+    dict of ``Limits`` fields, or a whole ``Limits``; None: the chapter's own."""
     from autograder.gradebook import Recorder
 
     called = time.monotonic()

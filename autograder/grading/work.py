@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import NamedTuple
 
-from autograder import checks, contract
+from autograder import budgets, checks, contract
 from autograder import notebook as nbparse
 from autograder.checks import Case
 from autograder.sandbox import DEFAULT_LIMITS, FULL_PRELOAD, Limits, preload_for
@@ -92,13 +92,14 @@ def prepare(
     course: Path,
     assignment: str,
     seed: int,
-    limits: Limits = DEFAULT_LIMITS,
+    limits: Limits | dict | None = None,
     sandboxed: bool = True,
     registry: ModuleType = REGISTRY,
     spec: nbparse.AssignmentSpec | None = None,
 ) -> AssignmentWork:
     """Everything the workers need for this assignment and seed (the trusted side computes
-    every expected answer here; workers never import the reference package)."""
+    every expected answer here; workers never import the reference package). ``limits``: the
+    instructor's explicit limits (see ``effective_limits``)."""
     reg = registry
     spec = spec or nbparse.load_assignment(course, assignment)
     tasks, blob, all_cases = make_cases_payload(spec, reg, seed)
@@ -112,7 +113,7 @@ def prepare(
         blob,
         all_cases,
         specs,
-        effective_limits(limits, reg.chapter(assignment).limits),
+        effective_limits(limits, reg.chapter(assignment)),
         sandboxed,
         preload_for(spec.imports),
     )
@@ -143,7 +144,7 @@ class Preparing:
         course, assignment, seed, limits, sandboxed, registry, spec = self._args
         try:
             chapter = registry.chapter(assignment)
-            send.send(("limits", effective_limits(limits, chapter.limits)))
+            send.send(("limits", effective_limits(limits, chapter)))
             send.send(("work", prepare(*self._args)))
         except BaseException as err:  # noqa: BLE001 - raised again in the parent
             send.send(("error", err))
@@ -164,7 +165,7 @@ class Preparing:
             if self._child is None:
                 course, assignment, _seed, limits, _s, registry, _spec = self._args
                 chapter = registry.chapter(assignment)
-                self._limits = effective_limits(limits, chapter.limits)
+                self._limits = effective_limits(limits, chapter)
             else:
                 self._limits = self._receive("limits")
         return self._limits
@@ -194,13 +195,12 @@ def file_sha256(path: Path) -> str:
         return ""
 
 
-def effective_limits(base: Limits, overrides: dict) -> Limits:
-    """The chapter's limits, except where the instructor set a limit explicitly (``base``
-    differs from the default there)."""
-    default = Limits()
-    return base.merged(
-        {k: v for k, v in overrides.items() if getattr(base, k) == getattr(default, k)}
-    )
+def effective_limits(explicit: Limits | dict | None, chapter) -> Limits:
+    """A submission's limits: the defaults, then the budgets derived from the chapter's
+    reference time, then the chapter's own ``limits``, then the instructor's ``explicit``
+    ones, which always win: a dict of the fields the instructor set (the command line), or a
+    whole ``Limits`` (every field set). ``autograder.budgets.resolve`` is the one place."""
+    return budgets.resolve(chapter, explicit)
 
 
 _cache: dict = {}

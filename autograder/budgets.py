@@ -1,0 +1,171 @@
+"""Each chapter's wall-clock budgets, derived from its reference solution's own measured time.
+
+The one formula (``derived``), with T the chapter's ``Chapter.reference_seconds``:
+
+    cell_seconds = task_seconds = FACTOR * T + MARGIN          (one step)
+    submission_seconds = STEPS * (FACTOR * T + MARGIN)         (retries included)
+
+T is the wall time of the instructor's solved source notebook graded as a submission by
+this grader (parse, its cells, every public and hidden case, judge) in a warm sandbox: the
+slowest of ``RUNS`` runs, measured with ``python -m autograder.budgets`` and recorded in the
+chapter's plug-in beside how it was measured. T bounds every cell and every task of the
+reference, so a step of an honest submission gets FACTOR times the reference's whole run
+plus a fixed MARGIN; a submission gets room for STEPS - 1 steps that time out and the
+reruns after them. So a hanging submission costs tens of seconds, not minutes.
+
+Which limit wins (``resolve``): ``Limits()``'s defaults, then these derived budgets, then
+the chapter's explicit ``limits`` (e.g. chapter 4's memory), then whatever the instructor
+set on the command line (``--cell-timeout``, ``--task-timeout``, ``--budget``,
+``--memory-mb``), which always wins.
+
+T is a recorded constant rather than a measurement at every ``grade`` call: the solved
+notebook of ch3 trains a model (tens of seconds), which every call would pay again, and a
+wall time measured on a busy machine at start-up would make the budgets of one batch
+depend on that moment's load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import os
+import sys
+import time
+from pathlib import Path
+
+from autograder.sandbox import Limits
+
+#: a step of an honest submission may take this many times the reference's whole run...
+FACTOR = 4.0
+#: ...plus this much (scheduling on a loaded machine, a plot, an import the zygote lacks)
+MARGIN = 15.0
+#: a submission's budget holds this many steps' budgets: a step that times out, the rerun
+#: after it, and one more
+STEPS = 3
+#: the recorded T is the slowest of this many runs in a warm sandbox
+RUNS = 3
+
+#: the Limits fields an instructor sets on the command line (`python -m autograder grade`)
+COMMAND_LINE = ("cell_seconds", "task_seconds", "submission_seconds", "memory_bytes")
+
+
+def derived(reference_seconds: float | None) -> dict:
+    """The budgets a chapter whose reference takes ``reference_seconds`` gets (none: {})."""
+    if reference_seconds is None:
+        return {}
+    step = FACTOR * float(reference_seconds) + MARGIN
+    return {"cell_seconds": step, "task_seconds": step, "submission_seconds": STEPS * step}
+
+
+def explicit(limits) -> dict:
+    """The instructor's explicit limits as {field: value}: a dict is taken as it is (only the
+    fields the instructor set); a whole ``Limits`` means every one of its fields."""
+    if limits is None:
+        return {}
+    if isinstance(limits, Limits):
+        return dataclasses.asdict(limits)
+    known = {f.name for f in dataclasses.fields(Limits)}
+    unknown = sorted(set(limits) - known)
+    if unknown:
+        raise ValueError(
+            f"unknown limit(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
+    return dict(limits)
+
+
+def resolve(chapter, limits=None) -> Limits:
+    """The limits a submission of ``chapter`` (an ``autograder.checks.Chapter``, or None for
+    an assignment without a plug-in) gets: defaults < derived budgets < the chapter's own
+    ``limits`` < the instructor's explicit ``limits`` (see ``explicit``)."""
+    layers = {}
+    if chapter is not None:
+        layers.update(derived(chapter.reference_seconds))
+        layers.update(chapter.limits)
+    layers.update(explicit(limits))
+    return Limits().merged(layers)
+
+
+# ----------------------------------------------------------------------------------------
+# measuring T: python -m autograder.budgets [ID ...] [--course DIR] [--runs N]
+
+
+def solved_notebook(course: Path, assignment: str) -> bytes:
+    """The released notebook with every solution cell holding the instructor's solution (the
+    source notebook's cell without its SOLUTION marker lines): what a perfect student hands in."""
+    import nbformat
+
+    released = course / "release" / assignment / f"{assignment}.ipynb"
+    if not released.is_file():
+        raise FileNotFoundError(
+            f"{released} does not exist: run `python -m autograder.release --course {course}` first"
+        )
+    source = nbformat.read(course / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+    answers = {
+        cell.metadata["nbgrader"]["grade_id"]: "\n".join(
+            line for line in cell.source.split("\n") if " SOLUTION" not in line
+        )
+        for cell in source.cells
+        if cell.metadata.get("nbgrader", {}).get("solution")
+    }
+    notebook = nbformat.read(released, as_version=4)
+    for cell in notebook.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in answers:
+            cell.source = answers[grade_id]
+    return nbformat.writes(notebook).encode()
+
+
+def measure(course: Path, assignment: str, runs: int = RUNS) -> list[float]:
+    """Grade the solved source notebook ``runs`` times in one warm sandbox, under the default
+    (generous) limits: the wall seconds of each run. Raises if the reference loses a point."""
+    from autograder import grading
+
+    course = Path(course)
+    solved = solved_notebook(course, assignment)
+    work = grading.prepare(course, assignment, seed=1, limits=Limits())
+    grading.POOL.warm(grading.sandbox_key(work), 1)
+    job = grading.GradeJob("reference", solved, hashlib.sha256(solved).hexdigest())
+    seconds = []
+    try:
+        for _ in range(runs):
+            started = time.monotonic()
+            result = grading.grade_submission(job, work)
+            seconds.append(time.monotonic() - started)
+            if result.score != result.max_score or result.reasons:
+                raise RuntimeError(
+                    f"{assignment}: the solved source notebook scored {result.score:g} of "
+                    f"{result.max_score:g} ({', '.join(result.reasons) or 'no reason'})"
+                )
+    finally:
+        grading.POOL.close()
+    return seconds
+
+
+def main(argv=None) -> int:
+    from autograder import checks
+
+    parser = argparse.ArgumentParser(
+        prog="python -m autograder.budgets",
+        description="measure each chapter's reference time T (the budgets derive from it)",
+    )
+    parser.add_argument("assignments", nargs="*", help="default: every chapter")
+    parser.add_argument("--course", default=str(Path(__file__).resolve().parent))
+    parser.add_argument("--runs", type=int, default=RUNS)
+    args = parser.parse_args(argv)
+    for assignment in args.assignments or checks.ASSIGNMENTS:
+        seconds = measure(Path(args.course), assignment, args.runs)
+        worst = max(seconds)
+        budgets = derived(worst)
+        print(
+            f"{assignment}: runs {', '.join(f'{s:.2f}' for s in seconds)} s; T = {worst:.2f} s "
+            f"-> cell/task {budgets['cell_seconds']:.0f} s, submission "
+            f"{budgets['submission_seconds']:.0f} s ({os.cpu_count()} CPUs, load average "
+            f"{os.getloadavg()[0]:.1f})",
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
