@@ -47,7 +47,13 @@ STEPS = 3
 RUNS = 3
 
 #: the Limits fields an instructor sets on the command line (`python -m autograder grade`)
-COMMAND_LINE = ("cell_seconds", "task_seconds", "submission_seconds", "memory_bytes")
+COMMAND_LINE = (
+    "cell_seconds",
+    "task_seconds",
+    "submission_seconds",
+    "memory_bytes",
+    "notebook_bytes",
+)
 
 
 def derived(reference_seconds: float | None) -> dict:

@@ -72,6 +72,9 @@ def explicit_limits(args) -> dict:
         "task_seconds": args.task_timeout,
         "submission_seconds": args.budget,
         "memory_bytes": None if args.memory_mb is None else args.memory_mb << 20,
+        "notebook_bytes": None
+        if args.max_notebook_mb is None
+        else int(args.max_notebook_mb * (1 << 20)),
     }
     return {name: value for name, value in given.items() if value is not None}
 
@@ -221,6 +224,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--budget", type=_positive(float), help="wall seconds per submission, retries included"
     )
     grade.add_argument("--memory-mb", type=_positive(int), help="memory per submission, MiB")
+    grade.add_argument(
+        "--max-notebook-mb",
+        type=_positive(float),
+        help="a submitted notebook over this size is refused unread (default 8 MiB)",
+    )
     grade.add_argument("--quiet", action="store_true", help="no progress bar")
     grade.set_defaults(run=cmd_grade)
 

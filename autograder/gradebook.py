@@ -17,7 +17,6 @@ import datetime
 import fcntl
 import json
 import os
-import shutil
 import tempfile
 import warnings
 from contextlib import contextmanager
@@ -126,11 +125,16 @@ class Recorder:
         """The submission's timestamp.txt if it holds a date; otherwise None, with a note."""
         from nbgrader.utils import parse_utc
 
+        from autograder.grading.intake import Unreadable, read_bounded
+
         path = self.course / "submitted" / result.student / self.spec.assignment / "timestamp.txt"
-        if not path.is_file():
+        if not path.exists() and not path.is_symlink():
             return None
-        try:
-            text = path.read_text(errors="strict")[:200].strip()
+        try:  # a date is short: 200 bytes are read at most, whatever the file holds
+            raw = read_bounded(path, 200)
+            if len(raw) > 200:
+                raise Unreadable("longer than a date")
+            text = raw.decode(errors="strict").strip()
             parse_utc(text)
             return text
         except Exception:  # noqa: BLE001 - any unreadable or non-date content
@@ -167,11 +171,12 @@ class Recorder:
                 gb.db.rollback()
                 raise
 
-    def write_notebook(self, result) -> Path:
+    def write_notebook(self, result, notebook: bytes) -> Path:
+        """The autograded notebook, made from ``notebook``: the bytes that were graded (read
+        once, under the size cap), never the submitted file read again."""
         spec = self.spec
-        source = self.course / "submitted" / result.student / spec.assignment
         try:
-            submission = nbparse.read_submission(source / f"{spec.notebook}.ipynb")
+            submission = nbparse.read_submission(notebook) if notebook else None
         except nbparse.InvalidNotebook:
             submission = None
         messages = {t.grade_id: (t.passed, t.message) for t in result.tasks}
@@ -186,8 +191,9 @@ class Recorder:
         )
         target = self.autograded_path(result.student)
         target.parent.mkdir(parents=True, exist_ok=True)
-        if self._timestamp(result) is not None:
-            shutil.copy(source / "timestamp.txt", target.parent / "timestamp.txt")
+        stamp = self._timestamp(result)
+        if stamp is not None:  # the date that was read and checked, not the file copied
+            (target.parent / "timestamp.txt").write_text(stamp)
         handle, temporary = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
         try:
             with os.fdopen(handle, "w") as stream:
@@ -198,9 +204,9 @@ class Recorder:
                 os.unlink(temporary)
         return target
 
-    def record(self, result) -> None:
+    def record(self, result, notebook: bytes) -> None:
         self.write_gradebook(result)
-        self.write_notebook(result)
+        self.write_notebook(result, notebook)
 
 
 def load_records(course: Path, assignment: str) -> list[dict]:

@@ -91,6 +91,7 @@ class Limits:
     cell_output_chars: int = 4000  # captured stdout/stderr kept per cell
     result_bytes: int = 64 << 20  # one case's returned arrays
     stream_bytes: int = 512 << 20  # everything one submission may send back
+    notebook_bytes: int = 8 << 20  # the submitted notebook: a bigger one is refused unread
 
     def for_child(self) -> dict:
         return {

@@ -44,13 +44,11 @@ from autograder.grading.work import (
     Preparing,
     cases_for,
     effective_limits,
-    file_sha256,
     make_cases_payload,
     make_job,
     prepare,
     release_files,
     release_root,
-    submission_path,
 )
 from autograder.sandbox import Limits, preload_for, require_sandbox
 
@@ -139,7 +137,7 @@ def grade_assignment(
         if not PLAIN_NAME.match(student):  # a folder made by hand: never into the gradebook
             skipped.append((ascii(student)[:60], "not a plain student id (letters, digits, ._@+-)"))
         elif not force and recorder.already_graded(
-            student, file_sha256(submission_path(course, assignment, student))
+            student, make_job(course, assignment, student, work.limits.notebook_bytes).sha256
         ):
             skipped.append((student, "already graded"))
         else:
@@ -169,7 +167,7 @@ def grade_assignment(
                     skipped.append((student, "being graded by another grader"))
                     step(student)
                     continue
-                job = make_job(course, assignment, student)
+                job = make_job(course, assignment, student, work.limits.notebook_bytes)
                 if not force and recorder.already_graded(student, job.sha256):
                     lock.release()
                     skipped.append((student, "already graded"))
@@ -210,7 +208,7 @@ def _collect(future, job: GradeJob, work: AssignmentWork, recorder) -> Submissio
     if not result.complete:
         return result  # nothing recorded: a rerun grades it again
     try:
-        recorder.record(result)
+        recorder.record(result, job.notebook)
     except Exception as err:  # noqa: BLE001
         result.complete = False
         result.add_reason(GRADER_ERROR, f"{type(err).__name__} while recording; rerun to retry")

@@ -39,6 +39,8 @@ def grade_submission(job: GradeJob, work: AssignmentWork) -> SubmissionResult:
 
 def _grade(job: GradeJob, work: AssignmentWork, result: SubmissionResult) -> None:
     spec = work.spec
+    if job.refused:
+        return not_graded(spec, result, "invalid notebook", job.refused)
     try:
         submission = nbparse.read_submission(job.notebook)
     except nbparse.InvalidNotebook as err:

@@ -20,6 +20,7 @@ from typing import NamedTuple
 from autograder import budgets, checks, contract
 from autograder import notebook as nbparse
 from autograder.checks import Case
+from autograder.grading import intake
 from autograder.sandbox import DEFAULT_LIMITS, FULL_PRELOAD, Limits, preload_for
 
 #: the check registry: the chapter plug-ins, their cases, references and limits
@@ -81,11 +82,13 @@ def release_root(assignment: str, files: dict) -> Path:
 
 @dataclass(frozen=True)
 class GradeJob:
-    """One submission: its bytes travel with the job."""
+    """One submission: its bytes travel with the job. ``refused``: why its notebook was not
+    read (over the size cap, not a regular file, missing); then ``notebook`` is empty."""
 
     student: str
     notebook: bytes
     sha256: str
+    refused: str = ""
 
 
 def prepare(
@@ -179,20 +182,19 @@ class Preparing:
         return work
 
 
-def make_job(course: Path, assignment: str, student: str) -> GradeJob:
-    data = submission_path(course, assignment, student).read_bytes()
-    return GradeJob(student, data, hashlib.sha256(data).hexdigest())
+def make_job(course: Path, assignment: str, student: str, cap: int) -> GradeJob:
+    """The submission as a job, its notebook read only if it is a regular file of at most
+    ``cap`` bytes (``Limits.notebook_bytes``): a bigger one is never read whole."""
+    path = submission_path(course, assignment, student)
+    try:
+        data, digest = intake.read_notebook(path, cap)
+    except nbparse.InvalidNotebook as err:
+        return GradeJob(student, b"", intake.refused_digest(path), refused=str(err))
+    return GradeJob(student, data, digest)
 
 
 def submission_path(course: Path, assignment: str, student: str) -> Path:
     return Path(course) / "submitted" / student / assignment / f"{assignment}.ipynb"
-
-
-def file_sha256(path: Path) -> str:
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except OSError:
-        return ""
 
 
 def effective_limits(explicit: Limits | dict | None, chapter) -> Limits:
