@@ -139,6 +139,11 @@ class FrameReader:
         return header, blob
 
 
+#: NumPy's own limit on an array's axes (NPY_MAXDIMS in NumPy 2): a header declaring more
+#: was written by hand, and a count of axes is all a mismatch message may carry of it
+MAX_AXES = 64
+
+
 class Declared:
     """An array known only by its declared shape and dtype (never read: it did not fit)."""
 
@@ -197,6 +202,8 @@ def read_outcome(header: dict, blob: bytes, expected: tuple, comparator: str) ->
                 offset = member.tell()
         except Exception:  # noqa: BLE001 - whatever the parser objects to is a violation
             raise ProtocolViolation("bad npy header") from None
+        if len(shape) > MAX_AXES:  # before anything counts, compares or formats them
+            raise ProtocolViolation("more axes than any NumPy array has")
         if (
             dtype.hasobject
             or dtype.kind not in "biuf"

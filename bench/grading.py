@@ -10,6 +10,13 @@ submissions' own sandboxed seconds (ch3's students train a model, ch4's online s
 runs a case whose full score matrix would not fit in memory) divided by the workers.
 
     python bench/grading.py [--per-assignment N] [--workers W] [--assignments ID ...]
+    python bench/grading.py --hanging [--workers W] [--assignments ID ...]
+
+``--hanging``: this grader alone, per assignment, on 33 submissions of which 5 never end (an
+infinite loop in a cell, every graded function replaced by one that loops, a sleep, a read of
+a pipe nobody writes, a busy child process left behind), beside the 28 honest ones alone: the
+cost of the hanging five, which the budgets derived from the reference's time bound
+(`autograder/budgets.py`). Target: at most 3 minutes per assignment with 2 workers.
 
 Both are measured as an instructor runs them: stock nbgrader as `nbgrader autograde <id>
 --force` once per assignment (one kernel per submission, hidden checks inside the student's
@@ -83,6 +90,89 @@ def make_batch(course: Path, per_assignment: int, assignments: list[str]) -> int
             nbformat.write(notebook, folder / f"{assignment}.ipynb")
             count += 1
     return count
+
+
+#: appended to the last solution cell: five ways never to end (the honest answers stay above)
+HANGS = {
+    "hang-cell": "while True:\n    pass\n",
+    "hang-function": (
+        "def _forever(*args, **kwargs):\n    for _ in iter(int, 1):\n        pass\n"
+        "for _name, _value in list(globals().items()):\n"
+        "    if callable(_value) and getattr(_value, '__module__', None) == '__main__':\n"
+        "        globals()[_name] = _forever\n"
+    ),
+    "hang-sleep": "import time\ntime.sleep(10**6)\n",
+    "hang-read": "import os\n_r, _w = os.pipe()\nos.read(_r, 1)\n",
+    "hang-child": (
+        "import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'while True: pass'])\n"
+    ),
+}
+HONEST_IN_HANGING_BATCH = 28
+
+
+def make_hanging_batch(course: Path, assignment: str, with_hangs: bool) -> int:
+    """28 solved submissions, plus the five of ``HANGS`` if ``with_hangs``; returns how many."""
+    release = nbformat.read(course / "release" / assignment / f"{assignment}.ipynb", as_version=4)
+    source = nbformat.read(course / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+    answers = {
+        _meta(c)["grade_id"]: "\n".join(
+            line for line in c.source.split("\n") if " SOLUTION" not in line
+        )
+        for c in source.cells
+        if _meta(c).get("solution") and c.cell_type == "code"
+    }
+    last = [_meta(c).get("grade_id") for c in release.cells if _meta(c).get("grade_id") in answers]
+    variants = {f"honest{i:02d}": "" for i in range(HONEST_IN_HANGING_BATCH)}
+    if with_hangs:
+        variants.update(HANGS)
+    for student, extra in variants.items():
+        notebook = nbformat.reads(nbformat.writes(release), as_version=4)
+        for cell in notebook.cells:
+            grade_id = _meta(cell).get("grade_id")
+            if grade_id in answers:
+                cell.source = answers[grade_id] + ("\n" + extra if grade_id == last[-1] else "")
+        folder = course / "submitted" / student / assignment
+        folder.mkdir(parents=True, exist_ok=True)
+        nbformat.write(notebook, folder / f"{assignment}.ipynb")
+    return len(variants)
+
+
+def hanging(args) -> int:
+    """The --hanging mode (see the module's docstring)."""
+    from autograder import budgets
+    from autograder.grading import REGISTRY, effective_limits
+
+    failed = False
+    with tempfile.TemporaryDirectory(prefix="grading-bench-") as tmp:
+        released = release_course(Path(tmp) / "released")
+        for assignment in args.assignments:
+            walls = {}
+            for with_hangs in (False, True):
+                course = Path(tmp) / f"{assignment}-{with_hangs}" / "course"
+                shutil.copytree(released, course)
+                n = make_hanging_batch(course, assignment, with_hangs)
+                walls[with_hangs] = (n, run_ours(course, args.workers, [assignment])[assignment])
+                got = scores(course, [assignment])
+                wrong = {s: v for (_a, s), v in got.items() if s in HANGS and v} | {
+                    s: v for (_a, s), v in got.items() if s.startswith("honest") and not v
+                }
+                failed |= bool(wrong) or len(got) != n
+            limits = effective_limits(None, REGISTRY.chapter(assignment))
+            (n0, honest), (n1, hung) = walls[False], walls[True]
+            print(
+                f"{assignment}: {n1} submissions ({len(HANGS)} hanging) {hung['wall']:.1f} s, "
+                f"the {n0} honest alone {honest['wall']:.1f} s, ratio "
+                f"{hung['wall'] / honest['wall']:.1f}x; budgets: cell {limits.cell_seconds:.0f} s, "
+                f"submission {limits.submission_seconds:.0f} s (T = "
+                f"{REGISTRY.chapter(assignment).reference_seconds} s, "
+                f"{budgets.FACTOR:g} x T + {budgets.MARGIN:g} s); {args.workers} workers, load "
+                f"average {os.getloadavg()[0]:.2f}; target <= 180 s: "
+                f"{'holds' if hung['wall'] <= 180 else 'MISSED'}",
+                flush=True,
+            )
+            if wrong:
+                print(f"  wrong scores: {wrong}")
+    return 1 if failed else 0
 
 
 def scores(course: Path, assignments: list[str]) -> dict:
@@ -165,7 +255,10 @@ def main(argv=None) -> int:
     parser.add_argument("--per-assignment", type=int, default=20)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--assignments", nargs="+", choices=ASSIGNMENTS, default=ASSIGNMENTS)
+    parser.add_argument("--hanging", action="store_true", help="the hanging-batch bench")
     args = parser.parse_args(argv)
+    if args.hanging:
+        return hanging(args)
     names = args.assignments
 
     with tempfile.TemporaryDirectory(prefix="grading-bench-") as tmp:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import secrets
 import time
+import zipfile
 
 import nbformat
 import numpy as np
@@ -400,3 +402,33 @@ def test_a_zygote_preloads_only_what_the_notebook_imports(spec):
     assert nbparse.imported_packages("from matplotlib import pyplot\nfrom . import x") == {
         "matplotlib"
     }
+
+
+def _npz_declaring(shape: tuple) -> bytes:
+    """An npz whose one member's header declares ``shape`` (zero-size: no data follows), as
+    a hand-written result would: NumPy could not make such an array."""
+    member = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        member, {"descr": "<f8", "fortran_order": False, "shape": shape}
+    )
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("r0.npy", member.getvalue())
+    return archive.getvalue()
+
+
+def test_a_header_with_more_axes_than_numpy_allows_is_a_protocol_violation():
+    header = {"ev": "case", "task": 0, "case": 0, "outcome": "value", "code": None, "n": 1}
+    expected = (np.zeros((2, 3)),)
+    at_limit = wire.read_outcome(header, _npz_declaring((0,) * 64), expected, "allclose")
+    assert outcome_axes(at_limit) == 64  # NumPy's limit: still judged, by its count of axes
+    with pytest.raises(wire.ProtocolViolation, match="more axes than any NumPy array has"):
+        wire.read_outcome(header, _npz_declaring((0,) * 65), expected, "allclose")
+    with pytest.raises(wire.ProtocolViolation, match="more axes"):
+        wire.read_outcome(header, _npz_declaring((0, 7) * 1000), expected, "allclose")
+
+
+def outcome_axes(outcome) -> int:
+    (declared,) = outcome["arrays"]
+    assert isinstance(declared, wire.Declared)
+    return declared.ndim
