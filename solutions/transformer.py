@@ -413,10 +413,12 @@ def _valid_lens(tokens: torch.Tensor) -> np.ndarray:
 class Translator(nn.Module):
     """Embeddings, positions, an ``EncoderDecoder`` and a tied output layer.
 
-    Token embeddings are multiplied by sqrt(d_model): initialised with unit variance per
-    entry they would otherwise be tied to the output layer at scale 1/sqrt(d) (see the
-    chapter), and sqrt(d) puts them on the scale of the sinusoidal positions (entries in
-    [-1, 1]). The output layer reuses the target embedding matrix: logits = y E_tgt^T + b.
+    The output layer reuses the target embedding matrix: logits = y E_tgt^T + b. Both
+    embedding matrices are initialised with standard deviation 1/sqrt(d_model), so that
+    the tied logits start of order one (y leaves a layer norm with unit-variance entries);
+    on the way in, token embeddings are multiplied by sqrt(d_model), which gives them
+    norm about sqrt(d), the scale of the sinusoidal positions (norm sqrt(d/2)), instead
+    of norm 1 (see the chapter).
 
     ``forward(src, tgt_in)``: src (B, n_src), tgt_in (B, n_tgt) ids, 0 = pad.
     Returns logits (B, n_tgt, V_tgt) and a dict of attention weights: "encoder",
@@ -486,11 +488,16 @@ class Translator(nn.Module):
 
 @torch.no_grad()
 def greedy_decode(model: Translator, src, max_len: int = 20):
-    """Greedy decoding with a cache: the source is encoded once, the encoder's keys and
-    values are projected once per layer, and each step feeds only the newest token.
+    """Greedy decoding with a cache: the source is encoded once, each decoder layer projects
+    the encoder output into its cross-attention keys and values once (at the first step),
+    and each step feeds only the newest target token (self-attention keys and values grow
+    by one row per step).
 
-    src: (B, n_src) ids. Returns tokens (B, max_len) after <bos> (pad after <eos>) and the
-    cross-attention weights of every step and layer, (layers, B, h, max_len, n_src).
+    src: (B, n_src) ids. Returns ``(tokens, cross)``: tokens (B, max_len), the words
+    chosen after <bos>, <eos> included where chosen, <pad> after it and up to max_len;
+    cross (layers, B, h, steps, n_src), the cross-attention weights of every step and
+    layer, where steps <= max_len is the number of steps run (decoding stops once every
+    sentence has chosen <eos>).
     """
     model.eval()
     memory, src_mask, _ = model.encode(src)
