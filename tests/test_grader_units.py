@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import pickle
 import secrets
@@ -432,3 +433,16 @@ def outcome_axes(outcome) -> int:
     (declared,) = outcome["arrays"]
     assert isinstance(declared, wire.Declared)
     return declared.ndim
+
+
+def test_case_verdicts_are_typed_and_recorded_as_the_lists_the_report_reads():
+    from autograder.grading.results import CaseVerdict, SubmissionResult, TaskResult
+
+    verdict = CaseVerdict("masked_softmax", "fully-masked row", True, False)
+    result = SubmissionResult("s", "ch2_soft_hard", 1)
+    result.tasks.append(TaskResult("test-a", 0.0, 2.0, "m", [verdict], ["wrong"], False))
+    recorded = json.loads(json.dumps(result.to_record()))
+    assert recorded["tasks"][0]["cases"] == [["masked_softmax", "fully-masked row", True, False]]
+    check, case, hidden, passed = recorded["tasks"][0]["cases"][0]  # the report's reading
+    assert (check, case, hidden, passed) == tuple(verdict)
+    assert pickle.loads(pickle.dumps(result)).tasks[0].cases[0].case == "fully-masked row"

@@ -6,9 +6,20 @@ CLI's summary table shows."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
 
 #: the reason for a failure on the trusted side (not the submission's): never recorded
 GRADER_ERROR = "grader error"
+
+
+class CaseVerdict(NamedTuple):
+    """One case of one check call: recorded in the gradebook's record as the JSON list
+    [check, case, hidden, passed] (the report reads it back in that order)."""
+
+    check: str
+    case: str
+    hidden: bool
+    passed: bool
 
 
 @dataclass
@@ -17,7 +28,7 @@ class TaskResult:
     points: float
     max_points: float
     message: str
-    cases: list = field(default_factory=list)  # [check, case name, hidden, passed]
+    cases: list[CaseVerdict] = field(default_factory=list)
     wrong: list = field(default_factory=list)  # the failing cases' messages (safe to show)
     passed: bool = False
 

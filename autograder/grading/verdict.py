@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from autograder import contract
-from autograder.grading.results import SubmissionResult, TaskResult
+from autograder.grading.results import CaseVerdict, SubmissionResult, TaskResult
 from autograder.grading.run import RunRecord
 from autograder.grading.work import tasks_of
 
@@ -26,7 +26,7 @@ SHOWN = 5  # failing cases listed per check
 @dataclass
 class CheckOutcome:
     """What one check call of a test cell came to: the failing cases' messages (public and
-    hidden apart), [check, case name, hidden, passed] per case (recorded in the gradebook's
+    hidden apart), a `CaseVerdict` per case (recorded in the gradebook's
     record), and the one message that replaces them all when the task never ran."""
 
     check: str
@@ -34,7 +34,7 @@ class CheckOutcome:
     n_hidden: int = 0
     public: list = field(default_factory=list)
     hidden: list = field(default_factory=list)
-    cases: list = field(default_factory=list)
+    cases: list[CaseVerdict] = field(default_factory=list)
     fatal: str | None = None
 
 
@@ -64,7 +64,7 @@ def judge(spec, check_specs: dict, all_cases, record: RunRecord, result: Submiss
                         ERROR_REASONS[got["code"]], f"{check}, case '{case.name}': {got['code']}"
                     )
                 passed, message = contract.judge(check_spec, case.name, expected, got, mistakes)
-            outcome.cases.append([check, case.name, hidden, passed])
+            outcome.cases.append(CaseVerdict(check, case.name, hidden, passed))
             if not passed:
                 (outcome.hidden if hidden else outcome.public).append(message)
         per_test[grade_id].append(outcome)
@@ -150,7 +150,7 @@ def not_graded(spec, result: SubmissionResult, reason: str, note: str) -> None:
             0.0,
             test.points,
             f"not graded: {note}",
-            [[c, "all cases", False, False] for c, _f in test.checks],
+            [CaseVerdict(c, "all cases", False, False) for c, _f in test.checks],
             [note],
             False,
         )
