@@ -9,17 +9,99 @@
   (for example layers and heads), ``titles`` names each panel.
 - The colour scale is shared, so equal weights look equal across panels; weights are
   probabilities, so the scale starts at 0.
+- Importing this module registers the CJK font the book's Chinese labels need (WenQuanYi
+  Micro Hei, Debian package fonts-wqy-microhei) by its FILE, and makes a glyph missing from
+  every font an error instead of a box in the figure: see ``register_cjk_font``.
 """
 
 from __future__ import annotations
 
 import io
+import shutil
+import subprocess
+import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
+import matplotlib as mpl
 import numpy as np
+from matplotlib import font_manager
 from matplotlib.figure import Figure
 
-__all__ = ["AttentionFigure", "show_heatmaps"]
+__all__ = [
+    "CJK_FAMILY",
+    "AttentionFigure",
+    "fail_on_missing_glyphs",
+    "find_cjk_font_file",
+    "register_cjk_font",
+    "show_heatmaps",
+]
+
+CJK_FAMILY = "WenQuanYi Micro Hei"
+# Where Debian (fonts-wqy-microhei), Fedora and Arch put the file; fc-match is the fallback.
+CJK_FONT_PATHS = (
+    Path("/usr/share/fonts/truetype/wqy/wqy-microhei.ttc"),
+    Path("/usr/share/fonts/wqy-microhei/wqy-microhei.ttc"),
+    Path("/usr/share/fonts/wenquanyi/wqy-microhei/wqy-microhei.ttc"),
+)
+# Matplotlib's own text for a character no font has ("Glyph 23427 ('它') missing from
+# font(s) DejaVu Sans."): a box in a published figure, so it is an error, never a warning.
+MISSING_GLYPH = r"Glyph \d+ .* missing from font"
+
+
+def find_cjk_font_file(candidates: Sequence[Path] = CJK_FONT_PATHS) -> Path | None:
+    """The WenQuanYi Micro Hei file: the first of ``candidates`` that exists, else what
+    fontconfig (``fc-match``) resolves the family to, if that really is this family."""
+    for path in candidates:
+        if Path(path).is_file():
+            return Path(path)
+    if shutil.which("fc-match") is None:
+        return None
+    found = subprocess.run(
+        ["fc-match", "-f", "%{family}\t%{file}", CJK_FAMILY],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    family, _, file = found.partition("\t")
+    # fc-match always answers, with a substitute when the family is absent: accept only this family
+    if CJK_FAMILY in family.split(",") and Path(file).is_file():
+        return Path(file)
+    return None
+
+
+def register_cjk_font(path: Path | None = None) -> Path | None:
+    """Register the CJK font file with Matplotlib and put its family first among sans-serif.
+
+    By file, not by family name: Matplotlib caches its font list (~/.cache/matplotlib) the
+    first time it runs, and a font installed after that is absent from the cache, so a
+    family-name lookup silently falls back to DejaVu Sans and every Chinese character is a
+    box. ``fontManager.addfont`` reads the file itself. Returns the registered file, or
+    None when the font is not installed (a Chinese label then fails with the missing-glyph
+    error, which names the font it fell back to).
+    """
+    path = find_cjk_font_file() if path is None else Path(path)
+    if path is None:
+        return None
+    font_manager.fontManager.addfont(str(path))
+    # Matplotlib falls back glyph by glyph only across the families of font.family (a
+    # generic family such as "sans-serif" counts as its first installed font): appending
+    # the CJK family keeps Latin text in the default font and draws Chinese in this one.
+    families = [f for f in mpl.rcParams["font.family"] if f != CJK_FAMILY]
+    mpl.rcParams["font.family"] = [*families, CJK_FAMILY]
+    return path
+
+
+def fail_on_missing_glyphs() -> None:
+    """Make Matplotlib's missing-glyph warning an exception in this process (done on import).
+
+    A filter in the global warnings list: code that resets the filters afterwards (pytest
+    does, per test) must call this again."""
+    warnings.filterwarnings("error", message=MISSING_GLYPH, category=UserWarning)
+
+
+CJK_FONT_FILE = register_cjk_font()
+fail_on_missing_glyphs()
 
 
 class AttentionFigure(Figure):

@@ -1,14 +1,21 @@
-"""show_heatmaps: the shapes it accepts, where labels land, one shared colour scale, clear errors."""
+"""show_heatmaps: the shapes it accepts, where labels land, one shared colour scale, clear
+errors; the CJK font registered by its file and a missing glyph failing loudly."""
 
 import matplotlib
 
 matplotlib.use("Agg")
 
+import io
+import warnings
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
+from matplotlib import font_manager
 
-from solutions.plotting import show_heatmaps
+from solutions import plotting
+from solutions.plotting import CJK_FAMILY, find_cjk_font_file, register_cjk_font, show_heatmaps
 
 
 def softmax_rows(scores):
@@ -121,3 +128,71 @@ def test_nan_weights_and_empty_arrays_are_rejected():
         show_heatmaps(np.array([[np.nan, 1.0]]))
     with pytest.raises(ValueError, match="empty"):
         show_heatmaps(np.ones((0, 3)))
+
+
+# ----------------------------------------------------------------------------------------
+# the CJK font: registered by its file, and a missing glyph is an error, never a box
+
+
+def chinese_figure():
+    return show_heatmaps(
+        np.full((2, 2), 0.5), x_ticklabels=["它", "猫"], y_ticklabels=["it", "cat"]
+    )
+
+
+@pytest.fixture
+def stale_font_cache(monkeypatch):
+    """Matplotlib as on a machine whose font cache was built before the CJK font was
+    installed: the font list lacks every WenQuanYi face and the rc families are the defaults."""
+    import copy
+
+    stale = copy.copy(font_manager.fontManager)
+    stale.ttflist = [f for f in stale.ttflist if "wqy" not in f.fname.lower()]
+    stale._findfont_cached.cache_clear()  # the cache is per class, keyed on the manager
+    monkeypatch.setattr(font_manager, "fontManager", stale)
+    monkeypatch.setitem(matplotlib.rcParams, "font.family", ["sans-serif"])
+    yield stale
+    font_manager.fontManager._findfont_cached.cache_clear()
+
+
+def test_without_the_cjk_font_a_chinese_label_fails_instead_of_drawing_a_box(stale_font_cache):
+    with warnings.catch_warnings(), pytest.raises(UserWarning, match=r"Glyph \d+ .* missing"):
+        plotting.fail_on_missing_glyphs()  # pytest resets the filters the import installed
+        chinese_figure().savefig(io.BytesIO(), format="png")
+
+
+def test_registering_the_font_file_draws_chinese_with_a_stale_cache(stale_font_cache):
+    path = register_cjk_font()
+    assert path is not None and path.is_file(), "fonts-wqy-microhei is not installed"
+    assert matplotlib.rcParams["font.family"] == ["sans-serif", CJK_FAMILY]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        chinese_figure().savefig(io.BytesIO(), format="png")
+    fonts = stale_font_cache._find_fonts_by_props(
+        font_manager.FontProperties(family=matplotlib.rcParams["font.family"])
+    )
+    # Latin text keeps the default font; the CJK file is the fallback for Chinese
+    assert [Path(f).name for f in fonts] == ["DejaVuSans.ttf", path.name]
+    register_cjk_font()  # twice is harmless: the family is listed once
+    assert matplotlib.rcParams["font.family"].count(CJK_FAMILY) == 1
+
+
+def test_a_glyph_no_font_has_is_an_error_even_with_the_cjk_font():
+    # U+13000, an Egyptian hieroglyph: in neither DejaVu Sans nor WenQuanYi Micro Hei
+    fig = show_heatmaps(np.ones((1, 1)), x_ticklabels=["\U00013000"])
+    with warnings.catch_warnings(), pytest.raises(UserWarning, match="missing from font"):
+        plotting.fail_on_missing_glyphs()
+        fig.savefig(io.BytesIO(), format="png")
+
+
+def test_the_font_file_is_found_by_path_list_then_fc_match_never_a_substitute(
+    tmp_path, monkeypatch
+):
+    listed = tmp_path / "wqy-microhei.ttc"
+    listed.write_bytes(b"")
+    assert find_cjk_font_file([tmp_path / "absent.ttc", listed]) == listed
+    by_fontconfig = find_cjk_font_file([tmp_path / "absent.ttc"])
+    assert by_fontconfig is not None and by_fontconfig.name == "wqy-microhei.ttc"
+    # fc-match answers every query with some font; a substitute is not the family asked for
+    monkeypatch.setattr(plotting, "CJK_FAMILY", "No Such Family Anywhere")
+    assert find_cjk_font_file([tmp_path / "absent.ttc"]) is None

@@ -6,7 +6,9 @@
   fail for a reader offline.
 - Every page of ``_toc.yml`` is tested (new chapters are covered as soon as they are listed):
   HTTP 200, no console errors, every local asset found, every display equation typeset by
-  MathJax and no raw TeX left in the visible text, every image decoded, nothing external.
+  MathJax and no raw TeX left in the visible text, every image decoded, nothing external;
+  no stderr output, traceback, warning or build-machine path in any cell output.
+- Every figure a chapter's code cell builds is shown on the page (images >= figures built).
 - The search page finds "Nadaraya"; chapter pages link their exercise and offer their
   notebook; exercise pages offer the released zip and notebook.
 - A full-page screenshot of every chapter, taken once its math is typeset, goes to
@@ -21,6 +23,7 @@ from __future__ import annotations
 import functools
 import http.server
 import os
+import re
 import threading
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -248,6 +251,32 @@ CODE_PAST_THE_EDGE = """() => Array.from(document.querySelectorAll('div.cell_inp
   .filter(pre => pre.clientWidth > 0 && pre.scrollWidth > pre.clientWidth + 1)
   .map(pre => pre.textContent.split('\\n').reduce((a, b) => b.length > a.length ? b : a, '')
   .slice(0, 100))"""
+# What a reader must never see: output a cell wrote to stderr (myst-nb marks it .stderr),
+# a traceback, a warning, or a path of the machine that built the page. Searched in the
+# cell outputs (texts, not the code that produced them) and, for the unmistakable ones, in
+# the whole visible page.
+STDERR_OUTPUTS = """() => Array.from(document.querySelectorAll(
+    'div.cell_output .stderr, div.cell_output .traceback, div.output.stderr, div.output.traceback'))
+  .map(el => el.textContent.trim().slice(0, 160))"""
+CELL_OUTPUT_TEXT = """() => Array.from(document.querySelectorAll('div.cell_output'))
+  .map(el => el.textContent).join('\\n')"""
+LEAKS_IN_OUTPUTS = re.compile(
+    r"Traceback|\b[A-Z]\w*Warning\b|warnings\.warn|/root/|/home/|/work/|/tmp/|site-packages"
+    r"|dist-packages|\.venv/"
+)
+LEAKS_ANYWHERE = re.compile(r"Traceback \(most recent call last\)|site-packages|/root/")
+
+# Figures per code cell: a cell whose code builds a figure (plt.subplots, plt.figure,
+# show_heatmaps) shows at least as many images as it builds figures. A figure built but
+# never displayed (a bare expression mid-cell) is one the prose below may discuss unseen.
+FIGURES_PER_CELL = """() => Array.from(document.querySelectorAll('div.cell'))
+  .filter(cell => cell.querySelector('div.cell_input'))
+  .map(cell => ({
+    code: cell.querySelector('div.cell_input').textContent,
+    images: cell.querySelectorAll('div.cell_output img').length,
+  }))"""
+BUILDS_A_FIGURE = re.compile(r"\b(?:plt\.subplots|plt\.figure|show_heatmaps)\(")
+
 BROKEN_IMAGES = """() => Array.from(document.images)
   .filter(img => !(img.complete && img.naturalWidth > 0))
   .map(img => img.getAttribute('src'))"""
@@ -280,6 +309,21 @@ def test_page_renders_offline_with_math_images_and_no_errors(visit, page_name):
             f"{page_name}: raw TeX {raw!r} left in the visible text: ...{prose[max(0, at - 60) : at + 60]!r}..."
         )
 
+    stderr = visit.page.evaluate(STDERR_OUTPUTS)
+    assert not stderr, f"{page_name}: {len(stderr)} stderr/traceback outputs, e.g. {stderr[:3]}"
+    outputs = visit.page.evaluate(CELL_OUTPUT_TEXT)
+    leak = LEAKS_IN_OUTPUTS.search(outputs)
+    assert leak is None, (
+        f"{page_name}: a cell output shows {leak.group()!r}: "
+        f"...{outputs[max(0, leak.start() - 100) : leak.end() + 100]!r}..."
+    )
+    text = visit.page.evaluate("() => document.body.innerText")
+    leak = LEAKS_ANYWHERE.search(text)
+    assert leak is None, (
+        f"{page_name}: the page shows {leak.group()!r}: "
+        f"...{text[max(0, leak.start() - 100) : leak.end() + 100]!r}..."
+    )
+
     broken = visit.page.evaluate(BROKEN_IMAGES)
     assert not broken, f"{page_name}: images that did not load: {broken}"
     if page_name in CHAPTERS:  # the picture a reviewer looks at, taken once the math is typeset
@@ -303,6 +347,22 @@ def test_chapter_links_its_exercise_and_offers_its_notebook(visit, chapter):
     assert download.count() > 0, f"{chapter}: the page offers no download of {name}.ipynb"
     notebook = visit.context.request.get(f"{visit.base}/_sources/{chapter}.ipynb")
     assert notebook.status == 200 and b'"cells"' in notebook.body()
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_figure_a_cell_builds_is_on_the_page(visit, chapter):
+    visit.goto(f"{chapter}.html")
+    cells = visit.page.evaluate(FIGURES_PER_CELL)
+    assert cells, f"{chapter}: no code cells found on the page"
+    unseen = [
+        (cell["code"].strip().splitlines()[0][:60], built, cell["images"])
+        for cell in cells
+        if (built := len(BUILDS_A_FIGURE.findall(cell["code"]))) > cell["images"]
+    ]
+    assert not unseen, (
+        f"{chapter}: cells that build more figures than they show "
+        f"(first line, figures built, images shown): {unseen}"
+    )
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
