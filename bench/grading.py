@@ -62,21 +62,25 @@ def release_course(root: Path) -> Path:
     return course
 
 
+def _released_and_answers(course: Path, assignment: str) -> tuple:
+    """The released notebook and {grade_id: the instructor's solution} of its code cells."""
+    release = nbformat.read(course / "release" / assignment / f"{assignment}.ipynb", as_version=4)
+    source = nbformat.read(course / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+    answers = {
+        _meta(c)["grade_id"]: "\n".join(
+            line for line in c.source.split("\n") if " SOLUTION" not in line
+        )
+        for c in source.cells
+        if _meta(c).get("solution") and c.cell_type == "code"
+    }
+    return release, answers
+
+
 def make_batch(course: Path, per_assignment: int, assignments: list[str]) -> int:
     """Write the submissions; returns how many."""
     count = 0
     for assignment in assignments:
-        release = nbformat.read(
-            course / "release" / assignment / f"{assignment}.ipynb", as_version=4
-        )
-        source = nbformat.read(course / "source" / assignment / f"{assignment}.ipynb", as_version=4)
-        answers = {
-            _meta(c)["grade_id"]: "\n".join(
-                line for line in c.source.split("\n") if " SOLUTION" not in line
-            )
-            for c in source.cells
-            if _meta(c).get("solution") and c.cell_type == "code"
-        }
+        release, answers = _released_and_answers(course, assignment)
         solution_ids = sorted(answers)
         for i in range(per_assignment):
             unsolved = None if i % 2 == 0 else solution_ids[(i // 2) % len(solution_ids)]
@@ -112,15 +116,7 @@ HONEST_IN_HANGING_BATCH = 28
 
 def make_hanging_batch(course: Path, assignment: str, with_hangs: bool) -> int:
     """28 solved submissions, plus the five of ``HANGS`` if ``with_hangs``; returns how many."""
-    release = nbformat.read(course / "release" / assignment / f"{assignment}.ipynb", as_version=4)
-    source = nbformat.read(course / "source" / assignment / f"{assignment}.ipynb", as_version=4)
-    answers = {
-        _meta(c)["grade_id"]: "\n".join(
-            line for line in c.source.split("\n") if " SOLUTION" not in line
-        )
-        for c in source.cells
-        if _meta(c).get("solution") and c.cell_type == "code"
-    }
+    release, answers = _released_and_answers(course, assignment)
     last = [_meta(c).get("grade_id") for c in release.cells if _meta(c).get("grade_id") in answers]
     variants = {f"honest{i:02d}": "" for i in range(HONEST_IN_HANGING_BATCH)}
     if with_hangs:
@@ -152,10 +148,12 @@ def hanging(args) -> int:
                 shutil.copytree(released, course)
                 n = make_hanging_batch(course, assignment, with_hangs)
                 walls[with_hangs] = (n, run_ours(course, args.workers, [assignment])[assignment])
-                got = scores(course, [assignment])
-                wrong = {s: v for (_a, s), v in got.items() if s in HANGS and v} | {
-                    s: v for (_a, s), v in got.items() if s.startswith("honest") and not v
-                }
+                got = {s: v for (_a, s), v in scores(course, [assignment]).items()}
+                full = max(got.values())
+                # every honest one full marks; the hanging ones keep what their finished cells
+                # earned (a busy child left behind does not stop its own cell finishing)
+                wrong = {s: v for s, v in got.items() if s.startswith("honest") and v != full}
+                hung_scores = {s: got.get(s) for s in HANGS}
                 failed |= bool(wrong) or len(got) != n
             limits = effective_limits(None, REGISTRY.chapter(assignment))
             (n0, honest), (n1, hung) = walls[False], walls[True]
@@ -170,8 +168,9 @@ def hanging(args) -> int:
                 f"{'holds' if hung['wall'] <= 180 else 'MISSED'}",
                 flush=True,
             )
+            print(f"  scores of the hanging five (of {full:g}): {hung_scores}")
             if wrong:
-                print(f"  wrong scores: {wrong}")
+                print(f"  honest submissions without full marks: {wrong}")
     return 1 if failed else 0
 
 
