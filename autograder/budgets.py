@@ -46,15 +46,6 @@ STEPS = 3
 #: the recorded T is the slowest of this many runs in a warm sandbox
 RUNS = 3
 
-#: the Limits fields an instructor sets on the command line (`python -m autograder grade`)
-COMMAND_LINE = (
-    "cell_seconds",
-    "task_seconds",
-    "submission_seconds",
-    "memory_bytes",
-    "notebook_bytes",
-)
-
 
 def derived(reference_seconds: float | None) -> dict:
     """The budgets a chapter whose reference takes ``reference_seconds`` gets (none: {})."""

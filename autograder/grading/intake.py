@@ -10,6 +10,7 @@ read, and again on the bytes read, for a file that grows while it is read).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
@@ -38,7 +39,7 @@ def read_bounded(path: Path, limit: int, *, size_error=None) -> bytes:
     except FileNotFoundError:
         raise Unreadable(f"{Path(path).name} was not handed in") from None
     except OSError as err:
-        if Path(path).is_symlink():
+        if err.errno == errno.ELOOP:  # O_NOFOLLOW met a symlink as the last component
             raise Unreadable(f"{Path(path).name} is a symbolic link, not a file") from None
         raise Unreadable(f"{Path(path).name} cannot be opened ({err.strerror})") from None
     try:
