@@ -3,15 +3,22 @@
 The one formula (``derived``), with T the chapter's ``Chapter.reference_seconds``:
 
     cell_seconds = task_seconds = FACTOR * T + MARGIN          (one step)
-    submission_seconds = STEPS * (FACTOR * T + MARGIN)         (retries included)
+    submission_seconds = FACTOR * T + STEPS * MARGIN           (retries included)
 
 T is the wall time of the instructor's solved source notebook graded as a submission by
 this grader (parse, its cells, every public and hidden case, judge) in a warm sandbox: the
 slowest of ``RUNS`` runs, measured with ``python -m autograder.budgets`` and recorded in the
 chapter's plug-in beside how it was measured. T bounds every cell and every task of the
 reference, so a step of an honest submission gets FACTOR times the reference's whole run
-plus a fixed MARGIN; a submission gets room for STEPS - 1 steps that time out and the
-reruns after them. So a hanging submission costs tens of seconds, not minutes.
+plus a fixed MARGIN, and a whole honest submission FACTOR times the reference's run with
+STEPS margins to spare. A step that times out uses FACTOR * T + MARGIN of that; the
+STEPS - 1 margins left hold the rerun of the other steps, which takes about T (at most
+MARGIN for every chapter: ``test_grader_budgets`` checks it, and a chapter slower than
+that needs a new formula rather than a new constant). A submission whose every function
+hangs (each public check in its cells, then each task) is stopped by the submission budget
+after one step's timeout and those margins, not after STEPS whole steps: so a hanging
+submission costs tens of seconds, not minutes. A step that sleeps or blocks ends sooner
+still (``protocol.IDLE_SECONDS``).
 
 Which limit wins (``resolve``): ``Limits()``'s defaults, then these derived budgets, then
 the chapter's explicit ``limits`` (e.g. chapter 4's memory), then whatever the instructor
@@ -40,8 +47,8 @@ from autograder.sandbox import Limits
 FACTOR = 4.0
 #: ...plus this much (scheduling on a loaded machine, a plot, an import the zygote lacks)
 MARGIN = 15.0
-#: a submission's budget holds this many steps' budgets: a step that times out, the rerun
-#: after it, and one more
+#: a submission's budget holds this many margins beyond FACTOR * T: a step that times out
+#: uses one (and FACTOR * T), the rerun after it the others
 STEPS = 3
 #: the recorded T is the slowest of this many runs in a warm sandbox
 RUNS = 3
@@ -51,8 +58,13 @@ def derived(reference_seconds: float | None) -> dict:
     """The budgets a chapter whose reference takes ``reference_seconds`` gets (none: {})."""
     if reference_seconds is None:
         return {}
-    step = FACTOR * float(reference_seconds) + MARGIN
-    return {"cell_seconds": step, "task_seconds": step, "submission_seconds": STEPS * step}
+    scaled = FACTOR * float(reference_seconds)
+    step = scaled + MARGIN
+    return {
+        "cell_seconds": step,
+        "task_seconds": step,
+        "submission_seconds": scaled + STEPS * MARGIN,
+    }
 
 
 def explicit(limits) -> dict:

@@ -61,6 +61,13 @@ class RunResult:
 #: after ``done``, the zygote has this long to kill what is left and report the exit
 SWEEP_SECONDS = 10.0
 
+#: a cell or task during which the whole sandbox used no CPU time and sent no event for this
+#: long is waiting for something nothing will ever send (a sleep, a read of a pipe no one
+#: writes, a lock it holds itself: the sandbox has no network, no terminal and no other
+#: party): it ends as a timeout then, not at its wall-clock budget. A running process, even
+#: one starved by a loaded machine, always gets some CPU time within this long.
+IDLE_SECONDS = 10.0
+
 
 class Run:
     """One attempt's state machine. ``on_event`` raises ``wire.ProtocolViolation`` for any
@@ -83,6 +90,9 @@ class Run:
         self.phase = "setup"  # setup -> cells -> tasks -> finished
         self.pos = self.task = self.case = 0
         self.started = time.monotonic() if now is None else now
+        # the sandbox's CPU time as last sampled (None: not sampled, no idle check) and when
+        # the step last showed activity (its start, an event, or a change of that CPU time)
+        self.cpu_time, self.active = None, self.started
 
     # -- where the run is -------------------------------------------------------------------
 
@@ -100,12 +110,25 @@ class Run:
             return ("task", self.plan.tasks[self.task][0])
         return None
 
+    def _watching_idle(self) -> bool:
+        return self.cpu_time is not None and self.phase in ("cells", "tasks")
+
     def step_deadline(self) -> float:
-        """When the current step runs out (trusted clock); no event ever extends it."""
+        """When the current step runs out (trusted clock): its wall-clock budget, or earlier
+        if the sandbox stays idle (``IDLE_SECONDS``); no event ever extends the budget."""
         if self.phase == "finished":  # the child is done; the zygote sweeps
             return self.started + SWEEP_SECONDS
         seconds = self.task_seconds if self.phase == "tasks" else self.cell_seconds
-        return min(self.deadline, self.started + seconds)
+        end = min(self.deadline, self.started + seconds)
+        return min(end, self.active + IDLE_SECONDS) if self._watching_idle() else end
+
+    def on_cpu_time(self, now: float, cpu_time) -> None:
+        """The sandbox's total CPU time at ``now`` (any comparable number; it only has to
+        change when anything in the sandbox runs)."""
+        if cpu_time != self.cpu_time:
+            if self.cpu_time is not None:
+                self.active = max(self.active, now)
+            self.cpu_time = cpu_time
 
     def expired(self, now: float) -> tuple[str, str] | None:
         """(how, detail) if the current step or the submission's budget ran out at ``now``."""
@@ -116,10 +139,16 @@ class Run:
         if now >= self.deadline and self.phase != "finished":
             return ("budget", "")
         seconds = self.task_seconds if self.phase == "tasks" else self.cell_seconds
+        if now < self.started + seconds:  # so the idle check ended it
+            return (
+                "timeout",
+                f"waited {IDLE_SECONDS:g} s without using the CPU (a sleep, or a read or a lock "
+                "that nothing will ever answer)",
+            )
         return ("timeout", f"ran longer than {seconds:g} s")
 
     def _advance(self, phase: str | None = None) -> None:
-        self.started = time.monotonic()
+        self.started = self.active = time.monotonic()
         if phase:
             self.phase = phase
 
@@ -127,6 +156,7 @@ class Run:
 
     def on_event(self, header: dict, blob: bytes) -> bytes | None:
         event, result = header["ev"], self.result
+        self.active = time.monotonic()  # the sandbox is doing something
         if self.phase == "setup" and event == "setup":
             self._advance("cells")
             return None

@@ -70,6 +70,7 @@ _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner
 _ROOTLESS_SLOTS = itertools.count()
 START_MEMORY = 4 << 30  # headroom while the zygote imports NumPy and PyTorch
 LEAK_SLACK = 256 << 20  # memory still charged after a run beyond this: restart the sandbox
+CPU_SAMPLE_SECONDS = 1.0  # how often a run samples its sandbox's CPU time (the idle check)
 FIRST_UID = 61000
 MAX_SLOTS = 512
 
@@ -410,23 +411,48 @@ def processes_of_uid(uid: int) -> list[int]:
     return pids
 
 
-def descendants(root: int) -> list[int]:
-    """Every process below ``root`` (from /proc's parent links)."""
-    children: dict = {}
+def _process_table() -> dict:
+    """pid -> the fields of its /proc/<pid>/stat after the command name (state, ppid, ...)."""
+    table = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat") as handle:
-                    ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
+                    table[int(entry)] = handle.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
                 continue
-            children.setdefault(ppid, []).append(int(entry))
+    return table
+
+
+def descendants(root: int, table: dict | None = None) -> list[int]:
+    """Every process below ``root`` (from /proc's parent links)."""
+    children: dict = {}
+    for pid, fields in (_process_table() if table is None else table).items():
+        try:
+            children.setdefault(int(fields[1]), []).append(pid)
+        except (ValueError, IndexError):
+            continue
     out, todo = [], [root]
     while todo:
         for child in children.get(todo.pop(), []):
             out.append(child)
             todo.append(child)
     return out
+
+
+def tree_cpu_ticks(root: int) -> int:
+    """The CPU time, in clock ticks, of ``root`` and every process below it: user and system
+    time, and that of the children they reaped. It changes whenever anything in that tree runs;
+    the idle check of a step (``protocol.IDLE_SECONDS``) watches it. A sandbox's processes all
+    stay below its root: its pid namespace's init reaps every orphan."""
+    table = _process_table()
+    total = 0
+    for pid in (root, *descendants(root, table)):
+        try:
+            total += sum(int(value) for value in table[pid][11:15])  # utime stime cutime cstime
+        except (KeyError, ValueError):
+            continue
+    return total
 
 
 def stray_processes(slots: int = 32) -> list[int]:
@@ -660,8 +686,12 @@ class Sandbox:
                     pass
 
     def _drive(self, run, events, input_fd, outbox, nonce, oom_before, received_before):
+        next_sample = 0.0
         while True:
             now = time.monotonic()
+            if now >= next_sample:
+                run.on_cpu_time(now, tree_cpu_ticks(self.process.pid))
+                next_sample = now + CPU_SAMPLE_SECONDS
             expired = run.expired(now)
             if expired is not None:
                 how, detail = expired
@@ -673,7 +703,10 @@ class Sandbox:
             readers = [r.fd for r in (events, self.control) if not r.eof]
             try:
                 ready, writable, _ = select.select(
-                    readers, [input_fd] if outbox else [], [], run.step_deadline() - now
+                    readers,
+                    [input_fd] if outbox else [],
+                    [],
+                    min(run.step_deadline(), next_sample) - now,
                 )
             except (OSError, ValueError):
                 return self._broken(run, events, oom_before)

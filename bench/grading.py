@@ -16,7 +16,9 @@ runs a case whose full score matrix would not fit in memory) divided by the work
 infinite loop in a cell, every graded function replaced by one that loops, a sleep, a read of
 a pipe nobody writes, a busy child process left behind), beside the 28 honest ones alone: the
 cost of the hanging five, which the budgets derived from the reference's time bound
-(`autograder/budgets.py`). Target: at most 3 minutes per assignment with 2 workers.
+(`autograder/budgets.py`; a sleep or a blocked read ends sooner, after 10 s without CPU time,
+`protocol.IDLE_SECONDS`), and the seconds each of the five took. Target: at most 3 minutes
+per assignment with 2 workers.
 
 Both are measured as an instructor runs them: stock nbgrader as `nbgrader autograde <id>
 --force` once per assignment (one kernel per submission, hidden checks inside the student's
@@ -163,12 +165,15 @@ def hanging(args) -> int:
                 f"{hung['wall'] / honest['wall']:.1f}x; budgets: cell {limits.cell_seconds:.0f} s, "
                 f"submission {limits.submission_seconds:.0f} s (T = "
                 f"{REGISTRY.chapter(assignment).reference_seconds} s, "
-                f"{budgets.FACTOR:g} x T + {budgets.MARGIN:g} s); {args.workers} workers, load "
+                f"cell {budgets.FACTOR:g} x T + {budgets.MARGIN:g} s, submission "
+                f"{budgets.FACTOR:g} x T + {budgets.STEPS} x {budgets.MARGIN:g} s); {args.workers} workers, load "
                 f"average {os.getloadavg()[0]:.2f}; target <= 180 s: "
                 f"{'holds' if hung['wall'] <= 180 else 'MISSED'}",
                 flush=True,
             )
             print(f"  scores of the hanging five (of {full:g}): {hung_scores}")
+            each = {s: round(hung["per_submission"][s], 1) for s in HANGS}
+            print(f"  seconds each of the hanging five took (one worker's time): {each}")
             if wrong:
                 print(f"  honest submissions without full marks: {wrong}")
     return 1 if failed else 0
@@ -201,7 +206,7 @@ def run_stock(course: Path, assignments: list[str]) -> dict:
 
 
 def run_ours(course: Path, workers: int, assignments: list[str]) -> dict:
-    """{assignment: {"wall", "startup", "grading", "per_submission": [...]}} of its one
+    """{assignment: {"wall", "startup", "grading", "per_submission": {student: s}}} of its one
     `python -m autograder grade` call (start-up: from the call to the first submission's
     start, imports excluded; grading: from there to the last record)."""
     import json
@@ -235,10 +240,10 @@ def run_ours(course: Path, workers: int, assignments: list[str]) -> dict:
             "wall": wall,
             "startup": float(found.group(1)),
             "grading": float(found.group(2)),
-            "per_submission": [
-                json.loads(p.read_text())["metadata"]["autograder"]["seconds"]
+            "per_submission": {
+                p.parts[-3]: json.loads(p.read_text())["metadata"]["autograder"]["seconds"]
                 for p in sorted((course / "autograded").glob(f"*/{assignment}/*.ipynb"))
-            ],
+            },
         }
     return out
 
@@ -283,7 +288,7 @@ def main(argv=None) -> int:
         )
         for a in names:
             o = ours[a]
-            per = o["per_submission"]
+            per = list(o["per_submission"].values())
             floor = sum(per) / args.workers  # the submissions' own sandboxed time, all workers busy
             print(
                 f"{a:<20}{stock[a]:8.1f}s{o['wall']:7.1f}s{stock[a] / o['wall']:7.1f}x"
@@ -301,7 +306,7 @@ def main(argv=None) -> int:
         def ratio(subset):
             return sum(stock[a] for a in subset) / sum(ours[a]["wall"] for a in subset)
 
-        every = [p for a in names for p in ours[a]["per_submission"]]
+        every = [p for a in names for p in ours[a]["per_submission"].values()]
         startups = [ours[a]["startup"] for a in names]
         stock_total, ours_total = sum(stock.values()), sum(o["wall"] for o in ours.values())
         print(

@@ -31,3 +31,13 @@ def bounded_scores():
         return q, k, v, mask
 
     return make
+
+
+@pytest.fixture(scope="session")
+def bubblewrap():
+    """The grader's sandbox: a test that runs it fails, never skips, where bubblewrap is
+    missing (`make test` installs it; CI must not pass for lack of a tool)."""
+    from autograder import sandbox
+
+    if sandbox.find_bwrap() is None:
+        pytest.fail("bubblewrap is required: apt-get install bubblewrap (make test does)")

@@ -27,9 +27,15 @@ def test_every_chapters_budgets_are_the_stated_multiple_of_its_reference_time(as
     limits = budgets.resolve(chapter)
     step = budgets.FACTOR * t + budgets.MARGIN
     assert limits.cell_seconds == limits.task_seconds == pytest.approx(step)
-    assert limits.submission_seconds == pytest.approx(budgets.STEPS * step)
+    assert limits.submission_seconds == pytest.approx(
+        budgets.FACTOR * t + budgets.STEPS * budgets.MARGIN
+    )
     # a hang costs tens of seconds: every recorded reference is well under the old defaults
     assert limits.submission_seconds < sandbox.Limits().submission_seconds, limits
+    # the formula's assumption: after a step that times out, the margins left hold a rerun of
+    # the rest, about T; a chapter slower than a margin needs a new formula
+    assert t <= budgets.MARGIN, f"{assignment}: T = {t} s is over a margin ({budgets.MARGIN} s)"
+    assert limits.submission_seconds - step == pytest.approx((budgets.STEPS - 1) * budgets.MARGIN)
 
 
 def test_without_a_reference_time_a_chapter_keeps_the_defaults():

@@ -15,16 +15,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from hostile import cluster, corpus  # noqa: E402
 
-from autograder import grading, sandbox  # noqa: E402
+from autograder import grading  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 A = "ch1_pooling"
 
 
 @pytest.fixture
-def course(tmp_path):
-    if sandbox.find_bwrap() is None:
-        pytest.fail("bubblewrap is required: apt-get install bubblewrap")
+def course(tmp_path, bubblewrap):
     return corpus.released_course(tmp_path / "course")
 
 

@@ -30,9 +30,7 @@ LIMITS = sandbox.Limits(cell_seconds=30, task_seconds=15, submission_seconds=120
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory):
-    if sandbox.find_bwrap() is None:
-        pytest.fail("bubblewrap is required: apt-get install bubblewrap")
+def course(tmp_path_factory, bubblewrap):
     return corpus.released_course(tmp_path_factory.mktemp("state") / "course")
 
 

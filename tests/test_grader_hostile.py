@@ -45,9 +45,7 @@ class ConnectionCounter:
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    if sandbox.find_bwrap() is None:
-        pytest.fail("bubblewrap is required: apt-get install bubblewrap")
+def graded(tmp_path_factory, bubblewrap):
     course = corpus.released_course(tmp_path_factory.mktemp("hostile") / "course")
     counter = ConnectionCounter()
     cases = corpus.ch1_corpus(course, counter.port)
@@ -98,6 +96,7 @@ STUDENTS = [
     "wire-deep-header",
     "wire-task-start",
     "wire-zip-bomb",
+    "wire-too-many-axes",
     "wire-steal-hidden-cases",
     "pipe-never-read",
     "sleep-in-every-cell",
@@ -218,14 +217,22 @@ def test_feedback_never_contains_a_hidden_input(graded):
 
 
 def test_a_hostile_submission_costs_at_most_its_budget(graded):
-    """Sleeping in every cell (each retried after its timeout), or claiming the cells are done
-    and never reading the request pipe, ends at the submission's budget. The bound allows one
-    sandbox restart on a loaded machine; without a budget these took 18 minutes, or forever."""
-    for student in ("sleep-in-every-cell", "pipe-never-read", "infinite-loop-cell", "fork-bomb"):
+    """Sleeping in every cell (each retried after its timeout), claiming the cells are done
+    and never reading the request pipe, looping in a cell or in every call, or forking without
+    end: each ends within the submission's budget. The bound allows one sandbox restart on a
+    loaded machine; without a budget these took 18 minutes, or forever. A sleeping cell ends
+    at the idle limit, not its budget: every solution cell of the sleeper is tried, each
+    ends idle, and its budget never runs out."""
+    hangs = ("sleep-in-every-cell", "pipe-never-read", "infinite-loop-cell", "fork-bomb")
+    for student in (*hangs, "infinite-loop-function"):
         result = graded["results"][student]
         assert result.seconds < LIMITS.submission_seconds + 90, (student, result.seconds)
+    notebook = graded["cases"]["sleep-in-every-cell"][0]
+    sleepers = sum(c.source.endswith(corpus.SLEEP) for c in notebook.cells)
     notes = graded["results"]["sleep-in-every-cell"].notes
-    assert any(f"budget of {LIMITS.submission_seconds:g} s" in note for note in notes), notes
+    idle = [note for note in notes if "waited 10 s without using the CPU" in note]
+    assert sleepers >= 4 and len(idle) == sleepers, notes
+    assert not any("budget of" in note for note in notes), notes
 
 
 def test_rerun_without_force_regrades_nothing(graded):

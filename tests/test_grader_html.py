@@ -191,9 +191,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    if sandbox.find_bwrap() is None:
-        pytest.fail("bubblewrap is required: apt-get install bubblewrap")
+def graded(tmp_path_factory, bubblewrap):
     course = corpus.released_course(tmp_path_factory.mktemp("html") / "course")
     notebook = corpus.solved(course, A)
     index = next(

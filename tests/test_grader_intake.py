@@ -26,9 +26,7 @@ BIG = 600 << 20
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    if sandbox.find_bwrap() is None:
-        pytest.fail("bubblewrap is required: apt-get install bubblewrap")
+def graded(tmp_path_factory, bubblewrap):
     course = corpus.released_course(tmp_path_factory.mktemp("intake") / "course")
     good = corpus.solved(course, A)
     corpus.write_submission(course, A, "honest", good)

@@ -16,7 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from hostile import corpus  # noqa: E402
 
-from autograder import checks, contract, grading, sandbox  # noqa: E402
+from autograder import checks, contract, grading  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 A = "ch4_self_attention"
@@ -55,9 +55,7 @@ def online_softmax_attention(q, k, v, block_size=128, mask=None):  # the outcome
 """
 
 
-def test_an_online_softmax_that_builds_the_full_matrix_loses_the_task(tmp_path):
-    if sandbox.find_bwrap() is None:
-        pytest.fail("bubblewrap is required: apt-get install bubblewrap")
+def test_an_online_softmax_that_builds_the_full_matrix_loses_the_task(tmp_path, bubblewrap):
     course = corpus.released_course(tmp_path / "course", (A,))
     good = corpus.solved(course, A)
     corpus.write_submission(course, A, "block-wise", good)
@@ -103,9 +101,9 @@ def translate(src, max_len=None, model=None):  # ignores the model it is given
 """
 
 
-def test_a_translate_that_ignores_the_given_model_loses_the_given_model_points(tmp_path):
-    if sandbox.find_bwrap() is None:
-        pytest.fail("bubblewrap is required: apt-get install bubblewrap")
+def test_a_translate_that_ignores_the_given_model_loses_the_given_model_points(
+    tmp_path, bubblewrap
+):
     a = "ch3_seq2seq"
     course = corpus.released_course(tmp_path / "course", (a,))
     good = corpus.solved(course, a)

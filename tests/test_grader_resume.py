@@ -20,9 +20,7 @@ A = "ch1_pooling"
 
 
 @pytest.fixture
-def course(tmp_path):
-    if sandbox.find_bwrap() is None:
-        pytest.fail("bubblewrap is required: apt-get install bubblewrap")
+def course(tmp_path, bubblewrap):
     return corpus.released_course(tmp_path / "course")
 
 

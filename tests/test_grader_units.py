@@ -239,9 +239,7 @@ def test_a_wrong_shape_is_judged_from_the_declared_header_before_any_array_is_re
     assert not passed and "shape" in message
 
 
-def test_sandbox_command_isolates_network_course_files_and_uid(tmp_path):
-    if sandbox.find_bwrap() is None:
-        pytest.fail("bubblewrap is required: apt-get install bubblewrap")
+def test_sandbox_command_isolates_network_course_files_and_uid(tmp_path, bubblewrap):
     command = sandbox.sandbox_command(61234, tmp_path, sandbox.Limits(), 5)
     joined = " ".join(command)
     assert (
@@ -274,11 +272,9 @@ def test_summary_table_lists_reasons():
     assert "alice    2      5    timeout, crash" in table and "skipped: already graded" in table
 
 
-def test_a_run_holds_only_its_own_two_channels_and_none_of_the_zygotes(tmp_path):
+def test_a_run_holds_only_its_own_two_channels_and_none_of_the_zygotes(tmp_path, bubblewrap):
     """The child of a run holds /dev/null, its captured output and the two pipes made for
     that run; no socket (the zygote's control channel), and no /proc path to the zygote's."""
-    if sandbox.find_bwrap() is None:
-        pytest.fail("bubblewrap is required: apt-get install bubblewrap")
     box = sandbox.Sandbox(None, sandbox.Limits(cell_seconds=20, task_seconds=20))
     try:
         probe = (
@@ -312,12 +308,10 @@ def test_a_run_holds_only_its_own_two_channels_and_none_of_the_zygotes(tmp_path)
         box.close()
 
 
-def test_a_run_holds_no_capability_and_gets_its_own_tmp_shm_and_keyring():
+def test_a_run_holds_no_capability_and_gets_its_own_tmp_shm_and_keyring(bubblewrap):
     """Where user namespaces work (every CI machine here), each run is built in its own:
     no capability in any set, /tmp and /dev/shm new tmpfs mounts it cannot remount, /dev
     read-only, and no kernel key can be made."""
-    if sandbox.find_bwrap() is None:
-        pytest.fail("bubblewrap is required: apt-get install bubblewrap")
     box = sandbox.Sandbox(None, sandbox.Limits(cell_seconds=20, task_seconds=20))
     probe = (
         "import ctypes, os\n"
@@ -346,12 +340,10 @@ def test_a_run_holds_no_capability_and_gets_its_own_tmp_shm_and_keyring():
         assert lines[4].endswith("shm []")
 
 
-def test_a_sandbox_that_breaks_before_the_first_event_is_the_graders_failure():
+def test_a_sandbox_that_breaks_before_the_first_event_is_the_graders_failure(bubblewrap):
     """A zygote that cannot start the run (here: stopped) costs the submission nothing: the
     attempt ends "lost", charged to no cell, and run_program reruns it in full in a fresh
     sandbox, with the lost time given back to the submission's budget."""
-    if sandbox.find_bwrap() is None:
-        pytest.fail("bubblewrap is required: apt-get install bubblewrap")
     import signal
 
     limits = sandbox.Limits(cell_seconds=3, task_seconds=3, submission_seconds=8)
@@ -446,3 +438,66 @@ def test_case_verdicts_are_typed_and_recorded_as_the_lists_the_report_reads():
     check, case, hidden, passed = recorded["tasks"][0]["cases"][0]  # the report's reading
     assert (check, case, hidden, passed) == tuple(verdict)
     assert pickle.loads(pickle.dumps(result)).tasks[0].cases[0].case == "fully-masked row"
+
+
+def test_a_step_whose_sandbox_uses_no_cpu_ends_at_the_idle_limit_not_its_budget():
+    """The idle check of a step (the trusted clock and the sandbox's CPU time): any change of
+    the CPU time or any event restarts it; a step idle for IDLE_SECONDS ends as a timeout that
+    says why, long before its wall-clock budget; with no CPU sample there is no idle check."""
+    from autograder import protocol
+
+    idle = protocol.IDLE_SECONDS
+    run = protocol.Run(
+        sandbox.Plan([0, 1], []), b"", None, cell_seconds=600, task_seconds=600, deadline=1e9
+    )
+    run.on_event({"ev": "setup"}, b"")
+    start = run.started
+    assert run.step_deadline() == start + 600  # not sampled yet: the wall budget only
+    run.on_cpu_time(start, 100)
+    assert run.step_deadline() == start + idle
+    run.on_cpu_time(start + idle - 1, 100)  # unchanged: still idle since the start
+    assert run.expired(start + idle - 0.5) is None
+    how, detail = run.expired(start + idle)
+    assert how == "timeout" and "without using the CPU" in detail
+    run.on_cpu_time(start + idle - 1, 101)  # it ran: the idle clock restarts there
+    assert run.expired(start + idle) is None
+    assert run.step_deadline() == start + 2 * idle - 1
+    assert run.where() == ("cell", 0)
+    # a step that keeps using the CPU runs to its wall-clock budget, and is told so
+    busy = protocol.Run(
+        sandbox.Plan([0], []), b"", None, cell_seconds=5 * idle, task_seconds=1, deadline=1e9
+    )
+    busy.on_event({"ev": "setup"}, b"")
+    for second in range(int(5 * idle) + 1):
+        busy.on_cpu_time(busy.started + second, second)
+    assert busy.expired(busy.started + 5 * idle) == ("timeout", f"ran longer than {5 * idle:g} s")
+
+
+def test_a_sleeping_or_blocked_cell_ends_idle_but_a_busy_child_keeps_its_cell_alive(
+    monkeypatch, bubblewrap
+):
+    """In a real sandbox: a sleep and a read of a pipe nobody writes end as idle timeouts
+    (the cell budget is far longer); a cell that waits on a child process computing for
+    twice the idle limit, and one that sleeps for less than it, finish."""
+    from autograder import protocol
+
+    monkeypatch.setattr(protocol, "IDLE_SECONDS", 2.0)
+    box = sandbox.Sandbox(None, sandbox.Limits(cell_seconds=120, task_seconds=120))
+    try:
+        for hang in ("import time\ntime.sleep(3600)", "import os\nos.read(os.pipe()[0], 1)"):
+            run = run_cells(box, ["x = 1", hang, "y = 2"])
+            assert (run.ended, run.where) == ("timeout", ("cell", 1)), (run.ended, run.detail)
+            assert "waited 2 s without using the CPU" in run.detail
+            assert list(run.cells) == [0]
+        child = (
+            "import subprocess, sys, time\nstart = time.process_time()\n"
+            "subprocess.run([sys.executable, '-c', 'import time\\nt = time.process_time()\\n"
+            "while time.process_time() - t < 4.5: pass'], check=True)\n"
+            "print('parent cpu', round(time.process_time() - start, 1))"
+        )
+        run = run_cells(box, [child, "import time\ntime.sleep(0.5)\nprint('slept')"])
+        assert run.ended == "done", run.detail
+        assert run.cells[0]["output"].startswith("parent cpu 0.")  # the parent itself idled
+        assert run.cells[1]["output"] == "slept\n"
+    finally:
+        box.close()

@@ -321,6 +321,21 @@ def loo_loss_and_grad(x, y, bandwidth):
     os._exit(0)
 """
 
+AXES_IN_FUNCTION = """
+def loo_loss_and_grad(x, y, bandwidth):
+    import io, zipfile
+    member = io.BytesIO()  # zero-size, so no data: only a header declaring 65 axes
+    shape = (0,) + (1,) * 64
+    np.lib.format.write_array_header_1_0(
+        member, {"descr": "<f8", "fortran_order": False, "shape": shape}
+    )
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("r0.npy", member.getvalue())
+    forge(event(ev="case", task=4, case=0, outcome="value", code=None, n=1), buffer.getvalue())
+    os._exit(0)
+"""
+
 
 def _program_position(course: Path, notebook, marker: str) -> tuple[int, int]:
     """(index of the cell holding marker, number of cells) in the program the sandbox runs."""
@@ -720,6 +735,11 @@ def ch1_corpus(course: Path, port: int) -> dict:
             8,
             ["protocol violation"],
         ),
+        "wire-too-many-axes": (
+            append_to_cell(add_cell_after(good, "setup", FORGE), "loo", AXES_IN_FUNCTION),
+            8,
+            ["protocol violation"],
+        ),
         "wire-steal-hidden-cases": (
             early_cells_done(course, good, READ_THE_CASES),
             0,
@@ -727,7 +747,13 @@ def ch1_corpus(course: Path, port: int) -> dict:
         ),
         # the trusted clock
         "pipe-never-read": (early_cells_done(course, good, STOP_READING), 0, ["timeout"]),
-        "sleep-in-every-cell": (sleep_in_every_solution_cell(good), 0, ["timeout"]),
+        # each sleeping cell ends idle after 10 s, so within the budget every one is tried,
+        # skipped, and the functions they define are missing
+        "sleep-in-every-cell": (
+            sleep_in_every_solution_cell(good),
+            0,
+            ["missing function", "timeout"],
+        ),
     }
     return corpus
 
