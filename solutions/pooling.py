@@ -17,15 +17,15 @@ their input (float32 stays float32).
 
 Equations of the chapter, by label:
 
-- {eq}`eq-ch1-average-pool`: ``sum_j m_j x_j / sum_j m_j``;
-  {eq}`eq-ch1-max-pool`: ``max_{j: m_j} x_j``
-- {eq}`eq-ch1-gaussian-kernel`: ``K_h(u) = exp(-u^2 / (2 h^2))``
-- {eq}`eq-ch1-nw-weights`: ``a_ij = K_h(|x_i - x_j|) / sum_l K_h(|x_i - x_l|)
+- {eq}`ch1-average-pool`: ``sum_j m_j x_j / sum_j m_j``;
+  {eq}`ch1-max-pool`: ``max_{j: m_j} x_j``
+- {eq}`ch1-gaussian-kernel`: ``K_h(u) = exp(-u^2 / (2 h^2))``
+- {eq}`ch1-nw-weights`: ``a_ij = K_h(|x_i - x_j|) / sum_l K_h(|x_i - x_l|)
   = softmax_j(-|x_i - x_j|^2 / (2 h^2))``
-- {eq}`eq-ch1-nw-prediction`: ``f(x_i) = sum_j a_ij y_j`` (attention pooling: ``weights @ values``)
-- {eq}`eq-ch1-loo-loss`: ``L(h) = (1/n) sum_i (f_{-i}(x_i) - y_i)^2``, where ``f_{-i}``
+- {eq}`ch1-nw-prediction`: ``f(x_i) = sum_j a_ij y_j`` (attention pooling: ``weights @ values``)
+- {eq}`ch1-loo-loss`: ``L(h) = (1/n) sum_i (f_{-i}(x_i) - y_i)^2``, where ``f_{-i}``
   drops point i from the keys
-- {eq}`eq-ch1-loo-grad`: ``dL/dh = (2/n) sum_i (f_{-i}(x_i) - y_i) sum_j a_ij g_ij (y_j - f_{-i}(x_i))``
+- {eq}`ch1-loo-grad`: ``dL/dh = (2/n) sum_i (f_{-i}(x_i) - y_i) sum_j a_ij g_ij (y_j - f_{-i}(x_i))``
   with ``g_ij = d s_ij / dh = |x_i - x_j|^2 / h^3``
 """
 
@@ -63,7 +63,7 @@ def _check_sequence_mask(x: np.ndarray, mask) -> np.ndarray | None:
 
 
 def average_pool(x, mask=None) -> np.ndarray:
-    """Mean over the sequence axis of the items that are present, {eq}`eq-ch1-average-pool`.
+    """Mean over the sequence axis of the items that are present, {eq}`ch1-average-pool`.
 
     x:    (..., n, d) sequence of n items of width d
     mask: boolean (..., n), True = present; None = all present.
@@ -80,7 +80,7 @@ def average_pool(x, mask=None) -> np.ndarray:
 
 
 def max_pool(x, mask=None) -> np.ndarray:
-    """Feature-wise maximum over the items that are present, {eq}`eq-ch1-max-pool`.
+    """Feature-wise maximum over the items that are present, {eq}`ch1-max-pool`.
 
     x:    (..., n, d) sequence of n items of width d
     mask: boolean (..., n), True = present; None = all present.
@@ -101,12 +101,12 @@ def max_pool(x, mask=None) -> np.ndarray:
 
 
 def gaussian_kernel(distance, bandwidth) -> np.ndarray:
-    """Gaussian kernel ``K_h(u) = exp(-u^2 / (2 h^2))``, {eq}`eq-ch1-gaussian-kernel`.
+    """Gaussian kernel ``K_h(u) = exp(-u^2 / (2 h^2))``, {eq}`ch1-gaussian-kernel`.
 
     distance:  any shape, the distance u between a query and a key
     bandwidth: h > 0 (a scalar)
     Returns an array of the shape of ``distance`` with values in (0, 1]. The normalising
-    constant ``1 / (h sqrt(2 pi))`` is left out: it cancels in the weights, {eq}`eq-ch1-nw-weights`.
+    constant ``1 / (h sqrt(2 pi))`` is left out: it cancels in the weights, {eq}`ch1-nw-weights`.
     """
     distance = as_float(distance, "distance")
     h = _check_bandwidth(bandwidth)
@@ -141,7 +141,7 @@ def _squared_distances(x_query: np.ndarray, x_keys: np.ndarray) -> np.ndarray:
 
 
 def nadaraya_watson_weights(x_query, x_keys, bandwidth) -> np.ndarray:
-    """Nadaraya-Watson weights with a Gaussian kernel, {eq}`eq-ch1-nw-weights`.
+    """Nadaraya-Watson weights with a Gaussian kernel, {eq}`ch1-nw-weights`.
 
     x_query:   (n_q,) or (n_q, d) query points
     x_keys:    (n_k,) or (n_k, d) training inputs (the keys)
@@ -159,7 +159,7 @@ def nadaraya_watson_weights(x_query, x_keys, bandwidth) -> np.ndarray:
 
 
 def attention_pool(weights, values) -> np.ndarray:
-    """Attention pooling: the weighted average ``sum_j a_ij v_j``, {eq}`eq-ch1-nw-prediction`.
+    """Attention pooling: the weighted average ``sum_j a_ij v_j``, {eq}`ch1-nw-prediction`.
 
     weights: (..., n_q, n_k) rows summing to 1 (or 0 for a fully masked query)
     values:  (..., n_k, d_v), or (n_k,) for scalar values
@@ -190,7 +190,7 @@ def attention_pool(weights, values) -> np.ndarray:
 
 
 def nadaraya_watson(x_query, x_keys, y_values, bandwidth) -> np.ndarray:
-    """Nadaraya-Watson kernel regression ``f(x) = sum_j a_j(x) y_j``, {eq}`eq-ch1-nw-weights` and {eq}`eq-ch1-nw-prediction`.
+    """Nadaraya-Watson kernel regression ``f(x) = sum_j a_j(x) y_j``, {eq}`ch1-nw-weights` and {eq}`ch1-nw-prediction`.
 
     x_query:   (n_q,) or (n_q, d) query points
     x_keys:    (n_k,) or (n_k, d) training inputs
@@ -214,7 +214,7 @@ def nadaraya_watson(x_query, x_keys, y_values, bandwidth) -> np.ndarray:
 
 
 def loo_loss_and_grad(x, y, bandwidth) -> tuple[float, float]:
-    """Leave-one-out squared error of Nadaraya-Watson and its derivative in h, {eq}`eq-ch1-loo-loss` and {eq}`eq-ch1-loo-grad`.
+    """Leave-one-out squared error of Nadaraya-Watson and its derivative in h, {eq}`ch1-loo-loss` and {eq}`ch1-loo-grad`.
 
     x:         (n,) or (n, d) inputs, n >= 2
     y:         (n,) or (n, d_y) targets
@@ -237,7 +237,7 @@ def loo_loss_and_grad(x, y, bandwidth) -> tuple[float, float]:
         )
     y2 = y[:, None] if y.ndim == 1 else y  # (n, d_y)
     dist2 = _squared_distances(xs, xs)  # (n, n)
-    scores = -dist2 / (2.0 * h * h)  # (n, n), s_ij of eq. eq-ch1-nw-weights
+    scores = -dist2 / (2.0 * h * h)  # (n, n), s_ij of eq. ch1-nw-weights
     weights = masked_softmax(scores, ~np.eye(n, dtype=bool))  # (n, n), a_ii = 0
     pred = weights @ y2  # (n, d_y), f_{-i}(x_i)
     err = pred - y2  # (n, d_y)
@@ -246,7 +246,7 @@ def loo_loss_and_grad(x, y, bandwidth) -> tuple[float, float]:
     # d f_{-i} / dh = sum_j a_ij (g_ij - sum_l a_il g_il) y_j = sum_j a_ij g_ij (y_j - f_{-i})
     wg = weights * g  # (n, n)
     dpred = wg @ y2 - np.sum(wg, axis=1, keepdims=True) * pred  # (n, d_y)
-    grad = 2.0 * np.mean(err * dpred)  # eq. eq-ch1-loo-grad
+    grad = 2.0 * np.mean(err * dpred)  # eq. ch1-loo-grad
     return float(loss), float(grad)
 
 
@@ -255,7 +255,7 @@ def fit_bandwidth(x, y, init, steps, lr):
 
     x:     (n,) or (n, d) inputs; y: (n,) or (n, d_y) targets
     init:  initial bandwidth h_0 > 0
-    steps: number of updates ``h <- h - lr * dL/dh`` (analytic gradient, {eq}`eq-ch1-loo-grad`)
+    steps: number of updates ``h <- h - lr * dL/dh`` (analytic gradient, {eq}`ch1-loo-grad`)
     lr:    learning rate > 0
     Returns ``(bandwidth, history)``: the final h (float) and the loss history, an array of
     length ``steps + 1`` with the loss at h_0 first and the loss at the returned h last.

@@ -20,6 +20,8 @@ What this file builds, in the order the chapter derives it:
 - ``local_attention``: Luong's local attention (local-m and local-p): attend only to a
   window of 2D + 1 source positions around an aligned position p_t, with a Gaussian
   fall-off.
+- ``location_attention``: Luong's location-based score, weights from the decoder state
+  alone, ``a_t = softmax(W_a h_t)``: it never looks at what the source says.
 - ``TinySeq2Seq`` and ``translate_given_model``: the model the assignment gives and its
   greedy decoding, the trusted copy the grader compares a student's decoder with.
 
@@ -40,6 +42,7 @@ Equations of the chapter, by label:
 - {eq}`ch3-luong-output`: attentional state ``h~_t = tanh([c_t; h_t] W_c)``
 - {eq}`ch3-local-position`: local-p ``p_t = n_in sigmoid(v_p . tanh(h_t W_p))``
 - {eq}`ch3-local-attention`: ``a_t(s) = align(h_t, h_s) exp(-(s - p_t)^2 / (2 sigma^2))``
+- {eq}`ch3-luong-location`: ``a_t = softmax(h_t W_a)`` over the first n_in of n_max positions
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ __all__ = [
     "bahdanau_context",
     "luong_context",
     "local_attention",
+    "location_attention",
     "LUONG_KINDS",
     "Encoder",
     "AdditiveAttention",
@@ -436,6 +440,30 @@ def local_attention(h_t, h, w_a, window, *, position=None, w_p=None, v_p=None, m
     weights = masked_softmax(scores, allowed) * np.exp(-exponent)  # (B, n_in), 0 outside
     context = np.einsum("bs,bsd->bd", weights, h)  # (B, d)
     return context, weights, p_t
+
+
+def location_attention(h_t, h, w_a, mask=None):
+    """Luong et al. (2015) location-based attention, {eq}`ch3-luong-location`.
+
+    h_t:  (B, d_dec)        decoder states (the queries)
+    h:    (B, n_in, d_enc)  encoder states: only the values, and n_in
+    w_a:  (d_dec, n_max)    one score per source position up to n_max >= n_in
+    mask: (B, n_in) bool, True = may attend (a real source token); None = all
+    Returns ``(context (B, d_enc), weights (B, n_in))`` with the scores ``h_t W_a``
+    cut to the first n_in positions, ``a_t = softmax(scores)`` (masked) and
+    ``c_t = a_t h``. The scores depend on the decoder state alone: the keys are the
+    positions, not what the encoder wrote there. A fully masked row gets zero weights.
+    """
+    h_t, h = _check_step_inputs(h_t, h, "h_t")
+    w_a = as_float(w_a, "w_a")
+    n_in, d_dec = h.shape[1], h_t.shape[1]
+    if w_a.ndim != 2 or w_a.shape[0] != d_dec or w_a.shape[1] < n_in:
+        raise ValueError(
+            f"expected w_a of shape (d_dec, n_max) = ({d_dec}, n_max) with n_max >= n_in = "
+            f"{n_in} (one score per source position), got {w_a.shape}"
+        )
+    scores = (h_t @ w_a)[:, :n_in]  # (B, n_in): positions past the source are dropped
+    return _attend(scores, h, _source_mask(mask, h))  # (B, d_enc), (B, n_in)
 
 
 # ----------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ the exercise pages and the book's own pages) and check that
 
 - every {eq}`label` names a label that the book defines (a math ``:label:``, a
   ``$$ ... $$ (label)`` equation or a ``(label)=`` target);
-- every label names its chapter (``ch<N>-...`` or ``eq-ch<N>-...``) and is defined on
+- every label names its chapter (``ch<N>-...``, one prefix for every chapter) and is defined on
   that chapter's page, so {eq}`ch4-local` cannot point into chapter 5;
 - no bare numeric reference such as "(4.3)", "eqs. (4.1)-(4.2)" or "eq. 4.3" is left.
 """
@@ -33,7 +33,7 @@ LABEL_PATTERNS = (
     re.compile(r"^\s*\(([^()\s]+)\)=\s*$", re.M),  # (name)= target
 )
 REFERENCE = re.compile(r"\{eq\}`([^`<>]+?)`")
-CHAPTER_OF_LABEL = re.compile(r"^(?:eq-)?ch(\d+)-[a-z0-9-]+$")
+CHAPTER_OF_LABEL = re.compile(r"^ch(\d+)-[a-z0-9-]+$")
 CHAPTER_OF_FILE = re.compile(r"^ch(\d+)_")
 # "(4.3)", "(5.3')", "eq. (4.3)", "eqs. 4.1-4.2", "equation 4.3", "Eq 4.3"
 NUMERIC_REFERENCE = re.compile(
@@ -138,7 +138,7 @@ def test_every_label_names_the_chapter_that_defines_it():
             wrong.append(f"{label!r} on {page.name}")
     assert not wrong, (
         "a label on a chapter page must start with that chapter, as ch4-local or "
-        "eq-ch1-nw-weights do: " + ", ".join(wrong)
+        "ch1-nw-weights do: " + ", ".join(wrong)
     )
 
 
@@ -187,9 +187,11 @@ def test_the_checks_catch_what_they_are_for():
     assert NUMERIC_REFERENCE.search("see eq. 4.3 above") and NUMERIC_REFERENCE.search("(5.3')")
     assert not NUMERIC_REFERENCE.search("eq. {eq}`ch4-local`, lr = 1.5, (0.25)")
     assert "max(1.0" not in _prose_of_python("y = max(1.0, x)  # eq. {eq}`ch4-local`\n")
-    assert REFERENCE.findall("a {eq}`ch4-local` b {eq}`eq-ch1-nw-weights`") == [
+    assert REFERENCE.findall("a {eq}`ch4-local` b {eq}`ch1-nw-weights`") == [
         "ch4-local",
-        "eq-ch1-nw-weights",
+        "ch1-nw-weights",
     ]
-    assert CHAPTER_OF_LABEL.match("eq-ch1-nw-weights").group(1) == "1"
+    assert CHAPTER_OF_LABEL.match("ch1-nw-weights").group(1) == "1"
+    # one prefix for every chapter: the old "eq-ch1-" spelling names no chapter
+    assert CHAPTER_OF_LABEL.match("eq-ch1-nw-weights") is None
     assert CHAPTER_OF_LABEL.match("ch12-x").group(1) == "12"

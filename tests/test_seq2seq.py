@@ -33,6 +33,7 @@ from solutions.seq2seq import (
     exact_match,
     exact_match_by_length,
     local_attention,
+    location_attention,
     luong_context,
     make_batch,
     make_translation_data,
@@ -613,6 +614,51 @@ def test_local_attention_errors_name_the_arguments():
         ValueError, match=r"w_p of shape \(d, d_p\) = \(5, 3\), got \(3, 5\).*transpose"
     ):
         local_attention(h_t, h, w_a, 2, w_p=w_p.T, v_p=v_p)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_location_attention_matches_per_example_loop(masked):
+    rng = np.random.default_rng(50)
+    batch, n_in, n_max, d_dec, d_enc = 3, 5, 8, 4, 6
+    h_t, h = rng.standard_normal((batch, d_dec)), rng.standard_normal((batch, n_in, d_enc))
+    w_a = rng.standard_normal((d_dec, n_max))
+    mask = rng.random((batch, n_in)) < 0.7 if masked else None
+    context, weights = location_attention(h_t, h, w_a, mask)
+    for b in range(batch):
+        # a_t(s) = softmax_s(sum_i h_t[i] W_a[i, s]) over s < n_in: no encoder state enters
+        scores = [sum(h_t[b, i] * w_a[i, s] for i in range(d_dec)) for s in range(n_in)]
+        allowed = [True] * n_in if mask is None else list(mask[b])
+        want = _loop_softmax(scores, allowed)
+        np.testing.assert_allclose(weights[b], want, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(context[b], _loop_context(want, h[b].tolist()), rtol=1e-12)
+
+
+def test_location_weights_ignore_what_the_source_says():
+    rng = np.random.default_rng(51)
+    h_t, h = rng.standard_normal((2, 4)), rng.standard_normal((2, 6, 4))
+    w_a = rng.standard_normal((4, 10))
+    _, weights = location_attention(h_t, h, w_a)
+    _, shuffled = location_attention(h_t, h[:, ::-1] * 3.0, w_a)  # other content, same length
+    np.testing.assert_array_equal(weights, shuffled)
+    # a content score on the same inputs does move: the contrast the chapter draws
+    _, dot = luong_context(h_t, h, None, np.eye(8, 4), "dot")
+    _, dot_shuffled = luong_context(h_t, h[:, ::-1] * 3.0, None, np.eye(8, 4), "dot")
+    assert not np.allclose(dot, dot_shuffled)
+
+
+def test_location_attention_masks_and_names_its_shapes():
+    rng = np.random.default_rng(52)
+    h_t, h, w_a = rng.standard_normal((2, 3)), rng.standard_normal((2, 5, 4)), np.ones((3, 5))
+    mask = np.array([[True] * 5, [False] * 5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        context, weights = location_attention(h_t, h, w_a, mask)
+    assert np.all(weights[1] == 0) and np.all(context[1] == 0)  # fully masked: zeros, no NaN
+    np.testing.assert_allclose(weights[0], 0.2)  # equal scores: uniform
+    with pytest.raises(ValueError, match=r"n_max >= n_in = 5.*got \(3, 4\)"):
+        location_attention(h_t, h, np.ones((3, 4)))
+    with pytest.raises(ValueError, match=r"\(d_dec, n_max\) = \(3, n_max\).*got \(5, 3\)"):
+        location_attention(h_t, h, np.ones((5, 3)))
 
 
 # ----------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@
   fail for a reader offline.
 - Every page of ``_toc.yml`` is tested (new chapters are covered as soon as they are listed):
   HTTP 200, no console errors, every local asset found, every display equation typeset by
-  MathJax and no raw TeX left in the visible text, every image decoded, nothing external;
+  MathJax and no raw TeX or raw MyST role ({eq}`...` in code included) left in the visible
+  text, every image decoded, nothing external;
   no stderr output, traceback, warning or build-machine path in any cell output.
 - Every figure a chapter's code cell builds is shown on the page (images >= figures built).
 - The search page finds "Nadaraya"; chapter pages link their exercise and offer their
@@ -265,6 +266,9 @@ LEAKS_IN_OUTPUTS = re.compile(
     r"|dist-packages|\.venv/"
 )
 LEAKS_ANYWHERE = re.compile(r"Traceback \(most recent call last\)|site-packages|/root/")
+# MyST that reached the reader unparsed, e.g. {eq}`ch1-average-pool` in a code cell or a
+# literalinclude (book/_ext/code_equation_refs.py turns those into equation numbers)
+RAW_MYST_ROLE = re.compile(r"\{(?:eq|cite(?::[a-z]+)?|term|doc|numref|ref|math)\}`")
 
 # Figures per code cell: a cell whose code builds a figure (plt.subplots, plt.figure,
 # show_heatmaps) shows at least as many images as it builds figures. A figure built but
@@ -322,6 +326,11 @@ def test_page_renders_offline_with_math_images_and_no_errors(visit, page_name):
     assert leak is None, (
         f"{page_name}: the page shows {leak.group()!r}: "
         f"...{text[max(0, leak.start() - 100) : leak.end() + 100]!r}..."
+    )
+    raw = RAW_MYST_ROLE.search(text)
+    assert raw is None, (
+        f"{page_name}: a MyST role shown raw, {raw.group()!r}: "
+        f"...{text[max(0, raw.start() - 100) : raw.end() + 100]!r}..."
     )
 
     broken = visit.page.evaluate(BROKEN_IMAGES)
