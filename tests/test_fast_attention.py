@@ -7,9 +7,11 @@ scores, float32 and float64, broadcast batches, every block size and 1 or 2 thre
 """
 
 import math
+from unittest.mock import patch
 
 import numpy as np
 import pytest
+from attention_problems import online_problem
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from threadpoolctl import threadpool_limits
@@ -173,17 +175,12 @@ def test_fast_attention_validates_like_the_plain_one():
 @pytest.mark.parametrize("block_size", [1, 3, 8, 16, 24, 25, 100])
 @pytest.mark.parametrize("with_mask", [False, True])
 def test_fast_online_softmax_equals_plain_for_every_block_size(block_size, with_mask):
-    rng = np.random.default_rng(block_size)
-    q, k, v = (
-        rng.normal(size=(2, 3, 10, 8)) * 4.0,  # large scores: the running max matters
-        rng.normal(size=(2, 3, 24, 8)),
-        rng.normal(size=(2, 3, 24, 5)),
-    )
-    mask = None
+    q, k, v, mask = online_problem(block_size, batch=(2, 3), d=8, d_v=5, p_keep=0.3, q_scale=4)
     if with_mask:
-        mask = rng.random((2, 3, 10, 24)) < 0.3
         mask[0, 1, 4] = False  # a fully masked row
         mask[1, 2, 7, :20] = False  # a row whose only keys sit in the last block
+    else:
+        mask = None
     ref = online_softmax_attention(q, k, v, block_size=block_size, mask=mask)
     out = fast_online_softmax_attention(q, k, v, block_size=block_size, mask=mask)
     np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-13)
@@ -198,18 +195,27 @@ def test_fast_online_softmax_equals_plain_for_every_block_size(block_size, with_
     n_k=st.integers(1, 40),
     block_size=st.integers(1, 45),
     p_keep=st.floats(0.0, 1.0),
+    dtype=st.sampled_from([np.float32, np.float64]),
+    threads=st.sampled_from([1, 2]),
 )
-def test_fast_online_softmax_equals_plain_property(seed, n_q, n_k, block_size, p_keep):
-    rng = np.random.default_rng(seed)
-    q, k, v = (
-        rng.normal(size=(2, n_q, 4)) * 3,
-        rng.normal(size=(2, n_k, 4)),
-        rng.normal(size=(2, n_k, 3)),
+def test_fast_online_softmax_equals_plain_one_query_row_per_tile_on_threads(
+    seed, n_q, n_k, block_size, p_keep, dtype, threads
+):
+    """What only the fast version does: tiles of query rows shared out over threads. With a
+    tile of one row (TILE_BYTES patched to 1) there are 3 n_q >= 3 tiles, on 2 threads
+    whenever there are at least 4; float32 stays float32 and agrees with the plain version
+    to float32 rounding. The plain version alone is checked against attention on the same
+    kind of problem in tests/test_self_attention.py."""
+    q, k, v, mask = (
+        x.astype(dtype) if x.dtype != bool else x
+        for x in online_problem(seed, batch=(3,), n_q=n_q, n_k=n_k, p_keep=p_keep)
     )
-    mask = rng.random((2, n_q, n_k)) < p_keep
-    out = fast_online_softmax_attention(q, k, v, block_size=block_size, mask=mask)
+    with patch.object(fast, "TILE_BYTES", 1), threadpool_limits(threads, user_api="blas"):
+        out = fast_online_softmax_attention(q, k, v, block_size=block_size, mask=mask)
     ref = online_softmax_attention(q, k, v, block_size=block_size, mask=mask)
-    np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-13)
+    assert out.dtype == dtype
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    np.testing.assert_allclose(out, ref, rtol=tol, atol=tol)
     assert np.all(out[~mask.any(-1)] == 0.0)
 
 
