@@ -7,8 +7,10 @@ the benchmark (``bench/attention.py``) and the timing figures of chapter 4 call:
 
 - ``fast_attention``: soft attention in cache-sized blocks of query rows (``BLOCK_BYTES`` of
   scores per block), each block's scores turned into weights in place while they are in
-  cache, the blocks shared out over NumPy's BLAS threads; the max shift is skipped when
-  Cauchy-Schwarz bounds every scaled dot score by ``SHIFT_FREE_BOUND`` (60), {eq}`ch4-cauchy-schwarz`.
+  cache, the blocks shared out over NumPy's BLAS threads. Without a mask, the weights of
+  finite dot scores come from PyTorch's fused softmax on the same memory; otherwise from
+  NumPy, the max shift skipped when Cauchy-Schwarz bounds every scaled dot score by
+  ``SHIFT_FREE_BOUND`` (60), {eq}`ch4-cauchy-schwarz`.
 - ``fast_online_softmax_attention``: the online softmax of {eq}`ch4-online` on tiles of
   ``TILE_BYTES`` of scores (query rows x key block), the FlashAttention tiling, on the same
   threads, with the same shift-free shortcut.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
 
 from solutions.conventions import (
     BLOCK_BYTES,
@@ -80,12 +83,21 @@ def fast_attention(q, k, v, mask=None, score="scaled_dot", block_rows="auto", **
     m3 = None if mask is None else flatten_batch(mask, batch)  # (P, n_q, n_k)
     w3 = weights.reshape((-1, n_q, n_k))  # (P, n_q, n_k), a view
 
-    # |q.k| <= |q| |k| (Cauchy-Schwarz, {eq}`ch4-cauchy-schwarz`): when that bound is <= 60
-    # for every query and key, exp(score) lies in [1e-26, 1e26], far from overflow and
-    # underflow, so the max shift (two passes over the scores) can go. Checked once, on
-    # O((n_q + n_k) d) numbers, before the threads start: checked in every block instead, the
-    # 2-thread run measured 1.8-2.0x its two BLAS products alone, against 1.3-1.5x now.
+    # |q.k| <= |q| |k| (Cauchy-Schwarz, {eq}`ch4-cauchy-schwarz`), checked once per call on
+    # O((n_q + n_k) d) numbers, before the threads start (in every block, it cost the
+    # 2-thread run 0.5x the two products): when the bound is finite, so is every score;
+    # when it is <= 60, exp(score) lies in [1e-26, 1e26], far from overflow and underflow,
+    # so NumPy's softmax can skip the max shift (two passes over the scores).
     shift = not (dot and dot_scores_within(q3, k3, SHIFT_FREE_BOUND))
+    # The exp over the n_q n_k scores is the one cost beyond the two products, and NumPy's
+    # float32 exp is slow (on the course machine, 1.5-2 ns a number, 0.5-0.7x the two
+    # products at 1 thread). torch.softmax does max, exp, sum and scale in one vectorised
+    # kernel, in place on the same memory (torch.from_numpy shares it), for about the cost
+    # of np.exp alone: fast_attention / its two products went from 1.5-2.0x to 1.2-1.3x at
+    # 1 thread (bench/attention.py). It differs from the reference where the reference
+    # special-cases rows (no allowed key, or +-inf scores), so it takes only unmasked,
+    # finite dot scores (finite by the same Cauchy-Schwarz bound).
+    fused = m3 is None and dot and dot_scores_within(q3, k3, np.finfo(dtype).max / 2)
 
     def attend(block):
         p, r = block
@@ -94,7 +106,11 @@ def fast_attention(q, k, v, mask=None, score="scaled_dot", block_rows="auto", **
             np.matmul(q3[p, r], np.swapaxes(k3[p], -1, -2), out=w)  # scores, written in place
         else:
             w[...] = score_fn(q3[p, r], k3[p])
-        masked_softmax_into(w, None if m3 is None else m3[p, r], shift=shift)
+        if fused:
+            t = torch.from_numpy(w)  # the same memory, no copy
+            torch.softmax(t, dim=-1, out=t)
+        else:
+            masked_softmax_into(w, None if m3 is None else m3[p, r], shift=shift)
         if output is not None:
             np.matmul(w, v3[p], out=output.reshape((-1, n_q, d_v))[p, r])  # (P_b, r_b, d_v)
 
