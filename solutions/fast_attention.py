@@ -83,21 +83,20 @@ def fast_attention(q, k, v, mask=None, score="scaled_dot", block_rows="auto", **
     m3 = None if mask is None else flatten_batch(mask, batch)  # (P, n_q, n_k)
     w3 = weights.reshape((-1, n_q, n_k))  # (P, n_q, n_k), a view
 
-    # |q.k| <= |q| |k| (Cauchy-Schwarz, {eq}`ch4-cauchy-schwarz`), checked once per call on
-    # O((n_q + n_k) d) numbers, before the threads start (in every block, it cost the
-    # 2-thread run 0.5x the two products): when the bound is finite, so is every score;
-    # when it is <= 60, exp(score) lies in [1e-26, 1e26], far from overflow and underflow,
-    # so NumPy's softmax can skip the max shift (two passes over the scores).
-    shift = not (dot and dot_scores_within(q3, k3, SHIFT_FREE_BOUND))
     # The exp over the n_q n_k scores is the one cost beyond the two products, and NumPy's
-    # float32 exp is slow (on the course machine, 1.5-2 ns a number, 0.5-0.7x the two
-    # products at 1 thread). torch.softmax does max, exp, sum and scale in one vectorised
-    # kernel, in place on the same memory (torch.from_numpy shares it), for about the cost
-    # of np.exp alone: fast_attention / its two products went from 1.5-2.0x to 1.2-1.3x at
-    # 1 thread (bench/attention.py). It differs from the reference where the reference
-    # special-cases rows (no allowed key, or +-inf scores), so it takes only unmasked,
-    # finite dot scores (finite by the same Cauchy-Schwarz bound).
+    # float32 exp is slow here (1.5-2 ns a number: 0.45-0.7x the two products at 1 thread).
+    # torch.softmax does max, exp, sum and scale in one vectorised kernel, in place on the
+    # same memory (torch.from_numpy shares it), at 0.3x the two products: fast_attention went
+    # from 1.5-2.0x its two products to 1.25-1.5x at 1 thread (bench/attention.py). Its rows
+    # differ from the reference's only where the reference special-cases them (no allowed
+    # key, +-inf scores), so it takes unmasked dot scores that are all finite.
+    # |q.k| <= |q| |k| (Cauchy-Schwarz, {eq}`ch4-cauchy-schwarz`) tells, once per call on
+    # O((n_q + n_k) d) numbers and before the threads start (checked in every block, it
+    # cost the 2-thread run 0.5x the two products), that every score is finite, or, for
+    # NumPy's softmax, that every |score| <= 60: exp(score) then lies in [1e-26, 1e26], far
+    # from overflow and underflow, and the max shift (two passes over the scores) can go.
     fused = m3 is None and dot and dot_scores_within(q3, k3, np.finfo(dtype).max / 2)
+    shift = not fused and not (dot and dot_scores_within(q3, k3, SHIFT_FREE_BOUND))
 
     def attend(block):
         p, r = block

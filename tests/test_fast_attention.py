@@ -148,6 +148,64 @@ def test_fast_attention_equals_plain_on_huge_scores_and_keeps_the_dtype(dtype):
     assert np.all(w[0, 1, 4] == 0) and np.all(out[0, 1, 4] == 0)
 
 
+def _numpy_softmax_calls(monkeypatch):
+    """Record every call of NumPy's masked_softmax_into made by fast_attention (the
+    torch.softmax path makes none)."""
+    calls = []
+    real = fast.masked_softmax_into
+    monkeypatch.setattr(
+        fast,
+        "masked_softmax_into",
+        lambda w, m, shift: calls.append(shift) or real(w, m, shift=shift),
+    )
+    return calls
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("score", ["dot", "scaled_dot"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_fast_attention_torch_softmax_path_equals_plain(monkeypatch, dtype, score, threads):
+    """Unmasked, finite dot scores go through torch.softmax in place (no NumPy softmax call),
+    with scores up to ~40 (exp would overflow float32 without a shift), every block size,
+    1 and 2 threads (50 blocks at block_rows=4: shared out over 2 workers), and keep the
+    dtype; float32 agrees with the float64 reference to float32 rounding."""
+    calls = _numpy_softmax_calls(monkeypatch)
+    q, k, v, _ = _blocking_problem(7, batch=(5, 2), n_q=20, n_k=33, d=8)
+    q = q * 6.0  # |q.k| up to ~40 * sqrt(d): the max shift matters
+    out_ref, w_ref = attention(q, k, v, score=score)
+    rtol, atol = (1e-12, 1e-15) if dtype == np.float64 else (2e-4, 1e-6)
+    for rows in (1, 4, 7, 20, None):
+        with threadpool_limits(threads, user_api="blas"):
+            out, w = fast_attention(
+                *(x.astype(dtype) for x in (q, k, v)), score=score, block_rows=rows
+            )
+        assert out.dtype == dtype and w.dtype == dtype
+        np.testing.assert_allclose(w, w_ref, rtol=rtol, atol=atol)
+        np.testing.assert_allclose(out, out_ref, rtol=rtol, atol=10 * atol)
+        np.testing.assert_allclose(w.sum(-1), 1.0, rtol=10 * rtol)
+    assert calls == []
+
+
+# inf * 0 in that row, in the reference and in the fast version (whose workers do not see
+# np.errstate): NaN, as it should be
+@pytest.mark.filterwarnings("ignore:invalid value encountered in multiply:RuntimeWarning")
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan, 1e30])
+def test_fast_attention_non_finite_scores_take_numpy_softmax_like_the_plain_one(monkeypatch, bad):
+    """A query whose Cauchy-Schwarz bound is not finite in float32 (inf, nan, or 1e30
+    entries, whose products overflow) sends the call to NumPy's softmax, which treats its
+    rows exactly as the reference does (NaN where the reference gives NaN)."""
+    calls = _numpy_softmax_calls(monkeypatch)
+    q, k, v, _ = (x.astype(np.float32) for x in _blocking_problem(8, n_q=6, n_k=9))
+    q[1, 0, 2, 3] = bad
+    out_ref, w_ref = attention(q, k, v)
+    out, w = fast_attention(q, k, v, block_rows=2)
+    assert calls and all(calls)  # NumPy's softmax ran, with the max shift
+    np.testing.assert_array_equal(np.isnan(w), np.isnan(w_ref))
+    np.testing.assert_allclose(w, w_ref, rtol=1e-5, atol=1e-7)  # NaN == NaN here
+    np.testing.assert_allclose(out, out_ref, rtol=1e-5, atol=1e-6)
+    assert np.all(np.isfinite(w[0])) and np.all(np.isfinite(w[1, 1]))  # other rows untouched
+
+
 def test_fast_attention_validates_like_the_plain_one():
     q, k, v, _ = _blocking_problem(5)
     with pytest.raises(ValueError, match="block_rows >= 1"):
