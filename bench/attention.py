@@ -10,6 +10,9 @@ Run from the repository root:  .venv/bin/python bench/attention.py [--threads 1 
   any unfused kernel (its two BLAS products alone, Q K^T and W V into preallocated arrays),
   np.exp over the same scores alone (the one pass a softmax cannot skip, so
   (products + exp) / products bounds what any NumPy softmax between them can reach),
+  torch.softmax over them alone (the kernel ``fast_attention`` uses without a mask: the same
+  bound for it), a fresh (B, h, n, n) array filled once (the page zeroing any function
+  returning new weights pays),
   PyTorch's fused ``scaled_dot_product_attention`` and the naive PyTorch attention of d2l
   and minGPT (``softmax(Q K^T / sqrt(d)) V`` as three ops).
   All run interleaved (one call of each per round); medians are compared as ratios.
@@ -65,6 +68,14 @@ TARGET_VS_FUSED, TARGET_VS_NAIVE, TARGET_MEMORY = 1.5, 0.7, 1 / 20
 #: fast_attention / its two BLAS products alone, by thread count: the floor of an unfused kernel
 TARGET_VS_BLAS = {1: 1.3, 2: 1.5}
 LONG_SIZES = (4096, 8192)  # online softmax vs blocked attention: no slower at n >= 4096
+
+
+#: timed pieces of an attention, not attentions: no matmul rate printed
+NOT_ATTENTION = (
+    "np.exp over its scores alone",
+    "torch.softmax over them alone",
+    "new weights, filled once",
+)
 
 
 def naive_torch_attention(q, k, v):
@@ -155,21 +166,35 @@ def bench_speed(batch, heads, n, d, repeats, threads):
         np.matmul(q, k_t, out=scores)
         np.matmul(scores, v, out=out)
 
-    # The one pass over the scores no softmax can skip: exp of each. Timed on the scores
-    # fast_attention exponentiates, one (n, n) matrix at a time into a cache-sized buffer (as
-    # a blocked kernel meets them), shared out over the threads by the same run_blocks:
-    # (products + exp alone) / products is the least any NumPy softmax between the two
-    # products can add on this machine.
+    # What a softmax between the two products must add, timed on the scores fast_attention
+    # meets, one (n, n) matrix at a time into a cache-sized buffer (as a blocked kernel
+    # meets them), shared out over the threads by the same run_blocks: np.exp alone (the
+    # one pass no NumPy softmax can skip), and torch.softmax (the kernel fast_attention
+    # uses on unmasked dot scores). (products + either) / products is the least
+    # fast_attention can reach with it on this machine: the floor printed beside its ratio.
     pairs = ((q / np.float32(math.sqrt(d))) @ k_t).reshape((-1, n, n))  # (B h, n, n)
     per_thread = threading.local()  # each worker's own (n, n) buffer, reused while it lives
 
-    def exp_pair(i):
+    def buffer():
         if not hasattr(per_thread, "buffer"):
             per_thread.buffer = np.empty((n, n), np.float32)
-        np.exp(pairs[i], out=per_thread.buffer)
+            per_thread.tensor = torch.from_numpy(per_thread.buffer)  # the same memory
+        return per_thread
+
+    def exp_pair(i):
+        np.exp(pairs[i], out=buffer().buffer)
+
+    def softmax_pair(i):
+        torch.softmax(torch.from_numpy(pairs[i]), dim=-1, out=buffer().tensor)
 
     def exp_alone():
         run_blocks(exp_pair, list(range(pairs.shape[0])))
+
+    def softmax_alone():
+        run_blocks(softmax_pair, list(range(pairs.shape[0])))
+
+    def fresh_weights():  # fast_attention returns new weights: the kernel zeroes each page
+        np.empty((batch, heads, n, n), np.float32).fill(0.5)
 
     fns = {
         "numpy fast, blocked": lambda: fast_attention(q, k, v),
@@ -177,6 +202,8 @@ def bench_speed(batch, heads, n, d, repeats, threads):
         "numpy plain reference": lambda: attention(q, k, v),
         "its 2 BLAS products alone": blas_alone,
         "np.exp over its scores alone": exp_alone,
+        "torch.softmax over them alone": softmax_alone,
+        "new weights, filled once": fresh_weights,
         "torch fused SDPA": lambda: F.scaled_dot_product_attention(qt, kt, vt),
         "torch naive (3 ops)": lambda: naive_torch_attention(qt, kt, vt),
     }
@@ -209,7 +236,7 @@ def bench_speed(batch, heads, n, d, repeats, threads):
     fused_cpu, naive_cpu = cpu["torch fused SDPA"], cpu["torch naive (3 ops)"]
     for name, seconds in cpu.items():
         seconds = medians[name]
-        rate = "" if name.startswith("np.exp") else f"{flops / seconds / 1e9:6.1f} GFLOP/s"
+        rate = "" if name in NOT_ATTENTION else f"{flops / seconds / 1e9:6.1f} GFLOP/s"
         print(
             f"  {name:<28} {seconds * 1e3:8.1f} ms {rate:>14}  "
             f"/ fused {seconds / fused:5.2f}  / naive {seconds / naive:5.2f}   "
@@ -351,6 +378,8 @@ def main():
         blocked, products = medians["numpy fast, blocked"], medians["its 2 BLAS products alone"]
         vs_blas = blocked / products
         exp_bound = (products + medians["np.exp over its scores alone"]) / products
+        softmax_bound = (products + medians["torch.softmax over them alone"]) / products
+        alloc = medians["new weights, filled once"] / products
         target_blas = TARGET_VS_BLAS.get(threads, TARGET_VS_BLAS[2])
         vs_fused = blocked / medians["torch fused SDPA"]
         vs_naive = blocked / medians["torch naive (3 ops)"]
@@ -362,7 +391,9 @@ def main():
             f"  {threads} thread(s): fast blocked / its 2 BLAS products alone = {vs_blas:.2f} "
             f"(target <= {target_blas}): {verdict(vs_blas <= target_blas)} at load average "
             f"{medians['load']:.2f}, where (products + np.exp over the scores alone) / "
-            f"products = {exp_bound:.2f}; "
+            f"products = {exp_bound:.2f}, (products + torch.softmax over them alone) / "
+            f"products = {softmax_bound:.2f}, and new weights filled once cost {alloc:.2f} "
+            f"products; "
             f"blocked / fused SDPA = {vs_fused:.2f} (target <= {TARGET_VS_FUSED}): "
             f"{verdict(vs_fused <= TARGET_VS_FUSED)}; blocked / naive torch = {vs_naive:.2f} "
             f"(target <= {TARGET_VS_NAIVE}): {verdict(vs_naive <= TARGET_VS_NAIVE)}; "
