@@ -7,10 +7,12 @@ scores, float32 and float64, broadcast batches, every block size and 1 or 2 thre
 """
 
 import math
+import threading
 from unittest.mock import patch
 
 import numpy as np
 import pytest
+import torch
 from attention_problems import online_problem
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -184,6 +186,36 @@ def test_fast_attention_torch_softmax_path_equals_plain(monkeypatch, dtype, scor
         np.testing.assert_allclose(out, out_ref, rtol=rtol, atol=10 * atol)
         np.testing.assert_allclose(w.sum(-1), 1.0, rtol=10 * rtol)
     assert calls == []
+
+
+def test_fast_attention_pool_workers_run_torch_on_one_thread_and_restore_its_count(monkeypatch):
+    """On 2 BLAS threads the blocks run on a pool of 2 workers; each must run torch.softmax
+    with torch's intra-op count at 1 (2 workers each opening a 2-thread OpenMP team
+    oversubscribe 2 cores), and the caller's torch count must be back afterwards."""
+    seen = []  # (on the main thread?, torch's thread count there) per torch.softmax call
+    real = torch.softmax
+
+    def spy(*args, **kwargs):
+        seen.append(
+            (threading.current_thread() is threading.main_thread(), torch.get_num_threads())
+        )
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "softmax", spy)
+    q, k, v, _ = _blocking_problem(9, batch=(4, 4), n_q=40, n_k=30)
+    out_ref, w_ref = attention(q, k, v)
+    previous = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with threadpool_limits(2, user_api="blas"):
+            out, w = fast_attention(q, k, v, block_rows=8)  # 80 blocks
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(previous)
+    assert len(seen) == 80 and not any(main for main, _ in seen)
+    assert {count for _, count in seen} == {1}
+    np.testing.assert_allclose(w, w_ref, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(out, out_ref, rtol=1e-13, atol=1e-15)
 
 
 # inf * 0 in that row, in the reference and in the fast version (whose workers do not see
