@@ -81,7 +81,8 @@ def fast_attention(q, k, v, mask=None, score="scaled_dot", block_rows="auto", **
     q3, k3 = flatten_batch(q, batch), flatten_batch(k, batch)  # (P, n_q, d), (P, n_k, d)
     v3 = flatten_batch(v, batch) if output is not None else None  # (P, n_k, d_v)
     m3 = None if mask is None else flatten_batch(mask, batch)  # (P, n_q, n_k)
-    w3 = weights.reshape((-1, n_q, n_k))  # (P, n_q, n_k), a view
+    pairs = math.prod(batch)  # P, spelled out: -1 cannot be inferred when n_q = 0
+    w3 = weights.reshape((pairs, n_q, n_k))  # (P, n_q, n_k), a view
 
     # The exp over the n_q n_k scores is the one cost beyond the two products, and NumPy's
     # float32 exp is slow here (1.5-2 ns a number: 0.45-0.7x the two products at 1 thread).
@@ -111,7 +112,7 @@ def fast_attention(q, k, v, mask=None, score="scaled_dot", block_rows="auto", **
         else:
             masked_softmax_into(w, None if m3 is None else m3[p, r], shift=shift)
         if output is not None:
-            np.matmul(w, v3[p], out=output.reshape((-1, n_q, d_v))[p, r])  # (P_b, r_b, d_v)
+            np.matmul(w, v3[p], out=output.reshape((pairs, n_q, d_v))[p, r])  # (P_b, r_b, d_v)
 
     # Blocks of query rows, so that one block of scores stays in cache while it becomes
     # weights ([max, subtract,] exp, sum, scale, in place) and meets V: the (..., n_q, n_k)

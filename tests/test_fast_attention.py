@@ -238,6 +238,15 @@ def test_fast_attention_non_finite_scores_take_numpy_softmax_like_the_plain_one(
     assert np.all(np.isfinite(w[0])) and np.all(np.isfinite(w[1, 1]))  # other rows untouched
 
 
+@pytest.mark.parametrize("masked", [False, True])
+def test_fast_attention_takes_no_queries_like_the_plain_one(masked):
+    q, k, v, mask = _blocking_problem(10)
+    q, mask = q[..., :0, :], (mask[..., :0, :] if masked else None)  # 0 queries
+    out_ref, w_ref = attention(q, k, v, mask=mask)
+    out, w = fast_attention(q, k, v, mask=mask)
+    assert out.shape == out_ref.shape == (2, 3, 0, 4) and w.shape == w_ref.shape == (2, 3, 0, 11)
+
+
 def test_fast_attention_validates_like_the_plain_one():
     q, k, v, _ = _blocking_problem(5)
     with pytest.raises(ValueError, match="block_rows >= 1"):
