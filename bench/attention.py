@@ -410,7 +410,7 @@ def main():
             for n_long, ratio in medians["online / blocked"].items()
         )
         print(
-            f"  {threads} thread(s): fast blocked / its 2 BLAS products alone = {vs_blas:.2f} "
+            f"  {threads} thread(s): fast blocked / its 2 BLAS products alone = {vs_blas:.3f} "
             f"(target <= {target_blas}): {verdict(vs_blas <= target_blas)} at load average "
             f"{medians['load']:.2f} (/ the same products in its blocks = "
             f"{vs_blocked_blas:.2f}), where (products + np.exp over the scores alone) / "
