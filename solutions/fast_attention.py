@@ -7,8 +7,10 @@ the benchmark (``bench/attention.py``) and the timing figures of chapter 4 call:
 
 - ``fast_attention``: soft attention in cache-sized blocks of query rows (``BLOCK_BYTES`` of
   scores per block), each block's scores turned into weights in place while they are in
-  cache, the blocks shared out over NumPy's BLAS threads; the max shift is skipped when
-  Cauchy-Schwarz bounds every scaled dot score by ``SHIFT_FREE_BOUND`` (60), {eq}`ch4-cauchy-schwarz`.
+  cache, the blocks shared out over NumPy's BLAS threads. Without a mask, the weights of
+  finite dot scores come from PyTorch's fused softmax on the same memory; otherwise from
+  NumPy, the max shift skipped when Cauchy-Schwarz bounds every scaled dot score by
+  ``SHIFT_FREE_BOUND`` (60), {eq}`ch4-cauchy-schwarz`.
 - ``fast_online_softmax_attention``: the online softmax of {eq}`ch4-online` on tiles of
   ``TILE_BYTES`` of scores (query rows x key block), the FlashAttention tiling, on the same
   threads, with the same shift-free shortcut.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
 
 from solutions.conventions import (
     BLOCK_BYTES,
@@ -78,23 +81,38 @@ def fast_attention(q, k, v, mask=None, score="scaled_dot", block_rows="auto", **
     q3, k3 = flatten_batch(q, batch), flatten_batch(k, batch)  # (P, n_q, d), (P, n_k, d)
     v3 = flatten_batch(v, batch) if output is not None else None  # (P, n_k, d_v)
     m3 = None if mask is None else flatten_batch(mask, batch)  # (P, n_q, n_k)
-    w3 = weights.reshape((-1, n_q, n_k))  # (P, n_q, n_k), a view
+    pairs = math.prod(batch)  # P, spelled out: -1 cannot be inferred when n_q = 0
+    w3 = weights.reshape((pairs, n_q, n_k))  # (P, n_q, n_k), a view
+
+    # The exp over the n_q n_k scores is the one cost beyond the two products, and NumPy's
+    # float32 exp is slow here (1.5-2 ns a number: 0.45-0.7x the two products at 1 thread).
+    # torch.softmax does max, exp, sum and scale in one vectorised kernel, in place on the
+    # same memory (torch.from_numpy shares it), at 0.3x the two products: fast_attention went
+    # from 1.5-2.0x its two products to 1.25-1.5x at 1 thread (bench/attention.py). Its rows
+    # differ from the reference's only where the reference special-cases them (no allowed
+    # key, +-inf scores), so it takes unmasked dot scores that are all finite.
+    # |q.k| <= |q| |k| (Cauchy-Schwarz, {eq}`ch4-cauchy-schwarz`) tells, once per call on
+    # O((n_q + n_k) d) numbers and before the threads start (checked in every block, it
+    # cost the 2-thread run 0.5x the two products), that every score is finite, or, for
+    # NumPy's softmax, that every |score| <= 60: exp(score) then lies in [1e-26, 1e26], far
+    # from overflow and underflow, and the max shift (two passes over the scores) can go.
+    fused = m3 is None and dot and dot_scores_within(q3, k3, np.finfo(dtype).max / 2)
+    shift = not fused and not (dot and dot_scores_within(q3, k3, SHIFT_FREE_BOUND))
 
     def attend(block):
         p, r = block
         w = w3[p, r]  # (P_b, r_b, n_k): this block's slice of the weights
-        shift = True
         if dot:
             np.matmul(q3[p, r], np.swapaxes(k3[p], -1, -2), out=w)  # scores, written in place
-            # |q.k| <= |q| |k| (Cauchy-Schwarz, {eq}`ch4-cauchy-schwarz`): when that bound
-            # is <= 60 for the whole block, exp(score) lies in [1e-26, 1e26], far from
-            # overflow and underflow, so the max shift (two passes over the block) can go.
-            shift = not dot_scores_within(q3[p, r], k3[p], SHIFT_FREE_BOUND)
         else:
             w[...] = score_fn(q3[p, r], k3[p])
-        masked_softmax_into(w, None if m3 is None else m3[p, r], shift=shift)
+        if fused:
+            t = torch.from_numpy(w)  # the same memory, no copy
+            torch.softmax(t, dim=-1, out=t)
+        else:
+            masked_softmax_into(w, None if m3 is None else m3[p, r], shift=shift)
         if output is not None:
-            np.matmul(w, v3[p], out=output.reshape((-1, n_q, d_v))[p, r])  # (P_b, r_b, d_v)
+            np.matmul(w, v3[p], out=output.reshape((pairs, n_q, d_v))[p, r])  # (P_b, r_b, d_v)
 
     # Blocks of query rows, so that one block of scores stays in cache while it becomes
     # weights ([max, subtract,] exp, sum, scale, in place) and meets V: the (..., n_q, n_k)
@@ -127,15 +145,17 @@ def fast_online_softmax_attention(q, k, v, block_size=128, mask=None):
     output = np.empty(batch + (n_q, d_v), dtype)
     o3 = output.reshape((-1, n_q, d_v))  # (P, n_q, d_v), a view
 
+    # every |s| = scale |q.k| <= scale |q| |k| <= 60 (Cauchy-Schwarz,
+    # {eq}`ch4-cauchy-schwarz`): exp(s) is safe as it is, so m can stay 0 and nothing ever
+    # needs rescaling. Checked once, before the threads start, as in fast_attention.
+    bounded = dot_scores_within(q3, k3, SHIFT_FREE_BOUND / float(scale))
+
     def attend(block):
         p, r = block
         qb = q3[p, r] * scale  # (P_b, r_b, d_k), scaled here: no copy of all of q
         m = np.full(qb.shape[:-1] + (1,), -np.inf, dtype=dtype)  # running max of the scores
         l = np.zeros_like(m)  # noqa: E741  (the l of the formula) running sum of exp(s - m)
         o = np.zeros(qb.shape[:-1] + (d_v,), dtype=dtype)  # running sum of exp(s - m) v
-        # every |s| <= |q| |k| <= 60 (Cauchy-Schwarz, {eq}`ch4-cauchy-schwarz`): exp(s) is
-        # safe as it is, so m can stay 0 and nothing ever needs rescaling
-        bounded = dot_scores_within(qb, k3[p], SHIFT_FREE_BOUND)
         for start in range(0, n_k, block_size):
             keys = slice(start, min(start + block_size, n_k))
             s = qb @ np.swapaxes(k3[p, keys], -1, -2)  # (P_b, r_b, b)

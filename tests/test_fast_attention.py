@@ -7,9 +7,13 @@ scores, float32 and float64, broadcast batches, every block size and 1 or 2 thre
 """
 
 import math
+import threading
+from unittest.mock import patch
 
 import numpy as np
 import pytest
+import torch
+from attention_problems import online_problem
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from threadpoolctl import threadpool_limits
@@ -146,6 +150,103 @@ def test_fast_attention_equals_plain_on_huge_scores_and_keeps_the_dtype(dtype):
     assert np.all(w[0, 1, 4] == 0) and np.all(out[0, 1, 4] == 0)
 
 
+def _numpy_softmax_calls(monkeypatch):
+    """Record every call of NumPy's masked_softmax_into made by fast_attention (the
+    torch.softmax path makes none)."""
+    calls = []
+    real = fast.masked_softmax_into
+    monkeypatch.setattr(
+        fast,
+        "masked_softmax_into",
+        lambda w, m, shift: calls.append(shift) or real(w, m, shift=shift),
+    )
+    return calls
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("score", ["dot", "scaled_dot"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_fast_attention_torch_softmax_path_equals_plain(monkeypatch, dtype, score, threads):
+    """Unmasked, finite dot scores go through torch.softmax in place (no NumPy softmax call),
+    with scores up to ~40 (exp would overflow float32 without a shift), every block size,
+    1 and 2 threads (50 blocks at block_rows=4: shared out over 2 workers), and keep the
+    dtype; float32 agrees with the float64 reference to float32 rounding."""
+    calls = _numpy_softmax_calls(monkeypatch)
+    q, k, v, _ = _blocking_problem(7, batch=(5, 2), n_q=20, n_k=33, d=8)
+    q = q * 6.0  # |q.k| up to ~40 * sqrt(d): the max shift matters
+    out_ref, w_ref = attention(q, k, v, score=score)
+    rtol, atol = (1e-12, 1e-15) if dtype == np.float64 else (2e-4, 1e-6)
+    for rows in (1, 4, 7, 20, None):
+        with threadpool_limits(threads, user_api="blas"):
+            out, w = fast_attention(
+                *(x.astype(dtype) for x in (q, k, v)), score=score, block_rows=rows
+            )
+        assert out.dtype == dtype and w.dtype == dtype
+        np.testing.assert_allclose(w, w_ref, rtol=rtol, atol=atol)
+        np.testing.assert_allclose(out, out_ref, rtol=rtol, atol=10 * atol)
+        np.testing.assert_allclose(w.sum(-1), 1.0, rtol=10 * rtol)
+    assert calls == []
+
+
+def test_fast_attention_pool_workers_run_torch_on_one_thread_and_restore_its_count(monkeypatch):
+    """On 2 BLAS threads the blocks run on a pool of 2 workers; each must run torch.softmax
+    with torch's intra-op count at 1 (2 workers each opening a 2-thread OpenMP team
+    oversubscribe 2 cores), and the caller's torch count must be back afterwards."""
+    seen = []  # (on the main thread?, torch's thread count there) per torch.softmax call
+    real = torch.softmax
+
+    def spy(*args, **kwargs):
+        seen.append(
+            (threading.current_thread() is threading.main_thread(), torch.get_num_threads())
+        )
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "softmax", spy)
+    q, k, v, _ = _blocking_problem(9, batch=(4, 4), n_q=40, n_k=30)
+    out_ref, w_ref = attention(q, k, v)
+    previous = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with threadpool_limits(2, user_api="blas"):
+            out, w = fast_attention(q, k, v, block_rows=8)  # 80 blocks
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(previous)
+    assert len(seen) == 80 and not any(main for main, _ in seen)
+    assert {count for _, count in seen} == {1}
+    np.testing.assert_allclose(w, w_ref, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(out, out_ref, rtol=1e-13, atol=1e-15)
+
+
+# inf * 0 in that row, in the reference and in the fast version (whose workers do not see
+# np.errstate): NaN, as it should be
+@pytest.mark.filterwarnings("ignore:invalid value encountered in multiply:RuntimeWarning")
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan, 1e30])
+def test_fast_attention_non_finite_scores_take_numpy_softmax_like_the_plain_one(monkeypatch, bad):
+    """A query whose Cauchy-Schwarz bound is not finite in float32 (inf, nan, or 1e30
+    entries, whose products overflow) sends the call to NumPy's softmax, which treats its
+    rows exactly as the reference does (NaN where the reference gives NaN)."""
+    calls = _numpy_softmax_calls(monkeypatch)
+    q, k, v, _ = (x.astype(np.float32) for x in _blocking_problem(8, n_q=6, n_k=9))
+    q[1, 0, 2, 3] = bad
+    out_ref, w_ref = attention(q, k, v)
+    out, w = fast_attention(q, k, v, block_rows=2)
+    assert calls and all(calls)  # NumPy's softmax ran, with the max shift
+    np.testing.assert_array_equal(np.isnan(w), np.isnan(w_ref))
+    np.testing.assert_allclose(w, w_ref, rtol=1e-5, atol=1e-7)  # NaN == NaN here
+    np.testing.assert_allclose(out, out_ref, rtol=1e-5, atol=1e-6)
+    assert np.all(np.isfinite(w[0])) and np.all(np.isfinite(w[1, 1]))  # other rows untouched
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_fast_attention_takes_no_queries_like_the_plain_one(masked):
+    q, k, v, mask = _blocking_problem(10)
+    q, mask = q[..., :0, :], (mask[..., :0, :] if masked else None)  # 0 queries
+    out_ref, w_ref = attention(q, k, v, mask=mask)
+    out, w = fast_attention(q, k, v, mask=mask)
+    assert out.shape == out_ref.shape == (2, 3, 0, 4) and w.shape == w_ref.shape == (2, 3, 0, 11)
+
+
 def test_fast_attention_validates_like_the_plain_one():
     q, k, v, _ = _blocking_problem(5)
     with pytest.raises(ValueError, match="block_rows >= 1"):
@@ -173,17 +274,12 @@ def test_fast_attention_validates_like_the_plain_one():
 @pytest.mark.parametrize("block_size", [1, 3, 8, 16, 24, 25, 100])
 @pytest.mark.parametrize("with_mask", [False, True])
 def test_fast_online_softmax_equals_plain_for_every_block_size(block_size, with_mask):
-    rng = np.random.default_rng(block_size)
-    q, k, v = (
-        rng.normal(size=(2, 3, 10, 8)) * 4.0,  # large scores: the running max matters
-        rng.normal(size=(2, 3, 24, 8)),
-        rng.normal(size=(2, 3, 24, 5)),
-    )
-    mask = None
+    q, k, v, mask = online_problem(block_size, batch=(2, 3), d=8, d_v=5, p_keep=0.3, q_scale=4)
     if with_mask:
-        mask = rng.random((2, 3, 10, 24)) < 0.3
         mask[0, 1, 4] = False  # a fully masked row
         mask[1, 2, 7, :20] = False  # a row whose only keys sit in the last block
+    else:
+        mask = None
     ref = online_softmax_attention(q, k, v, block_size=block_size, mask=mask)
     out = fast_online_softmax_attention(q, k, v, block_size=block_size, mask=mask)
     np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-13)
@@ -198,18 +294,27 @@ def test_fast_online_softmax_equals_plain_for_every_block_size(block_size, with_
     n_k=st.integers(1, 40),
     block_size=st.integers(1, 45),
     p_keep=st.floats(0.0, 1.0),
+    dtype=st.sampled_from([np.float32, np.float64]),
+    threads=st.sampled_from([1, 2]),
 )
-def test_fast_online_softmax_equals_plain_property(seed, n_q, n_k, block_size, p_keep):
-    rng = np.random.default_rng(seed)
-    q, k, v = (
-        rng.normal(size=(2, n_q, 4)) * 3,
-        rng.normal(size=(2, n_k, 4)),
-        rng.normal(size=(2, n_k, 3)),
+def test_fast_online_softmax_equals_plain_one_query_row_per_tile_on_threads(
+    seed, n_q, n_k, block_size, p_keep, dtype, threads
+):
+    """What only the fast version does: tiles of query rows shared out over threads. With a
+    tile of one row (TILE_BYTES patched to 1) there are 3 n_q >= 3 tiles, on 2 threads
+    whenever there are at least 4; float32 stays float32 and agrees with the plain version
+    to float32 rounding. The plain version alone is checked against attention on the same
+    kind of problem in tests/test_self_attention.py."""
+    q, k, v, mask = (
+        x.astype(dtype) if x.dtype != bool else x
+        for x in online_problem(seed, batch=(3,), n_q=n_q, n_k=n_k, p_keep=p_keep)
     )
-    mask = rng.random((2, n_q, n_k)) < p_keep
-    out = fast_online_softmax_attention(q, k, v, block_size=block_size, mask=mask)
+    with patch.object(fast, "TILE_BYTES", 1), threadpool_limits(threads, user_api="blas"):
+        out = fast_online_softmax_attention(q, k, v, block_size=block_size, mask=mask)
     ref = online_softmax_attention(q, k, v, block_size=block_size, mask=mask)
-    np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-13)
+    assert out.dtype == dtype
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    np.testing.assert_allclose(out, ref, rtol=tol, atol=tol)
     assert np.all(out[~mask.any(-1)] == 0.0)
 
 
