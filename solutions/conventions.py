@@ -169,6 +169,11 @@ def check_attention(q, k, v, mask=None, same_width: bool = False):
             f"expected one value per key: values (..., n_k, d_v) with n_k = {k.shape[-2]} "
             f"as in keys {k.shape}, got values of shape {v.shape}"
         )
+    if k.shape[-2] == 0:
+        raise ValueError(
+            f"expected at least one key (n_k >= 1): a softmax over no keys has no weights, "
+            f"got keys of shape {k.shape}"
+        )
     check_batch(("q", q), ("k", k), ("v", v))
     if mask is not None:
         scores = batch + (q.shape[-2], k.shape[-2])

@@ -256,6 +256,7 @@ def test_fast_attention_validates_like_the_plain_one():
     for bad in (
         dict(v=v[..., :5, :]),  # one value per key
         dict(k=k[..., :3]),  # widths differ
+        dict(k=k[..., :0, :], v=v[..., :0, :]),  # no keys: a softmax over nothing
         dict(mask=np.ones((4, 5), bool)),  # a mask of the wrong shape
         dict(score="bilinear"),
     ):
@@ -265,6 +266,8 @@ def test_fast_attention_validates_like_the_plain_one():
         with pytest.raises(ValueError) as ours:
             fast_attention(**args)
         assert str(ours.value) == str(plain.value)
+        if "k" in bad and bad["k"].shape[-2] == 0:
+            assert "at least one key" in str(plain.value)
 
 
 # ----------------------------------------------------------------------------------------
@@ -349,6 +352,7 @@ def test_fast_online_softmax_validates_like_the_plain_one():
     for args in (
         (np.ones((4, 2)), k, v),
         (q, k, np.ones((6, 2))),
+        (q, np.ones((0, 3)), np.ones((0, 2))),  # no keys
         (q, k, v, 0),
         (q, k, v, 128, np.ones((4, 4), dtype=bool)),
     ):
