@@ -104,6 +104,19 @@ def test_fast_attention_gives_the_plain_result_on_one_and_two_blas_threads():
         np.testing.assert_allclose(out, out_ref, rtol=1e-13, atol=1e-15)
 
 
+def _numpy_softmax_calls(monkeypatch):
+    """Record every call of NumPy's masked_softmax_into made by fast_attention (the
+    torch.softmax path makes none)."""
+    calls = []
+    real = fast.masked_softmax_into
+    monkeypatch.setattr(
+        fast,
+        "masked_softmax_into",
+        lambda w, m, shift: calls.append(shift) or real(w, m, shift=shift),
+    )
+    return calls
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("bound", [1.0, 59.0, 61.0, 1e4])
 def test_fast_attention_skips_the_max_shift_only_where_cauchy_schwarz_bounds_the_scores(
@@ -113,13 +126,7 @@ def test_fast_attention_skips_the_max_shift_only_where_cauchy_schwarz_bounds_the
     [1e-26, 1e26] and the shift is skipped; above it the shifted path runs. Either way the
     weights equal the max-shifted softmax of the exact scores (float64 oracle)."""
     q, k, v, mask = bounded_scores(bound, n_q=6, n_k=7, seed=5)
-    shifts = []
-    real = fast.masked_softmax_into
-    monkeypatch.setattr(
-        fast,
-        "masked_softmax_into",
-        lambda w, m, shift: shifts.append(shift) or real(w, m, shift=shift),
-    )
+    shifts = _numpy_softmax_calls(monkeypatch)
     out, w = fast_attention(q.astype(dtype), k.astype(dtype), v.astype(dtype), mask=mask)
     assert set(shifts) == {bound > fast.SHIFT_FREE_BOUND}
     scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
@@ -148,19 +155,6 @@ def test_fast_attention_equals_plain_on_huge_scores_and_keeps_the_dtype(dtype):
     np.testing.assert_allclose(w, w_ref, rtol=rtol, atol=1e-7 if dtype == np.float32 else 1e-15)
     np.testing.assert_allclose(out, out_ref, rtol=rtol, atol=1e-5 if dtype == np.float32 else 1e-13)
     assert np.all(w[0, 1, 4] == 0) and np.all(out[0, 1, 4] == 0)
-
-
-def _numpy_softmax_calls(monkeypatch):
-    """Record every call of NumPy's masked_softmax_into made by fast_attention (the
-    torch.softmax path makes none)."""
-    calls = []
-    real = fast.masked_softmax_into
-    monkeypatch.setattr(
-        fast,
-        "masked_softmax_into",
-        lambda w, m, shift: calls.append(shift) or real(w, m, shift=shift),
-    )
-    return calls
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
