@@ -10,6 +10,8 @@ What this file builds, in the order the chapter derives it:
   the padding after each sequence's valid length).
 - ``sinusoidal_positions``: the fixed positional encoding of Vaswani et al., and
   ``offset_rotation``: the matrix that moves an encoding k positions along, {eq}`ch4-rotation`.
+- ``rotary``: rotary position embeddings (RoPE, Su et al. 2021): each query and key is
+  rotated by its own position, so that their score depends on the offset only, {eq}`ch4-rope`.
 - ``online_softmax_attention``: the flash-style algorithm; keys in blocks with a running
   max and a running sum, never materialising the ``(n_q, n_k)`` weight matrix (its tiled,
   threaded twin for speed: ``solutions.fast_attention.fast_online_softmax_attention``).
@@ -27,6 +29,7 @@ Equations of the chapter, by label:
 - {eq}`ch4-causal`: causal mask ``M_ij = [j <= i]``; {eq}`ch4-local`: local mask ``M_ij = [|i - j| <= r]``
 - {eq}`ch4-pe`: ``PE[t, 2i] = sin(t w_i)``, ``PE[t, 2i+1] = cos(t w_i)``, ``w_i = 10000^(-2i/d)``
 - {eq}`ch4-rotation`: ``PE[t + k] = PE[t] @ R(k)``, ``R(k)`` block-diagonal with 2x2 rotations by ``k w_i``
+- {eq}`ch4-rope`: ``rotary(x, t) = x @ R(t)``, so ``rotary(q, t) . rotary(k, s) = q R(t - s) k^T``
 - {eq}`ch4-online`: online softmax: ``m' = max(m, max_j s_j)``, ``l' = l e^(m - m') + sum_j e^(s_j - m')``,
   ``o' = o e^(m - m') + sum_j e^(s_j - m') v_j``, and at the end ``o / l``
 """
@@ -48,6 +51,7 @@ __all__ = [
     "padding_mask",
     "sinusoidal_positions",
     "offset_rotation",
+    "rotary",
     "online_softmax_attention",
     "peak_memory",
 ]
@@ -151,9 +155,9 @@ def padding_mask(valid_lens, n):
 # positions, eqs. ch4-pe and ch4-rotation
 
 
-def _frequencies(d: int) -> np.ndarray:
-    """w_i = 10000^(-2i/d) for i = 0 .. ceil(d/2) - 1, eq. ch4-pe."""
-    return 10000.0 ** (-np.arange(0, d, 2, dtype=np.float64) / d)  # (ceil(d/2),)
+def _frequencies(d: int, base: float = 10000.0) -> np.ndarray:
+    """w_i = base^(-2i/d) for i = 0 .. ceil(d/2) - 1, eq. ch4-pe (base 10000)."""
+    return base ** (-np.arange(0, d, 2, dtype=np.float64) / d)  # (ceil(d/2),)
 
 
 def sinusoidal_positions(n, d):
@@ -196,6 +200,47 @@ def offset_rotation(k, d):
     r[idx, idx + 1] = -s  # cos(w(t+k)) = cos(wt) cos(wk) - sin(wt) sin(wk)
     r[idx + 1, idx + 1] = c
     return r
+
+
+def rotary(x, positions, base=10000.0):
+    """Rotary position embedding (RoPE), {eq}`ch4-rope`: row t of ``x`` times R(t).
+
+    x:         (..., n, d) queries or keys, d even (pairs of features are rotated)
+    positions: (n,) or broadcastable to (..., n): the integer position of each row
+    base:      > 1, the frequencies are ``w_i = base^(-2i/d)`` as in {eq}`ch4-pe`.
+    Returns an array like ``x`` (float32 stays float32): feature pair (2i, 2i + 1) of row
+    t rotated by the angle ``t w_i``, ``[a, b] -> [a cos + b sin, -a sin + b cos]``, which
+    is ``x[t] @ offset_rotation(t, d)``. Since ``R(t) R(s)^T = R(t - s)``, the score of a
+    rotated query at t and a rotated key at s is ``q R(t - s) k^T``: it depends on the
+    positions only through the offset t - s.
+    """
+    x = as_float(x, "x")
+    if x.ndim < 2 or x.shape[-1] % 2:
+        raise ValueError(
+            f"expected x of shape (..., n, d) with an even d (features are rotated in "
+            f"pairs), got {x.shape}"
+        )
+    positions = np.asarray(positions)
+    if not np.issubdtype(positions.dtype, np.integer):
+        raise TypeError(f"expected integer positions, got dtype {positions.dtype}")
+    if isinstance(base, bool) or not isinstance(base, (int, float, np.number)) or not base > 1:
+        raise ValueError(
+            f"expected a number base > 1 (base^(-2i/d) are the frequencies), got {base!r}"
+        )
+    try:
+        np.broadcast_shapes(positions.shape, x.shape[:-1])
+    except ValueError:
+        raise ValueError(
+            f"expected positions broadcastable to x's rows {x.shape[:-1]}, got shape "
+            f"{positions.shape}"
+        ) from None
+    angle = positions[..., None] * _frequencies(x.shape[-1], float(base))  # (..., n, d/2)
+    c, s = np.cos(angle).astype(x.dtype), np.sin(angle).astype(x.dtype)
+    a, b = x[..., 0::2], x[..., 1::2]  # (..., n, d/2): the two features of each pair
+    out = np.empty(np.broadcast_shapes(x.shape, angle.shape[:-1] + x.shape[-1:]), dtype=x.dtype)
+    out[..., 0::2] = a * c + b * s  # the columns of R(t), as in offset_rotation
+    out[..., 1::2] = b * c - a * s
+    return out
 
 
 # ----------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 complex exponentials, naive attention) in float64, plus the properties chapter 4 proves."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from solutions.self_attention import (
     online_softmax_attention,
     padding_mask,
     peak_memory,
+    rotary,
     self_attention,
     sinusoidal_positions,
 )
@@ -391,3 +393,88 @@ def test_online_softmax_rejects_bad_shapes_and_block_size():
         online_softmax_attention(q, k, v, mask=np.ones((4, 4), dtype=bool))
     with pytest.raises(TypeError, match="boolean"):
         online_softmax_attention(q, k, v, mask=np.ones((4, 5)))
+
+
+# ----------------------------------------------------------------------------------------
+# rotary position embeddings, eq. ch4-rope
+
+
+def complex_rotary(x, positions, base=10000.0):
+    """Independent oracle: feature pair (a, b) as the complex number b + i a, multiplied by
+    e^(i t w) (rotating [a, b] -> [a cos + b sin, -a sin + b cos])."""
+    d = x.shape[-1]
+    w = base ** (-np.arange(0, d, 2) / d)
+    z = (x[..., 1::2] + 1j * x[..., 0::2]) * np.exp(1j * np.asarray(positions)[..., None] * w)
+    out = np.empty_like(x)
+    out[..., 0::2], out[..., 1::2] = z.imag, z.real
+    return out
+
+
+@SETTINGS
+@given(seed=st.integers(0, 2**31), n=st.integers(1, 9), half=st.integers(1, 8))
+def test_rotary_matches_complex_rotation_and_offset_rotation(seed, n, half):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(2, n, 2 * half))
+    positions = rng.integers(-50, 500, size=n)
+    out = rotary(x, positions)
+    np.testing.assert_allclose(out, complex_rotary(x, positions), rtol=1e-12, atol=1e-12)
+    for t, pos in enumerate(positions):  # row t is x[t] @ R(pos) of eq. ch4-rotation
+        np.testing.assert_allclose(
+            out[:, t], x[:, t] @ offset_rotation(int(pos), 2 * half), rtol=1e-12, atol=1e-12
+        )
+    # a rotation keeps lengths, and position 0 is the identity
+    np.testing.assert_allclose(np.linalg.norm(out, axis=-1), np.linalg.norm(x, axis=-1), rtol=1e-12)
+    np.testing.assert_array_equal(rotary(x, np.zeros(n, dtype=int)), x)
+
+
+@SETTINGS
+@given(
+    seed=st.integers(0, 2**31),
+    shift=st.integers(-1000, 1000),
+    base=st.sampled_from([10.0, 500.0, 10000.0]),
+)
+def test_rotary_scores_depend_only_on_the_offset(seed, shift, base):
+    rng = np.random.default_rng(seed)
+    n, d = 6, 8
+    q, k = rng.normal(size=(n, d)), rng.normal(size=(n, d))
+    positions = np.sort(rng.choice(200, size=n, replace=False))
+    scores = rotary(q, positions, base) @ rotary(k, positions, base).T  # (n, n)
+    shifted = rotary(q, positions + shift, base) @ rotary(k, positions + shift, base).T
+    np.testing.assert_allclose(shifted, scores, rtol=1e-9, atol=1e-9)
+    # and each score is q_t R(t - s) k_s^T, a function of the offset t - s alone
+    omega = base ** (-np.arange(0, d, 2) / d)
+    for t in range(n):
+        for s in range(n):
+            angle = (positions[t] - positions[s]) * omega  # (d/2,)
+            a_q, b_q, a_k, b_k = q[t, 0::2], q[t, 1::2], k[s, 0::2], k[s, 1::2]
+            expected = np.sum(
+                (a_q * a_k + b_q * b_k) * np.cos(angle) + (b_q * a_k - a_q * b_k) * np.sin(angle)
+            )
+            assert scores[t, s] == pytest.approx(expected, rel=1e-9, abs=1e-9)
+
+
+def test_rotary_scores_change_with_the_offset_and_keep_float32():
+    rng = np.random.default_rng(0)
+    q, k = rng.normal(size=(1, 16)), rng.normal(size=(1, 16))
+    scores = [(rotary(q, np.array([t])) @ rotary(k, np.array([0])).T).item() for t in range(8)]
+    assert np.ptp(scores) > 0.5  # positions matter: not a constant
+    assert rotary(q.astype(np.float32), np.arange(1)).dtype == np.float32
+    batched = rotary(rng.normal(size=(3, 4, 5, 6)), np.arange(5))  # (B, h, n, d_h)
+    assert batched.shape == (3, 4, 5, 6)
+
+
+@pytest.mark.parametrize(
+    "x, positions, base, error, words",
+    [
+        (np.ones((3, 5)), np.arange(3), 10000.0, ValueError, "even d"),
+        (np.ones(4), np.arange(1), 10000.0, ValueError, "(..., n, d)"),
+        (np.ones((3, 4)), np.arange(3) * 0.5, 10000.0, TypeError, "integer positions"),
+        (np.ones((3, 4)), np.arange(4), 10000.0, ValueError, "broadcastable"),
+        (np.ones((3, 4)), np.arange(3), 1.0, ValueError, "base > 1"),
+        (np.ones((3, 4)), np.arange(3), True, ValueError, "base > 1"),
+        (np.array([["a", "b"]]), np.arange(1), 10000.0, TypeError, "numeric"),
+    ],
+)
+def test_rotary_rejects_bad_input_with_a_reason(x, positions, base, error, words):
+    with pytest.raises(error, match=re.escape(words)):
+        rotary(x, positions, base)
