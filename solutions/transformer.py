@@ -74,6 +74,7 @@ __all__ = [
     "greedy_decode_without_cache",
     "beam_translate",
     "train_translator",
+    "resolution_margins",
     "evaluate_translator",
 ]
 
@@ -630,23 +631,43 @@ def train_translator(
 
 
 @torch.no_grad()
-def evaluate_translator(model: Translator, pairs, max_len: int = 20):
+def resolution_margins(model: Translator, pairs) -> np.ndarray:
+    """Pronoun resolution as a teacher-forced two-way choice, one number per pair.
+
+    For every pair with a pronoun, feed the reference translation up to the word that
+    names the antecedent (``pair.answer``) and compare the model's log-probabilities of
+    the two candidates' words there: ``log p(choices[0]) - log p(choices[1])``. Positive =
+    resolved. Fluency errors elsewhere in the sentence do not count. Returns float (P,)
+    for the P pairs with ``pronoun >= 0``, in order.
+    """
+    pairs = [p for p in pairs if p.pronoun >= 0]
+    if not pairs:
+        return np.zeros(0)
+    model.eval()
+    src, tgt = encode_batch(pairs)
+    logits, _ = model(src, tgt[:, :-1])  # input position t predicts target word t + 1
+    log_p = torch.log_softmax(logits.double(), dim=-1)  # (P, n_tgt, V)
+    rows = torch.tensor([p.answer for p in pairs])  # word i of the target is predicted at i
+    right = torch.tensor([TARGET_VOCAB.stoi[p.choices[0]] for p in pairs])
+    wrong = torch.tensor([TARGET_VOCAB.stoi[p.choices[1]] for p in pairs])
+    at = log_p[torch.arange(len(pairs)), rows]  # (P, V)
+    return (at[torch.arange(len(pairs)), right] - at[torch.arange(len(pairs)), wrong]).numpy()
+
+
+@torch.no_grad()
+def evaluate_translator(model: Translator, pairs, max_len: int = 24):
     """Greedy-decode ``pairs`` and score them.
 
-    Returns a dict: "exact_match" (fraction of outputs equal to the reference),
-    "resolution" (among pairs with a pronoun: fraction whose output names the right
-    antecedent at the reference's position), "outputs" (lists of English words) and
-    "resolved" (bool per pronoun pair, in order).
+    Returns a dict: "exact_match" (fraction of greedy outputs equal to the reference),
+    "resolution" (among pairs with a pronoun: fraction with a positive
+    ``resolution_margins``, the teacher-forced two-way choice), "outputs" (lists of
+    English words) and "resolved" (bool per pronoun pair, in order).
     """
     src, _ = encode_batch(pairs)
     tokens, _ = greedy_decode(model, src, max_len)
     outputs = [TARGET_VOCAB.decode(row) for row in tokens.tolist()]
     exact = [out == p.target for out, p in zip(outputs, pairs)]
-    resolved = [
-        len(out) > p.answer and out[p.answer] == p.target[p.answer]
-        for out, p in zip(outputs, pairs)
-        if p.answer >= 0
-    ]
+    resolved = (resolution_margins(model, pairs) > 0).tolist()
     return {
         "exact_match": float(np.mean(exact)),
         "resolution": float(np.mean(resolved)) if resolved else float("nan"),
