@@ -75,6 +75,7 @@ __all__ = [
     "beam_translate",
     "train_translator",
     "resolution_margins",
+    "resolution_run",
     "evaluate_translator",
 ]
 
@@ -652,6 +653,17 @@ def resolution_margins(model: Translator, pairs) -> np.ndarray:
     wrong = torch.tensor([TARGET_VOCAB.stoi[p.choices[1]] for p in pairs])
     at = log_p[torch.arange(len(pairs)), rows]  # (P, V)
     return (at[torch.arange(len(pairs)), right] - at[torch.arange(len(pairs)), wrong]).numpy()
+
+
+def resolution_run(pairs, seed: int, num_heads: int, lr_factor: float, config: dict) -> float:
+    """Train one translator (``train_translator(seed=..., num_heads=..., lr_factor=...,
+    **config)``) and return the fraction of the pronoun sentences of ``pairs`` it resolves
+    (``resolution_margins`` > 0). A module-level function, so that a sweep can hand its runs
+    to other processes: each run is seeded and single-threaded, so where it runs does not
+    change its result."""
+    torch.set_num_threads(1)
+    model, _ = train_translator(seed=seed, num_heads=num_heads, lr_factor=lr_factor, **config)
+    return float(np.mean(resolution_margins(model, pairs) > 0))
 
 
 @torch.no_grad()
