@@ -48,9 +48,9 @@ require-bench: ; @$(REQUIRE) "make bench" $(VENV_PACKAGES) $(GRADE_PACKAGES)
 release: $(STAMP)
 	$(PY) -m autograder.release
 
-## book: release the assignments, then build the site into _build/html (offline, -W)
+## book: release the assignments, then build both editions: _build/html and _build/html/zh (offline, -W)
 book: require-book release
-	$(VENV)/bin/jupyter-book build . --warningiserror --keep-going --nitpick
+	$(PY) tools/build_book.py
 
 ## grade: grade every submission of one assignment, e.g. make grade A=ch5_multihead
 grade: require-grade $(STAMP)

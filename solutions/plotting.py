@@ -9,6 +9,13 @@
   (for example layers and heads), ``titles`` names each panel.
 - The colour scale is shared, so equal weights look equal across panels; weights are
   probabilities, so the scale starts at 0.
+- Every figure exists in each edition's language (docs/translating.md): when the book is
+  built, ``FIGURE_LANGUAGES_ENV`` asks the notebook kernels for Chinese renderings, and
+  every figure a cell shows then carries, beside the English PNG, a second PNG
+  (``ZH_PNG_MIME``) drawn with its titles, labels, legends and annotations translated by
+  the catalog ``locale/zh_CN/LC_MESSAGES/figures.po``. The Chinese edition shows that one
+  (``ZhFigureRenderer``, a myst-nb renderer). A word with no translation is an error, so a
+  changed English label fails the build until its translation is added.
 - Importing this module registers the CJK font the book's Chinese labels need (WenQuanYi
   Micro Hei, Debian package fonts-wqy-microhei) by its FILE, and makes a glyph missing from
   every font an error instead of a box in the figure: see ``register_cjk_font``.
@@ -16,7 +23,12 @@
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import functools
 import io
+import os
+import re
 import shutil
 import subprocess
 import warnings
@@ -27,10 +39,18 @@ import matplotlib as mpl
 import numpy as np
 from matplotlib import font_manager
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 __all__ = [
     "CJK_FAMILY",
+    "FIGURE_LANGUAGES_ENV",
+    "ZH_PNG_MIME",
     "AttentionFigure",
+    "UntranslatedFigureText",
+    "ZhFigureRenderer",
+    "figure_texts",
+    "render_png",
+    "translate_figure_text",
     "fail_on_missing_glyphs",
     "find_cjk_font_file",
     "register_cjk_font",
@@ -104,6 +124,165 @@ CJK_FONT_FILE = register_cjk_font()
 fail_on_missing_glyphs()
 
 
+# --- one figure, two languages -------------------------------------------------------------
+# Set by tools/build_book.py ("en,zh_CN"): the kernels that execute the book render every
+# figure in each language. Unset (a reader running a notebook), figures are English only.
+FIGURE_LANGUAGES_ENV = "ATTENTION_DERIVED_FIGURE_LANGUAGES"
+# The Chinese rendering's key in a cell output's bundle: not a type Jupyter knows, so every
+# frontend (and the English edition) shows the ordinary image/png beside it.
+ZH_PNG_MIME = "image/vnd.attention-derived.zh-cn+png"
+FIGURE_CATALOG = Path(__file__).resolve().parents[1] / "locale" / "zh_CN" / "LC_MESSAGES" / "figures.po"
+
+# A label's numbers and math are the same in both languages: the catalog's msgid writes
+# each number as {} ("head {}", "sigma = {}") and keeps $...$ as it is.
+_NUMBER = re.compile(r"(?<![A-Za-z_])[-−]?\d+(?:\.\d+)?")
+_MATH = re.compile(r"\$[^$]*\$")
+_WORD = re.compile(r"[A-Za-z]{2,}")
+
+
+class UntranslatedFigureText(KeyError):
+    """A figure label with English words that the figure catalog does not translate."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+@functools.cache
+def _figure_catalog(path: Path = FIGURE_CATALOG) -> dict[str, str]:
+    """msgid -> msgstr of the figure catalog (translated, non-fuzzy entries only)."""
+    from babel.messages.pofile import read_po
+
+    with open(path, "rb") as handle:
+        catalog = read_po(handle)
+    return {
+        message.id: message.string
+        for message in catalog
+        if message.id and message.string and not message.fuzzy
+    }
+
+
+def translate_figure_text(text: str, catalog: dict[str, str]) -> str:
+    """The translation of one figure text, line by line, numbers carried over.
+
+    A line with no English word outside its math (a number, a formula, a Chinese token)
+    stays as it is; any other line must be in ``catalog``, its numbers written as ``{}``.
+    """
+    lines = []
+    for line in text.split("\n"):
+        if not _WORD.search(_MATH.sub(" ", line)):
+            lines.append(line)
+            continue
+        pieces = _MATH.split(line)
+        maths = _MATH.findall(line)
+        numbers: list[str] = []
+        template = ""
+        for index, piece in enumerate(pieces):
+            numbers += _NUMBER.findall(piece)
+            template += _NUMBER.sub("{}", piece)
+            if index < len(maths):
+                template += maths[index]
+        if template not in catalog:
+            raise UntranslatedFigureText(
+                f"the figure text {line!r} has no Chinese translation: add\n"
+                f"    msgid {template!r}\n    msgstr \"...\"\n"
+                f"to {FIGURE_CATALOG.relative_to(FIGURE_CATALOG.parents[3])} "
+                f"(numbers are written {{}}; see docs/translating.md)"
+            )
+        translated = catalog[template]
+        if translated.count("{}") != len(numbers):
+            raise UntranslatedFigureText(
+                f"the translation {translated!r} of {template!r} must keep its {len(numbers)} "
+                f"'{{}}' (the numbers of {line!r})"
+            )
+        # not str.format: a translation may contain other braces (TeX in $...$)
+        parts = translated.split("{}")
+        lines.append(parts[0] + "".join(n + rest for n, rest in zip(numbers, parts[1:])))
+    return "\n".join(lines)
+
+
+def figure_texts(fig: Figure) -> list[Text]:
+    """The figure's visible texts with words: titles, axis labels, legends, annotations,
+    tick labels (categorical ones are words; numeric ones are skipped as having none)."""
+    return [
+        text
+        for text in fig.findobj(Text)
+        if text.get_visible() and text.get_text() and _WORD.search(text.get_text())
+    ]
+
+
+def _png(fig: Figure) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def render_png(fig: Figure, language: str = "en") -> bytes:
+    """The figure as PNG bytes, its texts in ``language`` ("en" or "zh_CN").
+
+    The Chinese rendering swaps every text for its translation, draws, and puts the
+    English texts back, so the figure itself is unchanged.
+    """
+    if language == "en":
+        return _png(fig)
+    if language != "zh_CN":
+        raise ValueError(f"render_png: language must be 'en' or 'zh_CN', got {language!r}")
+    fig.canvas.draw()  # tick labels get their text when the figure is drawn
+    texts = figure_texts(fig)
+    originals = [text.get_text() for text in texts]
+    catalog = _figure_catalog()
+    try:
+        for text, original in zip(texts, originals):
+            text.set_text(translate_figure_text(original, catalog))
+        return _png(fig)
+    finally:
+        for text, original in zip(texts, originals):
+            text.set_text(original)
+
+
+def _translated_renderings(fig: Figure) -> dict[str, str]:
+    """IPython's extra representations of a figure: the Chinese PNG, base64 as JSON wants."""
+    return {ZH_PNG_MIME: base64.b64encode(render_png(fig, "zh_CN")).decode("ascii")}
+
+
+def _register_translated_renderings() -> None:
+    """In a kernel of the book's build, give every Matplotlib figure its Chinese rendering.
+
+    IPython merges what this formatter returns with the image/png of the inline backend
+    (or of ``AttentionFigure._repr_png_``): one output, both languages.
+    """
+    languages = os.environ.get(FIGURE_LANGUAGES_ENV, "").split(",")
+    if "zh_CN" not in languages:
+        return
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None:
+        shell.display_formatter.mimebundle_formatter.for_type(Figure, _translated_renderings)
+
+
+_register_translated_renderings()
+
+
+class ZhFigureRenderer:
+    """myst-nb's renderer for ``ZH_PNG_MIME`` (entry point ``myst_nb.mime_renderers``).
+
+    The Chinese build puts ``ZH_PNG_MIME`` first among the representations of an output
+    (tools/build_book.py); this turns it into the same image node as an image/png. The
+    English build never asks for it.
+    """
+
+    mime_priority_overrides = ()
+
+    @staticmethod
+    def handle_mime(renderer, data, inline: bool):
+        if data.mime_type != ZH_PNG_MIME:
+            return None
+        png = dataclasses.replace(data, mime_type="image/png")
+        return renderer.render_image_inline(png) if inline else renderer.render_image(png)
+
+
 class AttentionFigure(Figure):
     """A Matplotlib figure that Jupyter shows as a PNG even when pyplot was never imported.
 
@@ -112,9 +291,7 @@ class AttentionFigure(Figure):
     """
 
     def _repr_png_(self) -> bytes:
-        buffer = io.BytesIO()
-        self.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
-        return buffer.getvalue()
+        return render_png(self)
 
 
 def _as_numpy(matrices) -> np.ndarray:

@@ -1,0 +1,123 @@
+"""Two editions of the book, English and Chinese, from one set of sources.
+
+The Chinese edition is the same Sphinx project built with ``language = "zh_CN"``: Sphinx
+replaces every translatable message of a page by its translation from the gettext
+catalogs in ``locale/zh_CN/LC_MESSAGES/`` (one ``.po`` per page, ``gettext_compact =
+False``), see docs/translating.md. This extension adds what that mechanism lacks:
+
+- **Math is not a message.** A display-math block is the same formula in both editions,
+  so it is marked untranslatable: it never reaches a catalog, and a translator cannot
+  break it. (Inline math stays inside its sentence; ``tools/translations.py`` checks that
+  every translation keeps the ``$...$`` segments, roles and code spans of its source.)
+- **An untranslated message fails the build.** Sphinx silently keeps the English text
+  of a message whose translation is missing, empty, fuzzy or outdated (a changed English
+  sentence no longer matches its ``msgid``). In a non-English build every such message
+  is a warning naming the page and line, which ``--warningiserror`` turns into a failure.
+  A message that needs no translation (a name, a number, only math or code) is exempt:
+  one with no English word outside its math, code, roles and links.
+- **A language switch on every page**, in the article header next to the download
+  button, that leads to the same page in the other edition. The English edition is the
+  site's root; the Chinese one is its ``zh/`` folder (``EDITIONS``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from docutils import nodes
+from sphinx.application import Sphinx
+from sphinx.transforms import SphinxTransform
+from sphinx.util import logging
+from sphinx.util.nodes import extract_messages
+
+logger = logging.getLogger(__name__)
+
+# language -> (folder of the edition below the site root, name of the link to it).
+# The first is the default edition, built at the root.
+EDITIONS = {"en": ("", "English"), "zh_CN": ("zh/", "中文")}
+
+# What is not English prose in a message: display/inline math, code spans, MyST roles
+# ({cite:t}`key`, {eq}`label`, {doc}`path`, {term}`text <target>`), link targets, URLs.
+_NOT_PROSE = re.compile(
+    r"\$\$.*?\$\$|\$[^$]*\$|\{[a-z:]+\}`[^`]*`|``.*?``|`[^`]*`|\]\([^)]*\)|<[^>]*>|https?://\S+",
+    re.DOTALL,
+)
+_ENGLISH_WORD = re.compile(r"[A-Za-z]{2,}")
+
+
+def english_words(message: str) -> list[str]:
+    """The English words of ``message`` outside math, code, roles, links and URLs."""
+    return _ENGLISH_WORD.findall(_NOT_PROSE.sub(" ", message))
+
+
+def is_default(language: str | None) -> bool:
+    return (language or "en") == next(iter(EDITIONS))
+
+
+class MathIsNotAMessage(SphinxTransform):
+    """Display math is the same in every edition: keep it out of the catalogs.
+
+    Runs before Sphinx's ``Locale`` transform (priority 20), which skips a node whose
+    ``translatable`` is False, as does the gettext builder's message extraction.
+    """
+
+    default_priority = 10
+
+    def apply(self, **kwargs) -> None:
+        for node in self.document.findall(nodes.math_block):
+            node["translatable"] = False
+
+
+class UntranslatedMessages(SphinxTransform):
+    """In a translated edition, warn about every message Sphinx left in English.
+
+    Runs right after ``Locale`` (priority 20), which sets ``node["translated"]`` on every
+    message it looked up: False when the catalog has no usable translation.
+    """
+
+    default_priority = 21
+
+    def apply(self, **kwargs) -> None:
+        if is_default(self.config.language):
+            return
+        for node, message in extract_messages(self.document):
+            if node.get("translated") or not english_words(message):
+                continue
+            logger.warning(
+                "untranslated message (add or update its msgstr in locale/%s/LC_MESSAGES/%s.po,"
+                " see docs/translating.md): %r",
+                self.config.language,
+                self.env.docname,
+                message[:120],
+                location=node,
+                type="editions",
+                subtype="untranslated",
+            )
+
+
+def edition_links(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """Put the link to this page in the other edition(s) into the template context."""
+    if app.builder.format != "html":
+        return
+    language = app.config.language or "en"
+    folder = EDITIONS.get(language, EDITIONS["en"])[0]
+    # from this page up to the root of its edition, then up to the site root
+    target = app.builder.get_target_uri(pagename)
+    to_edition_root = "../" * target.count("/")
+    to_site_root = to_edition_root + "../" * folder.count("/")
+    context["edition_links"] = [
+        {
+            "href": f"{to_site_root}{other_folder}{target}",
+            "label": label,
+            "hreflang": other.replace("_", "-"),
+        }
+        for other, (other_folder, label) in EDITIONS.items()
+        if other != language
+    ]
+
+
+def setup(app: Sphinx) -> dict:
+    app.add_transform(MathIsNotAMessage)
+    app.add_transform(UntranslatedMessages)
+    app.connect("html-page-context", edition_links)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,100 @@
+"""Build both editions of the book: ``make book`` runs this after releasing the assignments.
+
+1. The English edition into ``_build/html``: the notebooks execute here (or come from the
+   execution cache, ``_build/.jupyter_cache``, when their code has not changed).
+2. The Chinese edition into ``_build/html/zh``: the same sources and the same cache, so
+   nothing executes again; every message comes from ``locale/zh_CN`` (docs/translating.md),
+   and every figure is the Chinese rendering the notebook made beside the English one
+   (``solutions.plotting``). An untranslated message fails this build.
+
+Both run Sphinx exactly as ``jupyter-book build . --warningiserror --keep-going --nitpick``
+does (Jupyter Book's own ``build_sphinx`` with the configuration of ``_config.yml``); the
+only differences are the language, the output and doctree folders, and the figure
+rendering the Chinese build picks. ``--only zh_CN`` rebuilds one edition;
+``--builder gettext`` extracts the message templates into ``_build/gettext`` instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = ROOT / "_build"
+sys.path.insert(0, str(ROOT))
+
+from solutions.plotting import FIGURE_LANGUAGES_ENV, ZH_PNG_MIME  # noqa: E402
+
+LANGUAGES = ("en", "zh_CN")
+
+
+def sphinx_overrides(language: str) -> dict:
+    """Sphinx settings on top of _config.yml, as jupyter-book's command line passes them."""
+    overrides = {
+        "external_toc_path": "_toc.yml",
+        "latex_individualpages": False,
+        "nitpicky": True,
+        "language": language,
+        # one cache for both editions (myst-nb would put it beside each output folder)
+        "nb_execution_cache_path": str(BUILD / ".jupyter_cache"),
+    }
+    if language != LANGUAGES[0]:
+        # the Chinese rendering of each figure before the English one (see solutions.plotting)
+        overrides["nb_mime_priority_overrides"] = [("html", ZH_PNG_MIME, 1)]
+    return overrides
+
+
+def build(language: str, builder: str = "html") -> int:
+    from jupyter_book.sphinx import build_sphinx
+
+    if builder == "gettext":
+        outdir, doctrees = BUILD / "gettext", BUILD / ".doctrees-gettext"
+    elif language == LANGUAGES[0]:
+        outdir, doctrees = BUILD / "html", BUILD / ".doctrees"
+    else:
+        outdir, doctrees = BUILD / "html" / "zh", BUILD / f".doctrees-{language}"
+    overrides = sphinx_overrides(language)
+    if builder == "gettext":
+        overrides["nb_execution_mode"] = "off"  # messages are in the sources, not the outputs
+    started = time.monotonic()
+    status = build_sphinx(
+        ROOT,
+        outdir,
+        noconfig=True,
+        path_config=ROOT / "_config.yml",
+        confoverrides=overrides,
+        doctreedir=doctrees,
+        builder=builder,
+        warningiserror=builder != "gettext",
+        keep_going=True,
+    )
+    # myst-nb writes its copies of the outputs beside the output folder: for the Chinese
+    # edition that is inside the English site, where nothing links to them
+    if outdir.parent != BUILD:
+        shutil.rmtree(outdir.parent / "jupyter_execute", ignore_errors=True)
+    print(f"[build_book] {builder} {language}: status {status!r} in {time.monotonic() - started:.1f} s")
+    return 0 if status == 0 else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=LANGUAGES, help="build one edition only")
+    parser.add_argument("--builder", default="html", choices=("html", "gettext"))
+    args = parser.parse_args(argv)
+    if args.builder == "gettext":
+        return build(LANGUAGES[0], "gettext")
+    # the kernels that execute the notebooks (children of this process) render each
+    # figure in every edition's language
+    os.environ[FIGURE_LANGUAGES_ENV] = ",".join(LANGUAGES)
+    for language in LANGUAGES:
+        if args.only in (None, language) and build(language) != 0:
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""The Chinese edition's catalogs: update them from the English sources, and check them.
+
+    .venv/bin/python tools/translations.py update   # after changing English text
+    .venv/bin/python tools/translations.py check    # what `make test` checks (also run by
+                                                    # tests/test_translations.py)
+
+``update`` extracts every message of the book into ``_build/gettext`` (Sphinx's gettext
+builder through tools/build_book.py, without executing anything) and merges the templates
+into ``locale/zh_CN/LC_MESSAGES/*.po`` with sphinx-intl: a new sentence arrives with an
+empty translation, a changed one as *fuzzy* with the old translation to start from. Both
+fail the build until a translator has dealt with them (docs/translating.md).
+
+``check`` reads every catalog (the pages' and the figures') and reports, per message:
+
+- untranslated (empty) or fuzzy entries: the build would show English, so they fail;
+- a translation that lost or changed something that must survive translation: an inline
+  formula ``$...$``, a code span, a role's target ({eq}`label`, {cite:t}`key`,
+  {doc}`page`, {term}`text <target>`), a link's URL;
+- a term of ``locale/zh_CN/terminology.tsv`` marked ``checked`` whose English appears in
+  the message but whose Chinese does not appear in the translation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LANGUAGE = "zh_CN"
+CATALOGS = ROOT / "locale" / LANGUAGE / "LC_MESSAGES"
+FIGURES = CATALOGS / "figures.po"
+TERMINOLOGY = ROOT / "locale" / LANGUAGE / "terminology.tsv"
+
+MATH = re.compile(r"\$\$.*?\$\$|\$[^$\n]+\$", re.DOTALL)
+ROLE = re.compile(r"\{([a-z:]+)\}`([^`]*)`")
+CODE = re.compile(r"(?<![}`])(``?)([^`]+?)\1(?!`)")
+LINK_URL = re.compile(r"\]\(([^)\s]+)\)")
+# text that is not prose: what the terminology check does not look into
+NOT_PROSE = re.compile(r"\$\$.*?\$\$|\$[^$]*\$|\{[a-z:]+\}`[^`]*`|`[^`]*`|\]\([^)]*\)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Term:
+    english: str
+    chinese: str
+    checked: bool
+
+    def pattern(self) -> re.Pattern[str]:
+        words = r"[\s-]+".join(re.escape(word) for word in re.split(r"[\s-]+", self.english))
+        return re.compile(rf"(?<![A-Za-z]){words}(?:s|es)?(?![A-Za-z])", re.IGNORECASE)
+
+
+def read_terminology(path: Path = TERMINOLOGY) -> list[Term]:
+    rows = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = [line for line in rows if not line.startswith("#")]
+    reader = csv.DictReader(rows, delimiter="\t")
+    return [Term(r["english"], r["chinese"], r["checked"] == "yes") for r in reader]
+
+
+def role_targets(text: str) -> Counter:
+    """Each role as (name, target): the target is what follows '<' if given, else all."""
+    found = Counter()
+    for name, content in ROLE.findall(text):
+        target = content.rsplit("<", 1)[1].rstrip(">").strip() if "<" in content else content
+        found[(name, target.lower() if name == "term" else target)] += 1
+    return found
+
+
+def kept_pieces(text: str) -> dict[str, Counter]:
+    """What a translation must carry over unchanged, by kind (multisets)."""
+    without_roles = ROLE.sub(" ", text)
+    return {
+        "inline math": Counter(m.strip() for m in MATH.findall(without_roles)),
+        "role": role_targets(text),
+        "code span": Counter(m[1] for m in CODE.findall(MATH.sub(" ", without_roles))),
+        "link": Counter(LINK_URL.findall(text)),
+    }
+
+
+def read_catalog(path: Path):
+    from babel.messages.pofile import read_po
+
+    with open(path, "rb") as handle:
+        return read_po(handle, locale=LANGUAGE)
+
+
+def message_problems(msgid: str, msgstr: str, fuzzy: bool, terms: list[Term]) -> list[str]:
+    """Why this entry would not be a finished translation (empty list: it is)."""
+    if not msgstr:
+        return ["untranslated"]
+    problems = ["fuzzy (the English changed: check the translation, then drop the flag)"] if fuzzy else []
+    source, target = kept_pieces(msgid), kept_pieces(msgstr)
+    for kind in source:
+        missing = source[kind] - target[kind]
+        extra = target[kind] - source[kind]
+        if missing or extra:
+            problems.append(
+                f"{kind} not kept: missing {sorted(map(str, missing.elements()))}, "
+                f"new {sorted(map(str, extra.elements()))}"
+            )
+    prose = NOT_PROSE.sub(" ", msgid)
+    for term in terms:
+        if term.checked and term.pattern().search(prose) and term.chinese not in msgstr:
+            problems.append(f"terminology: {term.english!r} is {term.chinese!r}")
+    return problems
+
+
+def check(catalogs: Path = CATALOGS) -> list[str]:
+    """Every problem of every catalog, as 'file: msgid...: problem' lines."""
+    terms = read_terminology()
+    report = []
+    paths = sorted(catalogs.rglob("*.po"))
+    if not paths:
+        return [f"no catalogs in {catalogs}"]
+    for path in paths:
+        figures = path == catalogs / FIGURES.name
+        for message in read_catalog(path):
+            if not message.id:
+                continue
+            problems = message_problems(
+                message.id, message.string, message.fuzzy, [] if figures else terms
+            )
+            for problem in problems:
+                report.append(f"{path.relative_to(ROOT)}: {message.id[:70]!r}: {problem}")
+    return report
+
+
+def statistics(catalogs: Path = CATALOGS) -> dict[str, int]:
+    counts = Counter()
+    for path in sorted(catalogs.rglob("*.po")):
+        for message in read_catalog(path):
+            if not message.id:
+                continue
+            counts["messages"] += 1
+            counts["fuzzy" if message.fuzzy else "translated" if message.string else "untranslated"] += 1
+    return dict(counts)
+
+
+def update() -> int:
+    python = sys.executable
+    if subprocess.call([python, str(ROOT / "tools" / "build_book.py"), "--builder", "gettext"]):
+        return 1
+    intl = Path(python).with_name("sphinx-intl")
+    return subprocess.call(
+        [str(intl), "update", "-p", str(ROOT / "_build" / "gettext"), "-l", LANGUAGE,
+         "-d", str(ROOT / "locale")]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=("update", "check"))
+    args = parser.parse_args(argv)
+    if args.command == "update":
+        return update()
+    problems = check()
+    for line in problems:
+        print(line)
+    print(f"{statistics()}; {len(problems)} problems")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
