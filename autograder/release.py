@@ -81,6 +81,54 @@ def write_support_files(assignment: str, folder: Path) -> list[Path]:
     return written
 
 
+# The short Chinese guide next to the notebook in every release (docs/translating.md): the
+# exercise page's instructions, for students who read the Chinese edition. Generated, so the
+# file names and the functions to write are always this assignment's.
+GUIDE_ZH = "使用说明.md"
+GUIDE_ZH_TEXT = """# {assignment}：作业使用说明
+
+这是课程 *Attention, derived* 第 {chapter} 章的作业。本说明是练习页面的简短中文版；完整的说明
+（包括每道题对应的公式）见课程网站中文版“练习”部分的第 {chapter} 章练习页面。
+
+## 文件
+
+- `{assignment}.ipynb`：作业笔记本，你要完成的就是它；
+- `{cases}`：公开检查的数据（输入与参考输出，不含任何参考代码）；
+- `{check_module}`：运行公开检查的模块，只依赖 NumPy。
+
+## 步骤
+
+1. 解压后从这个文件夹里打开笔记本，这样它才能找到检查数据：`jupyter notebook {assignment}.ipynb`。
+   任何装有 Python 3.11、NumPy 和 Jupyter 的环境都可以。
+2. 把每个 `YOUR CODE HERE` 标记下的占位代码（它会抛出 `NotImplementedError`）替换成你的实现。
+   不要改动函数名和参数：检查按名字调用这些函数。本次作业要实现的函数：
+{functions}
+3. 运行全部单元格（*Run → Run All Cells*）。每个检查单元格用 `{cases}` 中的输入调用你的函数，
+   并在消息给出的容差内与参考输出比较；不联网，也不含参考代码。检查信息是英文的：课程网站
+   “练习”部分的“读懂检查信息”一页用中文解释了最常见的信息，以及每种信息指向的错误。
+4. 所有公开检查都通过后，按教师的要求提交笔记本。评分时会重新运行这些公开检查，并在新的随机
+   输入上运行隐藏检查（容差相同），所以函数要对文档字符串允许的每一种形状都正确，而不只是
+   通过公开用例。最后一题是简短的书面回答，由教师人工评分。
+"""
+
+
+def write_chinese_guide(assignment: str, folder: Path) -> Path:
+    """``使用说明.md`` in ``folder``: the Chinese guide to this assignment."""
+    functions = "\n".join(f"   - `{check.name}`" for check in checks.chapter(assignment).checks)
+    path = folder / GUIDE_ZH
+    path.write_text(
+        GUIDE_ZH_TEXT.format(
+            assignment=assignment,
+            chapter=int(re.match(r"ch(\d+)_", assignment).group(1)),
+            cases=contract.CASES_FILE,
+            check_module=CHECK_MODULE,
+            functions=functions,
+        ),
+        encoding="utf-8",
+    )
+    return path
+
+
 # ----------------------------------------------------------------------------------------
 # step 2: nbgrader
 
@@ -185,6 +233,7 @@ def release(course: Path = COURSE, only: list[str] | None = None, log=print) -> 
         write_support_files(assignment, source)
         generate(course, assignment)
         released = course / "release" / assignment
+        write_chinese_guide(assignment, released)
         zip_path = make_zip(released)
         problems = scan(released) + scan_zip(zip_path)
         if problems:  # never leave a leaking release where someone could publish it

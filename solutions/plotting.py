@@ -131,7 +131,12 @@ FIGURE_LANGUAGES_ENV = "ATTENTION_DERIVED_FIGURE_LANGUAGES"
 # The Chinese rendering's key in a cell output's bundle: not a type Jupyter knows, so every
 # frontend (and the English edition) shows the ordinary image/png beside it.
 ZH_PNG_MIME = "image/vnd.attention-derived.zh-cn+png"
-FIGURE_CATALOG = Path(__file__).resolve().parents[1] / "locale" / "zh_CN" / "LC_MESSAGES" / "figures.po"
+# Set to a file: an untranslated figure text is appended there instead of failing, so one
+# build lists them all (docs/translating.md)
+FIGURE_MISSING_ENV = "ATTENTION_DERIVED_FIGURE_TEXTS_MISSING"
+FIGURE_CATALOG = (
+    Path(__file__).resolve().parents[1] / "locale" / "zh_CN" / "LC_MESSAGES" / "figures.po"
+)
 
 # A label's numbers and math are the same in both languages: the catalog's msgid writes
 # each number as {} ("head {}", "sigma = {}") and keeps $...$ as it is.
@@ -184,7 +189,7 @@ def translate_figure_text(text: str, catalog: dict[str, str]) -> str:
         if template not in catalog:
             raise UntranslatedFigureText(
                 f"the figure text {line!r} has no Chinese translation: add\n"
-                f"    msgid {template!r}\n    msgstr \"...\"\n"
+                f'    msgid {template!r}\n    msgstr "..."\n'
                 f"to {FIGURE_CATALOG.relative_to(FIGURE_CATALOG.parents[3])} "
                 f"(numbers are written {{}}; see docs/translating.md)"
             )
@@ -201,12 +206,21 @@ def translate_figure_text(text: str, catalog: dict[str, str]) -> str:
 
 
 def figure_texts(fig: Figure) -> list[Text]:
-    """The figure's visible texts with words: titles, axis labels, legends, annotations,
-    tick labels (categorical ones are words; numeric ones are skipped as having none)."""
+    """The figure's visible texts with words that a translation changes: titles, axis
+    labels, legends, annotations, colorbar labels. Not the tick labels: those are data
+    (the tokens of a sentence, numbers), the same in every language."""
+    ticks = {
+        id(label)
+        for ax in fig.axes
+        for label in (*ax.get_xticklabels(which="both"), *ax.get_yticklabels(which="both"))
+    }
     return [
         text
         for text in fig.findobj(Text)
-        if text.get_visible() and text.get_text() and _WORD.search(text.get_text())
+        if id(text) not in ticks
+        and text.get_visible()
+        and text.get_text()
+        and _WORD.search(_MATH.sub(" ", text.get_text()))
     ]
 
 
@@ -230,9 +244,16 @@ def render_png(fig: Figure, language: str = "en") -> bytes:
     texts = figure_texts(fig)
     originals = [text.get_text() for text in texts]
     catalog = _figure_catalog()
+    missing_log = os.environ.get(FIGURE_MISSING_ENV)
     try:
         for text, original in zip(texts, originals):
-            text.set_text(translate_figure_text(original, catalog))
+            try:
+                text.set_text(translate_figure_text(original, catalog))
+            except UntranslatedFigureText as missing:
+                if not missing_log:
+                    raise
+                with open(missing_log, "a", encoding="utf-8") as log:
+                    log.write(f"{missing}\n")
         return _png(fig)
     finally:
         for text, original in zip(texts, originals):

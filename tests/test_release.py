@@ -137,6 +137,12 @@ def test_release_contents(released, assignment):
         release.scan(folder) == []
         and release.scan_zip(released / "release" / f"{assignment}.zip") == []
     )
+    # the Chinese guide beside the notebook names every function the student writes
+    assert f"{assignment}/{release.GUIDE_ZH}" in names
+    guide = (folder / release.GUIDE_ZH).read_text(encoding="utf-8")
+    assert guide.startswith(f"# {assignment}：作业使用说明")
+    for check in checks.checks_for(assignment):
+        assert f"`{check.name}`" in guide
 
 
 def test_public_checks_run_offline_from_the_released_folder(released, tmp_path):

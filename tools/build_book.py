@@ -76,7 +76,9 @@ def build(language: str, builder: str = "html") -> int:
     # edition that is inside the English site, where nothing links to them
     if outdir.parent != BUILD:
         shutil.rmtree(outdir.parent / "jupyter_execute", ignore_errors=True)
-    print(f"[build_book] {builder} {language}: status {status!r} in {time.monotonic() - started:.1f} s")
+    print(
+        f"[build_book] {builder} {language}: status {status!r} in {time.monotonic() - started:.1f} s"
+    )
     return 0 if status == 0 else 1
 
 

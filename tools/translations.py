@@ -41,6 +41,7 @@ MATH = re.compile(r"\$\$.*?\$\$|\$[^$\n]+\$", re.DOTALL)
 ROLE = re.compile(r"\{([a-z:]+)\}`([^`]*)`")
 CODE = re.compile(r"(?<![}`])(``?)([^`]+?)\1(?!`)")
 LINK_URL = re.compile(r"\]\(([^)\s]+)\)")
+TERM_ROLE = re.compile(r"\{term\}`([^`<]*?)\s*(?:<[^>]*>)?`")
 # text that is not prose: what the terminology check does not look into
 NOT_PROSE = re.compile(r"\$\$.*?\$\$|\$[^$]*\$|\{[a-z:]+\}`[^`]*`|`[^`]*`|\]\([^)]*\)", re.DOTALL)
 
@@ -94,7 +95,9 @@ def message_problems(msgid: str, msgstr: str, fuzzy: bool, terms: list[Term]) ->
     """Why this entry would not be a finished translation (empty list: it is)."""
     if not msgstr:
         return ["untranslated"]
-    problems = ["fuzzy (the English changed: check the translation, then drop the flag)"] if fuzzy else []
+    problems = (
+        ["fuzzy (the English changed: check the translation, then drop the flag)"] if fuzzy else []
+    )
     source, target = kept_pieces(msgid), kept_pieces(msgstr)
     for kind in source:
         missing = source[kind] - target[kind]
@@ -104,7 +107,8 @@ def message_problems(msgid: str, msgstr: str, fuzzy: bool, terms: list[Term]) ->
                 f"{kind} not kept: missing {sorted(map(str, missing.elements()))}, "
                 f"new {sorted(map(str, extra.elements()))}"
             )
-    prose = NOT_PROSE.sub(" ", msgid)
+    # a {term} role's text is prose (the reader sees it); other roles, math and code are not
+    prose = NOT_PROSE.sub(" ", TERM_ROLE.sub(lambda m: m.group(1), msgid))
     for term in terms:
         if term.checked and term.pattern().search(prose) and term.chinese not in msgstr:
             problems.append(f"terminology: {term.english!r} is {term.chinese!r}")
@@ -138,7 +142,9 @@ def statistics(catalogs: Path = CATALOGS) -> dict[str, int]:
             if not message.id:
                 continue
             counts["messages"] += 1
-            counts["fuzzy" if message.fuzzy else "translated" if message.string else "untranslated"] += 1
+            counts[
+                "fuzzy" if message.fuzzy else "translated" if message.string else "untranslated"
+            ] += 1
     return dict(counts)
 
 
@@ -148,8 +154,16 @@ def update() -> int:
         return 1
     intl = Path(python).with_name("sphinx-intl")
     return subprocess.call(
-        [str(intl), "update", "-p", str(ROOT / "_build" / "gettext"), "-l", LANGUAGE,
-         "-d", str(ROOT / "locale")]
+        [
+            str(intl),
+            "update",
+            "-p",
+            str(ROOT / "_build" / "gettext"),
+            "-l",
+            LANGUAGE,
+            "-d",
+            str(ROOT / "locale"),
+        ]
     )
 
 

@@ -95,7 +95,9 @@ class UntranslatedMessages(SphinxTransform):
             )
 
 
-def edition_links(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+def edition_links(
+    app: Sphinx, pagename: str, templatename: str, context: dict, doctree
+) -> None:
     """Put the link to this page in the other edition(s) into the template context."""
     if app.builder.format != "html":
         return

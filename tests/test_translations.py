@@ -1,0 +1,257 @@
+"""The Chinese edition's catalogs and machinery (docs/translating.md).
+
+- Every message of every page has a current translation: 0 untranslated, 0 fuzzy, and the
+  catalogs hold every message the sources have today (a changed English sentence fails
+  here and in the build until its translation is updated).
+- The catalog check catches what a translation must not lose (inline math, code, role
+  targets, URLs) and terminology not followed; it accepts a faithful translation.
+- The language switch points at the same page in the other edition, from any depth.
+- Figures: each text translated through figures.po with its numbers carried over, tick
+  labels left alone, a missing translation an error naming the msgid to add, the figure
+  itself unchanged after its Chinese rendering, and the myst-nb renderer for it.
+"""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np
+import pytest
+from babel.messages.pofile import read_po
+
+from solutions import plotting
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "book" / "_ext")]
+import editions  # noqa: E402
+
+from tools import translations  # noqa: E402
+
+# ----------------------------------------------------------------------------------------
+# the catalogs in the repository
+
+
+def test_every_catalog_is_complete_and_keeps_what_it_must():
+    problems = translations.check()
+    assert problems == [], f"{len(problems)} catalog problems, e.g.:\n" + "\n".join(problems[:20])
+    stats = translations.statistics()
+    # 17 pages plus the figures: a catalog that went missing would shrink this
+    assert stats.get("untranslated", 0) == 0 and stats.get("fuzzy", 0) == 0
+    assert stats["messages"] == stats["translated"] >= 900, stats
+
+
+def test_catalogs_hold_every_message_the_sources_have(tmp_path):
+    """Extract the messages afresh (Sphinx's gettext builder, nothing executed) and look
+    each one up: a sentence changed since the catalogs were updated has no entry."""
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "build_book.py"), "--builder", "gettext"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    templates = sorted((REPO / "_build" / "gettext").rglob("*.pot"))
+    assert len(templates) >= 17, templates
+    missing = []
+    for template in templates:
+        page = template.relative_to(REPO / "_build" / "gettext").with_suffix(".po")
+        catalog_path = translations.CATALOGS / page
+        assert catalog_path.is_file(), f"no catalog for {page}: run tools/translations.py update"
+        catalog = translations.read_catalog(catalog_path)
+        with open(template, "rb") as handle:
+            for message in read_po(handle):
+                entry = catalog.get(message.id)
+                if message.id and (entry is None or not entry.string or entry.fuzzy):
+                    missing.append(f"{page}: {message.id[:80]!r}")
+    assert not missing, (
+        f"{len(missing)} messages without a current translation (run tools/translations.py "
+        f"update, then translate):\n" + "\n".join(missing[:20])
+    )
+
+
+def test_terminology_is_read_and_covers_the_core_terms():
+    terms = {t.english: t for t in translations.read_terminology()}
+    for english, chinese in [
+        ("attention pooling", "注意力汇聚"),
+        ("multi-head attention", "多头注意力"),
+        ("positional encoding", "位置编码"),
+        ("beam search", "束搜索"),
+        ("label smoothing", "标签平滑"),
+        ("masked softmax", "掩蔽 softmax"),
+    ]:
+        assert terms[english].chinese == chinese and terms[english].checked
+
+
+# ----------------------------------------------------------------------------------------
+# the catalog check itself
+
+TERMS = [translations.Term("self-attention", "自注意力", True)]
+SOURCE = (
+    "The {term}`self-attention` of {cite:t}`vaswani2017` computes $QK^\\top$ "
+    "with `np.matmul`, see {eq}`ch4-scores` and [the docs](https://numpy.org)."
+)
+GOOD = (
+    "{cite:t}`vaswani2017` 的{term}`自注意力 <self-attention>`用 `np.matmul` 计算 $QK^\\top$，"
+    "见 {eq}`ch4-scores` 和[文档](https://numpy.org)。"
+)
+
+
+def test_a_faithful_translation_has_no_problem():
+    assert translations.message_problems(SOURCE, GOOD, False, TERMS) == []
+
+
+@pytest.mark.parametrize(
+    "broken, problem",
+    [
+        ("", "untranslated"),
+        (GOOD.replace("$QK^\\top$", "$QK^T$"), "inline math not kept"),
+        (GOOD.replace("`np.matmul`", "np.matmul"), "code span not kept"),
+        (GOOD.replace("{eq}`ch4-scores`", "{eq}`ch4-score`"), "role not kept"),
+        (GOOD.replace("<self-attention>", "<attention>"), "role not kept"),
+        (GOOD.replace("https://numpy.org", "https://numpy.org/doc"), "link not kept"),
+        (GOOD.replace("自注意力 <", "注意力 <"), "terminology"),
+    ],
+)
+def test_the_check_names_what_a_translation_lost(broken, problem):
+    problems = translations.message_problems(SOURCE, broken, False, TERMS)
+    assert any(p.startswith(problem) for p in problems), problems
+
+
+def test_a_fuzzy_entry_is_not_finished():
+    assert any(
+        p.startswith("fuzzy") for p in translations.message_problems(SOURCE, GOOD, True, TERMS)
+    )
+
+
+def test_terms_match_plurals_and_hyphenation_but_not_inside_code_or_math():
+    term = translations.Term("positional encoding", "位置编码", True)
+    assert translations.message_problems("Two positional encodings.", "两种编码。", False, [term])
+    assert translations.message_problems("Positional-encoding tables", "表", False, [term])
+    assert not translations.message_problems(
+        "`positional_encoding` returns", "`positional_encoding` 返回", False, [term]
+    )
+
+
+# ----------------------------------------------------------------------------------------
+# the build extension
+
+
+def test_english_words_ignore_math_code_roles_and_links():
+    assert editions.english_words("$\\mathrm{softmax}(x)$ `np.exp` {eq}`ch1-x` 3.5") == []
+    assert editions.english_words("Nadaraya–Watson 核回归") == ["Nadaraya", "Watson"]
+    assert editions.english_words("[链接](https://example.org/page) 和 $a$") == []
+
+
+@pytest.mark.parametrize(
+    "language, page, expected",
+    [
+        ("en", "book/ch1_pooling", "../zh/book/ch1_pooling.html"),
+        ("en", "book/exercises/ch1_pooling", "../../zh/book/exercises/ch1_pooling.html"),
+        ("en", "index", "zh/index.html"),
+        ("zh_CN", "book/ch1_pooling", "../../book/ch1_pooling.html"),
+        ("zh_CN", "book/exercises/ch1_pooling", "../../../book/exercises/ch1_pooling.html"),
+        ("zh_CN", "index", "../index.html"),
+    ],
+)
+def test_the_switch_leads_to_the_same_page_in_the_other_edition(language, page, expected):
+    app = SimpleNamespace(
+        config=SimpleNamespace(language=language),
+        builder=SimpleNamespace(format="html", get_target_uri=lambda name: f"{name}.html"),
+    )
+    context = {}
+    editions.edition_links(app, page, "page.html", context, None)
+    (link,) = context["edition_links"]
+    assert link["href"] == expected
+    assert link["hreflang"] == ("zh-CN" if language == "en" else "en")
+
+
+# ----------------------------------------------------------------------------------------
+# figures in two languages
+
+CATALOG = {
+    "head {}": "头 {}",
+    "queries": "查询",
+    "keys": "键",
+    "attention weight": "注意力权重",
+    "layer {}": "第 {} 层",
+    "$\\sigma$ = {}": "$\\sigma$ = {}",
+}
+
+
+def test_figure_texts_are_translated_line_by_line_with_their_numbers():
+    assert plotting.translate_figure_text("layer 2\nqueries", CATALOG) == "第 2 层\n查询"
+    assert plotting.translate_figure_text("$\\sigma$ = 0.25", CATALOG) == "$\\sigma$ = 0.25"
+    assert plotting.translate_figure_text("0.5", CATALOG) == "0.5"  # no word: unchanged
+    assert plotting.translate_figure_text("它", CATALOG) == "它"
+
+
+def test_a_missing_figure_text_names_the_msgid_to_add():
+    with pytest.raises(plotting.UntranslatedFigureText, match=r"msgid 'head \{\} of \{\}'"):
+        plotting.translate_figure_text("head 3 of 8", CATALOG)
+    with pytest.raises(plotting.UntranslatedFigureText, match="must keep its 1"):
+        plotting.translate_figure_text("head 3", {"head {}": "头"})
+
+
+def _heatmap():
+    weights = np.full((2, 3, 3), 1 / 3)
+    return plotting.show_heatmaps(
+        weights, titles=["head 1", "head 2"], x_ticklabels=["a", "bb", "c"]
+    )
+
+
+def test_the_chinese_rendering_translates_labels_but_not_tokens_and_restores_the_figure(
+    monkeypatch,
+):
+    monkeypatch.setattr(plotting, "_figure_catalog", lambda: CATALOG)
+    fig = _heatmap()
+    texts = {t.get_text() for t in plotting.figure_texts(fig)}
+    assert {"head 1", "head 2", "keys", "queries", "attention weight"} <= texts
+    assert "bb" not in texts  # a tick label: data, not translated
+    plotting.render_png(fig)  # the first draw settles the constrained layout
+    english = plotting.render_png(fig)
+    chinese = plotting.render_png(fig, "zh_CN")
+    assert chinese[:8] == b"\x89PNG\r\n\x1a\n" and chinese != english
+    assert {t.get_text() for t in plotting.figure_texts(fig)} == texts  # put back
+    assert plotting.render_png(fig) == english
+
+
+def test_an_untranslated_label_fails_the_chinese_rendering(monkeypatch):
+    monkeypatch.setattr(plotting, "_figure_catalog", lambda: {"keys": "键"})
+    with pytest.raises(plotting.UntranslatedFigureText):
+        plotting.render_png(_heatmap(), "zh_CN")
+
+
+def test_every_figure_text_of_the_repository_catalog_is_translated():
+    catalog = plotting._figure_catalog()
+    assert len(catalog) >= 50 and all(catalog.values())
+    for msgid, msgstr in catalog.items():
+        assert msgstr.count("{}") == msgid.count("{}"), msgid
+
+
+def test_the_myst_nb_renderer_turns_the_chinese_png_into_an_image():
+    calls = []
+    renderer = SimpleNamespace(
+        render_image=lambda data: calls.append(("block", data.mime_type)) or ["image"],
+        render_image_inline=lambda data: calls.append(("inline", data.mime_type)) or ["inline"],
+    )
+    from myst_nb.core.render import MimeData
+
+    png = base64.b64encode(b"\x89PNG").decode()
+    data = MimeData(plotting.ZH_PNG_MIME, png)
+    assert plotting.ZhFigureRenderer.handle_mime(renderer, data, False) == ["image"]
+    assert plotting.ZhFigureRenderer.handle_mime(renderer, data, True) == ["inline"]
+    assert calls == [("block", "image/png"), ("inline", "image/png")]
+    other = MimeData("image/png", png)
+    assert plotting.ZhFigureRenderer.handle_mime(renderer, other, False) is None
+    from importlib.metadata import entry_points
+
+    plugins = [ep.load() for ep in entry_points(group="myst_nb.mime_renderers")]
+    assert plotting.ZhFigureRenderer in plugins, "pyproject.toml's entry point is not installed"
