@@ -23,6 +23,7 @@ False``), see docs/translating.md. This extension adds what that mechanism lacks
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from docutils import nodes
 from sphinx.application import Sphinx
@@ -31,10 +32,21 @@ from sphinx.util import logging
 from sphinx.util.nodes import extract_messages
 
 logger = logging.getLogger(__name__)
+STATIC = Path(__file__).resolve().parents[1] / "_static"
 
 # language -> (folder of the edition below the site root, name of the link to it).
 # The first is the default edition, built at the root.
 EDITIONS = {"en": ("", "English"), "zh_CN": ("zh/", "中文")}
+
+# The few texts that come from the configuration (_config.yml), not from a page, and so from
+# no catalog: the site title, the search box's placeholder, the footer.
+CONFIG_TEXTS = {
+    "zh_CN": {
+        "html_title": "推导注意力",
+        "search_bar_text": "搜索本书……",
+        "extra_footer": "本站的每一幅图都是在构建本书时，由图上方所示的代码计算生成的。",
+    },
+}
 
 # What is not English prose in a message: display/inline math, code spans, MyST roles
 # ({cite:t}`key`, {eq}`label`, {doc}`path`, {term}`text <target>`), link targets, URLs.
@@ -118,7 +130,26 @@ def edition_links(
     ]
 
 
+def translate_config(app: Sphinx, config) -> None:
+    """Put this edition's title, search placeholder and footer into the configuration."""
+    texts = CONFIG_TEXTS.get(config.language or "en")
+    if not texts:
+        return
+    config.html_title = texts["html_title"]
+    options = dict(config.html_theme_options)
+    options["search_bar_text"] = texts["search_bar_text"]
+    options["extra_footer"] = texts["extra_footer"]
+    config.html_theme_options = options
+
+
 def setup(app: Sphinx) -> dict:
+    app.connect("config-inited", translate_config)
+    # the switch's style and the Chinese edition's font fallbacks (book/_static/editions.css)
+    app.connect(
+        "config-inited",
+        lambda app, config: config.html_static_path.append(str(STATIC)),
+    )
+    app.add_css_file("editions.css")
     app.add_transform(MathIsNotAMessage)
     app.add_transform(UntranslatedMessages)
     app.connect("html-page-context", edition_links)
