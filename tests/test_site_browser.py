@@ -15,6 +15,12 @@
 - A full-page screenshot of every chapter, taken once its math is typeset, goes to
   ``test-artifacts/`` (gitignored).
 
+Both editions are tested (docs/translating.md): every page above in English (the site's
+root) and in Chinese (``zh/``), and, between the two, the same number of display equations,
+equation numbers, citations and figures on each page, the language switch leading to the
+same page and back, the Chinese figures differing from the English ones, and Chinese text
+drawn in a CJK font (asked of Chromium's renderer, not assumed).
+
 Point ``ATTENTION_BOOK_HTML`` at another build directory to test it instead of
 ``_build/html``. A missing build is a failure, never a skip: CI must run these tests.
 """
@@ -72,6 +78,9 @@ def toc_pages() -> list[str]:
 
 PAGES = toc_pages()
 CHAPTERS = [p for p in PAGES if Path(p).name in ASSIGNMENTS and "exercises" not in p]
+# the editions' folders below the site root (book/_ext/editions.py): English, Chinese
+EDITIONS = ("", "zh/")
+EDITION_IDS = ("en", "zh")
 
 
 # ----------------------------------------------------------------------------------------
@@ -290,8 +299,10 @@ BROKEN_IMAGES = """() => Array.from(document.images)
 # every page of the TOC
 
 
-@pytest.mark.parametrize("page_name", PAGES)
-def test_page_renders_offline_with_math_images_and_no_errors(visit, page_name):
+@pytest.mark.parametrize("edition", EDITIONS, ids=EDITION_IDS)
+@pytest.mark.parametrize("page", PAGES)
+def test_page_renders_offline_with_math_images_and_no_errors(visit, edition, page):
+    page_name = edition + page
     response = visit.goto(f"{page_name}.html")
     assert response is not None and response.status == 200, (
         f"{page_name}.html: HTTP {response and response.status}"
@@ -335,9 +346,9 @@ def test_page_renders_offline_with_math_images_and_no_errors(visit, page_name):
 
     broken = visit.page.evaluate(BROKEN_IMAGES)
     assert not broken, f"{page_name}: images that did not load: {broken}"
-    if page_name in CHAPTERS:  # the picture a reviewer looks at, taken once the math is typeset
+    if page in CHAPTERS:  # the picture a reviewer looks at, taken once the math is typeset
         ARTIFACTS.mkdir(exist_ok=True)
-        shot = ARTIFACTS / f"{Path(page_name).name}.png"
+        shot = ARTIFACTS / f"{edition.replace('/', '-')}{Path(page).name}.png"
         visit.page.screenshot(path=str(shot), full_page=True)
         assert shot.stat().st_size > 10_000, f"{page_name}: the screenshot {shot} is blank"
     assert not visit.external, f"{page_name}: requests left the site: {visit.external}"
@@ -358,9 +369,10 @@ def test_chapter_links_its_exercise_and_offers_its_notebook(visit, chapter):
     assert notebook.status == 200 and b'"cells"' in notebook.body()
 
 
+@pytest.mark.parametrize("edition", EDITIONS, ids=EDITION_IDS)
 @pytest.mark.parametrize("chapter", CHAPTERS)
-def test_every_figure_a_cell_builds_is_on_the_page(visit, chapter):
-    visit.goto(f"{chapter}.html")
+def test_every_figure_a_cell_builds_is_on_the_page(visit, edition, chapter):
+    visit.goto(f"{edition}{chapter}.html")
     cells = visit.page.evaluate(FIGURES_PER_CELL)
     assert cells, f"{chapter}: no code cells found on the page"
     unseen = [
@@ -384,17 +396,18 @@ def test_code_cells_fit_the_text_column(visit, chapter):
     assert not wide, f"{chapter}: {len(wide)} code cell(s) run past the page edge, e.g. {wide[:3]}"
 
 
+@pytest.mark.parametrize("edition", EDITIONS, ids=EDITION_IDS)
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_exercise_page_offers_the_released_zip_and_notebook(visit, assignment):
+def test_exercise_page_offers_the_released_zip_and_notebook(visit, edition, assignment):
     page = f"book/exercises/{assignment}"
     if page not in PAGES:
         pytest.fail(f"{page} is not in _toc.yml", pytrace=False)
-    visit.goto(f"{page}.html")
+    visit.goto(f"{edition}{page}.html")
     for suffix, magic in ((f"{assignment}.zip", b"PK\x03\x04"), (f"{assignment}.ipynb", b"{")):
         links = visit.page.locator(f"a.download[href$='/{suffix}']")
         assert links.count() > 0, f"{page}: no download link for {suffix}"
         href = links.first.get_attribute("href")
-        body = visit.context.request.get(f"{visit.base}/book/exercises/{href}").body()
+        body = visit.context.request.get(f"{visit.base}/{edition}book/exercises/{href}").body()
         assert body.startswith(magic), f"{page}: {href} is not a {suffix.rsplit('.', 1)[1]} file"
     assert not visit.external
 
@@ -416,3 +429,89 @@ def test_search_finds_nadaraya_offline(visit):
 def test_toc_lists_every_chapter_and_exercise():
     for name in ASSIGNMENTS:
         assert f"book/{name}" in PAGES and f"book/exercises/{name}" in PAGES
+
+
+# ----------------------------------------------------------------------------------------
+# the two editions side by side
+
+# What must be the same on a page in both editions: display equations, their numbers,
+# citations (links into the bibliography), figures in cell outputs, and inline formulas.
+SAME_IN_BOTH = """() => ({
+  display_math: document.querySelectorAll('article div.math').length,
+  equation_numbers: document.querySelectorAll('article span.eqno').length,
+  citations: Array.from(document.querySelectorAll('article a[href*="references.html#"]'))
+    .filter(a => !a.closest('.bibliography, dl.citation')).length,
+  figures: document.querySelectorAll('article div.cell_output img').length,
+  inline_math: document.querySelectorAll('article span.math').length,
+})"""
+OUTPUT_IMAGES = """() => Array.from(document.querySelectorAll('article div.cell_output img'))
+  .map(img => img.getAttribute('src').split('/').pop())"""
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_both_editions_have_the_same_equations_citations_and_figures(visit, page):
+    visit.goto(f"{page}.html")
+    english = visit.page.evaluate(SAME_IN_BOTH)
+    visit.goto(f"zh/{page}.html")
+    chinese = visit.page.evaluate(SAME_IN_BOTH)
+    assert chinese == english, f"{page}: English {english}, Chinese {chinese}"
+    lang = visit.page.evaluate("() => document.documentElement.lang")
+    assert lang == "zh-CN", f"zh/{page}: <html lang={lang!r}>"
+    article = visit.page.evaluate("() => document.querySelector('article').innerText")
+    assert len(CJK.findall(article)) > 20, f"zh/{page}: the article has no Chinese text"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_the_switch_leads_to_the_same_page_in_the_other_edition_and_back(visit, page):
+    visit.goto(f"{page}.html", settle=False)
+    for there, back in ((f"zh/{page}", page), (page, f"zh/{page}")):
+        link = visit.page.locator("a.edition-switch")
+        assert link.count() == 1, f"{back}: {link.count()} language switches"
+        response = visit.page.goto(
+            f"{visit.page.url.rsplit('/', 1)[0]}/{link.get_attribute('href')}", wait_until="load"
+        )
+        assert response is not None and response.status == 200
+        assert visit.page.url == f"{visit.base}/{there}.html", (back, visit.page.url)
+    assert not visit.external and not visit.bad_local
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_the_chinese_figures_are_their_own_renderings(visit, chapter):
+    visit.goto(f"{chapter}.html", settle=False)
+    english = visit.page.evaluate(OUTPUT_IMAGES)
+    visit.goto(f"zh/{chapter}.html", settle=False)
+    chinese = visit.page.evaluate(OUTPUT_IMAGES)
+    assert len(chinese) == len(english) > 0
+    # every figure of the book has words (titles, axis labels), so none is shared
+    shared = set(english) & set(chinese)
+    assert not shared, f"zh/{chapter}: {len(shared)} figures identical to the English ones"
+
+
+@pytest.mark.parametrize("page", ["book/preface", *CHAPTERS])
+def test_chinese_text_is_drawn_in_a_cjk_font(visit, page):
+    """Chromium reports the fonts that drew a node's text (DevTools CSS.getPlatformFontsForNode):
+    the Chinese of a paragraph must come from a CJK font, not from a fallback drawing boxes."""
+    visit.goto(f"zh/{page}.html")
+    found = visit.page.evaluate(
+        """() => {
+          const p = Array.from(document.querySelectorAll('article p'))
+            .find(el => /[\u4e00-\u9fff]{4}/.test(el.textContent));
+          if (!p) return false;
+          p.id = 'cjk-probe';
+          return true;
+        }"""
+    )
+    assert found, f"zh/{page}: no paragraph of Chinese text"
+    cdp = visit.context.new_cdp_session(visit.page)
+    root = cdp.send("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
+    node = cdp.send("DOM.querySelector", {"nodeId": root, "selector": "#cjk-probe"})["nodeId"]
+    cdp.send("CSS.enable")
+    fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
+    families = {f["familyName"]: f["glyphCount"] for f in fonts}
+    cjk = {name: n for name, n in families.items() if CJK_FONTS.search(name)}
+    assert cjk, f"zh/{page}: the Chinese was drawn with {families}, no CJK font"
+
+
+# the CJK fonts book/_static/editions.css names (WenQuanYi Micro Hei is what make installs)
+CJK_FONTS = re.compile(r"WenQuanYi|Noto Sans CJK|Source Han|PingFang|YaHei", re.IGNORECASE)
