@@ -231,7 +231,7 @@ def test_make_test_checks_packages_then_sets_up_then_lints_then_builds_then_test
         "ruff check",
         "ruff format --check",
         'require-system-packages "make book"',
-        "jupyter-book build",
+        "tools/build_book.py",
         "-m pytest",
     ]
     positions = [plan.find(step) for step in steps]
