@@ -11,12 +11,14 @@ Both run Sphinx exactly as ``jupyter-book build . --warningiserror --keep-going 
 does (Jupyter Book's own ``build_sphinx`` with the configuration of ``_config.yml``); the
 only differences are the language, the output and doctree folders, and the figure
 rendering the Chinese build picks. ``--only zh_CN`` rebuilds one edition;
-``--builder gettext`` extracts the message templates into ``_build/gettext`` instead.
+``--builder gettext`` extracts the message templates into ``_build/gettext`` instead (from
+the execution cache too: a figure's caption is a message, and it lives in the cell's output).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shutil
 import sys
@@ -27,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "_build"
 sys.path.insert(0, str(ROOT))
 
-from solutions.plotting import FIGURE_LANGUAGES_ENV, ZH_PNG_MIME  # noqa: E402
+from solutions.plotting import FIGURE_CATALOG, FIGURE_LANGUAGES_ENV, ZH_PNG_MIME  # noqa: E402
 
 LANGUAGES = ("en", "zh_CN")
 
@@ -58,8 +60,6 @@ def build(language: str, builder: str = "html") -> int:
     else:
         outdir, doctrees = BUILD / "html" / "zh", BUILD / f".doctrees-{language}"
     overrides = sphinx_overrides(language)
-    if builder == "gettext":
-        overrides["nb_execution_mode"] = "off"  # messages are in the sources, not the outputs
     started = time.monotonic()
     status = build_sphinx(
         ROOT,
@@ -82,6 +82,23 @@ def build(language: str, builder: str = "html") -> int:
     return 0 if status == 0 else 1
 
 
+def forget_outputs_of_an_old_figure_catalog() -> None:
+    """Empty the execution cache when figures.po changed since the cache was filled.
+
+    The cache keys a notebook by its code, but its figures' Chinese renderings also
+    depend on the figure catalog: a corrected translation must reach the figures, so a new
+    catalog re-executes the notebooks (once; the stamp records the catalog they used)."""
+    cache, stamp = BUILD / ".jupyter_cache", BUILD / ".figures-po.sha256"
+    digest = hashlib.sha256(FIGURE_CATALOG.read_bytes()).hexdigest()
+    if cache.exists() and stamp.is_file() and stamp.read_text() == digest:
+        return
+    if cache.exists():
+        print(f"[build_book] {FIGURE_CATALOG.name} changed: the notebooks execute again")
+        shutil.rmtree(cache)
+    BUILD.mkdir(exist_ok=True)
+    stamp.write_text(digest)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=LANGUAGES, help="build one edition only")
@@ -92,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     # the kernels that execute the notebooks (children of this process) render each
     # figure in every edition's language
     os.environ[FIGURE_LANGUAGES_ENV] = ",".join(LANGUAGES)
+    if args.only in (None, LANGUAGES[0]):
+        forget_outputs_of_an_old_figure_catalog()
     for language in LANGUAGES:
         if args.only in (None, language) and build(language) != 0:
             return 1

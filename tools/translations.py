@@ -5,7 +5,8 @@
                                                     # tests/test_translations.py)
 
 ``update`` extracts every message of the book into ``_build/gettext`` (Sphinx's gettext
-builder through tools/build_book.py, without executing anything) and merges the templates
+builder through tools/build_book.py; run it after ``make book``, whose execution cache it
+reads: figure captions are messages of the cells' outputs) and merges the templates
 into ``locale/zh_CN/LC_MESSAGES/*.po`` with sphinx-intl: a new sentence arrives with an
 empty translation, a changed one as *fuzzy* with the old translation to start from. Both
 fail the build until a translator has dealt with them (docs/translating.md).
