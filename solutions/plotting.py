@@ -27,6 +27,7 @@ import base64
 import dataclasses
 import functools
 import io
+import logging
 import os
 import re
 import shutil
@@ -112,12 +113,28 @@ def register_cjk_font(path: Path | None = None) -> Path | None:
     return path
 
 
-def fail_on_missing_glyphs() -> None:
-    """Make Matplotlib's missing-glyph warning an exception in this process (done on import).
+class MissingGlyph(RuntimeError):
+    """A character that no font of the text has: it would be drawn as a box."""
 
-    A filter in the global warnings list: code that resets the filters afterwards (pytest
-    does, per test) must call this again."""
+
+def _no_dummy_symbols(record) -> bool:
+    # mathtext draws a character its font lacks as a "dummy symbol" (a box) and only logs
+    # it: a filter that raises turns the log line into an error at the drawing call
+    if "dummy symbol" in record.getMessage():
+        raise MissingGlyph(record.getMessage())
+    return True
+
+
+def fail_on_missing_glyphs() -> None:
+    """Make a missing glyph an exception in this process (done on import): Matplotlib's
+    warning for plain text, and mathtext's log line for text with $...$ in it.
+
+    The first is a filter in the global warnings list: code that resets the filters
+    afterwards (pytest does, per test) must call this again."""
     warnings.filterwarnings("error", message=MISSING_GLYPH, category=UserWarning)
+    mathtext_log = logging.getLogger("matplotlib.mathtext")
+    if _no_dummy_symbols not in mathtext_log.filters:
+        mathtext_log.addFilter(_no_dummy_symbols)
 
 
 CJK_FONT_FILE = register_cjk_font()
@@ -143,6 +160,7 @@ FIGURE_CATALOG = (
 _NUMBER = re.compile(r"(?<![A-Za-z_])[-−]?\d+(?:\.\d+)?")
 _MATH = re.compile(r"\$[^$]*\$")
 _WORD = re.compile(r"[A-Za-z]{2,}")
+_CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
 
 
 class UntranslatedFigureText(KeyError):
@@ -243,12 +261,18 @@ def render_png(fig: Figure, language: str = "en") -> bytes:
     fig.canvas.draw()  # tick labels get their text when the figure is drawn
     texts = figure_texts(fig)
     originals = [text.get_text() for text in texts]
+    families = [text.get_fontfamily() for text in texts]
     catalog = _figure_catalog()
     missing_log = os.environ.get(FIGURE_MISSING_ENV)
     try:
         for text, original in zip(texts, originals):
             try:
-                text.set_text(translate_figure_text(original, catalog))
+                translated = translate_figure_text(original, catalog)
+                text.set_text(translated)
+                if "$" in translated and _CJK.search(translated):
+                    # a text with math is drawn by mathtext, whose plain parts use only the
+                    # first family (no fallback between fonts): the CJK font goes first
+                    text.set_fontfamily([CJK_FAMILY, *text.get_fontfamily()])
             except UntranslatedFigureText as missing:
                 if not missing_log:
                     raise
@@ -256,8 +280,9 @@ def render_png(fig: Figure, language: str = "en") -> bytes:
                     log.write(f"{missing}\n")
         return _png(fig)
     finally:
-        for text, original in zip(texts, originals):
+        for text, original, family in zip(texts, originals, families):
             text.set_text(original)
+            text.set_fontfamily(family)
 
 
 def _translated_renderings(fig: Figure) -> dict[str, str]:

@@ -255,3 +255,29 @@ def test_the_myst_nb_renderer_turns_the_chinese_png_into_an_image():
 
     plugins = [ep.load() for ep in entry_points(group="myst_nb.mime_renderers")]
     assert plotting.ZhFigureRenderer in plugins, "pyproject.toml's entry point is not installed"
+
+
+def test_a_translated_label_with_math_draws_its_chinese_in_the_cjk_font(monkeypatch):
+    """mathtext draws the plain part of "$...$" text with one font and no fallback: the
+    Chinese rendering puts the CJK font first there (else every character is a box)."""
+    from matplotlib.figure import Figure
+
+    monkeypatch.setattr(
+        plotting, "_figure_catalog", lambda: {"loss $L(\\sigma)$": "损失 $L(\\sigma)$"}
+    )
+    fig = Figure()
+    ax = fig.subplots()
+    ax.plot([0, 1])
+    ax.set_title("loss $L(\\sigma)$")
+    family = ax.title.get_fontfamily()
+    assert plotting.render_png(fig, "zh_CN")[:4] == b"\x89PNG"
+    assert ax.title.get_text() == "loss $L(\\sigma)$" and ax.title.get_fontfamily() == family
+
+
+def test_a_box_in_mathtext_is_an_error_not_a_log_line():
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    fig.subplots().set_title("损失 $L$")  # Chinese in mathtext, the Latin font first
+    with pytest.raises(plotting.MissingGlyph, match="dummy symbol"):
+        plotting.render_png(fig)

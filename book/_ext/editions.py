@@ -26,9 +26,12 @@ import re
 from pathlib import Path
 
 from docutils import nodes
+from sphinx import addnodes
 from sphinx.application import Sphinx
+from sphinx.locale import init as init_locale
 from sphinx.transforms import SphinxTransform
 from sphinx.util import logging
+from sphinx.util.i18n import docname_to_domain
 from sphinx.util.nodes import extract_messages
 
 logger = logging.getLogger(__name__)
@@ -107,6 +110,43 @@ class UntranslatedMessages(SphinxTransform):
             )
 
 
+class TranslatedTocCaptions(SphinxTransform):
+    """Translate the captions of the table of contents ("Chapters", "Exercises", ...).
+
+    sphinx-external-toc inserts the toctrees from _toc.yml into the root page at priority
+    100, after Sphinx's ``Locale`` (20) has translated that page: the captions are in the
+    page's catalog (the gettext builder sees the finished page) but were never looked up.
+    """
+
+    default_priority = 101  # right after sphinx_external_toc's InsertToctrees
+
+    def apply(self, **kwargs) -> None:
+        if is_default(self.config.language):
+            return
+        toctrees = [
+            n for n in self.document.findall(addnodes.toctree) if n.get("caption")
+        ]
+        if not toctrees:
+            return
+        dirs = [str(Path(self.env.srcdir, d)) for d in self.config.locale_dirs]
+        domain = docname_to_domain(self.env.docname, self.config.gettext_compact)
+        catalog, found = init_locale(dirs, self.config.language, domain)
+        for node in toctrees:
+            caption = node["caption"]
+            translated = catalog.gettext(caption) if found else caption
+            if translated == caption and english_words(caption):
+                logger.warning(
+                    "untranslated table-of-contents caption %r (locale/%s/LC_MESSAGES/%s.po)",
+                    caption,
+                    self.config.language,
+                    domain,
+                    location=node,
+                    type="editions",
+                    subtype="untranslated",
+                )
+            node["caption"] = node["rawcaption"] = translated
+
+
 def edition_links(
     app: Sphinx, pagename: str, templatename: str, context: dict, doctree
 ) -> None:
@@ -152,5 +192,6 @@ def setup(app: Sphinx) -> dict:
     app.add_css_file("editions.css")
     app.add_transform(MathIsNotAMessage)
     app.add_transform(UntranslatedMessages)
+    app.add_transform(TranslatedTocCaptions)
     app.connect("html-page-context", edition_links)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
