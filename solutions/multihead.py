@@ -10,9 +10,12 @@ What this file builds, in the order the chapter derives it:
   and the same matmul work whatever the number of heads.
 - ``MultiHeadAttention`` (torch): the same computation as a module, with
   ``from_torch(nn.MultiheadAttention)`` to copy PyTorch's weights and an optional
-  ``KVCache`` for autoregressive decoding.
-- ``TransformerEncoderBlock`` (torch): attention and a feed-forward network, each with a
-  residual connection and layer norm, pre-LN (default) or post-LN.
+  ``KVCache`` for autoregressive decoding; optional dropout on the attention weights,
+  {eq}`ch5-attn-dropout` (the NumPy function has none).
+- ``TransformerEncoderBlock`` (torch): attention and a feed-forward network
+  (``feed_forward``), each with a residual connection and layer norm, pre-LN (default) or
+  post-LN; one dropout rate (``check_dropout``, default 0) where
+  ``nn.TransformerEncoderLayer`` puts it.
 - ``TinyTransformer``: a decoder-only stack of those blocks with a causal mask, trained
   by ``train_toy_transformer`` on sequence reversal (or copying) in seconds on a CPU;
   ``attention_maps`` returns its per-head weights, and ``generate`` (with a KV cache) and
@@ -242,6 +245,22 @@ class KVCache:
         return self.k, self.v
 
 
+def check_dropout(p) -> float:
+    """The dropout rate ``p`` as a float, or a ValueError that says what is allowed.
+
+    p is the probability of zeroing each entry while training: a number in [0, 1). p = 1
+    would zero everything and divide the rest by 1 - p = 0, so it is refused.
+    """
+    if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)):
+        raise ValueError(f"expected a dropout rate p, a number in [0, 1), got {p!r}")
+    if not 0 <= p < 1:  # NaN fails both comparisons
+        raise ValueError(
+            f"expected a dropout rate p in [0, 1), got {p}: p is the probability of zeroing "
+            "each entry while training (0 = no dropout; p = 1 would zero everything)"
+        )
+    return float(p)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention as a torch module, {eq}`ch5-head` and {eq}`ch5-multihead-eq`, batch first.
 
@@ -250,9 +269,19 @@ class MultiHeadAttention(nn.Module):
     mask boolean broadcastable to (B, n_q, n_kv_total), True = may attend, shared by the
     heads; cache a ``KVCache`` whose keys/values are prepended (and then extended).
     Returns output (B, n_q, d_model) and weights (B, h, n_q, n_kv_total).
+
+    ``dropout`` (p in [0, 1), default 0): in training mode, each attention weight is zeroed
+    with probability p after the softmax and the kept ones are divided by 1 - p before
+    they multiply the values, {eq}`ch5-attn-dropout`, as ``nn.MultiheadAttention(dropout=p)``
+    does (the same ``F.dropout`` call on the same (B, h, n_q, n_kv) weights, so a seeded
+    step draws the same mask). In eval mode, or with p = 0, nothing is dropped and no
+    random number is drawn. The returned weights are the ones BEFORE dropout (each
+    allowed row sums to 1); ``nn.MultiheadAttention(need_weights=True)`` returns them
+    after dropout instead (zeros and 1 / (1 - p) in training mode). The NumPy
+    ``multihead_attention`` has no dropout: it is the plain reference.
     """
 
-    def __init__(self, d_model: int, num_heads: int, bias: bool = True):
+    def __init__(self, d_model: int, num_heads: int, bias: bool = True, dropout: float = 0.0):
         super().__init__()
         self.d_head = _check_heads(d_model, num_heads)
         self.d_model, self.num_heads = d_model, num_heads
@@ -260,6 +289,9 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(d_model, d_model, bias=bias)
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        # nn.Dropout(0.0) returns its input without drawing (checked in tests), so p = 0
+        # leaves the random stream of seeded training untouched
+        self.dropout = nn.Dropout(check_dropout(dropout))
 
     def forward(self, x_q, x_kv=None, mask=None, cache: KVCache | None = None):
         x_kv = x_q if x_kv is None else x_kv
@@ -279,12 +311,12 @@ class MultiHeadAttention(nn.Module):
             if mask.dim() >= 3:
                 mask = mask.unsqueeze(-3)  # (B, 1, n_q, n_kv): the same for every head
         weights = masked_softmax_torch(scores, mask)  # (B, h, n_q, n_kv)
-        heads = weights @ v  # (B, h, n_q, d_h)
+        heads = self.dropout(weights) @ v  # (B, h, n_q, d_h); identity in eval mode
         return self.out_proj(merge_heads(heads)), weights  # (B, n_q, d_model), (B, h, n_q, n_kv)
 
     @classmethod
     def from_torch(cls, mha: nn.MultiheadAttention) -> MultiHeadAttention:
-        """A ``MultiHeadAttention`` with the weights (and dtype) of ``mha``, copied.
+        """A ``MultiHeadAttention`` with the weights, dtype and dropout rate of ``mha``, copied.
 
         Works for ``nn.MultiheadAttention(d, h)`` with or without bias, batch first or not
         (our module is always batch first). Remember the masks: PyTorch's boolean
@@ -303,7 +335,8 @@ class MultiHeadAttention(nn.Module):
                 "add_bias_kv and add_zero_attn are not supported: build mha without them"
             )
         bias = mha.in_proj_bias is not None
-        module = cls(mha.embed_dim, mha.num_heads, bias=bias).to(mha.in_proj_weight.dtype)
+        module = cls(mha.embed_dim, mha.num_heads, bias=bias, dropout=mha.dropout)
+        module = module.to(mha.in_proj_weight.dtype)
         with torch.no_grad():
             for proj, w in zip(
                 (module.q_proj, module.k_proj, module.v_proj), mha.in_proj_weight.chunk(3)
@@ -339,17 +372,42 @@ def block_from_torch(cls, layer: nn.Module, expected: type[nn.Module]) -> nn.Mod
 
     The part of ``from_torch`` that encoder and decoder blocks share: checks that ``layer``
     is an ``expected`` (``nn.TransformerEncoderLayer`` or ``nn.TransformerDecoderLayer``)
-    with a ReLU feed-forward, builds ``cls(d_model, num_heads, d_ff, norm_first)`` in the
-    layer's dtype and copies ``linear1``/``linear2`` into ``ff`` and every ``normK`` (weights
-    and eps). The caller copies the attention modules, which differ between the two.
+    with a ReLU feed-forward and one dropout rate p everywhere (PyTorch's constructor gives
+    every ``Dropout`` and the attention modules the same ``dropout``), builds
+    ``cls(d_model, num_heads, d_ff, norm_first, p)`` in the layer's dtype and copies
+    ``linear1``/``linear2`` into ``ff`` and every ``normK`` (weights and eps). The caller
+    copies the attention modules, which differ between the two.
     """
     name = expected.__name__
     if not isinstance(layer, expected):
         raise TypeError(f"expected a torch.nn.{name}, got {type(layer).__name__}")
     if not (layer.activation is F.relu or isinstance(layer.activation, nn.ReLU)):
         raise ValueError(f"expected a {name} with activation='relu' (the FFN here uses ReLU)")
+    rates = {
+        child: theirs.p
+        for child, theirs in layer.named_children()
+        if isinstance(theirs, nn.Dropout)
+    }
+    rates.update(
+        {
+            child: theirs.dropout
+            for child, theirs in layer.named_children()
+            if isinstance(theirs, nn.MultiheadAttention)
+        }
+    )
+    if len(set(rates.values())) != 1:
+        raise ValueError(
+            f"expected one dropout rate in the whole {name}, got {rates}: our block uses one "
+            "rate for the attention weights, the feed-forward network and the residuals"
+        )
     d_model, d_ff = layer.linear1.in_features, layer.linear1.out_features
-    block = cls(d_model, layer.self_attn.num_heads, d_ff, norm_first=layer.norm_first)
+    block = cls(
+        d_model,
+        layer.self_attn.num_heads,
+        d_ff,
+        norm_first=layer.norm_first,
+        dropout=layer.dropout.p,
+    )
     block = block.to(layer.linear1.weight.dtype)
     for child, theirs in layer.named_children():
         if isinstance(theirs, nn.LayerNorm):  # norm1, norm2 (and norm3 in a decoder layer)
@@ -357,8 +415,20 @@ def block_from_torch(cls, layer: nn.Module, expected: type[nn.Module]) -> nn.Mod
             ours.load_state_dict(theirs.state_dict())
             ours.eps = theirs.eps
     block.ff[0].load_state_dict(layer.linear1.state_dict())
-    block.ff[2].load_state_dict(layer.linear2.state_dict())
+    block.ff[-1].load_state_dict(layer.linear2.state_dict())
     return block
+
+
+def feed_forward(d_model: int, d_ff: int, dropout: float = 0.0) -> nn.Sequential:
+    """The position-wise feed-forward network of {eq}`ch5-block`, ``max(0, x W_1 + b_1) W_2 + b_2``,
+    with dropout (rate p) on the hidden activations, after the ReLU: PyTorch's
+    ``linear2(dropout(activation(linear1(x))))``. (B, n, d_model) -> (B, n, d_model)."""
+    return nn.Sequential(
+        nn.Linear(d_model, d_ff),
+        nn.ReLU(),
+        nn.Dropout(check_dropout(dropout)),
+        nn.Linear(d_ff, d_model),
+    )
 
 
 class TransformerEncoderBlock(nn.Module):
@@ -372,7 +442,13 @@ class TransformerEncoderBlock(nn.Module):
     With a causal mask the same block is a decoder-only (GPT-style) layer.
 
     ``forward(x, mask=None, cache=None)``: x (B, n, d_model), mask as for
-    ``MultiHeadAttention``; returns x (B, n, d_model) and the weights (B, h, n, n_total).
+    ``MultiHeadAttention``; returns x (B, n, d_model) and the weights (B, h, n, n_total)
+    (before dropout).
+
+    ``dropout`` (p in [0, 1), default 0) acts where ``nn.TransformerEncoderLayer(dropout=p)``
+    puts it, in the same order: on the attention weights (inside ``attn``), on each
+    sub-layer's output before the residual addition, and on the feed-forward network's
+    hidden activations. Only in training mode; p = 0 draws no random numbers.
     """
 
     def __init__(
@@ -380,11 +456,11 @@ class TransformerEncoderBlock(nn.Module):
     ):
         super().__init__()
         self.norm_first = norm_first
-        self.attn = MultiHeadAttention(d_model, num_heads)
+        self.attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
         self.norm1 = nn.LayerNorm(d_model)
         self.norm2 = nn.LayerNorm(d_model)
-        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model))
-        self.dropout = nn.Dropout(dropout)
+        self.ff = feed_forward(d_model, d_ff, dropout)
+        self.dropout = nn.Dropout(check_dropout(dropout))  # residual dropout
 
     def forward(self, x, mask=None, cache: KVCache | None = None):
         if self.norm_first:
@@ -401,7 +477,8 @@ class TransformerEncoderBlock(nn.Module):
 
     @classmethod
     def from_torch(cls, layer: nn.TransformerEncoderLayer) -> TransformerEncoderBlock:
-        """A block with the weights of ``nn.TransformerEncoderLayer`` (ReLU activation)."""
+        """A block with the weights and dropout rate of ``nn.TransformerEncoderLayer`` (ReLU
+        activation)."""
         block = block_from_torch(cls, layer, nn.TransformerEncoderLayer)
         block.attn = MultiHeadAttention.from_torch(layer.self_attn)
         return block

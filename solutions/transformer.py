@@ -52,6 +52,8 @@ from solutions.multihead import (
     MultiHeadAttention,
     TransformerEncoderBlock,
     block_from_torch,
+    check_dropout,
+    feed_forward,
     multihead_attention,
 )
 from solutions.self_attention import causal_mask, padding_mask, sinusoidal_positions
@@ -256,10 +258,6 @@ def beam_search_table(log_probs, bos, eos, beam_size, max_len, alpha=1.0):
 # torch modules
 
 
-def _feed_forward(d_model: int, d_ff: int) -> nn.Sequential:
-    return nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model))
-
-
 class DecoderCache:
     """What a decoder layer keeps between decoding steps.
 
@@ -282,7 +280,13 @@ class TransformerDecoderBlock(nn.Module):
     memory (B, n_src, d), masks True = may attend, broadcastable to (B, n_tgt, n_tgt) and
     (B, n_tgt, n_src). With a ``DecoderCache``, y holds only the new positions.
     Returns y (B, n_tgt, d), self weights (B, h, n_tgt, n_past + n_tgt), cross weights
-    (B, h, n_tgt, n_src).
+    (B, h, n_tgt, n_src), both before dropout.
+
+    ``dropout`` (p in [0, 1), default 0) acts where ``nn.TransformerDecoderLayer(dropout=p)``
+    puts it, in the same order: the self-attention weights, the self-attention output,
+    the cross-attention weights, the cross-attention output, the feed-forward hidden
+    activations, the feed-forward output (each output before its residual addition).
+    Only in training mode; p = 0 draws no random numbers.
     """
 
     def __init__(
@@ -290,11 +294,11 @@ class TransformerDecoderBlock(nn.Module):
     ):
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, num_heads)
-        self.cross_attn = MultiHeadAttention(d_model, num_heads)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
         self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d_model) for _ in range(3))
-        self.ff = _feed_forward(d_model, d_ff)
-        self.dropout = nn.Dropout(dropout)
+        self.ff = feed_forward(d_model, d_ff, dropout)
+        self.dropout = nn.Dropout(check_dropout(dropout))  # residual dropout
 
     def _cross(self, y, memory, src_mask, cache):
         if cache is not None and len(cache.cross_kv):
@@ -323,7 +327,8 @@ class TransformerDecoderBlock(nn.Module):
 
     @classmethod
     def from_torch(cls, layer: nn.TransformerDecoderLayer) -> TransformerDecoderBlock:
-        """A block with the weights of ``nn.TransformerDecoderLayer`` (ReLU activation)."""
+        """A block with the weights and dropout rate of ``nn.TransformerDecoderLayer`` (ReLU
+        activation)."""
         block = block_from_torch(cls, layer, nn.TransformerDecoderLayer)
         block.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
         block.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
@@ -337,7 +342,8 @@ class EncoderDecoder(nn.Module):
 
     ``encode(x, src_mask)``: x (B, n_src, d) -> memory (B, n_src, d), per-layer weights.
     ``decode(y, memory, self_mask, src_mask, caches=None)`` -> (B, n_tgt, d), per-layer
-    self and cross weights. Masks: True = may attend.
+    self and cross weights. Masks: True = may attend. ``dropout``: every block's rate p
+    (see the blocks; ``nn.Transformer(dropout=p)`` has no other dropout).
     """
 
     def __init__(
@@ -382,7 +388,8 @@ class EncoderDecoder(nn.Module):
 
     @classmethod
     def from_torch(cls, model: nn.Transformer) -> EncoderDecoder:
-        """An ``EncoderDecoder`` with the weights of ``nn.Transformer`` (ReLU activation)."""
+        """An ``EncoderDecoder`` with the weights and dropout rate of ``nn.Transformer`` (ReLU
+        activation; the rate is each block's, copied by its ``from_torch``)."""
         if not isinstance(model, nn.Transformer):
             raise TypeError(f"expected a torch.nn.Transformer, got {type(model).__name__}")
         enc, dec = model.encoder.layers, model.decoder.layers
@@ -393,6 +400,7 @@ class EncoderDecoder(nn.Module):
             len(enc),
             first.linear1.out_features,
             first.norm_first,
+            first.dropout.p,
             num_decoder_layers=len(dec),
         )
         ours = ours.to(first.linear1.weight.dtype)
@@ -422,6 +430,11 @@ class Translator(nn.Module):
     norm about sqrt(d), the scale of the sinusoidal positions (norm sqrt(d/2)), instead
     of norm 1 (see the chapter).
 
+    ``dropout`` (p in [0, 1), default 0): the rate of every block (see
+    ``TransformerEncoderBlock`` and ``TransformerDecoderBlock``) and, as in Vaswani et al.
+    (section 5.4), of a dropout on the sums of the embeddings and the positions, source
+    and target. Only in training mode; p = 0 draws no random numbers.
+
     ``forward(src, tgt_in)``: src (B, n_src), tgt_in (B, n_tgt) ids, 0 = pad.
     Returns logits (B, n_tgt, V_tgt) and a dict of attention weights: "encoder",
     "decoder_self", "cross", each a list over layers of (B, h, n_q, n_k).
@@ -449,6 +462,7 @@ class Translator(nn.Module):
         self.out_bias = nn.Parameter(torch.zeros(tgt_vocab))
         positions = torch.from_numpy(sinusoidal_positions(max_len, d_model)).float()  # (max_len, d)
         self.register_buffer("positions", positions, persistent=False)
+        self.embed_dropout = nn.Dropout(check_dropout(dropout))  # on embeddings + positions
         self.core = EncoderDecoder(
             d_model, num_heads, num_layers, d_ff, norm_first, dropout, num_decoder_layers
         )
@@ -457,7 +471,7 @@ class Translator(nn.Module):
         n = tokens.shape[-1]
         if start + n > self.max_len:
             raise ValueError(f"sequence of length {start + n} exceeds max_len = {self.max_len}")
-        return (
+        return self.embed_dropout(
             table(tokens) * math.sqrt(self.d_model) + self.positions[start : start + n]
         )  # (B, n, d)
 

@@ -319,6 +319,171 @@ def test_block_from_torch_matches_transformer_encoder_layer(norm_first):
     torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
 
 
+# ----------------------------------------------------------------------------------------
+# dropout: inactive in eval, PyTorch's random draws in a seeded training step, none at p = 0
+
+
+def torch_encoder_layer(norm_first, dropout, dtype, seed=2):
+    """``nn.TransformerEncoderLayer(16, 4, 32)`` with every parameter perturbed (the
+    layer-norm gains and the zero-initialised biases too), so that all of them matter."""
+    torch.manual_seed(seed)
+    layer = nn.TransformerEncoderLayer(
+        16, 4, 32, dropout=dropout, batch_first=True, norm_first=norm_first, dtype=dtype
+    )
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    return layer
+
+
+TOLERANCES = {
+    torch.float64: dict(rtol=1e-12, atol=1e-12),
+    torch.float32: dict(rtol=1e-5, atol=1e-6),
+}
+
+
+def in_proj_grad(mha: MultiHeadAttention):
+    """Our q, k, v projections' weight gradients stacked as PyTorch's ``in_proj_weight``."""
+    return torch.cat([p.weight.grad for p in (mha.q_proj, mha.k_proj, mha.v_proj)])
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("norm_first", [True, False], ids=["pre-LN", "post-LN"])
+def test_encoder_block_with_dropout_equals_torch_layer_in_eval_mode(norm_first, dtype):
+    layer = torch_encoder_layer(norm_first, 0.3, dtype).eval()
+    block = TransformerEncoderBlock.from_torch(layer).eval()
+    assert block.dropout.p == block.attn.dropout.p == block.ff[2].p == 0.3  # copied
+    x = torch.randn(3, 5, 16, dtype=dtype)
+    mask = t(causal_mask(5))
+    # grad enabled: keeps PyTorch on its Python path (its fused inference kernel would
+    # skip dropout just the same, with different rounding)
+    ref = layer(x, src_mask=~mask)
+    out, weights = block(x, mask=mask)
+    torch.testing.assert_close(out, ref, **TOLERANCES[dtype])
+    torch.testing.assert_close(weights.sum(-1), torch.ones(3, 4, 5, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("norm_first", [True, False], ids=["pre-LN", "post-LN"])
+def test_encoder_block_seeded_train_step_equals_torch_layer(norm_first, dtype):
+    """Training mode, p = 0.3, the same seed before each forward: the same output and the
+    same gradients as ``nn.TransformerEncoderLayer``, so every dropout (attention weights,
+    the two residual branches, the feed-forward hidden layer) draws PyTorch's mask.
+
+    One sequence (B = 1) on purpose: with B > 1 exact equality is impossible without
+    copying a PyTorch memory layout. ``nn.MultiheadAttention.forward`` (batch_first=True)
+    computes in (n, B, d) order and returns ``attn_output.transpose(1, 0)``, a view, and
+    ``torch.nn.functional.dropout`` draws its Bernoulli mask in memory order
+    (``at::dropout``: ``empty_like(input).bernoulli_``, strides preserved), so
+    PyTorch's residual dropout on the attention output (``dropout1``) zeroes the entries
+    of a (n, B, d) array while ours, on a contiguous (B, n, d) output, zeroes those of a
+    (B, n, d) one. At B = 1 the two orders coincide. The parts that align at any B are
+    tested in ``test_attention_dropout_draws_torch_mask_at_any_batch_size`` and
+    ``test_feed_forward_dropout_draws_torch_mask_at_any_batch_size``.
+    """
+    layer = torch_encoder_layer(norm_first, 0.3, dtype).train()
+    block = TransformerEncoderBlock.from_torch(layer).train()
+    x = torch.randn(1, 6, 16, dtype=dtype)
+    x_ours, x_ref = x.clone().requires_grad_(), x.clone().requires_grad_()
+    mask = t(causal_mask(6))
+    torch.manual_seed(11)
+    ref = layer(x_ref, src_mask=~mask)
+    torch.manual_seed(11)
+    out, _ = block(x_ours, mask=mask)
+    eval_out, _ = block.eval()(x, mask=mask)
+    assert (out - eval_out).abs().max() > 0.1  # dropout did act
+    torch.testing.assert_close(out, ref, **TOLERANCES[dtype])
+    weight = torch.randn_like(out)  # a loss whose gradient differs per entry
+    (out * weight).sum().backward()
+    (ref * weight).sum().backward()
+    tol = {**TOLERANCES[dtype], "atol": 10 * TOLERANCES[dtype]["atol"]}
+    torch.testing.assert_close(x_ours.grad, x_ref.grad, **tol)
+    torch.testing.assert_close(in_proj_grad(block.attn), layer.self_attn.in_proj_weight.grad, **tol)
+    torch.testing.assert_close(block.ff[0].weight.grad, layer.linear1.weight.grad, **tol)
+    torch.testing.assert_close(block.norm1.weight.grad, layer.norm1.weight.grad, **tol)
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_attention_dropout_draws_torch_mask_at_any_batch_size(need_weights):
+    """Attention-weight dropout at B = 3, 3 heads, under a mask: the output and the input
+    gradient of PyTorch's module, on both of its paths (need_weights=True drops the
+    weights with ``F.dropout``, need_weights=False hands the rate to
+    ``scaled_dot_product_attention``, whose CPU math kernel drops them the same way).
+    PyTorch returns the weights after dropout; ours returns them before, and dropping them
+    with the same seed gives PyTorch's."""
+    rng = np.random.default_rng(3)
+    torch.manual_seed(1)
+    mha = nn.MultiheadAttention(12, 3, dropout=0.3, batch_first=True, dtype=torch.float64)
+    ours = MultiHeadAttention.from_torch(mha).train()
+    assert ours.dropout.p == 0.3
+    x = t(rng.normal(size=(3, 5, 12)))
+    mask = t(random_mask(rng, (5, 5)))
+    x_ours, x_ref = x.clone().requires_grad_(), x.clone().requires_grad_()
+    torch.manual_seed(5)
+    ref, ref_w = mha(
+        x_ref, x_ref, x_ref, attn_mask=~mask, need_weights=need_weights, average_attn_weights=False
+    )
+    torch.manual_seed(5)
+    out, weights = ours(x_ours, mask=mask)
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    (out**2).sum().backward()
+    (ref**2).sum().backward()
+    torch.testing.assert_close(x_ours.grad, x_ref.grad, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(3, 3, 5, dtype=torch.float64))
+    if need_weights:
+        torch.manual_seed(5)
+        dropped = F.dropout(weights, 0.3, training=True)
+        assert (dropped == 0).any() and (ref_w == 0).any()
+        torch.testing.assert_close(dropped, ref_w, rtol=1e-12, atol=1e-14)
+
+
+def test_feed_forward_dropout_draws_torch_mask_at_any_batch_size():
+    """The feed-forward sub-layer at B = 3: ours ``dropout(ff(x))`` (hidden and output
+    dropout) against PyTorch's ``_ff_block`` (``dropout2(linear2(dropout(relu(linear1(x)))))``,
+    a private method of ``nn.TransformerEncoderLayer``), contiguous (B, n, d) both."""
+    layer = torch_encoder_layer(True, 0.3, torch.float64).train()
+    block = TransformerEncoderBlock.from_torch(layer).train()
+    x = torch.randn(3, 5, 16, dtype=torch.float64)
+    torch.manual_seed(4)
+    ref = layer._ff_block(x)
+    torch.manual_seed(4)
+    out = block.dropout(block.ff(x))
+    assert (out == 0).float().mean() > 0.1  # the output dropout zeroed entries
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_dropout_zero_draws_no_random_numbers_in_training_mode():
+    """p = 0 (the default everywhere): a training-mode forward and backward leave torch's
+    random state as it was, so seeded results (the trained models of the book and of
+    these tests) are bit-identical to those of the code before dropout was added."""
+    model = TinyTransformer(11, d_model=16, num_heads=2, num_layers=2, d_ff=32).train()
+    tokens = torch.randint(0, 11, (3, 9))
+    before = torch.random.get_rng_state()
+    logits, _ = model(tokens)
+    logits.sum().backward()
+    assert torch.equal(torch.random.get_rng_state(), before)
+    block = TransformerEncoderBlock(16, 2, 32, dropout=0.1).train()
+    block(torch.randn(2, 4, 16))
+    assert not torch.equal(torch.random.get_rng_state(), before)  # p > 0 does draw
+
+
+@pytest.mark.parametrize("p", [-0.1, 1.0, 1.5, float("nan"), True, "0.1", None])
+def test_dropout_rate_outside_zero_one_is_refused(p):
+    for build in (
+        lambda: MultiHeadAttention(8, 2, dropout=p),
+        lambda: TransformerEncoderBlock(8, 2, 16, dropout=p),
+    ):
+        with pytest.raises(ValueError, match=r"dropout rate p.*\[0, 1\)"):
+            build()
+
+
+def test_block_from_torch_refuses_a_layer_with_two_dropout_rates():
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1)
+    layer.dropout1.p = 0.2
+    with pytest.raises(ValueError, match="one dropout rate"):
+        TransformerEncoderBlock.from_torch(layer)
+
+
 def test_causal_output_at_t_has_zero_gradient_wrt_later_inputs():
     torch.manual_seed(3)
     blocks = nn.ModuleList(TransformerEncoderBlock(8, 2, 16) for _ in range(2)).double()

@@ -116,6 +116,185 @@ def test_encoder_decoder_matches_nn_transformer_with_copied_weights(norm_first):
     np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-10, atol=1e-12)
 
 
+# ----------------------------------------------------------------------------------------
+# dropout: inactive in eval, PyTorch's random draws in a seeded training step, none at p = 0
+
+TOLERANCES = {
+    torch.float64: dict(rtol=1e-12, atol=1e-12),
+    torch.float32: dict(rtol=1e-5, atol=1e-6),
+}
+
+
+def perturbed_transformer(norm_first, dropout, dtype, seed=0):
+    """``nn.Transformer(16, 4, 2, 2, 32)`` with every parameter perturbed (layer-norm
+    gains and biases included), so that all of them matter."""
+    torch.manual_seed(seed)
+    model = nn.Transformer(
+        16, 4, 2, 2, 32, dropout=dropout, batch_first=True, norm_first=norm_first, dtype=dtype
+    )
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    return model
+
+
+def run_torch(model, src, tgt, src_lens, tgt_lens):
+    """``nn.Transformer`` on src (B, n_src, d), tgt (B, n_tgt, d) under the causal mask and
+    the padding masks of the valid lengths (PyTorch's polarity: True = may NOT attend)."""
+    src_pad = t(~padding_mask(src_lens, src.shape[1])[:, 0])  # (B, n_src)
+    return model(
+        src,
+        tgt,
+        tgt_mask=t(~causal_mask(tgt.shape[1])),
+        src_key_padding_mask=src_pad,
+        tgt_key_padding_mask=t(~padding_mask(tgt_lens, tgt.shape[1])[:, 0]),
+        memory_key_padding_mask=src_pad,
+    )
+
+
+def run_ours(model, src, tgt, src_lens, tgt_lens):
+    """Our ``EncoderDecoder`` on the inputs and masks of ``run_torch`` (True = may attend)."""
+    src_mask = t(padding_mask(src_lens, src.shape[1]))  # (B, 1, n_src)
+    memory, _ = model.encode(src, src_mask)
+    out, _, _ = model.decode(tgt, memory, t(decoder_mask(tgt_lens, tgt.shape[1])), src_mask)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("norm_first", [True, False], ids=["pre-LN", "post-LN"])
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")  # pre-LN: a speed note
+def test_encoder_decoder_with_dropout_equals_nn_transformer_in_eval_mode(norm_first, dtype):
+    ref_model = perturbed_transformer(norm_first, 0.3, dtype).eval()
+    ref_model.encoder.use_nested_tensor = False  # keep padded rows: compare every row
+    ours = EncoderDecoder.from_torch(ref_model).eval()
+    rates = {m.p for m in ours.modules() if isinstance(m, nn.Dropout)}
+    assert rates == {0.3}  # every block's rate copied
+    src, tgt = torch.randn(3, 7, 16, dtype=dtype), torch.randn(3, 5, 16, dtype=dtype)
+    # grad enabled: PyTorch stays on its Python path (its fused inference kernels skip
+    # dropout too, with other rounding)
+    lens = np.array([7, 4, 2]), np.array([5, 3, 1])
+    out, ref = run_ours(ours, src, tgt, *lens), run_torch(ref_model, src, tgt, *lens)
+    torch.testing.assert_close(out, ref, **TOLERANCES[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("norm_first", [True, False], ids=["pre-LN", "post-LN"])
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")  # pre-LN: a speed note
+def test_encoder_decoder_seeded_train_step_equals_nn_transformer(norm_first, dtype):
+    """Training mode, p = 0.3, the same seed before each forward: ours and
+    ``nn.Transformer`` give the same output and the same gradients, so all 20 dropout
+    calls of two encoder and two decoder layers (attention weights, residual branches,
+    feed-forward hidden layers) draw the same masks in the same order.
+
+    One sentence pair (B = 1): at B > 1 exact equality is impossible, because
+    ``nn.MultiheadAttention.forward`` returns its output as ``attn_output.transpose(1, 0)``,
+    a view of (n, B, d) memory, and ``torch.nn.functional.dropout`` draws its mask in
+    memory order, so PyTorch's residual dropout after each attention zeroes other entries
+    than ours on a contiguous (B, n, d) output (see
+    ``tests/test_multihead.py::test_encoder_block_seeded_train_step_equals_torch_layer``).
+    Padding is still exercised: the source has 2 padded positions.
+    """
+    ref_model = perturbed_transformer(norm_first, 0.3, dtype).train()
+    ours = EncoderDecoder.from_torch(ref_model).train()
+    src, tgt = torch.randn(1, 7, 16, dtype=dtype), torch.randn(1, 5, 16, dtype=dtype)
+    inputs = {name: (src.clone().requires_grad_(), tgt.clone().requires_grad_()) for name in "or"}
+    lens = np.array([5]), np.array([5])
+    torch.manual_seed(11)
+    ref = run_torch(ref_model, *inputs["r"], *lens)
+    torch.manual_seed(11)
+    out = run_ours(ours, *inputs["o"], *lens)
+    torch.manual_seed(12)
+    other_seed = run_ours(ours, src, tgt, *lens)
+    assert (out - other_seed).abs().max() > 0.1  # the output depends on the draw
+    torch.testing.assert_close(out, ref, **TOLERANCES[dtype])
+    weight = torch.randn_like(out)
+    (out * weight).sum().backward()
+    (ref * weight).sum().backward()
+    tol = {**TOLERANCES[dtype], "atol": 10 * TOLERANCES[dtype]["atol"]}
+    for mine, theirs in zip(inputs["o"], inputs["r"]):  # gradients of source and target
+        torch.testing.assert_close(mine.grad, theirs.grad, **tol)
+    first, theirs = ours.encoder[0], ref_model.encoder.layers[0]
+    torch.testing.assert_close(first.ff[0].weight.grad, theirs.linear1.weight.grad, **tol)
+    cross, theirs = ours.decoder[1].cross_attn, ref_model.decoder.layers[1].multihead_attn
+    in_proj = torch.cat([p.weight.grad for p in (cross.q_proj, cross.k_proj, cross.v_proj)])
+    torch.testing.assert_close(in_proj, theirs.in_proj_weight.grad, **tol)
+
+
+@pytest.mark.parametrize("norm_first", [True, False], ids=["pre-LN", "post-LN"])
+def test_decoder_block_seeded_train_step_equals_torch_layer(norm_first):
+    """``nn.TransformerDecoderLayer`` in training mode, p = 0.3, float64, B = 1 (why one
+    sequence: see the encoder-decoder test above): the six dropout calls (self-attention
+    weights and output, cross-attention weights and output, feed-forward hidden layer and
+    output) draw PyTorch's masks; in eval mode the same block equals the layer at B = 3."""
+    torch.manual_seed(0)
+    layer = nn.TransformerDecoderLayer(
+        16, 4, 32, dropout=0.3, batch_first=True, norm_first=norm_first, dtype=torch.float64
+    )
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    block = TransformerDecoderBlock.from_torch(layer)
+    assert {m.p for m in block.modules() if isinstance(m, nn.Dropout)} == {0.3}
+    for batch in (1, 3):
+        y = torch.randn(batch, 5, 16, dtype=torch.float64, requires_grad=True)
+        memory = torch.randn(batch, 7, 16, dtype=torch.float64)
+        src_mask = padding_mask(np.array([7, 4, 2][:batch]), 7)  # (B, 1, 7)
+        self_mask = t(causal_mask(5))
+        for train in ([True] if batch == 1 else []) + [False]:
+            layer.train(train)
+            block.train(train)
+            torch.manual_seed(11)
+            ref = layer(y, memory, tgt_mask=~self_mask, memory_key_padding_mask=t(~src_mask[:, 0]))
+            torch.manual_seed(11)
+            out, _, _ = block(y, memory, self_mask, t(src_mask))
+            torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+            grads = [torch.autograd.grad((o**2).sum(), y)[0] for o in (out, ref)]
+            torch.testing.assert_close(*grads, rtol=1e-12, atol=1e-11)
+
+
+def test_translator_drops_the_sum_of_embeddings_and_positions_in_training_only():
+    """Vaswani et al. 5.4: dropout on embedding + position, with the model's rate."""
+    torch.manual_seed(0)
+    model = Translator(11, 13, d_model=16, num_heads=2, num_layers=1, d_ff=32, dropout=0.3)
+    tokens = torch.tensor([[4, 5, 6, 7]])
+    clean = model.tgt_embed(tokens) * 4.0 + model.positions[:4]  # sqrt(16) = 4
+    torch.manual_seed(3)
+    dropped = model._embed(model.tgt_embed, tokens)
+    torch.manual_seed(3)
+    torch.testing.assert_close(dropped, F.dropout(clean, 0.3, training=True))
+    assert (dropped == 0).any()
+    model.eval()
+    torch.testing.assert_close(model._embed(model.tgt_embed, tokens), clean)
+    src = torch.randint(3, 11, (2, 6))
+    first, _ = model(src, tokens.expand(2, -1))
+    again, _ = model(src, tokens.expand(2, -1))
+    assert torch.equal(first, again)  # eval: deterministic, no draw
+
+
+def test_translator_at_dropout_zero_draws_no_random_numbers_in_training_mode():
+    """p = 0, the default of ``Translator`` and ``train_translator``: a training-mode
+    forward and backward leave torch's random state unchanged, so the seeded training of
+    the chapter and of these tests is bit-identical to the code before dropout existed."""
+    torch.manual_seed(0)
+    model = Translator(11, 13, d_model=16, num_heads=2, num_layers=2, d_ff=32).train()
+    src, tgt = torch.randint(3, 11, (2, 6)), torch.randint(3, 13, (2, 5))
+    before = torch.random.get_rng_state()
+    logits, _ = model(src, tgt)
+    logits.sum().backward()
+    assert torch.equal(torch.random.get_rng_state(), before)
+
+
+@pytest.mark.parametrize("p", [-0.5, 1.0, float("inf"), "0.1"])
+def test_dropout_rate_outside_zero_one_is_refused_by_every_constructor(p):
+    for build in (
+        lambda: TransformerDecoderBlock(8, 2, 16, dropout=p),
+        lambda: EncoderDecoder(8, 2, 1, 16, dropout=p),
+        lambda: Translator(5, 5, d_model=8, num_heads=2, num_layers=1, d_ff=16, dropout=p),
+    ):
+        with pytest.raises(ValueError, match=r"dropout rate p.*\[0, 1\)"):
+            build()
+
+
 def test_from_torch_refuses_other_modules():
     with pytest.raises(TypeError, match="nn.Transformer"):
         EncoderDecoder.from_torch(nn.Linear(2, 2))
@@ -142,7 +321,7 @@ def test_block_from_torch_copies_a_relu_layer_and_refuses_gelu_or_another_layer(
         assert torch.equal(getattr(block, name).bias, getattr(layer, name).bias)
         assert getattr(block, name).eps == 1e-3
     assert torch.equal(block.ff[0].weight, layer.linear1.weight)
-    assert torch.equal(block.ff[2].bias, layer.linear2.bias)
+    assert torch.equal(block.ff[-1].bias, layer.linear2.bias)
     with pytest.raises(ValueError, match="activation='relu'"):
         ours.from_torch(theirs(8, 2, dim_feedforward=16, activation="gelu"))
     with pytest.raises(TypeError, match=f"nn.{theirs.__name__}, got Linear"):
