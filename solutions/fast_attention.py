@@ -225,10 +225,13 @@ def fast_online_softmax_attention(q, k, v, block_size=128, mask=None):
     # {eq}`ch4-cauchy-schwarz`): exp(s) is safe as it is, so m can stay 0 and nothing ever
     # needs rescaling. Checked once, before the threads start, as in fast_attention.
     bounded = dot_scores_within(q3, k3, SHIFT_FREE_BOUND / float(scale))
+    # shift-free, e^s is taken as 2^(s log2 e) with the log2 e in the queries' scale: torch's
+    # exp2 costs 0.6 ns a float32 here against 1.4 for NumPy's exp (as in fast_attention)
+    q_scale = dtype.type(float(scale) * LOG2E) if bounded else scale
 
     def attend(block):
         p, r = block
-        qb = q3[p, r] * scale  # (P_b, r_b, d_k), scaled here: no copy of all of q
+        qb = q3[p, r] * q_scale  # (P_b, r_b, d_k), scaled here: no copy of all of q
         m = np.full(qb.shape[:-1] + (1,), -np.inf, dtype=dtype)  # running max of the scores
         l = np.zeros_like(m)  # noqa: E741  (the l of the formula) running sum of exp(s - m)
         o = np.zeros(qb.shape[:-1] + (d_v,), dtype=dtype)  # running sum of exp(s - m) v
@@ -238,8 +241,9 @@ def fast_online_softmax_attention(q, k, v, block_size=128, mask=None):
             if mask is not None:
                 np.copyto(s, -np.inf, where=~mask[p, r, keys])
             if bounded:
-                np.exp(s, out=s)  # p = exp(s), 0 where masked
-                l += s.sum(axis=-1, keepdims=True)  # noqa: E741
+                t = torch.from_numpy(s)  # the same memory
+                t.exp2_()  # p = exp(s) = 2^(s log2 e), 0 where masked
+                l += t.sum(dim=-1, keepdim=True).numpy()  # noqa: E741
                 o += s @ v3[p, keys]
                 continue
             m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # (P_b, r_b, 1)
