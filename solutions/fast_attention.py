@@ -6,11 +6,14 @@ the reader. This module computes the same two things the way a kernel would, and
 the benchmark (``bench/attention.py``) and the timing figures of chapter 4 call:
 
 - ``fast_attention``: soft attention in cache-sized blocks of query rows (``BLOCK_BYTES`` of
-  scores per block), each block's scores turned into weights in place while they are in
-  cache, the blocks shared out over NumPy's BLAS threads. Without a mask, the weights of
-  finite dot scores come from PyTorch's fused softmax on the same memory; otherwise from
-  NumPy, the max shift skipped when Cauchy-Schwarz bounds every scaled dot score by
-  ``SHIFT_FREE_BOUND`` (60), {eq}`ch4-cauchy-schwarz`.
+  scores per block, or ``SCRATCH_BYTES`` in a reused per-thread buffer with
+  ``need_weights=False``), each block's scores turned into weights in place while they
+  are in cache, the blocks shared out over NumPy's BLAS threads. Without a mask, dot
+  scores that Cauchy-Schwarz bounds by ``SHIFT_FREE_BOUND`` (60),
+  {eq}`ch4-cauchy-schwarz`, are exponentiated unshifted with torch's exp2 in place (log2 e
+  folded into the queries' scale); other finite ones go through PyTorch's fused softmax
+  on the same memory; masks and other scores take NumPy's softmax, unshifted under the
+  same bound.
 - ``fast_online_softmax_attention``: the online softmax of {eq}`ch4-online` on tiles of
   ``TILE_BYTES`` of scores (query rows x key block), the FlashAttention tiling, on the same
   threads, with the same shift-free shortcut.
@@ -23,6 +26,7 @@ Conventions: ``docs/conventions.md``.
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 import torch
@@ -45,16 +49,45 @@ from solutions.soft_hard import _score_function
 
 __all__ = ["fast_attention", "fast_online_softmax_attention"]
 
+#: Bytes of scores per block when ``fast_attention`` keeps no weights: 1 MiB, one core's L2
+#: cache on the 2-core AMD EPYC of CI, so that a block's scores stay there from the first
+#: matrix product to the second (they never reach memory). Measured with the interleaved
+#: timing of bench/attention.py at B=8, h=8, n=512, d=64, float32, 1 thread, load 1.8-1.9,
+#: medians of 21 rounds: blocks of 128, 256, 512 and 1024 query rows (256 KiB to 2 MiB)
+#: took 1.26, 1.15, 1.14 and 1.12x the two BLAS products alone; 128 rows lose on the
+#: products' speed and the per-block calls.
+SCRATCH_BYTES = 2**20
+LOG2E = math.log2(math.e)  # e^s = 2^(s log2 e)
 
-def fast_attention(q, k, v, mask=None, score="scaled_dot", block_rows="auto", **score_params):
+
+def fast_attention(
+    q,
+    k,
+    v,
+    mask=None,
+    score="scaled_dot",
+    block_rows="auto",
+    need_weights=True,
+    **score_params,
+):
     """``solutions.soft_hard.attention`` in cache-sized blocks of query rows, on threads.
 
     Arguments and result as for ``attention`` (``(output, weights)``), plus
     block_rows: how many query rows to process at once: "auto" (``BLOCK_BYTES`` of scores
-        per block), an int >= 1, or None for one block holding the whole array (each
-        softmax step is then a full pass over memory).
+        per block, or ``SCRATCH_BYTES`` when the weights are not kept), an int >= 1, or
+        None for one block holding the whole array (each softmax step is then a full pass
+        over memory).
+    need_weights: False returns ``(output, None)``, as PyTorch's ``need_weights=False``:
+        the (..., n_q, n_k) weights array is then never made (each block's weights live in
+        a per-thread scratch buffer), unless v has batch dims the scores lack, where the
+        output is one product of the weights with v.
     Every block size and thread count gives the same result up to rounding.
     """
+    if not isinstance(need_weights, (bool, np.bool_)):
+        raise TypeError(
+            f"expected need_weights to be True or False, got {need_weights!r} "
+            f"of type {type(need_weights).__name__}"
+        )
     q, k, v, mask = check_attention(q, k, v, mask)
     batch = check_batch(("q", q), ("k", k))  # the batch dims of the scores and weights
     batch_out = check_batch(("q", q), ("k", k), ("v", v))  # the output's (v may add some)
@@ -66,61 +99,104 @@ def fast_attention(q, k, v, mask=None, score="scaled_dot", block_rows="auto", **
         score_fn(q, k)  # the same complaint, naming the full shapes
         raise
     v = v.astype(dtype, copy=False)
-    dot = score in ("dot", "scaled_dot")
-    if score == "scaled_dot":  # scale q (n_q d numbers) rather than the scores (n_q n_k)
-        q = q * dtype.type(1.0 / math.sqrt(q.shape[-1]))
+    keep = need_weights or batch_out != batch  # is the (..., n_q, n_k) array made?
     if block_rows is None:
         block_rows = max(n_q, 1)
     elif block_rows == "auto":
-        block_rows = max(1, BLOCK_BYTES // (max(n_k, 1) * dtype.itemsize))
+        block_bytes = BLOCK_BYTES if keep else SCRATCH_BYTES
+        block_rows = max(1, block_bytes // (max(n_k, 1) * dtype.itemsize))
     else:
         block_rows = check_int(block_rows, "block_rows", 1)
 
-    weights = np.empty(batch + (n_q, n_k), dtype)  # (..., n_q, n_k)
-    output = np.empty(batch + (n_q, d_v), dtype) if batch_out == batch else None
     q3, k3 = flatten_batch(q, batch), flatten_batch(k, batch)  # (P, n_q, d), (P, n_k, d)
-    v3 = flatten_batch(v, batch) if output is not None else None  # (P, n_k, d_v)
     m3 = None if mask is None else flatten_batch(mask, batch)  # (P, n_q, n_k)
     pairs = math.prod(batch)  # P, spelled out: -1 cannot be inferred when n_q = 0
-    w3 = weights.reshape((pairs, n_q, n_k))  # (P, n_q, n_k), a view
+    weights = np.empty(batch + (n_q, n_k), dtype) if keep else None  # (..., n_q, n_k)
+    w3 = weights.reshape((pairs, n_q, n_k)) if keep else None  # (P, n_q, n_k), a view
+    output = np.empty(batch + (n_q, d_v), dtype) if batch_out == batch else None
+    o3 = None if output is None else output.reshape((pairs, n_q, d_v))  # a view
+    v3 = None if output is None else flatten_batch(v, batch)  # (P, n_k, d_v)
 
-    # The exp over the n_q n_k scores is the one cost beyond the two products, and NumPy's
-    # float32 exp is slow here (1.5-2 ns a number: 0.45-0.7x the two products at 1 thread).
-    # torch.softmax does max, exp, sum and scale in one vectorised kernel, in place on the
-    # same memory (torch.from_numpy shares it), at 0.3x the two products: fast_attention went
-    # from 1.5-2.0x its two products to 1.25-1.5x at 1 thread (bench/attention.py). Its rows
-    # differ from the reference's only where the reference special-cases them (no allowed
-    # key, +-inf scores), so it takes unmasked dot scores that are all finite.
-    # |q.k| <= |q| |k| (Cauchy-Schwarz, {eq}`ch4-cauchy-schwarz`) tells, once per call on
-    # O((n_q + n_k) d) numbers and before the threads start (checked in every block, it
-    # cost the 2-thread run 0.5x the two products), that every score is finite, or, for
-    # NumPy's softmax, that every |score| <= 60: exp(score) then lies in [1e-26, 1e26], far
-    # from overflow and underflow, and the max shift (two passes over the scores) can go.
-    fused = m3 is None and dot and dot_scores_within(q3, k3, np.finfo(dtype).max / 2)
-    shift = not fused and not (dot and dot_scores_within(q3, k3, SHIFT_FREE_BOUND))
+    # How a block's scores become weights, chosen once per call from
+    # |q.k| <= |q| |k| (Cauchy-Schwarz, {eq}`ch4-cauchy-schwarz`), on O((n_q + n_k) d)
+    # numbers and before the threads start (checked in every block, it cost the 2-thread
+    # run 0.5x the two products):
+    # - "exp2": unmasked dot scores all within SHIFT_FREE_BOUND (60): exp(s) lies in
+    #   [1e-26, 1e26], the max shift can go, and e^s = 2^(s log2 e) with log2 e folded into
+    #   the query scale (n_q d multiplies, not n_q n_k): torch's exp2 costs 0.6 ns a float32
+    #   here against 1.0 for its exp and for torch.softmax, 1.4 for NumPy's exp (one
+    #   thread, a (512, 512) block in cache). Without kept weights, 1 / the row sums scales
+    #   the (n_q, d_v) output instead of the (n_q, n_k) weights.
+    # - "torch": other unmasked, finite dot scores: torch.softmax in place (one fused
+    #   max/exp/sum/scale kernel, shifted); its rows differ from the reference's only where
+    #   the reference special-cases them (no allowed key, +-inf scores).
+    # - "numpy": masks, other scores, non-finite inputs: NumPy's masked_softmax_into, the
+    #   reference's special cases included, the shift skipped under the same bound.
+    dot = score in ("dot", "scaled_dot")
+    scale = 1.0 / math.sqrt(q.shape[-1]) if score == "scaled_dot" else 1.0
+    bounded = dot and dot_scores_within(q3, k3, SHIFT_FREE_BOUND / scale)
+    if dot and m3 is None and bounded:
+        kernel, scale = "exp2", scale * LOG2E
+    elif dot and m3 is None and dot_scores_within(q3, k3, np.finfo(dtype).max / 2):
+        kernel = "torch"  # the unscaled bound: the scaled scores are finite too
+    else:
+        kernel = "numpy"
+    local = threading.local()  # each worker's scratch buffers, reused by all its blocks
+
+    def scratch(name, shape):
+        """This thread's buffer ``name`` as an array of ``shape`` (no allocation per block:
+        a fresh array's pages are zeroed by the kernel on first touch)."""
+        size = math.prod(shape)
+        flat = getattr(local, name, None)
+        if flat is None or flat.size < size:
+            flat = np.empty(size, dtype)
+            setattr(local, name, flat)
+        return flat[:size].reshape(shape)
 
     def attend(block):
         p, r = block
-        w = w3[p, r]  # (P_b, r_b, n_k): this block's slice of the weights
+        if p.stop - p.start == 1:  # one pair: 2-D products (a stack of one measured slower)
+            p = p.start
+        qb = q3[p, r]  # (P_b, r_b, d), or (r_b, d) for one pair
+        # this block's scores: a slice of the weights, or this thread's scratch, which
+        # stays in the per-core L2 cache from the first product to the second
+        s = w3[p, r] if keep else scratch("scores", qb.shape[:-1] + (n_k,))  # (P_b, r_b, n_k)
         if dot:
-            np.matmul(q3[p, r], np.swapaxes(k3[p], -1, -2), out=w)  # scores, written in place
+            if scale != 1.0:  # the scale on the r_b d queries, not on the r_b n_k scores
+                qb = np.multiply(qb, dtype.type(scale), out=scratch("queries", qb.shape))
+            np.matmul(qb, np.swapaxes(k3[p], -1, -2), out=s)
         else:
-            w[...] = score_fn(q3[p, r], k3[p])
-        if fused:
-            t = torch.from_numpy(w)  # the same memory, no copy
+            s[...] = score_fn(qb, k3[p])
+        out = o3[p, r] if o3 is not None else None  # (P_b, r_b, d_v)
+        if kernel == "exp2":
+            t = torch.from_numpy(s)  # the same memory, no copy
+            t.exp2_()  # e^score, as 2^(score log2 e): the queries carry the log2 e
+            # 1 / the row sums, (P_b, r_b, 1), all finite (every e^s >= 1e-26), applied as
+            # a multiply: cheaper than a divide per entry (NumPy's broadcast divide of the
+            # output took 3x torch's mul_ here)
+            inverse = t.sum(dim=-1, keepdim=True).reciprocal_()
+            if keep:  # normalise the weights that are returned, then the second product
+                t.mul_(inverse)
+            if out is not None:
+                np.matmul(s, v3[p], out=out)
+                if not keep:  # r_b d_v multiplies instead of r_b n_k
+                    torch.from_numpy(out).mul_(inverse)
+            return
+        if kernel == "torch":
+            t = torch.from_numpy(s)
             torch.softmax(t, dim=-1, out=t)
         else:
-            masked_softmax_into(w, None if m3 is None else m3[p, r], shift=shift)
-        if output is not None:
-            np.matmul(w, v3[p], out=output.reshape((pairs, n_q, d_v))[p, r])  # (P_b, r_b, d_v)
+            masked_softmax_into(s, None if m3 is None else m3[p, r], shift=not bounded)
+        if out is not None:
+            np.matmul(s, v3[p], out=out)
 
     # Blocks of query rows, so that one block of scores stays in cache while it becomes
-    # weights ([max, subtract,] exp, sum, scale, in place) and meets V: the (..., n_q, n_k)
-    # array then crosses memory once, instead of once per step as in the unblocked form.
-    run_blocks(attend, query_blocks(w3.shape[0], n_q, block_rows))
+    # weights and meets V: the (..., n_q, n_k) array then crosses memory once (kept
+    # weights) or never (a scratch block), instead of once per step as in the unblocked form.
+    run_blocks(attend, query_blocks(pairs, n_q, block_rows))
     if output is None:  # v has batch dims the scores lack: one matmul over the broadcast
         output = weights @ v  # (..., n_q, d_v)
-    return output, weights
+    return output, (weights if need_weights else None)
 
 
 def fast_online_softmax_attention(q, k, v, block_size=128, mask=None):
@@ -149,10 +225,13 @@ def fast_online_softmax_attention(q, k, v, block_size=128, mask=None):
     # {eq}`ch4-cauchy-schwarz`): exp(s) is safe as it is, so m can stay 0 and nothing ever
     # needs rescaling. Checked once, before the threads start, as in fast_attention.
     bounded = dot_scores_within(q3, k3, SHIFT_FREE_BOUND / float(scale))
+    # shift-free, e^s is taken as 2^(s log2 e) with the log2 e in the queries' scale: torch's
+    # exp2 costs 0.6 ns a float32 here against 1.4 for NumPy's exp (as in fast_attention)
+    q_scale = dtype.type(float(scale) * LOG2E) if bounded else scale
 
     def attend(block):
         p, r = block
-        qb = q3[p, r] * scale  # (P_b, r_b, d_k), scaled here: no copy of all of q
+        qb = q3[p, r] * q_scale  # (P_b, r_b, d_k), scaled here: no copy of all of q
         m = np.full(qb.shape[:-1] + (1,), -np.inf, dtype=dtype)  # running max of the scores
         l = np.zeros_like(m)  # noqa: E741  (the l of the formula) running sum of exp(s - m)
         o = np.zeros(qb.shape[:-1] + (d_v,), dtype=dtype)  # running sum of exp(s - m) v
@@ -162,8 +241,9 @@ def fast_online_softmax_attention(q, k, v, block_size=128, mask=None):
             if mask is not None:
                 np.copyto(s, -np.inf, where=~mask[p, r, keys])
             if bounded:
-                np.exp(s, out=s)  # p = exp(s), 0 where masked
-                l += s.sum(axis=-1, keepdims=True)  # noqa: E741
+                t = torch.from_numpy(s)  # the same memory
+                t.exp2_()  # p = exp(s) = 2^(s log2 e), 0 where masked
+                l += t.sum(dim=-1, keepdim=True).numpy()  # noqa: E741
                 o += s @ v3[p, keys]
                 continue
             m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # (P_b, r_b, 1)

@@ -35,9 +35,14 @@ def test_grading_bench_runs_both_graders_on_one_batch_and_they_agree():
 
 def test_attention_bench_reports_the_machine_and_every_target():
     out = _run("bench/attention.py", "--threads", "1", "--repeats", "1", "--sizes", "2048")
-    for needed in ("CPU: ", "NumPy BLAS: ", "roofline: ", "blocked / fused SDPA = "):
+    for needed in ("CPU: ", "NumPy BLAS: ", "roofline: ", "with weights / fused SDPA = "):
         assert needed in out, (needed, out)
-    # the floor of an unfused kernel, with its target for the thread count measured
-    assert "1 thread(s): fast blocked / its 2 BLAS products alone = " in out, out
-    assert "(target <= 1.3)" in out, out
+    # the floor of an unfused kernel, with its target for the thread count measured, on the
+    # output-only call, the spread of its ratio over the rounds, what bounds it, and the
+    # call returning the weights beside it
+    assert "1 thread(s): fast, output only / its 2 BLAS products alone = " in out, out
+    assert "(target <= 1.3, on the attention output: the weights array is not part" in out, out
+    assert "over 1 rounds quartiles " in out, out
+    assert "for torch exp2 + row sums (its kernel on this data)" in out, out
+    assert "with the weights returned (the default): / its 2 BLAS products alone = " in out, out
     assert "peak memory at n=2048: online / plain attention" in out, out
