@@ -48,8 +48,9 @@ def test_every_catalog_is_complete_and_keeps_what_it_must():
     assert stats["messages"] == stats["translated"] >= 900, stats
 
 
-def test_catalogs_hold_every_message_the_sources_have(tmp_path):
-    """Extract the messages afresh (Sphinx's gettext builder, nothing executed) and look
+def test_catalogs_hold_every_message_the_sources_have():
+    """Extract the messages afresh (Sphinx's gettext builder, reading the outputs cached by
+    `make book`, which precedes the tests; without that cache it executes the notebooks) and look
     each one up: a sentence changed since the catalogs were updated has no entry."""
     done = subprocess.run(
         [sys.executable, str(REPO / "tools" / "build_book.py"), "--builder", "gettext"],

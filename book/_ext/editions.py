@@ -53,7 +53,7 @@ CONFIG_TEXTS = {
 
 # What is not English prose in a message: display/inline math, code spans, MyST roles
 # ({cite:t}`key`, {eq}`label`, {doc}`path`, {term}`text <target>`), link targets, URLs.
-_NOT_PROSE = re.compile(
+NOT_PROSE = re.compile(
     r"\$\$.*?\$\$|\$[^$]*\$|\{[a-z:]+\}`[^`]*`|``.*?``|`[^`]*`|\]\([^)]*\)|<[^>]*>|https?://\S+",
     re.DOTALL,
 )
@@ -62,7 +62,7 @@ _ENGLISH_WORD = re.compile(r"[A-Za-z]{2,}")
 
 def english_words(message: str) -> list[str]:
     """The English words of ``message`` outside math, code, roles, links and URLs."""
-    return _ENGLISH_WORD.findall(_NOT_PROSE.sub(" ", message))
+    return _ENGLISH_WORD.findall(NOT_PROSE.sub(" ", message))
 
 
 def is_default(language: str | None) -> bool:
