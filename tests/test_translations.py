@@ -251,7 +251,16 @@ def test_the_myst_nb_renderer_turns_the_chinese_png_into_an_image():
     assert plotting.ZhFigureRenderer.handle_mime(renderer, data, True) == ["inline"]
     assert calls == [("block", "image/png"), ("inline", "image/png")]
     other = MimeData("image/png", png)
-    assert plotting.ZhFigureRenderer.handle_mime(renderer, other, False) is None
+    warnings = []
+    for language, warned in (("en", 0), ("zh_CN", 1)):
+        renderer.renderer = SimpleNamespace(
+            sphinx_env=SimpleNamespace(config=SimpleNamespace(language=language))
+        )
+        renderer.logger = SimpleNamespace(warning=lambda msg, **kw: warnings.append(msg))
+        # an English PNG is myst-nb's to render; on a Chinese page it is a stale output
+        assert plotting.ZhFigureRenderer.handle_mime(renderer, other, False) is None
+        assert len(warnings) == warned
+    assert "no zh_CN rendering" in warnings[0]
     from importlib.metadata import entry_points
 
     plugins = [ep.load() for ep in entry_points(group="myst_nb.mime_renderers")]

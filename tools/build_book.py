@@ -104,13 +104,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=LANGUAGES, help="build one edition only")
     parser.add_argument("--builder", default="html", choices=("html", "gettext"))
     args = parser.parse_args(argv)
+    # the kernels that execute the notebooks (children of this process) render each
+    # figure in every edition's language; the gettext builder executes what the cache
+    # lacks too, and its outputs are cached for the next build
+    os.environ[FIGURE_LANGUAGES_ENV] = ",".join(LANGUAGES)
+    if args.builder == "gettext" or args.only in (None, LANGUAGES[0]):
+        forget_outputs_of_an_old_figure_catalog()
     if args.builder == "gettext":
         return build(LANGUAGES[0], "gettext")
-    # the kernels that execute the notebooks (children of this process) render each
-    # figure in every edition's language
-    os.environ[FIGURE_LANGUAGES_ENV] = ",".join(LANGUAGES)
-    if args.only in (None, LANGUAGES[0]):
-        forget_outputs_of_an_old_figure_catalog()
     for language in LANGUAGES:
         if args.only in (None, language) and build(language) != 0:
             return 1
