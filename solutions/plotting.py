@@ -316,27 +316,14 @@ class ZhFigureRenderer:
 
     The Chinese build puts ``ZH_PNG_MIME`` first among the representations of an output
     (tools/build_book.py); this turns it into the same image node as an image/png. The
-    English build never asks for it. A PNG reaching a non-English build means an output
-    with no Chinese rendering (executed by something other than tools/build_book.py, e.g.
-    a bare ``jupyter-book build``, and cached): a warning, which fails the build, instead
-    of an English figure on a Chinese page.
+    English build never asks for it (a Chinese page showing an output that lacks this
+    rendering fails the build: book/_ext/editions.py).
     """
 
     mime_priority_overrides = ()
 
     @staticmethod
     def handle_mime(renderer, data, inline: bool):
-        if data.mime_type == "image/png":
-            env = renderer.renderer.sphinx_env
-            if env is not None and (env.config.language or "en") != "en":
-                renderer.logger.warning(
-                    f"a figure has no {env.config.language} rendering: its cached output was "
-                    "made without tools/build_book.py; delete _build/.jupyter_cache and run "
-                    "make book",
-                    subtype="figure_language",
-                    line=data.line,
-                )
-            return None  # myst-nb's own image rendering
         if data.mime_type != ZH_PNG_MIME:
             return None
         png = dataclasses.replace(data, mime_type="image/png")

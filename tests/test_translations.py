@@ -251,16 +251,7 @@ def test_the_myst_nb_renderer_turns_the_chinese_png_into_an_image():
     assert plotting.ZhFigureRenderer.handle_mime(renderer, data, True) == ["inline"]
     assert calls == [("block", "image/png"), ("inline", "image/png")]
     other = MimeData("image/png", png)
-    warnings = []
-    for language, warned in (("en", 0), ("zh_CN", 1)):
-        renderer.renderer = SimpleNamespace(
-            sphinx_env=SimpleNamespace(config=SimpleNamespace(language=language))
-        )
-        renderer.logger = SimpleNamespace(warning=lambda msg, **kw: warnings.append(msg))
-        # an English PNG is myst-nb's to render; on a Chinese page it is a stale output
-        assert plotting.ZhFigureRenderer.handle_mime(renderer, other, False) is None
-        assert len(warnings) == warned
-    assert "no zh_CN rendering" in warnings[0]
+    assert plotting.ZhFigureRenderer.handle_mime(renderer, other, False) is None
     from importlib.metadata import entry_points
 
     plugins = [ep.load() for ep in entry_points(group="myst_nb.mime_renderers")]
@@ -291,3 +282,32 @@ def test_a_box_in_mathtext_is_an_error_not_a_log_line():
     fig.subplots().set_title("损失 $L$")  # Chinese in mathtext, the Latin font first
     with pytest.raises(plotting.MissingGlyph, match="dummy symbol"):
         plotting.render_png(fig)
+
+
+def test_a_figure_without_its_chinese_rendering_fails_the_chinese_build(monkeypatch):
+    """myst-nb renders every representation of an output, then keeps one: the check looks
+    at the bundle before that, so an output cached without ZH_PNG_MIME is caught."""
+    from docutils import nodes
+    from docutils.frontend import get_default_settings
+    from docutils.parsers.rst import Parser
+    from docutils.utils import new_document
+
+    def bundle(*kinds):
+        node = nodes.container(nb_element="mime_bundle")
+        node.extend(nodes.container(mime_type=kind) for kind in kinds)
+        return node
+
+    warned = []
+    monkeypatch.setattr(
+        editions, "logger", SimpleNamespace(warning=lambda *args, **kw: warned.append(args))
+    )
+    for language, expected in (("en", 0), ("zh_CN", 1)):
+        warned.clear()
+        document = new_document("page", get_default_settings(Parser))
+        document.settings.env = SimpleNamespace(config=SimpleNamespace(language=language))
+        document += bundle("image/png", plotting.ZH_PNG_MIME, "text/plain")  # complete
+        document += bundle("image/png", "text/plain")  # cached without its Chinese figure
+        document += bundle("text/plain")  # not a figure
+        transform = editions.FiguresInThisLanguage(document)
+        transform.run()
+        assert len(warned) == expected, (language, warned)

@@ -30,6 +30,7 @@ from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.locale import init as init_locale
 from sphinx.transforms import SphinxTransform
+from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
 from sphinx.util.i18n import docname_to_domain
 from sphinx.util.nodes import extract_messages
@@ -147,6 +148,38 @@ class TranslatedTocCaptions(SphinxTransform):
             node["caption"] = node["rawcaption"] = translated
 
 
+class FiguresInThisLanguage(SphinxPostTransform):
+    """In a translated edition, fail on a figure output that has no rendering in its language.
+
+    myst-nb renders every representation of an output and then keeps one (its
+    ``SelectMimeType``, priority 4): this looks just before, at each output that has a PNG,
+    for the Chinese rendering ``solutions.plotting`` adds when tools/build_book.py runs the
+    notebooks. An output cached by anything else (a bare ``jupyter-book build``) lacks it,
+    and would put an English figure on a Chinese page.
+    """
+
+    default_priority = 3
+
+    def run(self, **kwargs) -> None:
+        if is_default(self.config.language):
+            return
+        from solutions.plotting import ZH_PNG_MIME
+
+        for bundle in self.document.findall(nodes.container):
+            if bundle.get("nb_element") != "mime_bundle":
+                continue
+            kinds = {child.get("mime_type") for child in bundle.children}
+            if "image/png" in kinds and ZH_PNG_MIME not in kinds:
+                logger.warning(
+                    "a figure has no %s rendering: its output was cached by something other "
+                    "than tools/build_book.py; run rm -r _build/.jupyter_cache, then make book",
+                    self.config.language,
+                    location=bundle,
+                    type="editions",
+                    subtype="figure_language",
+                )
+
+
 def edition_links(
     app: Sphinx, pagename: str, templatename: str, context: dict, doctree
 ) -> None:
@@ -193,5 +226,6 @@ def setup(app: Sphinx) -> dict:
     app.add_transform(MathIsNotAMessage)
     app.add_transform(UntranslatedMessages)
     app.add_transform(TranslatedTocCaptions)
+    app.add_post_transform(FiguresInThisLanguage)
     app.connect("html-page-context", edition_links)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
