@@ -9,8 +9,16 @@ For every assignment id, in order:
    submission when it autogrades, so a student's edited copy never counts);
 2. run the real ``nbgrader generate_assignment <id> --force`` through nbgrader's Python API
    with the course's ``nbgrader_config.py`` (gradebook ``autograder/gradebook.db``);
-3. zip ``release/<id>/`` into ``release/<id>.zip``;
-4. scan the release (files, zips and the public-case JSON) for solution text, hidden tests
+3. make the released notebook readable in Jupyter (the book's ``{eq}``/``{ref}`` roles
+   written as the site shows them, ``autograder/assignment_text.py``), write the Chinese
+   guide ``使用说明.md``, and zip ``release/<id>/`` into ``release/<id>.zip``;
+4. the Chinese edition of the assignment: ``release/zh_CN/<id>/``, the same files with the
+   notebook's prose translated (``locale/zh_CN/LC_MESSAGES/assignments/<id>.po``; a
+   paragraph without a translation fails the release), zipped into ``release/zh_CN/<id>.zip``
+   (the same file name as the English zip, so the exercise page's instructions hold);
+   the cells, their ids, metadata and code are the English notebook's, so both are graded
+   alike;
+5. scan the release (files, zips and the public-case JSON) for solution text, hidden tests
    and imports of the reference package; if anything is found, delete that release and its
    zip and fail loudly (exit status 1, every finding listed).
 
@@ -20,6 +28,7 @@ Options: ``--course DIR`` (a copy of the course, as the tests use), ``--only ID`
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -30,7 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
-from autograder import checks, contract
+from autograder import assignment_text, checks, contract
+from autograder.notebook import imported_packages
 
 COURSE = Path(__file__).resolve().parent
 CHECK_MODULE = "attention_check.py"
@@ -99,22 +109,40 @@ GUIDE_ZH_TEXT = """# {assignment}：作业使用说明
 ## 步骤
 
 1. 解压后从这个文件夹里打开笔记本，这样它才能找到检查数据：`jupyter notebook {assignment}.ipynb`。
-   任何装有 Python 3.11、NumPy 和 Jupyter 的环境都可以。
+   {environment}
 2. 把每个 `YOUR CODE HERE` 标记下的占位代码（它会抛出 `NotImplementedError`）替换成你的实现。
    不要改动函数名和参数：检查按名字调用这些函数。本次作业要实现的函数：
 {functions}
 3. 运行全部单元格（*Run → Run All Cells*）。每个检查单元格用 `{cases}` 中的输入调用你的函数，
    并在消息给出的容差内与参考输出比较；不联网，也不含参考代码。检查信息是英文的：课程网站
-   “练习”部分的“读懂检查信息”一页用中文解释了最常见的信息，以及每种信息指向的错误。
+   “练习”部分的“{messages_page}”一页用中文解释了最常见的信息，以及每种信息指向的错误。
 4. 所有公开检查都通过后，按教师的要求提交笔记本。评分时会重新运行这些公开检查，并在新的随机
    输入上运行隐藏检查（容差相同），所以函数要对文档字符串允许的每一种形状都正确，而不只是
    通过公开用例。最后一题是简短的书面回答，由教师人工评分。
 """
 
 
+ENVIRONMENT_ZH = "任何装有 Python 3.11、NumPy 和 Jupyter 的环境都可以"
+TORCH_ZH = "；本次作业还需要 PyTorch（`torch`），课程的 `requirements.txt` 里有它"
+MESSAGES_PAGE = ("exercises/checker_messages", "Reading the checks' messages")
+
+
 def write_chinese_guide(assignment: str, folder: Path) -> Path:
-    """``使用说明.md`` in ``folder``: the Chinese guide to this assignment."""
+    """``使用说明.md`` in ``folder``: the Chinese guide to this assignment. What it needs
+    (PyTorch or not) is read from what the notebook imports; the title of the messages page
+    is that page's own translation, so neither can drift from the truth."""
     functions = "\n".join(f"   - `{check.name}`" for check in checks.chapter(assignment).checks)
+    notebook = json.loads((folder / f"{assignment}.ipynb").read_text(encoding="utf-8"))
+    imports = set()
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "code":
+            imports |= imported_packages("".join(cell["source"]))
+    page, title = MESSAGES_PAGE
+    messages_page = assignment_text.read_catalog(
+        assignment_text.ZH_CATALOGS / "book" / f"{page}.po"
+    ).get(title)
+    if not messages_page:
+        raise ReleaseError(f"the title {title!r} of book/{page}.md has no Chinese translation")
     path = folder / GUIDE_ZH
     path.write_text(
         GUIDE_ZH_TEXT.format(
@@ -123,6 +151,8 @@ def write_chinese_guide(assignment: str, folder: Path) -> Path:
             cases=contract.CASES_FILE,
             check_module=CHECK_MODULE,
             functions=functions,
+            environment=ENVIRONMENT_ZH + (TORCH_ZH if "torch" in imports else "") + "。",
+            messages_page=messages_page,
         ),
         encoding="utf-8",
     )
@@ -172,7 +202,35 @@ def generate(course: Path, assignment: str) -> None:
 # steps 3 and 4: zip and scan
 
 
+ZH = assignment_text.LANGUAGES[1]
+
+
+def write_editions(assignment: str, released: Path, targets) -> Path:
+    """Rewrite the released notebook with the book's roles as the site shows them, and make
+    ``release/zh_CN/<id>/``: the released folder with the notebook's prose in Chinese."""
+    import nbformat
+
+    path = released / f"{assignment}.ipynb"
+    notebook = nbformat.read(path, as_version=4)
+    catalog = assignment_text.read_catalog(assignment_text.ASSIGNMENT_CATALOGS / f"{assignment}.po")
+    try:
+        chinese = assignment_text.translate_notebook(notebook, catalog, targets)
+        english = assignment_text.resolve_notebook(notebook, targets)
+    except assignment_text.AssignmentTextError as err:
+        raise ReleaseError(f"the released notebook of {assignment}: {err}") from None
+    nbformat.write(english, path)
+    folder = released.parent / ZH / assignment
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(
+        released, folder, ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints")
+    )
+    nbformat.write(chinese, folder / path.name)
+    return folder
+
+
 def make_zip(folder: Path) -> Path:
+    """``folder`` zipped beside it, as ``<folder name>.zip`` with its files under
+    ``<folder name>/``."""
     target = folder.parent / f"{folder.name}.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
         for path in sorted(folder.rglob("*")):
@@ -224,7 +282,7 @@ def scan(release_dir: Path) -> list[str]:
 def release(course: Path = COURSE, only: list[str] | None = None, log=print) -> dict[str, float]:
     """Release the assignments; returns the seconds each one took."""
     course = Path(course).resolve()
-    timings = {}
+    timings, targets = {}, None
     for assignment in only or checks.ASSIGNMENTS:
         start = time.perf_counter()
         source = course / "source" / assignment
@@ -233,12 +291,17 @@ def release(course: Path = COURSE, only: list[str] | None = None, log=print) -> 
         write_support_files(assignment, source)
         generate(course, assignment)
         released = course / "release" / assignment
+        targets = targets or assignment_text.book_targets()
         write_chinese_guide(assignment, released)
+        chinese = write_editions(assignment, released, targets)
         zip_path = make_zip(released)
-        problems = scan(released) + scan_zip(zip_path)
+        zh_zip = make_zip(chinese)
+        problems = scan(released) + scan_zip(zip_path) + scan(chinese) + scan_zip(zh_zip)
         if problems:  # never leave a leaking release where someone could publish it
-            shutil.rmtree(released, ignore_errors=True)
+            for folder in (released, chinese):
+                shutil.rmtree(folder, ignore_errors=True)
             zip_path.unlink(missing_ok=True)
+            zh_zip.unlink(missing_ok=True)
             raise ReleaseError(
                 f"the release of {assignment} leaks solutions or hidden tests:\n  "
                 + "\n  ".join(problems)

@@ -579,6 +579,22 @@ def beam_translate(
     return beam_search(step, BOS, EOS, beam_size, max_len, alpha)
 
 
+@torch.no_grad()
+def sequence_log_prob(model: Translator, src, target) -> float:
+    """log P(target | src) under the model, eq. {eq}`ch6-teacher-forcing` summed: one
+    teacher-forced pass, the log-probability of each target token given the ones before it.
+
+    src: (n_src,) ids; target: (n,) ids after <bos>, <eos> included if it is to be scored.
+    The score ``beam_search`` gives a finished beam at ``alpha = 0`` is this number.
+    """
+    model.eval()
+    target = torch.as_tensor(target)
+    tgt_in = torch.cat([torch.tensor([BOS]), target[:-1]])[None]  # (1, n): shifted right
+    logits, _ = model(torch.as_tensor(src)[None], tgt_in)  # (1, n, V)
+    log_p = torch.log_softmax(logits[0].double(), dim=-1)  # (n, V)
+    return float(log_p[torch.arange(len(target)), target].sum())
+
+
 # ----------------------------------------------------------------------------------------
 # training and evaluation on the generated Chinese-English task
 

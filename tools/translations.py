@@ -4,7 +4,8 @@
     .venv/bin/python tools/translations.py check    # what `make test` checks (also run by
                                                     # tests/test_translations.py)
 
-``update`` extracts every message of the book into ``_build/gettext`` (Sphinx's gettext
+``update`` extracts every message of the book, and the prose of every assignment's source
+notebook (``autograder/assignment_text.py``: one paragraph a message), into ``_build/gettext`` (Sphinx's gettext
 builder through tools/build_book.py; run it after ``make book``, whose execution cache it
 reads: figure captions are messages of the cells' outputs) and merges the templates
 into ``locale/zh_CN/LC_MESSAGES/*.po`` with sphinx-intl: a new sentence arrives with an
@@ -156,6 +157,11 @@ def update() -> int:
     python = sys.executable
     if subprocess.call([python, str(ROOT / "tools" / "build_book.py"), "--builder", "gettext"]):
         return 1
+    # the assignments' prose (autograder/assignment_text.py): one template per source notebook
+    sys.path.insert(0, str(ROOT))
+    from autograder.assignment_text import write_templates
+
+    write_templates(ROOT / "_build" / "gettext" / "assignments", ROOT / "autograder" / "source")
     intl = Path(python).with_name("sphinx-intl")
     return subprocess.call(
         [

@@ -15,6 +15,10 @@ False``), see docs/translating.md. This extension adds what that mechanism lacks
   is a warning naming the page and line, which ``--warningiserror`` turns into a failure.
   A message that needs no translation (a name, a number, only math or code) is exempt:
   one with no English word outside its math, code, roles and links.
+- **Each edition's assignments.** A ``{download}`` of a released assignment
+  (``autograder/release/<id>.zip`` or ``<id>/<id>.ipynb``) gets, in a translated edition,
+  that language's release (``autograder/release/zh_CN/...``, same file names), which
+  ``python -m autograder.release`` makes from the same source notebook.
 - **A language switch on every page**, in the article header next to the download
   button, that leads to the same page in the other edition. The English edition is the
   site's root; the Chinese one is its ``zh/`` folder (``EDITIONS``).
@@ -109,6 +113,32 @@ class UntranslatedMessages(SphinxTransform):
                 type="editions",
                 subtype="untranslated",
             )
+
+
+RELEASED = re.compile(
+    r"^(?P<head>.*autograder/release/)(?P<tail>ch\d+_\w+(?:\.zip|/ch\d+_\w+\.ipynb))$"
+)
+
+
+class AssignmentsInThisLanguage(SphinxTransform):
+    """In a translated edition, a download of a released assignment is that language's.
+
+    Runs after ``Locale`` (20) swapped in the translated text (the translation keeps the
+    English target, which ``tools/translations.py check`` enforces) and before the
+    environment collects the files to copy (on doctree-read, after every transform).
+    """
+
+    default_priority = 22
+
+    def apply(self, **kwargs) -> None:
+        if is_default(self.config.language):
+            return
+        for node in self.document.findall(addnodes.download_reference):
+            match = RELEASED.match(node.get("reftarget", ""))
+            if match:
+                node["reftarget"] = (
+                    f"{match['head']}{self.config.language}/{match['tail']}"
+                )
 
 
 class TranslatedTocCaptions(SphinxTransform):
@@ -226,6 +256,7 @@ def setup(app: Sphinx) -> dict:
     app.add_transform(MathIsNotAMessage)
     app.add_transform(UntranslatedMessages)
     app.add_transform(TranslatedTocCaptions)
+    app.add_transform(AssignmentsInThisLanguage)
     app.add_post_transform(FiguresInThisLanguage)
     app.connect("html-page-context", edition_links)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,257 @@
+"""The released notebooks' prose: readable in Jupyter, and in Chinese.
+
+The source notebooks are written in the book's MyST: ``{eq}`ch2-softmax``` and
+``{ref}`ch1-pooling``` render on the site, but Jupyter shows them raw. At release time:
+
+- ``book_targets`` reads the book's chapter notebooks once: every labelled display equation
+  gets the number the site gives it, ``(K.N)`` (chapter K, its N-th labelled equation;
+  ``math_numfig`` with ``numfig_secnum_depth: 1`` in ``_config.yml``), and every ``(label)=``
+  target the title of the heading under it (in Chinese, that heading's translation in the
+  page's own catalog);
+- ``resolve_roles`` writes those in place of the roles; a role it cannot resolve is an error,
+  so a new role in a source notebook fails the release instead of reaching students raw;
+- ``messages`` splits the prose of a source notebook into paragraphs, the units a translator
+  translates (``locale/zh_CN/LC_MESSAGES/assignments/<id>.po``, kept with the book's
+  catalogs by ``tools/translations.py``);
+- ``translate_notebook`` gives the Chinese release: the same notebook, cell for cell (ids,
+  nbgrader metadata, code, answer cells untouched, so it is graded exactly as the English
+  one), with the prose paragraphs translated.
+
+Checksums: nbgrader stores one per locked cell; a cell whose text changed here gets the
+checksum of its new text, so the released notebook is consistent with itself (autograding
+restores locked cells from the source notebook either way).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BOOK = REPO / "book"
+ZH_CATALOGS = REPO / "locale" / "zh_CN" / "LC_MESSAGES"
+ASSIGNMENT_CATALOGS = ZH_CATALOGS / "assignments"
+LANGUAGES = ("en", "zh_CN")
+
+ROLE = re.compile(r"\{(eq|ref)\}`([^`<>]+)`")
+ANY_ROLE = re.compile(r"\{[a-z][a-z:]*\}`[^`]*`")
+LABELLED_MATH = re.compile(r"\$\$.+?\$\$[ \t]*\(([\w-]+)\)", re.DOTALL)
+MATH_DIRECTIVE_LABEL = re.compile(r"^```\{math\}[^\n]*\n(?::[a-z]+:.*\n)*?:label:\s*([\w-]+)", re.M)
+TARGET = re.compile(r"^\(([\w-]+)\)=[ \t]*\n+#+[ \t]+(.+?)[ \t]*$", re.M)
+CHAPTER = re.compile(r"ch(\d+)_")
+
+
+class AssignmentTextError(ValueError):
+    """A released notebook's prose cannot be made: an unknown role or a missing translation."""
+
+
+@dataclass(frozen=True)
+class Targets:
+    equations: dict  # label -> "K.N"
+    headings: dict  # label -> (page, English title)
+
+
+def _markdown(notebook) -> list[str]:
+    return [
+        "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+        for c in notebook["cells"]
+        if c["cell_type"] == "markdown"
+    ]
+
+
+def book_targets(book: Path = BOOK) -> Targets:
+    """Equation numbers and section titles of every chapter notebook in ``book``."""
+    import nbformat
+
+    equations, headings = {}, {}
+    for path in sorted(book.glob("ch*_*.ipynb")):
+        chapter = int(CHAPTER.match(path.name).group(1))
+        text = "\n".join(_markdown(nbformat.read(path, as_version=4)))
+        labelled = sorted(
+            [(m.start(), m.group(1)) for m in LABELLED_MATH.finditer(text)]
+            + [(m.start(), m.group(1)) for m in MATH_DIRECTIVE_LABEL.finditer(text)]
+        )
+        for number, (_, label) in enumerate(labelled, start=1):
+            equations[label] = f"{chapter}.{number}"
+        for m in TARGET.finditer(text):
+            headings[m.group(1)] = (path.stem, m.group(2))
+    return Targets(equations, headings)
+
+
+def _heading_in(language: str, page: str, title: str) -> str:
+    if language == "en":
+        return title
+    catalog = read_catalog(ZH_CATALOGS / "book" / f"{page}.po")
+    translated = catalog.get(title)
+    if not translated:
+        raise AssignmentTextError(f"the heading {title!r} of {page} has no Chinese translation")
+    return translated
+
+
+def resolve_roles(text: str, targets: Targets, language: str = "en") -> str:
+    """``{eq}`label``` -> ``(K.N)``; ``{ref}`label``` -> the section's title, quoted."""
+
+    def replace(match: re.Match) -> str:
+        role, label = match.group(1), match.group(2).strip()
+        if role == "eq":
+            if label not in targets.equations:
+                raise AssignmentTextError(f"{{eq}}`{label}`: no such equation in the book")
+            return f"({targets.equations[label]})"
+        if label not in targets.headings:
+            raise AssignmentTextError(f"{{ref}}`{label}`: no such section in the book")
+        title = _heading_in(language, *targets.headings[label])
+        return f"“{title}”"
+
+    resolved = ROLE.sub(replace, text)
+    left = ANY_ROLE.search(resolved)
+    if left:
+        raise AssignmentTextError(
+            f"{left.group(0)}: a role the released notebooks cannot show (only {{eq}} and "
+            "{ref} are resolved at release time)"
+        )
+    return resolved
+
+
+# ----------------------------------------------------------------------------------------
+# the Chinese edition of an assignment
+
+
+def is_prose_cell(cell) -> bool:
+    """A markdown cell of the instructor's text: not a student's answer cell."""
+    return cell["cell_type"] == "markdown" and not cell.get("metadata", {}).get("nbgrader", {}).get(
+        "solution", False
+    )
+
+
+def paragraphs(text: str) -> list[str]:
+    """Blank-line separated paragraphs; a fenced code block stays whole."""
+    out, current, fenced = [], [], False
+    for line in text.split("\n"):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        if not line.strip() and not fenced:
+            if current:
+                out.append("\n".join(current))
+                current = []
+            continue
+        current.append(line)
+    if current:
+        out.append("\n".join(current))
+    return out
+
+
+def needs_translation(paragraph: str) -> bool:
+    """A paragraph with words outside code fences, code spans and math."""
+    stripped = re.sub(r"```.*?```|`[^`]*`|\$\$.*?\$\$|\$[^$]*\$", "", paragraph, flags=re.S)
+    return re.search(r"[A-Za-z]{2,}", stripped) is not None
+
+
+def messages(notebook) -> list[str]:
+    """The paragraphs of ``notebook``'s prose cells a translator translates, in order."""
+    seen, out = set(), []
+    for cell in notebook["cells"]:
+        if not is_prose_cell(cell):
+            continue
+        for paragraph in paragraphs(_cell_text(cell)):
+            if needs_translation(paragraph) and paragraph not in seen:
+                seen.add(paragraph)
+                out.append(paragraph)
+    return out
+
+
+def _cell_text(cell) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def _po_string(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\t", "\\t")
+    lines = escaped.split("\n")
+    if len(lines) == 1:
+        return f'"{lines[0]}"'
+    parts = [f'"{line}\\n"' for line in lines[:-1]] + ([f'"{lines[-1]}"'] if lines[-1] else [])
+    return '""\n' + "\n".join(parts)
+
+
+def template(assignment: str, notebook) -> str:
+    """A gettext template (.pot) of the assignment's prose, as Sphinx writes the book's."""
+    header = (
+        'msgid ""\nmsgstr ""\n'
+        f'"Project-Id-Version: {assignment}\\n"\n'
+        '"MIME-Version: 1.0\\n"\n'
+        '"Content-Type: text/plain; charset=UTF-8\\n"\n'
+        '"Content-Transfer-Encoding: 8bit\\n"\n'
+    )
+    entries = [
+        f'#: autograder/source/{assignment}/{assignment}.ipynb\nmsgid {_po_string(m)}\nmsgstr ""\n'
+        for m in messages(notebook)
+    ]
+    return "\n".join([header, *entries])
+
+
+def write_templates(folder: Path, source: Path) -> list[Path]:
+    """``<id>.pot`` in ``folder`` for every source notebook under ``source``."""
+    import nbformat
+
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path in sorted(source.glob("*/*.ipynb")):
+        if path.parent.name != path.stem:
+            continue
+        target = folder / f"{path.stem}.pot"
+        target.write_text(template(path.stem, nbformat.read(path, as_version=4)), "utf-8")
+        written.append(target)
+    return written
+
+
+def read_catalog(path: Path) -> dict:
+    """msgid -> msgstr of the translated, non-fuzzy entries of a .po file."""
+    from babel.messages.pofile import read_po
+
+    if not path.exists():
+        return {}
+    with open(path, "rb") as handle:
+        catalog = read_po(handle)
+    return {m.id: m.string for m in catalog if m.id and m.string and not m.fuzzy}
+
+
+def translate_notebook(notebook, catalog: dict, targets: Targets):
+    """The Chinese notebook: each prose paragraph replaced by its translation, roles
+    resolved; everything else (cells, ids, metadata, code, answer cells) as it was."""
+    missing = [m for m in messages(notebook) if m not in catalog]
+    if missing:
+        raise AssignmentTextError(
+            f"{len(missing)} paragraph(s) have no Chinese translation (run "
+            "`.venv/bin/python tools/translations.py update`, then translate them in "
+            "locale/zh_CN/LC_MESSAGES/assignments/); the first: " + repr(missing[0][:120])
+        )
+    translated = copy.deepcopy(notebook)
+    for cell in translated["cells"]:
+        if is_prose_cell(cell):
+            parts = [
+                catalog[p] if needs_translation(p) else p for p in paragraphs(_cell_text(cell))
+            ]
+            set_text(cell, resolve_roles("\n\n".join(parts), targets, "zh_CN"))
+    return translated
+
+
+def resolve_notebook(notebook, targets: Targets):
+    """The English notebook with its prose cells' roles resolved."""
+    resolved = copy.deepcopy(notebook)
+    for cell in resolved["cells"]:
+        if is_prose_cell(cell):
+            set_text(cell, resolve_roles(_cell_text(cell), targets, "en"))
+    return resolved
+
+
+def set_text(cell, text: str) -> None:
+    """Replace a cell's text, and its nbgrader checksum if it has one."""
+    if text == _cell_text(cell):
+        return
+    cell["source"] = text
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    if meta.get("checksum"):
+        from nbgrader.utils import compute_checksum
+
+        meta["checksum"] = compute_checksum(cell)
