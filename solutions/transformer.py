@@ -591,7 +591,7 @@ def sequence_log_prob(model: Translator, src, target) -> float:
     target = torch.as_tensor(target)
     tgt_in = torch.cat([torch.tensor([BOS]), target[:-1]])[None]  # (1, n): shifted right
     logits, _ = model(torch.as_tensor(src)[None], tgt_in)  # (1, n, V)
-    log_p = torch.log_softmax(logits[0].double(), dim=-1)  # (n, V)
+    log_p = torch.log_softmax(logits[0], dim=-1).double()  # (n, V), as beam_translate
     return float(log_p[torch.arange(len(target)), target].sum())
 
 

@@ -1,4 +1,4 @@
-"""On honest submissions (right, partial, wrong, blank) the grader's scores equal stock
+"""On honest submissions (right, the same in the Chinese edition, partial, wrong, blank) the grader's scores equal stock
 `nbgrader autograde`'s, and nbgrader's own feedback and export keep working on its records."""
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ def _honest(course: Path) -> dict:
     good = corpus.solved(course, A)
     return {
         "right": good,
+        # the Chinese edition of the same notebook: graded exactly as the English one
+        "right-zh": corpus.solved(course, A, "zh_CN"),
         "partial": corpus.append_to_cell(good, "average-max-pool", corpus.WRONG_MAX_POOL),
         "two-wrong": corpus.append_to_cell(
             corpus.append_to_cell(good, "average-max-pool", corpus.WRONG_MAX_POOL), "loo", WRONG_LOO
@@ -64,7 +66,13 @@ def courses(tmp_path_factory, bubblewrap):
 
 def test_scores_equal_stock_nbgrader_autograde(courses):
     stock = _scores(courses["stock"])
-    assert stock == {"right": 12.0, "partial": 9.0, "two-wrong": 5.0, "blank": 0.0}
+    assert stock == {
+        "right": 12.0,
+        "right-zh": 12.0,
+        "partial": 9.0,
+        "two-wrong": 5.0,
+        "blank": 0.0,
+    }
     assert _scores(courses["ours"]) == stock
     assert {r.student: r.score for r in courses["outcome"]["graded"]} == stock
 
@@ -91,7 +99,7 @@ def test_feedback_and_export_work_on_our_records_and_hide_hidden_tests(courses, 
     course = courses["ours"]
     assert cli.main(["--course", str(course), "feedback", A]) == 0
     pages = sorted((course / "feedback").glob(f"*/{A}/{A}.html"))
-    assert len(pages) == 4
+    assert len(pages) == 5
     for page in pages:
         text = page.read_text()
         assert "HIDDEN TESTS" not in text and "run_hidden" not in text
@@ -101,7 +109,7 @@ def test_feedback_and_export_work_on_our_records_and_hide_hidden_tests(courses, 
     target = tmp_path / "grades.csv"
     assert cli.main(["--course", str(course), "export", A, "--csv", str(target)]) == 0
     rows = {row["student_id"]: float(row["raw_score"]) for row in csv.DictReader(target.open())}
-    assert rows == {"right": 12.0, "partial": 9.0, "two-wrong": 5.0, "blank": 0.0}
+    assert rows == {"right": 12.0, "right-zh": 12.0, "partial": 9.0, "two-wrong": 5.0, "blank": 0.0}
 
 
 def test_report_page_shows_histogram_pass_rates_and_messages(courses):
@@ -113,10 +121,10 @@ def test_report_page_shows_histogram_pass_rates_and_messages(courses):
     page = (course / "autograded" / f"report_{A}.html").read_text()
     assert page.count("data:image/png;base64,") == 3 and "Most common wrong-answer messages" in page
     summary = summarise(load_records(course, A))
-    assert summary["n"] == 4
-    assert summary["task_rates"]["test-pooling"] == pytest.approx(1 / 4)
-    assert summary["task_rates"]["test-nw"] == pytest.approx(3 / 4)
-    assert summary["task_rates"]["test-loo"] == pytest.approx(2 / 4)
+    assert summary["n"] == 5
+    assert summary["task_rates"]["test-pooling"] == pytest.approx(2 / 5)
+    assert summary["task_rates"]["test-nw"] == pytest.approx(4 / 5)
+    assert summary["task_rates"]["test-loo"] == pytest.approx(3 / 5)
     assert any("max_pool" in message for message, _count in summary["messages"]) or any(
         "max" in message for message, _count in summary["messages"]
     )

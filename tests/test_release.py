@@ -143,6 +143,33 @@ def test_release_contents(released, assignment):
     assert guide.startswith(f"# {assignment}：作业使用说明")
     for check in checks.checks_for(assignment):
         assert f"`{check.name}`" in guide
+    # what the notebook needs, read from its imports: only ch3 trains a PyTorch model
+    assert ("PyTorch" in guide) == (assignment == "ch3_seq2seq")
+    assert "“读懂检查给出的信息”" in guide  # the messages page by its own Chinese title
+    # the released notebook shows no MyST role raw (Jupyter would print it as typed)
+    assert not re.search(r"\{(eq|ref|doc|cite|term)[a-z:]*\}`", text)
+
+
+@pytest.mark.parametrize("assignment", checks.ASSIGNMENTS)
+def test_chinese_release_has_the_same_files_and_cells(released, assignment):
+    english = released / "release" / assignment
+    chinese = released / "release" / "zh_CN" / assignment
+    assert {p.name for p in chinese.iterdir()} == {p.name for p in english.iterdir()}
+    for name in ("public_cases.npz", release.CHECK_MODULE, release.GUIDE_ZH):
+        assert (chinese / name).read_bytes() == (english / name).read_bytes()
+    en = nbformat.read(english / f"{assignment}.ipynb", as_version=4)
+    zh = nbformat.read(chinese / f"{assignment}.ipynb", as_version=4)
+    assert [(c.get("id"), c.cell_type) for c in zh.cells] == [
+        (c.get("id"), c.cell_type) for c in en.cells
+    ]
+    for a, b in zip(en.cells, zh.cells):
+        if a.cell_type == "code" or a.metadata.get("nbgrader", {}).get("solution"):
+            assert a.source == b.source and a.metadata == b.metadata
+    assert re.search(r"[\u4e00-\u9fff]", zh.cells[0].source)
+    with zipfile.ZipFile(released / "release" / "zh_CN" / f"{assignment}.zip") as zf:
+        names = set(zf.namelist())
+    assert names == {f"{assignment}/{p.name}" for p in chinese.iterdir()}
+    assert release.scan(chinese) == []
 
 
 def test_public_checks_run_offline_from_the_released_folder(released, tmp_path):

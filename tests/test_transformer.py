@@ -27,6 +27,7 @@ from solutions.transformer import (
     label_smoothed_loss,
     noam_rate,
     resolution_margins,
+    sequence_log_prob,
     train_translator,
 )
 from solutions.zh_en import BOS, EOS, PAD, SOURCE_VOCAB, TARGET_VOCAB, encode_batch, make_pairs
@@ -569,6 +570,22 @@ def test_beam_translate_with_beam_one_equals_greedy_decode():
         seqs, _ = beam_translate(model, src[b], beam_size=1, max_len=6)
         expected = [tok for tok in greedy_tokens[b].tolist() if tok != PAD]
         assert seqs[0] == expected
+
+
+def test_sequence_log_prob_is_the_score_beam_search_gives_a_finished_beam():
+    """At alpha = 0 a finished beam's score is its total log P, summed step by step during
+    the search: one teacher-forced pass must give the same number, with or without EOS."""
+    torch.manual_seed(5)
+    model = Translator(20, 20, d_model=16, num_heads=2, num_layers=1, d_ff=32)
+    src = torch.randint(3, 20, (6,))
+    seqs, scores = beam_translate(model, src, beam_size=4, max_len=5, alpha=0.0)
+    assert len(seqs) == 4
+    for seq, score in zip(seqs, scores):
+        assert sequence_log_prob(model, src, seq) == pytest.approx(score, abs=1e-5)
+    # a different sequence has a different log-probability
+    assert sequence_log_prob(model, src, seqs[0]) != pytest.approx(
+        sequence_log_prob(model, src, seqs[0][::-1] + [EOS]), abs=1e-3
+    )
 
 
 # ----------------------------------------------------------------------------------------

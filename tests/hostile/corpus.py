@@ -35,9 +35,18 @@ def _release_key(assignments) -> str:
     digest = hashlib.sha256()
     paths = [
         REPO / "autograder" / name
-        for name in ("release.py", "checks.py", "contract.py", "nbgrader_config.py")
+        for name in (
+            "release.py",
+            "assignment_text.py",
+            "checks.py",
+            "contract.py",
+            "nbgrader_config.py",
+        )
     ]
     paths += sorted((REPO / "autograder" / "chapters").glob("*.py"))
+    # the released prose: equation numbers from the book, the Chinese edition's catalogs
+    paths += sorted((REPO / "book").glob("ch*_*.ipynb"))
+    paths += sorted((REPO / "locale" / "zh_CN" / "LC_MESSAGES" / "assignments").glob("*.po"))
     for assignment in assignments:
         paths += sorted((REPO / "autograder" / "source" / assignment).glob("*.ipynb"))
     for path in paths:
@@ -81,9 +90,11 @@ def _strip_markers(source: str) -> str:
     )
 
 
-def solved(course: Path, assignment: str):
-    """The released notebook, every solution cell replaced by the instructor's solution."""
-    release = nbformat.read(course / "release" / assignment / f"{assignment}.ipynb", as_version=4)
+def solved(course: Path, assignment: str, language: str | None = None):
+    """The released notebook (``language="zh_CN"``: the Chinese edition's), every solution
+    cell replaced by the instructor's solution."""
+    folder = course / "release" / (f"{language}/{assignment}" if language else assignment)
+    release = nbformat.read(folder / f"{assignment}.ipynb", as_version=4)
     source = nbformat.read(course / "source" / assignment / f"{assignment}.ipynb", as_version=4)
     answers = {
         _meta(c)["grade_id"]: _strip_markers(c.source)
