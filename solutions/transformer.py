@@ -879,23 +879,13 @@ def greedy_decode_cached(
     memory, embed = as_float(memory, "memory"), as_float(embed, "embed")
     batch, d = memory.shape[0], embed.shape[1]
     cache_k, cache_v = np.zeros((batch, 0, d)), np.zeros((batch, 0, d))  # (B, 0, d): empty
+    layer = (self_attn, cross_attn, w_1, b_1, w_2, b_2)
     token = np.full(batch, bos_id)  # (B,)
     chosen = []
     for t in range(max_len):
         x_t = (embed[token] + positions[t])[:, None, :]  # (B, 1, d)
         y_t, cache_k, cache_v = decoder_step(
-            x_t,
-            cache_k,
-            cache_v,
-            memory,
-            self_attn,
-            cross_attn,
-            w_1,
-            b_1,
-            w_2,
-            b_2,
-            num_heads,
-            src_mask,
+            x_t, cache_k, cache_v, memory, *layer, num_heads, src_mask
         )
         token = (y_t[:, 0] @ w_out).argmax(-1)  # (B,): the most likely word
         chosen.append(token)

@@ -558,53 +558,18 @@ def _greedy_cases(rng):
     ]
 
 
-def _greedy_variant(position=lambda t: t, cache_inputs=False):
-    """``greedy_decode_cached`` with one known mistake: the position vector of step
-    ``position(t)``, or a cache of the inputs x_s instead of their keys and values."""
+def _greedy_at_position_zero(memory, embed, positions, *rest):
+    """Every step adds the position vector of step 0."""
+    frozen = np.broadcast_to(np.asarray(positions)[:1], np.shape(positions))
+    return ref(_T + "greedy_decode_cached")(memory, embed, frozen, *rest)
 
-    def outputs(
-        memory,
-        embed,
-        positions,
-        w_out,
-        self_attn,
-        cross_attn,
-        w_1,
-        b_1,
-        w_2,
-        b_2,
-        num_heads,
-        bos_id,
-        max_len,
-        src_mask=None,
-    ):
-        step = ref(_T + "decoder_step")
-        memory, embed = np.asarray(memory, dtype=float), np.asarray(embed, dtype=float)
-        cache_k = cache_v = inputs = np.zeros((memory.shape[0], 0, embed.shape[1]))
-        token, chosen = np.full(memory.shape[0], bos_id), []
-        for t in range(max_len):
-            x_t = (embed[token] + positions[position(t)])[:, None, :]
-            y_t, cache_k, cache_v = step(
-                x_t,
-                cache_k,
-                cache_v,
-                memory,
-                self_attn,
-                cross_attn,
-                w_1,
-                b_1,
-                w_2,
-                b_2,
-                num_heads,
-                src_mask,
-            )
-            inputs = np.concatenate([inputs, x_t], axis=-2)
-            token = (y_t[:, 0] @ w_out).argmax(-1)
-            chosen.append(token)
-        tokens = np.stack(chosen, axis=1)
-        return (tokens, inputs, inputs) if cache_inputs else (tokens, cache_k, cache_v)
 
-    return outputs
+def _greedy_caching_the_inputs(memory, embed, positions, w_out, *rest):
+    """The right words, but a cache of the inputs x_s fed, not of their keys and values."""
+    tokens, _, _ = ref(_T + "greedy_decode_cached")(memory, embed, positions, w_out, *rest)
+    bos_id, max_len = rest[7], rest[8]  # after the six weights and num_heads
+    inputs = np.asarray(embed)[ref(_T + "shift_right")(tokens, bos_id)] + positions[:max_len]
+    return tokens, inputs, inputs
 
 
 def _shift_cases(rng):
@@ -636,16 +601,10 @@ def _loss_variant(count_pad=False, divide_by_all=False, sum_grad=False):
     """``teacher_forced_loss`` with one known mistake."""
 
     def outputs(logits, targets, pad_id):
-        logits, targets = np.asarray(logits, dtype=float), np.asarray(targets)
-        z = logits - logits.max(-1, keepdims=True)
-        p = np.exp(z) / np.exp(z).sum(-1, keepdims=True)
-        nll = -np.take_along_axis(
-            z - np.log(np.exp(z).sum(-1, keepdims=True)), targets[..., None], -1
-        )[..., 0]
-        grad = p.copy()
-        np.put_along_axis(
-            grad, targets[..., None], np.take_along_axis(p, targets[..., None], -1) - 1, -1
-        )
+        log_p, targets = _log_softmax(logits), np.asarray(targets)  # (..., n, V)
+        nll = -np.take_along_axis(log_p, targets[..., None], -1)[..., 0]  # (..., n)
+        grad = np.exp(log_p)
+        np.put_along_axis(grad, targets[..., None], np.exp(-nll)[..., None] - 1, -1)
         keep = np.ones(targets.shape, bool) if count_pad else targets != pad_id
         count = targets.size if divide_by_all else max(int(keep.sum()), 1)
         loss = float((nll * keep).sum() / count)
@@ -918,12 +877,12 @@ CHAPTER = register(
                 mistakes=(
                     Mistake(
                         "step t adds position t: positions[t], not positions[0]",
-                        _greedy_variant(position=lambda t: 0),
+                        _greedy_at_position_zero,
                     ),
                     Mistake(
                         "the cache holds the keys x_s @ w_k and values x_s @ w_v of the inputs "
                         "fed, not the inputs x_s themselves",
-                        _greedy_variant(cache_inputs=True),
+                        _greedy_caching_the_inputs,
                     ),
                 ),
             ),
