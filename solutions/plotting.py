@@ -55,6 +55,7 @@ __all__ = [
     "fail_on_missing_glyphs",
     "find_cjk_font_file",
     "register_cjk_font",
+    "show_encoder_decoder",
     "show_heatmaps",
 ]
 
@@ -510,3 +511,132 @@ def _panel_titles(titles, rows: int, cols: int) -> list[list[str]] | None:
         f"titles has {len(flat)} entries but the weights form a {rows}x{cols} grid of panels "
         f"(give {cols} or {rows * cols} titles)"
     )
+
+
+def show_encoder_decoder(figsize: tuple[float, float] = (7.6, 7.4)) -> Figure:
+    """The encoder-decoder of chapter 6 as boxes and arrows, post-LN (eq. ch6-decoder-layer).
+
+    Left, the encoder: embeddings + positions, then N layers of self-attention and a
+    feed-forward network, each followed by add & norm (the residual drawn as a bypass).
+    Right, the decoder: the target shifted right, embeddings + positions, then N layers of
+    masked self-attention, cross-attention (keys and values from the encoder output, queries
+    from below) and a feed-forward network, each with add & norm; then the output layer and
+    the softmax. Every text goes through ``figures.po`` like any other figure's.
+    """
+    from matplotlib.patches import FancyBboxPatch
+
+    fig = AttentionFigure(figsize=figsize, layout="constrained")
+    ax = fig.add_subplot()
+    ax.set(xlim=(0, 10.4), ylim=(0, 10.2))
+    ax.set_axis_off()
+    width, ink = 3.0, "#444444"
+    colours = {
+        "attention": "#f8d5b0",
+        "ffn": "#c9e0f2",
+        "norm": "#f4efb4",
+        "embed": "#f3c9d6",
+        "out": "#dcdcdc",
+    }
+
+    def box(x, y0, y1, text, kind):
+        ax.add_patch(
+            FancyBboxPatch(
+                (x - width / 2, y0),
+                width,
+                y1 - y0,
+                boxstyle="round,pad=0.02,rounding_size=0.12",
+                facecolor=colours[kind],
+                edgecolor=ink,
+                linewidth=1.0,
+            )
+        )
+        ax.text(x, (y0 + y1) / 2, text, ha="center", va="center", fontsize=9.5)
+
+    def arrow(*points):
+        """A polyline through ``points`` with an arrowhead on its last segment."""
+        if len(points) > 2:
+            xs, ys = zip(*points[:-1])
+            ax.plot(xs, ys, color=ink, linewidth=1.0)
+        ax.annotate(
+            "",
+            xy=points[-1],
+            xytext=points[-2],
+            arrowprops={"arrowstyle": "-|>", "color": ink, "linewidth": 1.0},
+        )
+
+    def note(x, y, text, **kwargs):
+        ax.text(x, y, text, fontsize=8.5, style="italic", **kwargs)
+
+    def stack(x, y0, sublayers, right=False):
+        """One layer of the stack, drawn once in a frame marked "N x": each sub-layer, bottom
+        to top, followed by add & norm, its input going round it into the sum. Returns the
+        top of the frame and the centre of every sub-layer box."""
+        top = y0 + 1.6 * len(sublayers) + 0.4
+        ax.add_patch(
+            FancyBboxPatch(
+                (x - width / 2 - 0.45, y0),
+                width + 0.9,
+                top - y0,
+                boxstyle="round,pad=0.02,rounding_size=0.2",
+                facecolor="#f6f6f6",
+                edgecolor="#888888",
+                linewidth=1.0,
+            )
+        )
+        side = x + width / 2 + 0.22  # where the residual runs
+        y, centres = y0 + 0.35, []
+        for i, (name, kind) in enumerate(sublayers):
+            if i:
+                arrow((x, y - 0.3), (x, y))
+            box(x, y, y + 0.65, name, kind)
+            centres.append(y + 0.325)
+            arrow((x, y + 0.65), (x, y + 0.9))
+            box(x, y + 0.9, y + 1.3, "add & norm", "norm")
+            arrow((x, y - 0.15), (side, y - 0.15), (side, y + 1.1), (x + width / 2, y + 1.1))
+            y += 1.6
+        edge = x + (width / 2 + 0.6) * (1 if right else -1)
+        ha = "left" if right else "right"
+        ax.text(edge, (y0 + top) / 2, "N ×", ha=ha, va="center", fontsize=11)
+        return top, centres
+
+    enc, dec = 2.5, 7.4
+    for x, words in ((enc, "source tokens"), (dec, "target tokens, shifted right")):
+        ax.text(x, 0.35, words, ha="center", va="center", fontsize=9.5)
+        arrow((x, 0.55), (x, 1.0))
+        box(x, 1.0, 1.65, "embedding + positions", "embed")
+        arrow((x, 1.65), (x, 2.45))
+    enc_top, _ = stack(enc, 2.1, [("self-attention", "attention"), ("feed-forward", "ffn")])
+    sublayers = [
+        ("masked self-attention", "attention"),
+        ("cross-attention", "attention"),
+        ("feed-forward", "ffn"),
+    ]
+    dec_top, (_, cross_y, _) = stack(dec, 2.1, sublayers, right=True)
+    # the encoder output H enters every decoder layer's cross-attention as keys and values
+    bend = 4.75
+    arrow(
+        (enc, enc_top),
+        (enc, enc_top + 0.6),
+        (bend, enc_top + 0.6),
+        (bend, cross_y),
+        (dec - width / 2, cross_y),
+    )
+    ax.text(enc, enc_top + 0.75, "encoder output $H$", ha="center", va="bottom", fontsize=9.5)
+    note(
+        bend - 0.15,
+        (cross_y + enc_top + 0.6) / 2,
+        "keys, values",
+        rotation=90,
+        ha="center",
+        va="center",
+    )
+    note(dec - 0.08, cross_y - 0.475, "queries", ha="right", va="center")
+    arrow((dec, dec_top), (dec, dec_top + 0.3))
+    box(dec, dec_top + 0.3, dec_top + 0.8, "linear", "out")
+    arrow((dec, dec_top + 0.8), (dec, dec_top + 1.1))
+    box(dec, dec_top + 1.1, dec_top + 1.6, "softmax", "out")
+    arrow((dec, dec_top + 1.6), (dec, dec_top + 1.95))
+    ax.text(dec, dec_top + 2.0, "next-word probabilities", ha="center", va="bottom", fontsize=9.5)
+    for x, name in ((enc, "encoder"), (dec, "decoder")):
+        ax.text(x, 9.9, name, ha="center", va="center", fontsize=12)
+    return fig

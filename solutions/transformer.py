@@ -9,6 +9,11 @@ What this file builds, in the order the chapter derives it:
   pad class nothing and skips pad targets), ``noam_rate`` (linear warm-up, then
   ``1/sqrt(step)`` decay) and ``beam_search`` over any step function returning
   log-probabilities, with length normalisation.
+- NumPy, graded: the decoder layer itself, eq. {eq}`ch6-decoder-layer` (``decoder_block``:
+  post-LN, causal self-attention, cross-attention, ``position_wise_ffn``, ``layer_norm``),
+  teacher forcing (``shift_right``, ``teacher_forced_loss`` with its gradient) and
+  ``greedy_decode_cached`` built on ``decoder_step``, which appends each step's key and
+  value to the cache and attends over every cached position.
 - Torch: ``TransformerDecoderBlock`` (masked self-attention, cross-attention, feed-forward,
   each with a residual and a layer norm, pre- or post-LN; chapter 5's
   ``MultiHeadAttention`` twice), ``EncoderDecoder`` (chapter 5's ``TransformerEncoderBlock``
@@ -46,7 +51,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from solutions.conventions import as_float
+from solutions.conventions import as_float, softmax
 from solutions.multihead import (
     KVCache,
     MultiHeadAttention,
@@ -54,9 +59,12 @@ from solutions.multihead import (
     block_from_torch,
     check_dropout,
     feed_forward,
+    merge_heads,
     multihead_attention,
+    split_heads,
 )
 from solutions.self_attention import causal_mask, padding_mask, sinusoidal_positions
+from solutions.soft_hard import attention
 from solutions.training import train_loop
 from solutions.zh_en import BOS, EOS, PAD, SOURCE_VOCAB, TARGET_VOCAB, encode_batch, make_pairs
 
@@ -68,6 +76,13 @@ __all__ = [
     "noam_rate",
     "beam_search",
     "beam_search_table",
+    "layer_norm",
+    "position_wise_ffn",
+    "decoder_block",
+    "shift_right",
+    "teacher_forced_loss",
+    "decoder_step",
+    "greedy_decode_cached",
     "TransformerDecoderBlock",
     "EncoderDecoder",
     "DecoderCache",
@@ -716,3 +731,178 @@ def evaluate_translator(model: Translator, pairs, max_len: int = 24):
         "outputs": outputs,
         "resolved": resolved,
     }
+
+
+# ----------------------------------------------------------------------------------------
+# NumPy: the decoder layer of eq. {eq}`ch6-decoder-layer`, teacher forcing and cached greedy
+# decoding (graded). Post-LN, as the equation; a layer norm here has no gain and no bias (the
+# initial state of ``nn.LayerNorm``). Each attention's four projections come stacked in one
+# array ``(4, d, d)``: ``w_q, w_k, w_v, w_o = self_attn``.
+
+
+def layer_norm(x, eps=1e-5):
+    """Each row to mean 0 and variance 1: (..., d) -> (..., d), ``(x - mean) / sqrt(var + eps)``
+    over the last axis (the biased variance, as ``nn.LayerNorm``)."""
+    x = as_float(x, "x")
+    centred = x - x.mean(-1, keepdims=True)  # (..., d)
+    return centred / np.sqrt((centred**2).mean(-1, keepdims=True) + eps)
+
+
+def position_wise_ffn(x, w_1, b_1, w_2, b_2):
+    """``FFN(z) = max(0, z W_1 + b_1) W_2 + b_2`` on every row: x (..., n, d), w_1 (d, d_ff),
+    b_1 (d_ff,), w_2 (d_ff, d), b_2 (d,) -> (..., n, d)."""
+    return (
+        np.maximum(0.0, as_float(x, "x") @ w_1 + b_1) @ w_2 + b_2
+    )  # (..., n, d_ff) -> (..., n, d)
+
+
+def _projections(stacked, name):
+    """``(4, d, d)`` -> ``(w_q, w_k, w_v, w_o)``, or a ValueError that names the array."""
+    stacked = as_float(stacked, name)
+    if stacked.ndim != 3 or stacked.shape[0] != 4 or stacked.shape[1] != stacked.shape[2]:
+        raise ValueError(
+            f"expected {name} of shape (4, d, d): w_q, w_k, w_v, w_o stacked, got {stacked.shape}"
+        )
+    return tuple(stacked)
+
+
+def _cross_and_ffn(a, memory, cross_attn, w_1, b_1, w_2, b_2, num_heads, src_mask):
+    """The last two lines of eq. {eq}`ch6-decoder-layer`: a (..., n, d) -> Y' (..., n, d)."""
+    c, _ = cross_attention(a, memory, *_projections(cross_attn, "cross_attn"), num_heads, src_mask)
+    b = layer_norm(a + c)  # B = LN_2(A + MHA(A, H; M_src)): queries from A, keys/values from H
+    return layer_norm(b + position_wise_ffn(b, w_1, b_1, w_2, b_2))  # Y' = LN_3(B + FFN(B))
+
+
+def decoder_block(y, memory, self_attn, cross_attn, w_1, b_1, w_2, b_2, num_heads, src_mask=None):
+    """One post-LN decoder layer, eq. {eq}`ch6-decoder-layer`.
+
+    y:      (..., n_tgt, d) the target positions' states Y
+    memory: (..., n_src, d) the encoder output H
+    self_attn, cross_attn: (4, d, d) each, ``w_q, w_k, w_v, w_o`` stacked (used as ``x @ w``)
+    w_1 (d, d_ff), b_1 (d_ff,), w_2 (d_ff, d), b_2 (d,): the feed-forward network
+    num_heads: h, a divisor of d. src_mask: boolean, broadcastable to (..., n_tgt, n_src),
+    True = the source word may be attended; None = all.
+    Self-attention is causal (query i sees keys j <= i); the target's padding needs no mask
+    of its own here: a padded position is seen only by later, also padded, positions.
+    Returns Y' (..., n_tgt, d).
+    """
+    y = as_float(y, "y")
+    n = y.shape[-2]
+    a, _ = multihead_attention(
+        y, y, *_projections(self_attn, "self_attn"), num_heads, causal_mask(n)
+    )
+    a = layer_norm(y + a)  # A = LN_1(Y + MHA(Y, Y; M_dec))
+    return _cross_and_ffn(a, memory, cross_attn, w_1, b_1, w_2, b_2, num_heads, src_mask)
+
+
+def shift_right(targets, bos_id):
+    """The decoder's input under teacher forcing: ``[BOS, y_1, ..., y_{n-1}]``.
+
+    targets: (..., n) ints, the words to predict (EOS and padding included). Returns the
+    same shape: BOS first, then every target but the last, so that input position t holds
+    y_{t-1} and predicts y_t ({eq}`ch6-teacher-forcing`).
+    """
+    targets = np.asarray(targets)
+    if targets.ndim < 1 or not np.issubdtype(targets.dtype, np.integer):
+        raise ValueError(
+            f"expected integer targets of shape (..., n), got {targets.dtype} {targets.shape}"
+        )
+    bos = np.full(targets.shape[:-1] + (1,), bos_id, dtype=targets.dtype)  # (..., 1)
+    return np.concatenate([bos, targets[..., :-1]], axis=-1)  # (..., n)
+
+
+def teacher_forced_loss(logits, targets, pad_id):
+    """The teacher-forced loss of eq. {eq}`ch6-teacher-forcing` and its gradient.
+
+    logits: (..., n, V), the scores the decoder gives at each input position of
+    ``shift_right(targets)``; targets: (..., n) ints; pad_id: the padding token.
+    Returns ``(loss, grad)``: loss = the mean of ``-log softmax(logits)[y]`` over the N
+    positions whose target is not ``pad_id`` (0.0 if N = 0); grad (..., n, V) = d loss /
+    d logits = ``(softmax(logits) - onehot(y)) / N`` at those positions, 0 at the others.
+    """
+    logits = as_float(logits, "logits")
+    targets = np.asarray(targets)
+    loss = label_smoothed_cross_entropy(logits, targets, 0.0, pad_id)  # shapes checked there
+    keep = targets != pad_id  # (..., n)
+    grad = softmax(logits)  # (..., n, V)
+    np.put_along_axis(
+        grad, targets[..., None], np.take_along_axis(grad, targets[..., None], -1) - 1, -1
+    )
+    return loss, grad * keep[..., None] / max(int(keep.sum()), 1)
+
+
+def decoder_step(
+    x_t,
+    cache_k,
+    cache_v,
+    memory,
+    self_attn,
+    cross_attn,
+    w_1,
+    b_1,
+    w_2,
+    b_2,
+    num_heads,
+    src_mask=None,
+):
+    """One decoding step of ``decoder_block`` with a key/value cache.
+
+    x_t: (B, 1, d) the new position's input (embedding + position)
+    cache_k, cache_v: (B, t, d) the keys ``x_s @ w_k`` and values ``x_s @ w_v`` of the t
+    earlier positions (t = 0 at the first step); the other arguments as ``decoder_block``.
+    The new position's key and value are appended to the cache and its query attends over
+    all t + 1 cached positions: no causal mask is needed, as every one is in the past.
+    Returns ``(y_t, cache_k, cache_v)``: y_t (B, 1, d) equals the last row of
+    ``decoder_block`` on the whole prefix; the caches are (B, t + 1, d).
+    """
+    x_t = as_float(x_t, "x_t")
+    w_q, w_k, w_v, w_o = _projections(self_attn, "self_attn")
+    cache_k = np.concatenate([as_float(cache_k, "cache_k"), x_t @ w_k], axis=-2)  # (B, t+1, d)
+    cache_v = np.concatenate([as_float(cache_v, "cache_v"), x_t @ w_v], axis=-2)  # (B, t+1, d)
+    q = split_heads(x_t @ w_q, num_heads)  # (B, h, 1, d_h)
+    heads, _ = attention(q, split_heads(cache_k, num_heads), split_heads(cache_v, num_heads))
+    a = layer_norm(x_t + merge_heads(heads) @ w_o)  # (B, 1, d): row t of A
+    y_t = _cross_and_ffn(a, memory, cross_attn, w_1, b_1, w_2, b_2, num_heads, src_mask)
+    return y_t, cache_k, cache_v
+
+
+def greedy_decode_cached(
+    memory,
+    embed,
+    positions,
+    w_out,
+    self_attn,
+    cross_attn,
+    w_1,
+    b_1,
+    w_2,
+    b_2,
+    num_heads,
+    bos_id,
+    max_len,
+    src_mask=None,
+):
+    """Greedy decoding with a one-layer decoder (``decoder_step``) and a key/value cache.
+
+    memory: (B, n_src, d) the encoder output; embed: (V, d) target embeddings; positions:
+    (>= max_len, d) position vectors; w_out: (d, V) output layer; bos_id: the first input;
+    the layer's weights, num_heads and src_mask as ``decoder_block``.
+    Step t (0-based) feeds ``embed[token] + positions[t]`` (token = BOS, then the word chosen
+    at step t - 1) and picks ``argmax(y_t @ w_out)``; exactly max_len steps (no stop at EOS).
+    Returns ``(tokens, cache_k, cache_v)``: tokens (B, max_len) ints, the words chosen; the
+    caches (B, max_len, d), one row per input fed.
+    """
+    memory, embed = as_float(memory, "memory"), as_float(embed, "embed")
+    batch, d = memory.shape[0], embed.shape[1]
+    cache_k, cache_v = np.zeros((batch, 0, d)), np.zeros((batch, 0, d))  # (B, 0, d): empty
+    layer = (self_attn, cross_attn, w_1, b_1, w_2, b_2)
+    token = np.full(batch, bos_id)  # (B,)
+    chosen = []
+    for t in range(max_len):
+        x_t = (embed[token] + positions[t])[:, None, :]  # (B, 1, d)
+        y_t, cache_k, cache_v = decoder_step(
+            x_t, cache_k, cache_v, memory, *layer, num_heads, src_mask
+        )
+        token = (y_t[:, 0] @ w_out).argmax(-1)  # (B,): the most likely word
+        chosen.append(token)
+    return np.stack(chosen, axis=1).astype(np.int64), cache_k, cache_v  # (B, max_len)

@@ -53,7 +53,8 @@ def test_registry_covers_the_five_assignments_and_names_match_keys():
     for name, check in checks.REGISTRY.items():
         assert check.name == name
         for assignment in checks.ASSIGNMENTS:
-            assert 4 <= len(checks.checks_for(assignment)) <= 7
+            # ch6 has ten: the five of its chapter and the decoder's five
+            assert 4 <= len(checks.checks_for(assignment)) <= 10
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -569,3 +570,20 @@ def test_the_full_score_matrix_of_the_big_online_case_does_not_fit_in_the_chapte
         "never build the (n_q, n_k) score matrix: take the keys block by block, "
         "keeping only a running max, sum and output per query"
     )
+
+
+@pytest.mark.parametrize("wrong", ["not appended", "keys as columns"])
+def test_a_cache_not_appended_or_grown_on_the_wrong_axis_gets_the_cache_hint(wrong):
+    step = checks.ref("solutions.transformer:decoder_step")
+
+    def student(x_t, cache_k, cache_v, *rest):
+        y_t, k, v = step(x_t, cache_k, cache_v, *rest)
+        if wrong == "not appended":
+            return y_t, cache_k, cache_v
+        return y_t, np.swapaxes(k, -1, -2), v  # K^T cached: (B, d, t + 1)
+
+    case = checks.public_cases("decoder_step")[0]
+    got = checks.normalise(checks.call(student, case))
+    verdict = checks.compare("decoder_step", case, checks.expected("decoder_step", case), got)
+    assert not verdict.passed
+    assert "cache_k becomes (B, t + 1, d)" in verdict.message, verdict.message

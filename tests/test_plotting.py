@@ -196,3 +196,23 @@ def test_the_font_file_is_found_by_path_list_then_fc_match_never_a_substitute(
     # fc-match answers every query with some font; a substitute is not the family asked for
     monkeypatch.setattr(plotting, "CJK_FAMILY", "No Such Family Anywhere")
     assert find_cjk_font_file([tmp_path / "absent.ttc"]) is None
+
+
+def test_the_encoder_decoder_figure_names_every_part_and_has_a_chinese_rendering():
+    fig = plotting.show_encoder_decoder()
+    texts = [t.get_text() for t in plotting.figure_texts(fig)]
+    for part in (
+        "masked self-attention",
+        "cross-attention",
+        "feed-forward",
+        "add & norm",
+        "embedding + positions",
+        "encoder output $H$",
+        "softmax",
+    ):
+        assert part in texts
+    assert texts.count("add & norm") == 5  # two encoder sub-layers, three decoder ones
+    catalog = plotting._figure_catalog()
+    for text in texts:  # raises UntranslatedFigureText for a label figures.po lacks
+        plotting.translate_figure_text(text, catalog)
+    assert plotting.render_png(fig, "zh_CN")[:8] == b"\x89PNG\r\n\x1a\n"

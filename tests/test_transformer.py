@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from solutions.multihead import MultiHeadAttention, TransformerEncoderBlock
-from solutions.self_attention import causal_mask, padding_mask
+from solutions.self_attention import causal_mask, padding_mask, sinusoidal_positions
 from solutions.transformer import (
     EncoderDecoder,
     TransformerDecoderBlock,
@@ -19,15 +19,20 @@ from solutions.transformer import (
     beam_search,
     beam_translate,
     cross_attention,
+    decoder_block,
     decoder_mask,
+    decoder_step,
     evaluate_translator,
     greedy_decode,
+    greedy_decode_cached,
     greedy_decode_without_cache,
     label_smoothed_cross_entropy,
     label_smoothed_loss,
     noam_rate,
     resolution_margins,
     sequence_log_prob,
+    shift_right,
+    teacher_forced_loss,
     train_translator,
 )
 from solutions.zh_en import BOS, EOS, PAD, SOURCE_VOCAB, TARGET_VOCAB, encode_batch, make_pairs
@@ -667,3 +672,160 @@ def test_trained_translator_decodes_the_same_with_and_without_cache_and_beam_one
     for b in range(5):
         seqs, _ = beam_translate(model, src[b][src[b] != PAD], beam_size=1, max_len=20)
         assert seqs[0] == [tok for tok in cached[b].tolist() if tok != PAD]
+
+
+# ----------------------------------------------------------------------------------------
+# the NumPy decoder layer, teacher forcing and cached greedy decoding (graded in ch6)
+
+
+def torch_decoder_layer(d=16, h=4, d_ff=32, seed=0):
+    """A post-LN ``nn.TransformerDecoderLayer`` (float64, no dropout) with zero attention
+    biases (the NumPy layer has none) and its weights in the NumPy layout:
+    ``(layer, (self_attn (4, d, d), cross_attn (4, d, d), w_1, b_1, w_2, b_2))``."""
+    torch.manual_seed(seed)
+    layer = nn.TransformerDecoderLayer(
+        d, h, d_ff, dropout=0.0, batch_first=True, norm_first=False, dtype=torch.float64
+    )
+    layer.eval()
+
+    def stacked(mha):
+        with torch.no_grad():
+            mha.in_proj_bias.zero_()
+            mha.out_proj.bias.zero_()
+        w_q, w_k, w_v = mha.in_proj_weight.detach().numpy().reshape(3, d, d)
+        return np.stack([w_q.T, w_k.T, w_v.T, mha.out_proj.weight.detach().numpy().T])
+
+    ffn = (
+        layer.linear1.weight.detach().numpy().T,
+        layer.linear1.bias.detach().numpy(),
+        layer.linear2.weight.detach().numpy().T,
+        layer.linear2.bias.detach().numpy(),
+    )
+    return layer, (stacked(layer.self_attn), stacked(layer.multihead_attn), *ffn)
+
+
+def test_decoder_block_equals_torch_decoder_layer_with_copied_weights():
+    layer, weights = torch_decoder_layer()
+    rng = np.random.default_rng(0)
+    y, memory = rng.standard_normal((3, 5, 16)), rng.standard_normal((3, 7, 16))
+    src_mask = padding_mask(np.array([7, 4, 1]), 7)  # (B, 1, n_src)
+    ours = decoder_block(y, memory, *weights, 4, src_mask)
+    with torch.no_grad():
+        theirs = layer(
+            t(y), t(memory), tgt_mask=t(~causal_mask(5)), memory_key_padding_mask=t(~src_mask[:, 0])
+        )  # PyTorch: True = hidden
+    np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_decoder_block_row_t_ignores_later_target_rows_and_padded_source_words():
+    _, weights = torch_decoder_layer(seed=1)
+    rng = np.random.default_rng(1)
+    y, memory = rng.standard_normal((2, 6, 16)), rng.standard_normal((2, 5, 16))
+    src_mask = padding_mask(np.array([5, 3]), 5)
+    base = decoder_block(y, memory, *weights, 4, src_mask)
+    y2, memory2 = y.copy(), memory.copy()
+    y2[:, 4:] += 10.0  # the future of rows 0..3
+    memory2[1, 3:] += 10.0  # padding of sentence 2
+    changed = decoder_block(y2, memory2, *weights, 4, src_mask)
+    np.testing.assert_allclose(changed[:, :4], base[:, :4], rtol=1e-12, atol=1e-12)
+    assert not np.allclose(changed[:, 4:], base[:, 4:])
+
+
+def test_shift_right_puts_bos_first_and_drops_the_last_target():
+    targets = np.array([[5, 6, 7, 2, 0], [8, 2, 0, 0, 0]])
+    np.testing.assert_array_equal(shift_right(targets, 1), [[1, 5, 6, 7, 2], [1, 8, 2, 0, 0]])
+    assert shift_right(np.array([4]), 1).tolist() == [1]
+
+
+def test_teacher_forced_loss_and_gradient_match_torch_cross_entropy_with_ignore_index():
+    rng = np.random.default_rng(2)
+    logits = rng.standard_normal((3, 5, 7)) * 3
+    targets = rng.integers(1, 7, (3, 5))
+    targets[0, 3:] = 0
+    targets[2, 1:] = 0
+    loss, grad = teacher_forced_loss(logits, targets, 0)
+    x = t(logits).requires_grad_()
+    expected = F.cross_entropy(x.reshape(-1, 7), t(targets).reshape(-1), ignore_index=0)
+    expected.backward()
+    assert abs(loss - expected.item()) < 1e-12
+    np.testing.assert_allclose(grad, x.grad.numpy(), rtol=1e-10, atol=1e-14)
+    assert (grad[2, 1:] == 0).all()  # pad positions get no gradient
+
+
+def test_teacher_forced_loss_of_only_pad_is_zero_with_zero_gradient():
+    loss, grad = teacher_forced_loss(np.ones((2, 3, 4)), np.zeros((2, 3), int), 0)
+    assert loss == 0.0 and (grad == 0).all()
+
+
+def decoding_problem(seed=3, batch=3, d=16, vocab=11, n_src=6, max_len=8):
+    """A random one-layer decoder (post-LN ``nn.TransformerDecoderLayer``), its NumPy weights,
+    embeddings, positions, output layer, encoder output and source mask."""
+    layer, weights = torch_decoder_layer(d=d, seed=seed)
+    rng = np.random.default_rng(seed)
+    embed = rng.standard_normal((vocab, d))
+    positions = sinusoidal_positions(max_len, d)
+    w_out = rng.standard_normal((d, vocab))
+    memory = rng.standard_normal((batch, n_src, d))
+    src_mask = padding_mask(np.array([n_src, 3, 1][:batch]), n_src)  # (B, 1, n_src)
+    return layer, weights, embed, positions, w_out, memory, src_mask
+
+
+def greedy_with_torch_layer(layer, embed, positions, w_out, memory, src_mask, bos, max_len):
+    """The independent oracle: PyTorch's layer re-run on the whole prefix at every step."""
+    tokens = np.full((memory.shape[0], 1), bos)
+    for n in range(1, max_len + 1):
+        x = embed[tokens] + positions[:n]  # (B, n, d)
+        with torch.no_grad():
+            y = layer(
+                t(x),
+                t(memory),
+                tgt_mask=t(~causal_mask(n)),
+                memory_key_padding_mask=t(~src_mask[:, 0]),
+            )
+        tokens = np.concatenate([tokens, (y[:, -1].numpy() @ w_out).argmax(-1)[:, None]], 1)
+    return tokens[:, 1:]
+
+
+def greedy_without_cache(weights, embed, positions, w_out, memory, src_mask, bos, max_len):
+    """``decoder_block`` re-run on the whole prefix at every step."""
+    tokens = np.full((memory.shape[0], 1), bos)
+    for n in range(1, max_len + 1):
+        y = decoder_block(embed[tokens] + positions[:n], memory, *weights, 4, src_mask)
+        tokens = np.concatenate([tokens, (y[:, -1] @ w_out).argmax(-1)[:, None]], 1)
+    return tokens[:, 1:]
+
+
+def test_greedy_with_cache_equals_greedy_without_and_torch_layers_greedy():
+    layer, weights, embed, positions, w_out, memory, src_mask = decoding_problem()
+    tokens, cache_k, cache_v = greedy_decode_cached(
+        memory, embed, positions, w_out, *weights, 4, 1, 8, src_mask
+    )
+    uncached = greedy_without_cache(weights, embed, positions, w_out, memory, src_mask, 1, 8)
+    by_torch = greedy_with_torch_layer(layer, embed, positions, w_out, memory, src_mask, 1, 8)
+    np.testing.assert_array_equal(tokens, uncached)
+    np.testing.assert_array_equal(tokens, by_torch)
+    assert len({tuple(row) for row in tokens}) > 1 and len(set(tokens.ravel())) > 3  # not constant
+    # the cache holds the keys and values of the 8 inputs fed: BOS, then the first 7 choices
+    inputs = embed[shift_right(tokens, 1)] + positions[:8]  # (B, 8, d)
+    np.testing.assert_allclose(cache_k, inputs @ weights[0][1], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(cache_v, inputs @ weights[0][2], rtol=1e-12, atol=1e-12)
+
+
+def test_decoder_step_attends_over_what_the_cache_holds_and_appends_one_row():
+    _, weights, embed, positions, _, memory, src_mask = decoding_problem(seed=4)
+    rng = np.random.default_rng(4)
+    prefix = rng.standard_normal((3, 4, 16))  # inputs of positions 0..3
+    w_k, w_v = weights[0][1], weights[0][2]
+    y_t, cache_k, cache_v = decoder_step(
+        prefix[:, 3:], prefix[:, :3] @ w_k, prefix[:, :3] @ w_v, memory, *weights, 4, src_mask
+    )
+    np.testing.assert_allclose(
+        y_t, decoder_block(prefix, memory, *weights, 4, src_mask)[:, 3:], rtol=1e-10, atol=1e-12
+    )
+    np.testing.assert_allclose(cache_k, prefix @ w_k, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(cache_v, prefix @ w_v, rtol=1e-12, atol=1e-12)
+    # what the step reads of the past is the cache, not the inputs: another cache, another y_t
+    other, _, _ = decoder_step(
+        prefix[:, 3:], 2 * prefix[:, :3] @ w_k, prefix[:, :3] @ w_v, memory, *weights, 4, src_mask
+    )
+    assert not np.allclose(other, y_t)

@@ -21,6 +21,7 @@ from autograder.checks import (
     normal,
     ref,
     register,
+    scaled_query,
 )
 
 _CROSS = "solutions.transformer:cross_attention"
@@ -180,6 +181,16 @@ def _decoder_mask_causal_only(tgt_lens, n):
     return np.broadcast_to(causal, np.shape(tgt_lens) + (n, n))
 
 
+def _decoder_mask_off_by_one(k):
+    """The padding half right, the causal half shifted: j <= i + k instead of j <= i."""
+
+    def outputs(tgt_lens, n):
+        padding = ref("solutions.self_attention:padding_mask")(tgt_lens, n)  # (..., 1, n)
+        return np.tril(np.ones((n, n), dtype=bool), k) & padding
+
+    return outputs
+
+
 def _smoothing_cases(rng):
     vocab = int(rng.integers(5, 9))
     targets = rng.integers(1, vocab, size=(3, 6))
@@ -325,6 +336,283 @@ def _beam_growing_after_eos(log_probs, bos, eos, beam_size, max_len, alpha=1.0):
     return tokens[order], scores[order]
 
 
+# ----------------------------------------------------------------------------------------
+# the decoder layer, teacher forcing and cached greedy decoding
+
+_T = "solutions.transformer:"
+
+
+def _layer(rng, d, d_ff, scale=1.0):
+    """A decoder layer's weights: self_attn, cross_attn (4, d, d) (w_q and w_k times
+    ``scale``), w_1 (d, d_ff), b_1 (d_ff,), w_2 (d_ff, d), b_2 (d,)."""
+
+    def stack():
+        w = normal(rng, 4, d, d) / math.sqrt(d)
+        w[:2] *= scale
+        return w
+
+    return (
+        stack(),
+        stack(),
+        normal(rng, d, d_ff) / math.sqrt(d),
+        0.1 * normal(rng, d_ff),
+        normal(rng, d_ff, d) / math.sqrt(d_ff),
+        0.1 * normal(rng, d),
+    )
+
+
+def _block_cases(rng):
+    n_tgt, n_src = distinct_sizes(rng, 3, 7, 2)
+    return [
+        Case(
+            "batch of 2, source padding, n_tgt != n_src",
+            (
+                normal(rng, 2, n_tgt, 8),
+                normal(rng, 2, n_src, 8),
+                *_layer(rng, 8, 16),
+                2,
+                _src_mask(rng, 2, n_src),
+            ),
+        ),
+        Case(
+            "one head, no source mask",
+            (normal(rng, 2, n_tgt, 6), normal(rng, 2, n_src, 6), *_layer(rng, 6, 12), 1, None),
+        ),
+        Case(
+            "no batch axis, 4 heads, mask (n_src,)",
+            (
+                normal(rng, n_tgt, 8),
+                normal(rng, n_src, 8),
+                *_layer(rng, 8, 16),
+                4,
+                _src_mask(rng, 1, n_src)[0, 0],
+            ),
+        ),
+        Case(
+            "an empty source sentence",
+            (
+                normal(rng, 2, n_tgt, 8),
+                normal(rng, 2, n_src, 8),
+                *_layer(rng, 8, 16),
+                2,
+                _src_mask(rng, 2, n_src, empty=True),
+            ),
+        ),
+        # w_q and w_k 30 times larger: scores of about +-10^3, exp overflows without the shift
+        Case(
+            "large scores",
+            (
+                normal(rng, 2, n_tgt, 8),
+                normal(rng, 2, n_src, 8),
+                *_layer(rng, 8, 16, 30.0),
+                2,
+                _src_mask(rng, 2, n_src),
+            ),
+        ),
+    ]
+
+
+def _unscaled(stacked, num_heads):
+    """A stack whose w_q is multiplied by sqrt(d_h): scores q.k instead of q.k / sqrt(d_h)."""
+    stacked = np.array(stacked, dtype=float)
+    stacked[0] *= math.sqrt(stacked.shape[-1] // num_heads)
+    return stacked
+
+
+def _block_variant(
+    self_mask=lambda n: ref("solutions.self_attention:causal_mask")(n),
+    unscaled=False,
+    cross_from_decoder=False,
+    residual=True,
+    norm_first=False,
+):
+    """``decoder_block`` built with one known mistake."""
+
+    def outputs(y, memory, self_attn, cross_attn, w_1, b_1, w_2, b_2, num_heads, src_mask=None):
+        mha, norm = ref("solutions.multihead:multihead_attention"), ref(_T + "layer_norm")
+        if unscaled:
+            self_attn, cross_attn = (
+                _unscaled(self_attn, num_heads),
+                _unscaled(cross_attn, num_heads),
+            )
+
+        def sublayer(x, f):  # one sub-layer, its residual and its norm
+            if norm_first:
+                return x + f(norm(x)) if residual else f(norm(x))
+            return norm(x + f(x)) if residual else norm(f(x))
+
+        def cross(z):
+            if cross_from_decoder:  # keys and values from the decoder: no source mask fits
+                return mha(z, z, *cross_attn, num_heads)[0]
+            return mha(z, memory, *cross_attn, num_heads, src_mask)[0]
+
+        y = np.asarray(y, dtype=float)
+        a = sublayer(y, lambda z: mha(z, z, *self_attn, num_heads, self_mask(y.shape[-2]))[0])
+        b = sublayer(a, cross)
+        return sublayer(b, lambda z: ref(_T + "position_wise_ffn")(z, w_1, b_1, w_2, b_2))
+
+    return outputs
+
+
+def _tril(k):
+    return lambda n: np.tril(np.ones((n, n), dtype=bool), k)
+
+
+HINT_SCALE = "divide each head's scores by sqrt(d_h) = sqrt(d / h), the width of one head"
+HINT_NO_CAUSAL = (
+    "the decoder's self-attention is causal: query i may attend to keys j <= i only "
+    "(the later words are not written yet)"
+)
+HINT_DIAGONAL = "every position may attend to itself: the causal condition is j <= i, not j < i"
+HINT_ONE_FUTURE = (
+    "the causal condition is j <= i: with j <= i + 1 each query sees one word of its future"
+)
+
+
+def _step_cases(rng):
+    n_src = int(rng.integers(3, 7))
+
+    def case(name, batch, past, d, heads, mask):
+        return Case(
+            name,
+            (
+                normal(rng, batch, 1, d),
+                normal(rng, batch, past, d),
+                normal(rng, batch, past, d),
+                normal(rng, batch, n_src, d),
+                *_layer(rng, d, 2 * d),
+                heads,
+                mask,
+            ),
+        )
+
+    return [
+        case("3 cached positions, source padding", 2, 3, 8, 2, _src_mask(rng, 2, n_src)),
+        case("the first step: an empty cache (B, 0, d)", 2, 0, 8, 2, _src_mask(rng, 2, n_src)),
+        case("one head, 5 cached positions, no source mask", 3, 5, 6, 1, None),
+        case("one sentence, 4 heads, 2 cached positions", 1, 2, 8, 4, _src_mask(rng, 1, n_src)),
+    ]
+
+
+def _step_ignoring_the_cache(x_t, cache_k, cache_v, memory, *rest):
+    """Attends over the new position only (as if the cache were empty), appends correctly."""
+    y_t, _, _ = ref(_T + "decoder_step")(x_t, cache_k[:, :0], cache_v[:, :0], memory, *rest)
+    _, k, v = ref(_T + "decoder_step")(x_t, cache_k, cache_v, memory, *rest)
+    return y_t, k, v
+
+
+def _step_without_the_new_position(x_t, cache_k, cache_v, memory, self_attn, *rest):
+    """Attends over the old cache only, then appends: the new query never sees itself."""
+    num_heads = rest[5]
+    x_t = np.asarray(x_t, dtype=float)
+    w_q, w_k, w_v, w_o = np.asarray(self_attn, dtype=float)
+    split, merge = ref("solutions.multihead:split_heads"), ref("solutions.multihead:merge_heads")
+    heads, _ = ref("solutions.soft_hard:attention")(
+        split(x_t @ w_q, num_heads), split(cache_k, num_heads), split(cache_v, num_heads)
+    )
+    a = ref(_T + "layer_norm")(x_t + merge(heads) @ w_o)
+    cross_attn, w_1, b_1, w_2, b_2, _, src_mask = rest
+    y_t = ref(_T + "_cross_and_ffn")(a, memory, cross_attn, w_1, b_1, w_2, b_2, num_heads, src_mask)
+    k = np.concatenate([cache_k, x_t @ w_k], axis=-2)
+    v = np.concatenate([cache_v, x_t @ w_v], axis=-2)
+    return y_t, k, v
+
+
+def _step_unscaled(x_t, cache_k, cache_v, memory, self_attn, cross_attn, *rest):
+    """No 1/sqrt(d_h) in either attention (w_q scaled up: the caches are unchanged)."""
+    num_heads = rest[4]
+    return ref(_T + "decoder_step")(
+        x_t,
+        cache_k,
+        cache_v,
+        memory,
+        _unscaled(self_attn, num_heads),
+        _unscaled(cross_attn, num_heads),
+        *rest,
+    )
+
+
+def _greedy_cases(rng):
+    n_src = int(rng.integers(3, 7))
+
+    def case(name, batch, d, heads, vocab, max_len, mask):
+        return Case(
+            name,
+            (
+                normal(rng, batch, n_src, d),
+                normal(rng, vocab, d),
+                normal(rng, max_len, d),
+                normal(rng, d, vocab),
+                *_layer(rng, d, 2 * d),
+                heads,
+                1,
+                max_len,
+                mask,
+            ),
+        )
+
+    return [
+        case("batch of 3, source padding, 6 steps", 3, 8, 2, 9, 6, _src_mask(rng, 3, n_src)),
+        case("one sentence, one head, no source mask", 1, 6, 1, 7, 5, None),
+        case("a single step", 2, 8, 4, 8, 1, _src_mask(rng, 2, n_src)),
+    ]
+
+
+def _greedy_at_position_zero(memory, embed, positions, *rest):
+    """Every step adds the position vector of step 0."""
+    frozen = np.broadcast_to(np.asarray(positions)[:1], np.shape(positions))
+    return ref(_T + "greedy_decode_cached")(memory, embed, frozen, *rest)
+
+
+def _greedy_caching_the_inputs(memory, embed, positions, w_out, *rest):
+    """The right words, but a cache of the inputs x_s fed, not of their keys and values."""
+    tokens, _, _ = ref(_T + "greedy_decode_cached")(memory, embed, positions, w_out, *rest)
+    bos_id, max_len = rest[7], rest[8]  # after the six weights and num_heads
+    inputs = np.asarray(embed)[ref(_T + "shift_right")(tokens, bos_id)] + positions[:max_len]
+    return tokens, inputs, inputs
+
+
+def _shift_cases(rng):
+    targets = rng.integers(3, 9, size=(3, 6))
+    targets[0, 4:] = 0  # padded
+    targets[1, 2:] = 0
+    return [
+        Case("batch of 3 with padding, BOS = 1", (targets, 1)),
+        Case("one sentence, no batch axis, BOS = 2", (rng.integers(3, 9, size=5), 2)),
+        Case("a one-word target", (rng.integers(3, 9, size=(2, 1)), 1)),
+    ]
+
+
+def _loss_cases(rng):
+    vocab = int(rng.integers(5, 9))
+    targets = rng.integers(1, vocab, size=(3, 6))
+    targets[0, 4:] = 0
+    targets[2, 1:] = 0
+    one = rng.integers(0, vocab, size=5)
+    return [
+        Case("batch of 3 with padding", (normal(rng, 3, 6, vocab) * 2, targets, 0)),
+        Case("no padding, pad id 2", (normal(rng, 5, vocab), np.where(one == 2, 1, one), 2)),
+        Case("large logits (max-shift)", (normal(rng, 3, 6, vocab) * 500, targets, 0)),
+        Case("every target is pad", (normal(rng, 2, 3, vocab), np.zeros((2, 3), int), 0)),
+    ]
+
+
+def _loss_variant(count_pad=False, divide_by_all=False, sum_grad=False):
+    """``teacher_forced_loss`` with one known mistake."""
+
+    def outputs(logits, targets, pad_id):
+        log_p, targets = _log_softmax(logits), np.asarray(targets)  # (..., n, V)
+        nll = -np.take_along_axis(log_p, targets[..., None], -1)[..., 0]  # (..., n)
+        grad = np.exp(log_p)
+        np.put_along_axis(grad, targets[..., None], np.exp(-nll)[..., None] - 1, -1)
+        keep = np.ones(targets.shape, bool) if count_pad else targets != pad_id
+        count = targets.size if divide_by_all else max(int(keep.sum()), 1)
+        loss = float((nll * keep).sum() / count)
+        return loss, grad * keep[..., None] / (1 if sum_grad else count)
+
+    return outputs
+
+
 CHAPTER = register(
     Chapter(
         "ch6_transformer",
@@ -361,6 +649,11 @@ CHAPTER = register(
                         "head, not by sqrt(d_model)",
                         _scaled_by_sqrt_d_model,
                     ),
+                    Mistake(
+                        "you forgot to divide the scores by sqrt(d_h) = sqrt(d_model / h), the width "
+                        "of one head",
+                        scaled_query(_CROSS, 2, lambda a: np.shape(a[2])[1] // a[6]),
+                    ),
                 ),
             ),
             Check(
@@ -384,6 +677,8 @@ CHAPTER = register(
                         "target's length are hidden too",
                         _decoder_mask_causal_only,
                     ),
+                    Mistake(HINT_DIAGONAL, _decoder_mask_off_by_one(-1)),
+                    Mistake(HINT_ONE_FUTURE, _decoder_mask_off_by_one(1)),
                 ),
             ),
             Check(
@@ -446,6 +741,148 @@ CHAPTER = register(
                         "a beam that ends with EOS is finished: take it out of the beam and never "
                         "extend it again",
                         _beam_growing_after_eos,
+                    ),
+                ),
+            ),
+            Check(
+                "decoder_block",
+                _T + "decoder_block",
+                _block_cases,
+                outputs=("output",),
+                hints={
+                    "nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT,
+                    "shape": "the layer keeps the shape of its input y: (..., n_tgt, d)",
+                },
+                mistakes=(
+                    Mistake(HINT_NO_CAUSAL, _block_variant(self_mask=lambda n: None)),
+                    Mistake(HINT_DIAGONAL, _block_variant(self_mask=_tril(-1))),
+                    Mistake(HINT_ONE_FUTURE, _block_variant(self_mask=_tril(1))),
+                    Mistake("you forgot to " + HINT_SCALE, _block_variant(unscaled=True)),
+                    Mistake(
+                        "cross-attention takes its keys and values from the encoder output "
+                        "memory (and its queries from A, the decoder's states)",
+                        _block_variant(cross_from_decoder=True),
+                    ),
+                    Mistake(
+                        "each sub-layer's output is added to its input before the norm: "
+                        "LN(x + Sublayer(x)), the residual connection",
+                        _block_variant(residual=False),
+                    ),
+                    Mistake(
+                        "this layer is post-LN, eq. (ch6-decoder-layer): normalise the sum, "
+                        "LN(x + Sublayer(x)), not the sub-layer's input (pre-LN)",
+                        _block_variant(norm_first=True),
+                    ),
+                ),
+            ),
+            Check(
+                "shift_right",
+                _T + "shift_right",
+                _shift_cases,
+                outputs=("inputs",),
+                rtol=0.0,
+                atol=0.0,
+                hints={
+                    "shape": "the decoder's input has the targets' shape (..., n): BOS in, the last "
+                    "target out",
+                },
+                mistakes=(
+                    Mistake(
+                        "shift to the right: the input is [BOS, y_1, ..., y_(n-1)], so that "
+                        "position t reads y_(t-1) and predicts y_t",
+                        lambda targets, bos: np.concatenate(
+                            [targets[..., 1:], np.full(targets.shape[:-1] + (1,), bos)], -1
+                        ),
+                    ),
+                    Mistake(
+                        "drop the LAST target, not the first: no position predicts a word "
+                        "after y_n",
+                        lambda targets, bos: np.concatenate(
+                            [np.full(targets.shape[:-1] + (1,), bos), targets[..., 1:]], -1
+                        ),
+                    ),
+                    Mistake(
+                        "np.roll brings the last target round to the front: put BOS there",
+                        lambda targets, bos: np.roll(targets, 1, axis=-1),
+                    ),
+                ),
+            ),
+            Check(
+                "teacher_forced_loss",
+                _T + "teacher_forced_loss",
+                _loss_cases,
+                outputs=("loss", "grad"),
+                hints={
+                    "arity": "return a pair (loss, grad)",
+                    "grad.shape": "the gradient has the shape of the logits: (..., n, V)",
+                    "nan": "a loss over zero real positions is 0.0, not 0/0; and " + HINT_MAX_SHIFT,
+                },
+                mistakes=(
+                    Mistake(
+                        "skip the positions whose target is the pad token: average over the "
+                        "real words only",
+                        _loss_variant(count_pad=True, divide_by_all=True),
+                    ),
+                    Mistake(
+                        "zeroing the pad positions is half of it: divide by the number N of "
+                        "real (non-pad) targets, not by all positions",
+                        _loss_variant(divide_by_all=True),
+                    ),
+                    Mistake(
+                        "the loss is a mean over N positions, so its gradient is "
+                        "(softmax - onehot) / N",
+                        _loss_variant(sum_grad=True),
+                    ),
+                ),
+            ),
+            Check(
+                "decoder_step",
+                _T + "decoder_step",
+                _step_cases,
+                outputs=("output", "cache_k", "cache_v"),
+                hints={
+                    "arity": "return a triple (y_t, cache_k, cache_v)",
+                    "cache_k.shape": "append this step's key as one more row on the sequence "
+                    "axis: cache_k becomes (B, t + 1, d)",
+                    "cache_v.shape": "append this step's value as one more row on the sequence "
+                    "axis: cache_v becomes (B, t + 1, d)",
+                    "output.shape": "one new position: y_t is (B, 1, d)",
+                },
+                mistakes=(
+                    Mistake(
+                        "the new query attends over every cached position, not only over "
+                        "itself: the cache holds the keys and values of the earlier words",
+                        _step_ignoring_the_cache,
+                    ),
+                    Mistake(
+                        "append this step's key and value before attending: the new position "
+                        "attends to itself too",
+                        _step_without_the_new_position,
+                    ),
+                    Mistake("you forgot to " + HINT_SCALE, _step_unscaled),
+                ),
+            ),
+            Check(
+                "greedy_decode_cached",
+                _T + "greedy_decode_cached",
+                _greedy_cases,
+                outputs=("tokens", "cache_k", "cache_v"),
+                hints={
+                    "arity": "return a triple (tokens, cache_k, cache_v)",
+                    "tokens.shape": "one chosen word per step and sentence: (B, max_len), "
+                    "BOS not included",
+                    "cache_k.shape": "one cached row per input fed: (B, max_len, d)",
+                    "cache_v.shape": "one cached row per input fed: (B, max_len, d)",
+                },
+                mistakes=(
+                    Mistake(
+                        "step t adds position t: positions[t], not positions[0]",
+                        _greedy_at_position_zero,
+                    ),
+                    Mistake(
+                        "the cache holds the keys x_s @ w_k and values x_s @ w_v of the inputs "
+                        "fed, not the inputs x_s themselves",
+                        _greedy_caching_the_inputs,
                     ),
                 ),
             ),
