@@ -18,7 +18,10 @@ fail the build until a translator has dealt with them (docs/translating.md).
   formula ``$...$``, a code span, a role's target ({eq}`label`, {cite:t}`key`,
   {doc}`page`, {term}`text <target>`), a link's URL;
 - a term of ``locale/zh_CN/terminology.tsv`` marked ``checked`` whose English appears in
-  the message but whose Chinese does not appear in the translation.
+  the message but neither its Chinese nor an accepted alternative (``also``) appears in the
+  translation; and, for any term, a rendering listed under ``not`` (one that drifted in
+  before: 瞥视 for glimpse, a bare "notebook") in the translation of a message that has the
+  English term.
 """
 
 from __future__ import annotations
@@ -55,17 +58,44 @@ class Term:
     english: str
     chinese: str
     checked: bool
+    also: tuple[str, ...] = ()  # accepted alternatives to ``chinese``
+    avoid: tuple[str, ...] = ()  # drifted renderings that must not appear (the ``not`` column)
+
+    def renderings(self) -> tuple[str, ...]:
+        """Every accepted Chinese rendering, the preferred one first."""
+        return (self.chinese, *self.also)
 
     def pattern(self) -> re.Pattern[str]:
         words = r"[\s-]+".join(re.escape(word) for word in re.split(r"[\s-]+", self.english))
         return re.compile(rf"(?<![A-Za-z]){words}(?:s|es)?(?![A-Za-z])", re.IGNORECASE)
 
 
+def _alternatives(cell: str | None) -> tuple[str, ...]:
+    return tuple(part.strip() for part in (cell or "").split("|") if part.strip())
+
+
 def read_terminology(path: Path = TERMINOLOGY) -> list[Term]:
-    rows = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    rows = [line for line in rows if not line.startswith("#")]
+    """The terms of ``terminology.tsv``; a malformed row is an error naming its line."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    rows = [line for line in lines if line.strip() and not line.startswith("#")]
     reader = csv.DictReader(rows, delimiter="\t")
-    return [Term(r["english"], r["chinese"], r["checked"] == "yes") for r in reader]
+    terms = []
+    for row in reader:
+        if row.get("checked") not in ("yes", "no") or not row.get("chinese"):
+            raise ValueError(
+                f"{path.name}: the row {row.get('english')!r} needs a Chinese term and "
+                f"checked = yes or no (got {row.get('checked')!r})"
+            )
+        terms.append(
+            Term(
+                row["english"],
+                row["chinese"],
+                row["checked"] == "yes",
+                _alternatives(row.get("also")),
+                _alternatives(row.get("not")),
+            )
+        )
+    return terms
 
 
 def role_targets(text: str) -> Counter:
@@ -111,11 +141,22 @@ def message_problems(msgid: str, msgstr: str, fuzzy: bool, terms: list[Term]) ->
                 f"{kind} not kept: missing {sorted(map(str, missing.elements()))}, "
                 f"new {sorted(map(str, extra.elements()))}"
             )
-    # a {term} role's text is prose (the reader sees it); other roles, math and code are not
-    prose = NOT_PROSE.sub(" ", TERM_ROLE.sub(lambda m: m.group(1), msgid))
+    # a {term} role's text is prose (the reader sees it); other roles, math and code are not;
+    # emphasis marks are not words ("*inverted* dropout" is the term "inverted dropout")
+    prose = NOT_PROSE.sub(" ", TERM_ROLE.sub(lambda m: m.group(1), msgid)).replace("*", "")
+    translation = msgstr.replace("*", "")
+    translated_prose = NOT_PROSE.sub(" ", TERM_ROLE.sub(lambda m: m.group(1), translation))
     for term in terms:
-        if term.checked and term.pattern().search(prose) and term.chinese not in msgstr:
-            problems.append(f"terminology: {term.english!r} is {term.chinese!r}")
+        if not term.pattern().search(prose):
+            continue
+        if term.checked and not any(chinese in translation for chinese in term.renderings()):
+            accepted = " or ".join(map(repr, term.renderings()))
+            problems.append(f"terminology: {term.english!r} is {accepted}")
+        drifted = [w for w in term.avoid if w.lower() in translated_prose.lower()]
+        if drifted:
+            problems.append(
+                f"terminology: {term.english!r} is {term.chinese!r}, not {', '.join(drifted)}"
+            )
     return problems
 
 
