@@ -10,7 +10,8 @@
   text, every image decoded, nothing external;
   no stderr output, traceback, warning or build-machine path in any cell output.
 - Every figure a chapter's code cell builds is shown on the page (images >= figures built).
-- The search page finds "Nadaraya"; chapter pages link their exercise and offer their
+- The search page finds "Nadaraya"; the Chinese one finds the chapters that use a Chinese
+  term typed into its box (暂退法, 束搜索, 多头注意力, 标签平滑, 池化); chapter pages link their exercise and offer their
   notebook; exercise pages offer the released zip and notebook.
 - A full-page screenshot of every chapter, taken once its math is typeset, goes to
   ``test-artifacts/`` (gitignored).
@@ -424,6 +425,42 @@ def test_search_finds_nadaraya_offline(visit):
     )
     assert not visit.external, f"search made requests outside the site: {visit.external}"
     assert not visit.console_errors, f"search page console errors: {visit.console_errors}"
+
+
+def search_results(visit, query: str) -> list[str]:
+    """The result links of the search page for ``query``, typed into its search box."""
+    box = visit.page.locator("#search-results, form[action$='search.html'] input[name='q']")
+    box.first.wait_for(timeout=15_000)
+    field = visit.page.locator("input[name='q']").first
+    field.fill(query)
+    field.press("Enter")
+    visit.page.locator("#search-results ul.search li a").first.wait_for(timeout=15_000)
+    return [
+        a.get_attribute("href") or ""
+        for a in visit.page.locator("#search-results ul.search li a").all()
+    ]
+
+
+# Chinese terms (book/_ext/editions.py segments the index with terminology.tsv as jieba's
+# dictionary) and a chapter that uses each: without jieba the index holds no Chinese word
+@pytest.mark.parametrize(
+    "term, chapter",
+    [
+        ("暂退法", "ch5_multihead"),
+        ("束搜索", "ch6_transformer"),
+        ("多头注意力", "ch5_multihead"),
+        ("标签平滑", "ch6_transformer"),
+        ("池化", "ch1_pooling"),
+    ],
+)
+def test_chinese_search_finds_the_chapters_that_use_a_term(visit, term, chapter):
+    visit.goto("zh/search.html", settle=False)
+    hrefs = search_results(visit, term)
+    assert any(f"book/{chapter}.html" in h for h in hrefs), (
+        f"searching the Chinese edition for {term} did not list {chapter}: {hrefs}"
+    )
+    assert all("/zh/" in visit.page.url and not h.startswith("http") for h in hrefs)
+    assert not visit.external and not visit.console_errors, (visit.external, visit.console_errors)
 
 
 def test_toc_lists_every_chapter_and_exercise():

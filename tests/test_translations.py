@@ -201,9 +201,28 @@ def test_a_drifted_rendering_counts_in_prose_only_and_emphasis_hides_no_term():
     )
     dropout = translations.Term("inverted dropout", "倒置暂退法", True, avoid=("反向暂退法",))
     assert (
-        translations.message_problems("*inverted* dropout", "*倒置*暂退法", False, [dropout]) == []
+        translations.message_problems("*inverted* dropout", "**倒置**暂退法", False, [dropout]) == []
     )
-    assert translations.message_problems("*inverted* dropout", "*反向*暂退法", False, [dropout])
+    assert translations.message_problems("*inverted* dropout", "**反向**暂退法", False, [dropout])
+
+
+def test_chinese_in_italics_is_a_problem_but_bold_latin_italics_and_math_are_not():
+    source = "The *query* is what we look for; *I saw a butterfly*; $a*b*c$."
+    good = "**查询**就是我们要找的东西；*I saw a butterfly*；$a*b*c$。"
+    assert translations.message_problems(source, good, False, []) == []
+    (problem,) = translations.message_problems(
+        source, good.replace("**查询**", "*查询*"), False, []
+    )
+    assert problem.startswith("italic Chinese") and "*查询*" in problem
+
+
+def test_the_search_dictionary_has_every_chinese_term_as_one_word():
+    terms = translations.read_terminology()
+    words = editions.search_dictionary_words(terms)
+    for word in ("暂退法", "束搜索", "多头注意力", "标签平滑", "词元", "池化", "掩蔽"):
+        assert word in words
+    assert not any(" " in w or not translations.HAN.search(w) for w in words)
+    assert len(words) == len(set(words))
 
 
 def test_terms_match_plurals_and_hyphenation_but_not_inside_code_or_math():

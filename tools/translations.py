@@ -21,25 +21,26 @@ fail the build until a translator has dealt with them (docs/translating.md).
   the message but neither its Chinese nor an accepted alternative (``also``) appears in the
   translation; and, for any term, a rendering listed under ``not`` (one that drifted in
   before: 瞥视 for glimpse, a bare "notebook") in the translation of a message that has the
-  English term.
+  English term;
+- Chinese in *italics* (Chinese fonts have no italic face: emphasis is **bold**).
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import re
 import subprocess
 import sys
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 # what is not prose (math, code, roles, links): the build's own definition, so the
-# terminology check and the build's untranslated-message check read messages alike
-from editions import NOT_PROSE  # noqa: E402
+# terminology check and the build's untranslated-message check read messages alike; the
+# terminology table is read by the build too (the Chinese search's user dictionary)
+from editions import NOT_PROSE, Term  # noqa: E402
+from editions import read_terminology as read_terminology_table  # noqa: E402
 
 LANGUAGE = "zh_CN"
 CATALOGS = ROOT / "locale" / LANGUAGE / "LC_MESSAGES"
@@ -51,51 +52,21 @@ ROLE = re.compile(r"\{([a-z:]+)\}`([^`]*)`")
 CODE = re.compile(r"(?<![}`])(``?)([^`]+?)\1(?!`)")
 LINK_URL = re.compile(r"\]\(([^)\s]+)\)")
 TERM_ROLE = re.compile(r"\{term\}`([^`<]*?)\s*(?:<[^>]*>)?`")
+# *emphasis* (not **bold**): Chinese fonts have no italic, so the browser slants the glyphs;
+# the Chinese edition emphasises Chinese with **bold** (docs/translating.md)
+ITALIC = re.compile(r"(?<![*\\])\*(?![*\s])((?:[^*\n]|\*\*[^*\n]+\*\*)+?)(?<![\s*\\])\*(?!\*)")
+HAN = re.compile(r"[\u4e00-\u9fff]")
 
 
-@dataclass(frozen=True)
-class Term:
-    english: str
-    chinese: str
-    checked: bool
-    also: tuple[str, ...] = ()  # accepted alternatives to ``chinese``
-    avoid: tuple[str, ...] = ()  # drifted renderings that must not appear (the ``not`` column)
-
-    def renderings(self) -> tuple[str, ...]:
-        """Every accepted Chinese rendering, the preferred one first."""
-        return (self.chinese, *self.also)
-
-    def pattern(self) -> re.Pattern[str]:
-        words = r"[\s-]+".join(re.escape(word) for word in re.split(r"[\s-]+", self.english))
-        return re.compile(rf"(?<![A-Za-z]){words}(?:s|es)?(?![A-Za-z])", re.IGNORECASE)
-
-
-def _alternatives(cell: str | None) -> tuple[str, ...]:
-    return tuple(part.strip() for part in (cell or "").split("|") if part.strip())
+def italic_chinese(msgstr: str) -> list[str]:
+    """The *italic* spans of a translation that contain Chinese (math and code ignored)."""
+    prose = NOT_PROSE.sub(lambda m: " " * len(m.group()), msgstr)
+    return [m.group() for m in ITALIC.finditer(prose) if HAN.search(m.group(1))]
 
 
 def read_terminology(path: Path = TERMINOLOGY) -> list[Term]:
-    """The terms of ``terminology.tsv``; a malformed row is an error naming its line."""
-    lines = path.read_text(encoding="utf-8").splitlines()
-    rows = [line for line in lines if line.strip() and not line.startswith("#")]
-    reader = csv.DictReader(rows, delimiter="\t")
-    terms = []
-    for row in reader:
-        if row.get("checked") not in ("yes", "no") or not row.get("chinese"):
-            raise ValueError(
-                f"{path.name}: the row {row.get('english')!r} needs a Chinese term and "
-                f"checked = yes or no (got {row.get('checked')!r})"
-            )
-        terms.append(
-            Term(
-                row["english"],
-                row["chinese"],
-                row["checked"] == "yes",
-                _alternatives(row.get("also")),
-                _alternatives(row.get("not")),
-            )
-        )
-    return terms
+    """The terms of ``terminology.tsv`` (the build reads them too: the search dictionary)."""
+    return read_terminology_table(path)
 
 
 def role_targets(text: str) -> Counter:
@@ -141,6 +112,9 @@ def message_problems(msgid: str, msgstr: str, fuzzy: bool, terms: list[Term]) ->
                 f"{kind} not kept: missing {sorted(map(str, missing.elements()))}, "
                 f"new {sorted(map(str, extra.elements()))}"
             )
+    italic = italic_chinese(msgstr)
+    if italic:
+        problems.append(f"italic Chinese {italic}: emphasise Chinese with **bold**")
     # a {term} role's text is prose (the reader sees it); other roles, math and code are not;
     # emphasis marks are not words ("*inverted* dropout" is the term "inverted dropout")
     prose = NOT_PROSE.sub(" ", TERM_ROLE.sub(lambda m: m.group(1), msgid)).replace("*", "")

@@ -15,6 +15,9 @@ False``), see docs/translating.md. This extension adds what that mechanism lacks
   is a warning naming the page and line, which ``--warningiserror`` turns into a failure.
   A message that needs no translation (a name, a number, only math or code) is exempt:
   one with no English word outside its math, code, roles and links.
+- **Chinese search finds Chinese words.** The Chinese edition's search index is segmented
+  by jieba with the terminology's Chinese terms as its user dictionary
+  (``chinese_search_dictionary``), so 暂退法 or 束搜索 finds the pages that use it.
 - **A language switch on every page**, in the article header next to the download
   button, that leads to the same page in the other edition. The English edition is the
   site's root; the Chinese one is its ``zh/`` folder (``EDITIONS``).
@@ -22,7 +25,10 @@ False``), see docs/translating.md. This extension adds what that mechanism lacks
 
 from __future__ import annotations
 
+import csv
+import hashlib
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from docutils import nodes
@@ -64,6 +70,117 @@ _ENGLISH_WORD = re.compile(r"[A-Za-z]{2,}")
 def english_words(message: str) -> list[str]:
     """The English words of ``message`` outside math, code, roles, links and URLs."""
     return _ENGLISH_WORD.findall(NOT_PROSE.sub(" ", message))
+
+
+# ----------------------------------------------------------------------------------------
+# the terminology (locale/<language>/terminology.tsv): checked by tools/translations.py,
+# and the Chinese search's user dictionary
+
+
+@dataclass(frozen=True)
+class Term:
+    english: str
+    chinese: str
+    checked: bool
+    also: tuple[str, ...] = ()  # accepted alternatives to ``chinese``
+    avoid: tuple[
+        str, ...
+    ] = ()  # drifted renderings that must not appear (the ``not`` column)
+
+    def renderings(self) -> tuple[str, ...]:
+        """Every accepted Chinese rendering, the preferred one first."""
+        return (self.chinese, *self.also)
+
+    def pattern(self) -> re.Pattern[str]:
+        words = r"[\s-]+".join(
+            re.escape(word) for word in re.split(r"[\s-]+", self.english)
+        )
+        return re.compile(rf"(?<![A-Za-z]){words}(?:s|es)?(?![A-Za-z])", re.IGNORECASE)
+
+
+def _alternatives(cell: str | None) -> tuple[str, ...]:
+    return tuple(part.strip() for part in (cell or "").split("|") if part.strip())
+
+
+def read_terminology(path: Path) -> list[Term]:
+    """The terms of ``locale/<language>/terminology.tsv`` (docs/translating.md); a malformed
+    row is an error naming its term."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    rows = [line for line in lines if line.strip() and not line.startswith("#")]
+    reader = csv.DictReader(rows, delimiter="\t")
+    terms = []
+    for row in reader:
+        if row.get("checked") not in ("yes", "no") or not row.get("chinese"):
+            raise ValueError(
+                f"{path.name}: the row {row.get('english')!r} needs a Chinese term and "
+                f"checked = yes or no (got {row.get('checked')!r})"
+            )
+        terms.append(
+            Term(
+                row["english"],
+                row["chinese"],
+                row["checked"] == "yes",
+                _alternatives(row.get("also")),
+                _alternatives(row.get("not")),
+            )
+        )
+    return terms
+
+
+_HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+def search_dictionary_words(terms: list[Term]) -> list[str]:
+    """The Chinese words of the terminology, for the search's segmenter (jieba): every
+    accepted rendering, split at its spaces ("掩蔽 softmax" gives 掩蔽; jieba cuts at
+    spaces and Latin letters anyway), each word once."""
+    words: dict[str, None] = {}
+    for term in terms:
+        for rendering in term.renderings():
+            words.update(
+                (piece, None) for piece in rendering.split() if _HAN.search(piece)
+            )
+    return list(words)
+
+
+def chinese_search_dictionary(app: Sphinx, config) -> None:
+    """Segment the Chinese edition's search index with the course's terms as whole words.
+
+    Sphinx's Chinese search splits text with jieba when it is importable (else it indexes
+    no Chinese word at all) and loads ``html_search_options["dict"]`` as jieba's user
+    dictionary. The dictionary is written here from terminology.tsv, so a new term is
+    searchable as one word (束搜索, 多头注意力) without a second list; its digest in the
+    options makes Sphinx re-index every page when the terminology changes."""
+    if not (config.language or "").startswith("zh"):
+        return
+    try:
+        import jieba
+    except ImportError:
+        logger.warning(
+            "jieba is not installed: the Chinese search index would hold no Chinese word "
+            "(.venv/bin/pip install -r requirements.txt)",
+            type="editions",
+            subtype="search",
+        )
+        return
+    import logging as _logging
+
+    jieba.setLogLevel(
+        _logging.WARNING
+    )  # not its "Building prefix dict..." on every build
+    table = Path(app.srcdir, config.locale_dirs[0], config.language, "terminology.tsv")
+    text = "".join(
+        f"{word}\n" for word in search_dictionary_words(read_terminology(table))
+    )
+    path = Path(app.doctreedir) / "search-dictionary.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    config.html_search_options = {
+        **(config.html_search_options or {}),
+        "dict": str(path),
+        "terms": digest,
+    }
 
 
 def is_default(language: str | None) -> bool:
@@ -217,6 +334,7 @@ def translate_config(app: Sphinx, config) -> None:
 
 def setup(app: Sphinx) -> dict:
     app.connect("config-inited", translate_config)
+    app.connect("config-inited", chinese_search_dictionary)
     # the switch's style and the Chinese edition's font fallbacks (book/_static/editions.css)
     app.connect(
         "config-inited",
