@@ -201,7 +201,8 @@ def test_a_drifted_rendering_counts_in_prose_only_and_emphasis_hides_no_term():
     )
     dropout = translations.Term("inverted dropout", "倒置暂退法", True, avoid=("反向暂退法",))
     assert (
-        translations.message_problems("*inverted* dropout", "**倒置**暂退法", False, [dropout]) == []
+        translations.message_problems("*inverted* dropout", "**倒置**暂退法", False, [dropout])
+        == []
     )
     assert translations.message_problems("*inverted* dropout", "**反向**暂退法", False, [dropout])
 
