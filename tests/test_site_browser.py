@@ -429,16 +429,13 @@ def test_search_finds_nadaraya_offline(visit):
 
 def search_results(visit, query: str) -> list[str]:
     """The result links of the search page for ``query``, typed into its search box."""
-    box = visit.page.locator("#search-results, form[action$='search.html'] input[name='q']")
-    box.first.wait_for(timeout=15_000)
-    field = visit.page.locator("input[name='q']").first
+    field = visit.page.locator("input[name='q']:visible").first
+    field.wait_for(timeout=15_000)
     field.fill(query)
     field.press("Enter")
-    visit.page.locator("#search-results ul.search li a").first.wait_for(timeout=15_000)
-    return [
-        a.get_attribute("href") or ""
-        for a in visit.page.locator("#search-results ul.search li a").all()
-    ]
+    links = visit.page.locator("#search-results ul.search li a")
+    links.first.wait_for(timeout=15_000)
+    return [a.get_attribute("href") or "" for a in links.all()]
 
 
 # Chinese terms (book/_ext/editions.py segments the index with terminology.tsv as jieba's
@@ -552,3 +549,43 @@ def test_chinese_text_is_drawn_in_a_cjk_font(visit, page):
 
 # the CJK fonts book/_static/editions.css names (WenQuanYi Micro Hei is what make installs)
 CJK_FONTS = re.compile(r"WenQuanYi|Noto Sans CJK|Source Han|PingFang|YaHei", re.IGNORECASE)
+
+
+# The texts the theme writes around a page (book/_ext/editions.py, locale/zh_CN/LC_MESSAGES/
+# sphinx.po and booktheme.po): the header's tooltips (Bootstrap moves a title into
+# data-bs-original-title once the page runs), the footer, the navigation around the article.
+THEME_TEXTS = """() => {
+  const tipped = '[title], [data-bs-original-title]';
+  const scopes = '.bd-header, .bd-header-article, .prev-next-area, footer';
+  const tooltips = Array.from(document.querySelectorAll(scopes))
+    .flatMap(scope => Array.from(scope.querySelectorAll(tipped)))
+    .filter(el => !el.classList.contains('edition-switch'))
+    .map(el => el.getAttribute('data-bs-original-title') || el.getAttribute('title'));
+  const frame = Array.from(document.querySelectorAll(
+      '.bd-header, .bd-header-article, .bd-sidebar-secondary, .prev-next-area, footer'))
+    .map(el => el.innerText).join('\\n');
+  const footer = Array.from(document.querySelectorAll('footer')).map(el => el.innerText).join(' ');
+  return {tooltips, frame, footer};
+}"""
+# Taiwan usage and Traditional characters that sphinx-book-theme's zh_CN catalog and
+# pydata-sphinx-theme's zh catalog put on pages: none may reach the mainland edition
+TAIWAN = re.compile(r"列印|搜尋|檔案|網頁|設定|原始碼|程式|資料|頁面|切換|導覽|側邊")
+ENGLISH_FRAME = re.compile(r"\b(?:By|Copyright|Powered|Contents|Toggle|Download|Search|Print)\b")
+
+
+@pytest.mark.parametrize("page", ["book/ch1_pooling", "book/exercises/ch2_soft_hard"])
+def test_the_chinese_frame_tooltips_and_footer_are_mainland_chinese(visit, page):
+    visit.goto(f"zh/{page}.html", settle=False)
+    texts = visit.page.evaluate(THEME_TEXTS)
+    assert len(texts["tooltips"]) >= 4, texts["tooltips"]  # download, PDF, full screen, ...
+    latin = [t for t in texts["tooltips"] if not CJK.search(t or "")]
+    assert not latin, f"zh/{page}: tooltips not in Chinese: {latin}"
+    everything = texts["frame"] + "\n" + "\n".join(texts["tooltips"])
+    taiwan = TAIWAN.findall(everything)
+    assert not taiwan, f"zh/{page}: Taiwan usage or Traditional characters: {taiwan}"
+    english = ENGLISH_FRAME.findall(texts["frame"])
+    assert not english, f"zh/{page}: theme texts left in English: {english}"
+    assert "作者" in texts["footer"] and "版权所有" in texts["footer"], texts["footer"]
+    visit.goto(f"{page}.html", settle=False)  # the English edition keeps its English frame
+    english_tooltips = visit.page.evaluate(THEME_TEXTS)["tooltips"]
+    assert "Print to PDF" in english_tooltips and not any(CJK.search(t) for t in english_tooltips)

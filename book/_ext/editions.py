@@ -15,6 +15,9 @@ False``), see docs/translating.md. This extension adds what that mechanism lacks
   is a warning naming the page and line, which ``--warningiserror`` turns into a failure.
   A message that needs no translation (a name, a number, only math or code) is exempt:
   one with no English word outside its math, code, roles and links.
+- **The theme speaks the edition's language.** sphinx-book-theme's own catalog
+  (``booktheme``) is replaced by the course's (``theme_strings_in_this_language``), so its
+  tooltips and footer are mainland Chinese, not the theme's Taiwan usage or English.
 - **Chinese search finds Chinese words.** The Chinese edition's search index is segmented
   by jieba with the terminology's Chinese terms as its user dictionary
   (``chinese_search_dictionary``), so 暂退法 or 束搜索 finds the pages that use it.
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,10 +53,11 @@ STATIC = Path(__file__).resolve().parents[1] / "_static"
 EDITIONS = {"en": ("", "English"), "zh_CN": ("zh/", "中文")}
 
 # The few texts that come from the configuration (_config.yml), not from a page, and so from
-# no catalog: the site title, the search box's placeholder, the footer.
+# no catalog: the site title, the footer's author, the search box's placeholder, the footer.
 CONFIG_TEXTS = {
     "zh_CN": {
         "html_title": "推导注意力",
+        "author": "《推导注意力》课程组",
         "search_bar_text": "搜索本书……",
         "extra_footer": "本站的每一幅图都是在构建本书时，由图上方所示的代码计算生成的。",
     },
@@ -326,15 +331,55 @@ def translate_config(app: Sphinx, config) -> None:
     if not texts:
         return
     config.html_title = texts["html_title"]
+    config.author = texts["author"]  # the footer's "By ..." (sphinx-book-theme)
     options = dict(config.html_theme_options)
     options["search_bar_text"] = texts["search_bar_text"]
     options["extra_footer"] = texts["extra_footer"]
     config.html_theme_options = options
 
 
+# gettext domains of the theme whose course-local catalog (locale/<language>/LC_MESSAGES/
+# <domain>.po) goes in front of the theme's own: sphinx-book-theme's zh_CN catalog has Taiwan
+# usage (列印成 PDF). The "sphinx" domain (pydata-sphinx-theme's navigation, tooltips and
+# footer) needs nothing here: Sphinx itself reads a sphinx.po in locale_dirs first.
+THEME_DOMAINS = ("booktheme",)
+
+
+def theme_strings_in_this_language(app: Sphinx, config) -> None:
+    """Translate the theme's own texts (tooltips, footer) with the course's catalog first.
+
+    The theme registered its catalog in its setup (before config-inited); Sphinx merges a
+    second catalog for a domain only as a fallback, so this compiles ours (in memory) and
+    makes it the domain's translator, with the theme's behind it."""
+    if is_default(config.language):
+        return
+    import gettext
+
+    from babel.messages.mofile import write_mo
+    from babel.messages.pofile import read_po
+    from sphinx import locale
+
+    sources = Path(app.srcdir, config.locale_dirs[0], config.language, "LC_MESSAGES")
+    for domain in THEME_DOMAINS:
+        source = sources / f"{domain}.po"
+        if not source.is_file():
+            continue
+        with open(source, "rb") as handle:
+            catalog = read_po(handle, locale=config.language)
+        compiled = io.BytesIO()
+        write_mo(compiled, catalog)
+        compiled.seek(0)
+        ours = gettext.GNUTranslations(compiled)
+        theirs = locale.translators.get(("general", domain))
+        if theirs is not None and type(theirs) is not gettext.NullTranslations:
+            ours.add_fallback(theirs)
+        locale.translators["general", domain] = ours
+
+
 def setup(app: Sphinx) -> dict:
     app.connect("config-inited", translate_config)
     app.connect("config-inited", chinese_search_dictionary)
+    app.connect("config-inited", theme_strings_in_this_language)
     # the switch's style and the Chinese edition's font fallbacks (book/_static/editions.css)
     app.connect(
         "config-inited",
