@@ -91,6 +91,39 @@ def test_terminology_is_read_and_covers_the_core_terms():
         assert terms[english].chinese == chinese and terms[english].checked
 
 
+def glossary_entries() -> list[list[str]]:
+    """The terms of each entry of book/glossary.md (an entry may have several)."""
+    text = (REPO / "book" / "glossary.md").read_text(encoding="utf-8")
+    body = text.split("```{glossary}\n", 1)[1].rsplit("```", 1)[0]
+    return [
+        [line for line in block.splitlines() if line and not line.startswith("  ")]
+        for block in body.strip().split("\n\n")
+    ]
+
+
+def test_every_term_of_the_terminology_has_a_glossary_entry():
+    glossary = {term.lower() for entry in glossary_entries() for term in entry}
+    missing = [
+        t.english for t in translations.read_terminology() if t.english.lower() not in glossary
+    ]
+    assert not missing, f"terminology.tsv terms without a glossary entry: {missing}"
+
+
+def test_the_chinese_glossary_heads_each_entry_chinese_then_english():
+    """Each glossary term is translated 中文（English）, so the Chinese glossary is also the
+    bilingual one (a name that is the same in both, BLEU or RoPE, stays as it is)."""
+    catalog = translations.read_catalog(translations.CATALOGS / "book" / "glossary.po")
+    wrong = []
+    for entry in glossary_entries():
+        for term in entry:
+            translated = catalog.get(term).string
+            if translated != term and not (
+                translated.endswith(f"（{term}）") and translations.HAN.search(translated)
+            ):
+                wrong.append((term, translated))
+    assert not wrong, wrong
+
+
 @pytest.mark.parametrize(
     "english, chinese, drifted",
     [
@@ -199,6 +232,8 @@ def test_a_drifted_rendering_counts_in_prose_only_and_emphasis_hides_no_term():
     assert translations.message_problems(
         "Submit the notebook.", "提交 notebook。", False, [notebook]
     )
+    # the original given in brackets after its Chinese is not a drift
+    assert not translations.message_problems("notebook", "笔记本（notebook）", False, [notebook])
     dropout = translations.Term("inverted dropout", "倒置暂退法", True, avoid=("反向暂退法",))
     assert (
         translations.message_problems("*inverted* dropout", "**倒置**暂退法", False, [dropout])

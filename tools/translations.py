@@ -56,6 +56,7 @@ TERM_ROLE = re.compile(r"\{term\}`([^`<]*?)\s*(?:<[^>]*>)?`")
 # the Chinese edition emphasises Chinese with **bold** (docs/translating.md)
 ITALIC = re.compile(r"(?<![*\\])\*(?![*\s])((?:[^*\n]|\*\*[^*\n]+\*\*)+?)(?<![\s*\\])\*(?!\*)")
 HAN = re.compile(r"[\u4e00-\u9fff]")
+ORIGINAL_IN_BRACKETS = re.compile(r"（[^（）]*）")
 
 
 def italic_chinese(msgstr: str) -> list[str]:
@@ -119,7 +120,10 @@ def message_problems(msgid: str, msgstr: str, fuzzy: bool, terms: list[Term]) ->
     # emphasis marks are not words ("*inverted* dropout" is the term "inverted dropout")
     prose = NOT_PROSE.sub(" ", TERM_ROLE.sub(lambda m: m.group(1), msgid)).replace("*", "")
     translation = msgstr.replace("*", "")
-    translated_prose = NOT_PROSE.sub(" ", TERM_ROLE.sub(lambda m: m.group(1), translation))
+    # the original term given in brackets after its Chinese, 独热（one-hot）, is not a drift
+    translated_prose = ORIGINAL_IN_BRACKETS.sub(
+        " ", NOT_PROSE.sub(" ", TERM_ROLE.sub(lambda m: m.group(1), translation))
+    )
     for term in terms:
         if not term.pattern().search(prose):
             continue
