@@ -10,7 +10,8 @@
   text, every image decoded, nothing external;
   no stderr output, traceback, warning or build-machine path in any cell output.
 - Every figure a chapter's code cell builds is shown on the page (images >= figures built).
-- The search page finds "Nadaraya"; chapter pages link their exercise and offer their
+- The search page finds "Nadaraya"; the Chinese one finds the chapters that use a Chinese
+  term typed into its box (暂退法, 束搜索, 多头注意力, 标签平滑, 池化); chapter pages link their exercise and offer their
   notebook; exercise pages offer the released zip and notebook.
 - A full-page screenshot of every chapter, taken once its math is typeset, goes to
   ``test-artifacts/`` (gitignored).
@@ -426,6 +427,39 @@ def test_search_finds_nadaraya_offline(visit):
     assert not visit.console_errors, f"search page console errors: {visit.console_errors}"
 
 
+def search_results(visit, query: str) -> list[str]:
+    """The result links of the search page for ``query``, typed into its search box."""
+    field = visit.page.locator("input[name='q']:visible").first
+    field.wait_for(timeout=15_000)
+    field.fill(query)
+    field.press("Enter")
+    links = visit.page.locator("#search-results ul.search li a")
+    links.first.wait_for(timeout=15_000)
+    return [a.get_attribute("href") or "" for a in links.all()]
+
+
+# Chinese terms (book/_ext/editions.py segments the index with terminology.tsv as jieba's
+# dictionary) and a chapter that uses each: without jieba the index holds no Chinese word
+@pytest.mark.parametrize(
+    "term, chapter",
+    [
+        ("暂退法", "ch5_multihead"),
+        ("束搜索", "ch6_transformer"),
+        ("多头注意力", "ch5_multihead"),
+        ("标签平滑", "ch6_transformer"),
+        ("池化", "ch1_pooling"),
+    ],
+)
+def test_chinese_search_finds_the_chapters_that_use_a_term(visit, term, chapter):
+    visit.goto("zh/search.html", settle=False)
+    hrefs = search_results(visit, term)
+    assert any(f"book/{chapter}.html" in h for h in hrefs), (
+        f"searching the Chinese edition for {term} did not list {chapter}: {hrefs}"
+    )
+    assert all("/zh/" in visit.page.url and not h.startswith("http") for h in hrefs)
+    assert not visit.external and not visit.console_errors, (visit.external, visit.console_errors)
+
+
 def test_toc_lists_every_chapter_and_exercise():
     for name in ASSIGNMENTS:
         assert f"book/{name}" in PAGES and f"book/exercises/{name}" in PAGES
@@ -515,3 +549,43 @@ def test_chinese_text_is_drawn_in_a_cjk_font(visit, page):
 
 # the CJK fonts book/_static/editions.css names (WenQuanYi Micro Hei is what make installs)
 CJK_FONTS = re.compile(r"WenQuanYi|Noto Sans CJK|Source Han|PingFang|YaHei", re.IGNORECASE)
+
+
+# The texts the theme writes around a page (book/_ext/editions.py, locale/zh_CN/LC_MESSAGES/
+# sphinx.po and booktheme.po): the header's tooltips (Bootstrap moves a title into
+# data-bs-original-title once the page runs), the footer, the navigation around the article.
+THEME_TEXTS = """() => {
+  const tipped = '[title], [data-bs-original-title]';
+  const scopes = '.bd-header, .bd-header-article, .prev-next-area, footer';
+  const tooltips = Array.from(document.querySelectorAll(scopes))
+    .flatMap(scope => Array.from(scope.querySelectorAll(tipped)))
+    .filter(el => !el.classList.contains('edition-switch'))
+    .map(el => el.getAttribute('data-bs-original-title') || el.getAttribute('title'));
+  const frame = Array.from(document.querySelectorAll(
+      '.bd-header, .bd-header-article, .bd-sidebar-secondary, .prev-next-area, footer'))
+    .map(el => el.innerText).join('\\n');
+  const footer = Array.from(document.querySelectorAll('footer')).map(el => el.innerText).join(' ');
+  return {tooltips, frame, footer};
+}"""
+# Taiwan usage and Traditional characters that sphinx-book-theme's zh_CN catalog and
+# pydata-sphinx-theme's zh catalog put on pages: none may reach the mainland edition
+TAIWAN = re.compile(r"列印|搜尋|檔案|網頁|設定|原始碼|程式|資料|頁面|切換|導覽|側邊")
+ENGLISH_FRAME = re.compile(r"\b(?:By|Copyright|Powered|Contents|Toggle|Download|Search|Print)\b")
+
+
+@pytest.mark.parametrize("page", ["book/ch1_pooling", "book/exercises/ch2_soft_hard"])
+def test_the_chinese_frame_tooltips_and_footer_are_mainland_chinese(visit, page):
+    visit.goto(f"zh/{page}.html", settle=False)
+    texts = visit.page.evaluate(THEME_TEXTS)
+    assert len(texts["tooltips"]) >= 4, texts["tooltips"]  # download, PDF, full screen, ...
+    latin = [t for t in texts["tooltips"] if not CJK.search(t or "")]
+    assert not latin, f"zh/{page}: tooltips not in Chinese: {latin}"
+    everything = texts["frame"] + "\n" + "\n".join(texts["tooltips"])
+    taiwan = TAIWAN.findall(everything)
+    assert not taiwan, f"zh/{page}: Taiwan usage or Traditional characters: {taiwan}"
+    english = ENGLISH_FRAME.findall(texts["frame"])
+    assert not english, f"zh/{page}: theme texts left in English: {english}"
+    assert "作者" in texts["footer"] and "版权所有" in texts["footer"], texts["footer"]
+    visit.goto(f"{page}.html", settle=False)  # the English edition keeps its English frame
+    english_tooltips = visit.page.evaluate(THEME_TEXTS)["tooltips"]
+    assert "Print to PDF" in english_tooltips and not any(CJK.search(t) for t in english_tooltips)

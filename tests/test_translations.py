@@ -91,6 +91,69 @@ def test_terminology_is_read_and_covers_the_core_terms():
         assert terms[english].chinese == chinese and terms[english].checked
 
 
+def glossary_entries() -> list[list[str]]:
+    """The terms of each entry of book/glossary.md (an entry may have several)."""
+    text = (REPO / "book" / "glossary.md").read_text(encoding="utf-8")
+    body = text.split("```{glossary}\n", 1)[1].rsplit("```", 1)[0]
+    return [
+        [line for line in block.splitlines() if line and not line.startswith("  ")]
+        for block in body.strip().split("\n\n")
+    ]
+
+
+def test_every_term_of_the_terminology_has_a_glossary_entry():
+    glossary = {term.lower() for entry in glossary_entries() for term in entry}
+    missing = [
+        t.english for t in translations.read_terminology() if t.english.lower() not in glossary
+    ]
+    assert not missing, f"terminology.tsv terms without a glossary entry: {missing}"
+
+
+def test_the_chinese_glossary_heads_each_entry_chinese_then_english():
+    """Each glossary term is translated 中文（English）, so the Chinese glossary is also the
+    bilingual one (a name that is the same in both, BLEU or RoPE, stays as it is)."""
+    catalog = translations.read_catalog(translations.CATALOGS / "book" / "glossary.po")
+    wrong = []
+    for entry in glossary_entries():
+        for term in entry:
+            translated = catalog.get(term).string
+            if translated != term and not (
+                translated.endswith(f"（{term}）") and translations.HAN.search(translated)
+            ):
+                wrong.append((term, translated))
+    assert not wrong, wrong
+
+
+@pytest.mark.parametrize(
+    "english, chinese, drifted",
+    [
+        ("glimpse", "一瞥", "瞥视"),
+        ("inverted dropout", "倒置暂退法", "反向暂退法"),
+        ("one-hot", "独热", "one-hot"),
+        ("item", "项", "项目"),
+        ("max-shifted softmax", "减去最大值的 softmax", "最大值平移"),
+        ("notebook", "笔记本", "notebook"),
+        ("graded exercise", "计分练习", "评分练习"),
+    ],
+)
+def test_terminology_names_the_renderings_that_drifted(english, chinese, drifted):
+    terms = {t.english: t for t in translations.read_terminology()}
+    assert terms[english].chinese == chinese and drifted in terms[english].avoid
+
+
+def test_terminology_accepts_the_lecture_notes_pooling_and_leaves_vocabulary_unchecked():
+    terms = {t.english: t for t in translations.read_terminology()}
+    assert "池化" in terms["pooling"].also and "最大池化" in terms["max pooling"].also
+    assert not terms["vocabulary"].checked  # 词表 vs. 词汇: everyday English, not checked
+
+
+def test_a_malformed_terminology_row_names_the_term(tmp_path):
+    table = tmp_path / "terminology.tsv"
+    table.write_text("english\tchinese\tchecked\talso\tnot\nglimpse\t一瞥\tsometimes\t\t\n")
+    with pytest.raises(ValueError, match="'glimpse'.*checked = yes or no"):
+        translations.read_terminology(table)
+
+
 # ----------------------------------------------------------------------------------------
 # the catalog check itself
 
@@ -130,6 +193,72 @@ def test_a_fuzzy_entry_is_not_finished():
     assert any(
         p.startswith("fuzzy") for p in translations.message_problems(SOURCE, GOOD, True, TERMS)
     )
+
+
+POOLING = translations.Term("max pooling", "最大汇聚", True, also=("最大池化",))
+GLIMPSE = translations.Term("glimpse", "一瞥", False, avoid=("瞥视",))
+
+
+def test_an_accepted_alternative_satisfies_a_checked_term():
+    source = "Max pooling overfits."
+    assert translations.message_problems(source, "最大池化容易过拟合。", False, [POOLING]) == []
+    assert translations.message_problems(source, "最大汇聚会过拟合。", False, [POOLING]) == []
+    assert translations.message_problems(source, "最大值会过拟合。", False, [POOLING])
+
+
+def test_a_drifted_rendering_fails_even_for_an_unchecked_term():
+    source = "The model learns where to put its next glimpse."
+    assert (
+        translations.message_problems(source, "模型学习下一次一瞥看向哪里。", False, [GLIMPSE])
+        == []
+    )
+    (problem,) = translations.message_problems(
+        source, "模型学习下一次瞥视看向哪里。", False, [GLIMPSE]
+    )
+    assert problem.startswith("terminology") and "瞥视" in problem
+
+
+def test_a_drifted_rendering_counts_in_prose_only_and_emphasis_hides_no_term():
+    notebook = translations.Term("notebook", "笔记本", True, avoid=("notebook",))
+    assert (
+        translations.message_problems(
+            "Open the notebook `notebook.ipynb`.",
+            "打开笔记本 `notebook.ipynb`。",
+            False,
+            [notebook],
+        )
+        == []
+    )
+    assert translations.message_problems(
+        "Submit the notebook.", "提交 notebook。", False, [notebook]
+    )
+    # the original given in brackets after its Chinese is not a drift
+    assert not translations.message_problems("notebook", "笔记本（notebook）", False, [notebook])
+    dropout = translations.Term("inverted dropout", "倒置暂退法", True, avoid=("反向暂退法",))
+    assert (
+        translations.message_problems("*inverted* dropout", "**倒置**暂退法", False, [dropout])
+        == []
+    )
+    assert translations.message_problems("*inverted* dropout", "**反向**暂退法", False, [dropout])
+
+
+def test_chinese_in_italics_is_a_problem_but_bold_latin_italics_and_math_are_not():
+    source = "The *query* is what we look for; *I saw a butterfly*; $a*b*c$."
+    good = "**查询**就是我们要找的东西；*I saw a butterfly*；$a*b*c$。"
+    assert translations.message_problems(source, good, False, []) == []
+    (problem,) = translations.message_problems(
+        source, good.replace("**查询**", "*查询*"), False, []
+    )
+    assert problem.startswith("italic Chinese") and "*查询*" in problem
+
+
+def test_the_search_dictionary_has_every_chinese_term_as_one_word():
+    terms = translations.read_terminology()
+    words = editions.search_dictionary_words(terms)
+    for word in ("暂退法", "束搜索", "多头注意力", "标签平滑", "词元", "池化", "掩蔽"):
+        assert word in words
+    assert not any(" " in w or not translations.HAN.search(w) for w in words)
+    assert len(words) == len(set(words))
 
 
 def test_terms_match_plurals_and_hyphenation_but_not_inside_code_or_math():

@@ -19,25 +19,29 @@ fail the build until a translator has dealt with them (docs/translating.md).
   formula ``$...$``, a code span, a role's target ({eq}`label`, {cite:t}`key`,
   {doc}`page`, {term}`text <target>`), a link's URL;
 - a term of ``locale/zh_CN/terminology.tsv`` marked ``checked`` whose English appears in
-  the message but whose Chinese does not appear in the translation.
+  the message but neither its Chinese nor an accepted alternative (``also``) appears in the
+  translation; and, for any term, a rendering listed under ``not`` (one that drifted in
+  before: 瞥视 for glimpse, a bare "notebook") in the translation of a message that has the
+  English term;
+- Chinese in *italics* (Chinese fonts have no italic face: emphasis is **bold**).
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import re
 import subprocess
 import sys
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 # what is not prose (math, code, roles, links): the build's own definition, so the
-# terminology check and the build's untranslated-message check read messages alike
-from editions import NOT_PROSE  # noqa: E402
+# terminology check and the build's untranslated-message check read messages alike; the
+# terminology table is read by the build too (the Chinese search's user dictionary)
+from editions import NOT_PROSE, Term  # noqa: E402
+from editions import read_terminology as read_terminology_table  # noqa: E402
 
 LANGUAGE = "zh_CN"
 CATALOGS = ROOT / "locale" / LANGUAGE / "LC_MESSAGES"
@@ -49,24 +53,22 @@ ROLE = re.compile(r"\{([a-z:]+)\}`([^`]*)`")
 CODE = re.compile(r"(?<![}`])(``?)([^`]+?)\1(?!`)")
 LINK_URL = re.compile(r"\]\(([^)\s]+)\)")
 TERM_ROLE = re.compile(r"\{term\}`([^`<]*?)\s*(?:<[^>]*>)?`")
+# *emphasis* (not **bold**): Chinese fonts have no italic, so the browser slants the glyphs;
+# the Chinese edition emphasises Chinese with **bold** (docs/translating.md)
+ITALIC = re.compile(r"(?<![*\\])\*(?![*\s])((?:[^*\n]|\*\*[^*\n]+\*\*)+?)(?<![\s*\\])\*(?!\*)")
+HAN = re.compile(r"[\u4e00-\u9fff]")
+ORIGINAL_IN_BRACKETS = re.compile(r"（[^（）]*）")
 
 
-@dataclass(frozen=True)
-class Term:
-    english: str
-    chinese: str
-    checked: bool
-
-    def pattern(self) -> re.Pattern[str]:
-        words = r"[\s-]+".join(re.escape(word) for word in re.split(r"[\s-]+", self.english))
-        return re.compile(rf"(?<![A-Za-z]){words}(?:s|es)?(?![A-Za-z])", re.IGNORECASE)
+def italic_chinese(msgstr: str) -> list[str]:
+    """The *italic* spans of a translation that contain Chinese (math and code ignored)."""
+    prose = NOT_PROSE.sub(lambda m: " " * len(m.group()), msgstr)
+    return [m.group() for m in ITALIC.finditer(prose) if HAN.search(m.group(1))]
 
 
 def read_terminology(path: Path = TERMINOLOGY) -> list[Term]:
-    rows = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    rows = [line for line in rows if not line.startswith("#")]
-    reader = csv.DictReader(rows, delimiter="\t")
-    return [Term(r["english"], r["chinese"], r["checked"] == "yes") for r in reader]
+    """The terms of ``terminology.tsv`` (the build reads them too: the search dictionary)."""
+    return read_terminology_table(path)
 
 
 def role_targets(text: str) -> Counter:
@@ -112,11 +114,28 @@ def message_problems(msgid: str, msgstr: str, fuzzy: bool, terms: list[Term]) ->
                 f"{kind} not kept: missing {sorted(map(str, missing.elements()))}, "
                 f"new {sorted(map(str, extra.elements()))}"
             )
-    # a {term} role's text is prose (the reader sees it); other roles, math and code are not
-    prose = NOT_PROSE.sub(" ", TERM_ROLE.sub(lambda m: m.group(1), msgid))
+    italic = italic_chinese(msgstr)
+    if italic:
+        problems.append(f"italic Chinese {italic}: emphasise Chinese with **bold**")
+    # a {term} role's text is prose (the reader sees it); other roles, math and code are not;
+    # emphasis marks are not words ("*inverted* dropout" is the term "inverted dropout")
+    prose = NOT_PROSE.sub(" ", TERM_ROLE.sub(lambda m: m.group(1), msgid)).replace("*", "")
+    translation = msgstr.replace("*", "")
+    # the original term given in brackets after its Chinese, 独热（one-hot）, is not a drift
+    translated_prose = ORIGINAL_IN_BRACKETS.sub(
+        " ", NOT_PROSE.sub(" ", TERM_ROLE.sub(lambda m: m.group(1), translation))
+    )
     for term in terms:
-        if term.checked and term.pattern().search(prose) and term.chinese not in msgstr:
-            problems.append(f"terminology: {term.english!r} is {term.chinese!r}")
+        if not term.pattern().search(prose):
+            continue
+        if term.checked and not any(chinese in translation for chinese in term.renderings()):
+            accepted = " or ".join(map(repr, term.renderings()))
+            problems.append(f"terminology: {term.english!r} is {accepted}")
+        drifted = [w for w in term.avoid if w.lower() in translated_prose.lower()]
+        if drifted:
+            problems.append(
+                f"terminology: {term.english!r} is {term.chinese!r}, not {', '.join(drifted)}"
+            )
     return problems
 
 

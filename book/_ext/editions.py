@@ -19,6 +19,12 @@ False``), see docs/translating.md. This extension adds what that mechanism lacks
   (``autograder/release/<id>.zip`` or ``<id>/<id>.ipynb``) gets, in a translated edition,
   that language's release (``autograder/release/zh_CN/...``, same file names), which
   ``python -m autograder.release`` makes from the same source notebook.
+- **The theme speaks the edition's language.** sphinx-book-theme's own catalog
+  (``booktheme``) is replaced by the course's (``theme_strings_in_this_language``), so its
+  tooltips and footer are mainland Chinese, not the theme's Taiwan usage or English.
+- **Chinese search finds Chinese words.** The Chinese edition's search index is segmented
+  by jieba with the terminology's Chinese terms as its user dictionary
+  (``chinese_search_dictionary``), so 暂退法 or 束搜索 finds the pages that use it.
 - **A language switch on every page**, in the article header next to the download
   button, that leads to the same page in the other edition. The English edition is the
   site's root; the Chinese one is its ``zh/`` folder (``EDITIONS``).
@@ -26,7 +32,11 @@ False``), see docs/translating.md. This extension adds what that mechanism lacks
 
 from __future__ import annotations
 
+import csv
+import hashlib
+import io
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from docutils import nodes
@@ -47,10 +57,11 @@ STATIC = Path(__file__).resolve().parents[1] / "_static"
 EDITIONS = {"en": ("", "English"), "zh_CN": ("zh/", "中文")}
 
 # The few texts that come from the configuration (_config.yml), not from a page, and so from
-# no catalog: the site title, the search box's placeholder, the footer.
+# no catalog: the site title, the footer's author, the search box's placeholder, the footer.
 CONFIG_TEXTS = {
     "zh_CN": {
         "html_title": "推导注意力",
+        "author": "《推导注意力》课程组",
         "search_bar_text": "搜索本书……",
         "extra_footer": "本站的每一幅图都是在构建本书时，由图上方所示的代码计算生成的。",
     },
@@ -68,6 +79,117 @@ _ENGLISH_WORD = re.compile(r"[A-Za-z]{2,}")
 def english_words(message: str) -> list[str]:
     """The English words of ``message`` outside math, code, roles, links and URLs."""
     return _ENGLISH_WORD.findall(NOT_PROSE.sub(" ", message))
+
+
+# ----------------------------------------------------------------------------------------
+# the terminology (locale/<language>/terminology.tsv): checked by tools/translations.py,
+# and the Chinese search's user dictionary
+
+
+@dataclass(frozen=True)
+class Term:
+    english: str
+    chinese: str
+    checked: bool
+    also: tuple[str, ...] = ()  # accepted alternatives to ``chinese``
+    avoid: tuple[
+        str, ...
+    ] = ()  # drifted renderings that must not appear (the ``not`` column)
+
+    def renderings(self) -> tuple[str, ...]:
+        """Every accepted Chinese rendering, the preferred one first."""
+        return (self.chinese, *self.also)
+
+    def pattern(self) -> re.Pattern[str]:
+        words = r"[\s-]+".join(
+            re.escape(word) for word in re.split(r"[\s-]+", self.english)
+        )
+        return re.compile(rf"(?<![A-Za-z]){words}(?:s|es)?(?![A-Za-z])", re.IGNORECASE)
+
+
+def _alternatives(cell: str | None) -> tuple[str, ...]:
+    return tuple(part.strip() for part in (cell or "").split("|") if part.strip())
+
+
+def read_terminology(path: Path) -> list[Term]:
+    """The terms of ``locale/<language>/terminology.tsv`` (docs/translating.md); a malformed
+    row is an error naming its term."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    rows = [line for line in lines if line.strip() and not line.startswith("#")]
+    reader = csv.DictReader(rows, delimiter="\t")
+    terms = []
+    for row in reader:
+        if row.get("checked") not in ("yes", "no") or not row.get("chinese"):
+            raise ValueError(
+                f"{path.name}: the row {row.get('english')!r} needs a Chinese term and "
+                f"checked = yes or no (got {row.get('checked')!r})"
+            )
+        terms.append(
+            Term(
+                row["english"],
+                row["chinese"],
+                row["checked"] == "yes",
+                _alternatives(row.get("also")),
+                _alternatives(row.get("not")),
+            )
+        )
+    return terms
+
+
+_HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+def search_dictionary_words(terms: list[Term]) -> list[str]:
+    """The Chinese words of the terminology, for the search's segmenter (jieba): every
+    accepted rendering, split at its spaces ("掩蔽 softmax" gives 掩蔽; jieba cuts at
+    spaces and Latin letters anyway), each word once."""
+    words: dict[str, None] = {}
+    for term in terms:
+        for rendering in term.renderings():
+            words.update(
+                (piece, None) for piece in rendering.split() if _HAN.search(piece)
+            )
+    return list(words)
+
+
+def chinese_search_dictionary(app: Sphinx, config) -> None:
+    """Segment the Chinese edition's search index with the course's terms as whole words.
+
+    Sphinx's Chinese search splits text with jieba when it is importable (else it indexes
+    no Chinese word at all) and loads ``html_search_options["dict"]`` as jieba's user
+    dictionary. The dictionary is written here from terminology.tsv, so a new term is
+    searchable as one word (束搜索, 多头注意力) without a second list; its digest in the
+    options makes Sphinx re-index every page when the terminology changes."""
+    if not (config.language or "").startswith("zh"):
+        return
+    try:
+        import jieba
+    except ImportError:
+        logger.warning(
+            "jieba is not installed: the Chinese search index would hold no Chinese word "
+            "(.venv/bin/pip install -r requirements.txt)",
+            type="editions",
+            subtype="search",
+        )
+        return
+    import logging as _logging
+
+    jieba.setLogLevel(
+        _logging.WARNING
+    )  # not its "Building prefix dict..." on every build
+    table = Path(app.srcdir, config.locale_dirs[0], config.language, "terminology.tsv")
+    text = "".join(
+        f"{word}\n" for word in search_dictionary_words(read_terminology(table))
+    )
+    path = Path(app.doctreedir) / "search-dictionary.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    config.html_search_options = {
+        **(config.html_search_options or {}),
+        "dict": str(path),
+        "terms": digest,
+    }
 
 
 def is_default(language: str | None) -> bool:
@@ -239,14 +361,55 @@ def translate_config(app: Sphinx, config) -> None:
     if not texts:
         return
     config.html_title = texts["html_title"]
+    config.author = texts["author"]  # the footer's "By ..." (sphinx-book-theme)
     options = dict(config.html_theme_options)
     options["search_bar_text"] = texts["search_bar_text"]
     options["extra_footer"] = texts["extra_footer"]
     config.html_theme_options = options
 
 
+# gettext domains of the theme whose course-local catalog (locale/<language>/LC_MESSAGES/
+# <domain>.po) goes in front of the theme's own: sphinx-book-theme's zh_CN catalog has Taiwan
+# usage (列印成 PDF). The "sphinx" domain (pydata-sphinx-theme's navigation, tooltips and
+# footer) needs nothing here: Sphinx itself reads a sphinx.po in locale_dirs first.
+THEME_DOMAINS = ("booktheme",)
+
+
+def theme_strings_in_this_language(app: Sphinx, config) -> None:
+    """Translate the theme's own texts (tooltips, footer) with the course's catalog first.
+
+    The theme registered its catalog in its setup (before config-inited); Sphinx merges a
+    second catalog for a domain only as a fallback, so this compiles ours (in memory) and
+    makes it the domain's translator, with the theme's behind it."""
+    if is_default(config.language):
+        return
+    import gettext
+
+    from babel.messages.mofile import write_mo
+    from babel.messages.pofile import read_po
+    from sphinx import locale
+
+    sources = Path(app.srcdir, config.locale_dirs[0], config.language, "LC_MESSAGES")
+    for domain in THEME_DOMAINS:
+        source = sources / f"{domain}.po"
+        if not source.is_file():
+            continue
+        with open(source, "rb") as handle:
+            catalog = read_po(handle, locale=config.language)
+        compiled = io.BytesIO()
+        write_mo(compiled, catalog)
+        compiled.seek(0)
+        ours = gettext.GNUTranslations(compiled)
+        theirs = locale.translators.get(("general", domain))
+        if theirs is not None and type(theirs) is not gettext.NullTranslations:
+            ours.add_fallback(theirs)
+        locale.translators["general", domain] = ours
+
+
 def setup(app: Sphinx) -> dict:
     app.connect("config-inited", translate_config)
+    app.connect("config-inited", chinese_search_dictionary)
+    app.connect("config-inited", theme_strings_in_this_language)
     # the switch's style and the Chinese edition's font fallbacks (book/_static/editions.css)
     app.connect(
         "config-inited",
