@@ -74,3 +74,26 @@ c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.ClearHiddenTests",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
+
+# Nothing a student wrote is live HTML where the instructor looks, whichever path wrote the
+# notebook (docs/threat-model.md). Our grader sanitises as it writes autograded/; the same
+# sanitiser (autograder/sanitise.py, as the preprocessor of autograder/nbgrader_sanitise.py)
+# runs last in nbgrader's autograde, so `nbgrader autograde` and the formgrader's Autograde
+# button write it sanitised too, and again in what renders it: generate_feedback and the
+# formgrader's manual-grading view (its HTMLExporter).
+from nbgrader.converters import Autograde  # noqa: E402
+
+from autograder.nbgrader_sanitise import SanitiseForInstructor  # noqa: E402
+
+c.Autograde.autograde_preprocessors = [
+    *Autograde.class_traits()["autograde_preprocessors"].default(),
+    SanitiseForInstructor,
+]
+c.GenerateFeedback.preprocessors = [*c.GenerateFeedback.preprocessors, SanitiseForInstructor]
+c.HTMLExporter.preprocessors = [SanitiseForInstructor]
+
+# The formgrader's view of the course: a course-local exchange (nbgrader's default,
+# /srv/nbgrader/exchange, does not exist here, and without one every assignment shows as
+# "draft"); `autograder.release` releases into it.
+c.Exchange.root = os.path.join(_ROOT, "exchange")
+os.makedirs(c.Exchange.root, exist_ok=True)
