@@ -10,7 +10,9 @@ For every assignment id, in order:
 2. run the real ``nbgrader generate_assignment <id> --force`` through nbgrader's Python API
    with the course's ``nbgrader_config.py`` (gradebook ``autograder/gradebook.db``);
 3. zip ``release/<id>/`` into ``release/<id>.zip``;
-4. scan the release (files, zips and the public-case JSON) for solution text, hidden tests
+4. after the scan (step 5), copy the release into the course's exchange (``nbgrader
+   release_assignment``): the formgrader then lists the assignment as released, not "draft";
+5. scan the release (files, zips and the public-case JSON) for solution text, hidden tests
    and imports of the reference package; if anything is found, delete that release and its
    zip and fail loudly (exit status 1, every finding listed).
 
@@ -168,8 +170,22 @@ def generate(course: Path, assignment: str) -> None:
         )
 
 
+def publish(course: Path, assignment: str) -> None:
+    """``nbgrader release_assignment`` into the exchange of ``nbgrader_config.py``, replacing
+    an earlier release of the same assignment."""
+    api = nbgrader_api(course)
+    outbound = Path(api.exchange_root) / api.course_id / "outbound" / assignment
+    shutil.rmtree(outbound, ignore_errors=True)
+    result = api.release_assignment(assignment)
+    if not result["success"]:
+        raise ReleaseError(
+            f"nbgrader release_assignment {assignment} failed:\n"
+            f"{result.get('error') or ''}\n{result.get('log') or ''}"
+        )
+
+
 # ----------------------------------------------------------------------------------------
-# steps 3 and 4: zip and scan
+# steps 3 and 5: zip and scan
 
 
 def make_zip(folder: Path) -> Path:
@@ -243,6 +259,7 @@ def release(course: Path = COURSE, only: list[str] | None = None, log=print) -> 
                 f"the release of {assignment} leaks solutions or hidden tests:\n  "
                 + "\n  ".join(problems)
             )
+        publish(course, assignment)
         timings[assignment] = time.perf_counter() - start
         log(f"released {assignment}: {released} and {zip_path.name} ({timings[assignment]:.1f} s)")
     return timings

@@ -271,3 +271,13 @@ def test_feedback_page_runs_nothing_a_student_wrote(instructor, feedback, beacon
     instructor.page.goto(feedback.as_uri(), wait_until="load")
     assert "the weights pick the nearest key" in instructor.page.inner_text("body")
     _nothing_ran(instructor, beacon, "the feedback page")
+
+
+def test_manage_assignments_lists_the_release_as_released_without_exchange_warning(instructor):
+    instructor.goto("formgrader/manage_assignments", settle=False)
+    page = instructor.page
+    page.wait_for_selector("#main-table td.status span")
+    statuses = page.locator("#main-table td.status").all_inner_texts()
+    assert statuses == ["released"], f"assignment status in the formgrader: {statuses}"
+    warnings = page.locator(".alert-warning").all_inner_texts()
+    assert warnings == [], f"the formgrader warns: {warnings}"
