@@ -83,11 +83,12 @@ c.GenerateFeedback.preprocessors = [
 # formgrader's manual-grading view (its HTMLExporter).
 from nbgrader.converters import Autograde  # noqa: E402
 
-from autograder.nbgrader_sanitise import SanitiseForInstructor  # noqa: E402
+from autograder.nbgrader_sanitise import KeepOnlyCourseFiles, SanitiseForInstructor  # noqa: E402
 
 c.Autograde.autograde_preprocessors = [
     *Autograde.class_traits()["autograde_preprocessors"].default(),
     SanitiseForInstructor,
+    KeepOnlyCourseFiles,  # the formgrader serves the folder's files: no student page there
 ]
 c.GenerateFeedback.preprocessors = [*c.GenerateFeedback.preprocessors, SanitiseForInstructor]
 c.HTMLExporter.preprocessors = [SanitiseForInstructor]

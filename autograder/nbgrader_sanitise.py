@@ -13,9 +13,18 @@ use it too. ``nbgrader_config.py`` registers it
   formgrader's manual-grading view): the readers clean again what they render, so an
   ``autograded/`` notebook written by anything else (an older grader, a hand copy, an
   autograde killed between its two passes) is still shown inert.
+
+`KeepOnlyCourseFiles` runs after it in autograde: nbgrader copies every other file of a
+submission into ``autograded/<student>/<id>/``, and the formgrader serves that folder's files
+from its own origin (``/formgrader/submissions/<id>/<file>``), where a student's HTML page
+would run with the instructor's Jupyter session. Once the notebook has run, the folder keeps
+only the notebooks, ``timestamp.txt`` and the files of the instructor's ``source/<id>/``.
 """
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool
@@ -30,3 +39,30 @@ class SanitiseForInstructor(Preprocessor):
 
     def preprocess(self, nb, resources):
         return sanitise.clean_notebook(nb), resources
+
+
+class KeepOnlyCourseFiles(Preprocessor):
+    """Remove from the autograded folder every file a student added beside the notebook."""
+
+    enabled = Bool(True)
+
+    def preprocess(self, nb, resources):
+        autograded = Path(resources["metadata"]["path"])  # the folder autograde writes
+        coursedir = self.parent.parent.coursedir  # preprocessor -> exporter -> Autograde app
+        source = Path(
+            coursedir.format_path(
+                coursedir.source_directory, ".", resources["nbgrader"]["assignment"]
+            )
+        )
+        for path in sorted(autograded.rglob("*"), reverse=True):  # files before their folders
+            relative = path.relative_to(autograded)
+            if path.is_dir() and not path.is_symlink():
+                if not any(path.iterdir()):
+                    path.rmdir()
+            elif not (
+                path.suffix == ".ipynb"
+                or relative == Path("timestamp.txt")
+                or (source / relative).is_file()
+            ):
+                os.unlink(path)
+        return nb, resources

@@ -11,7 +11,9 @@ blocked and recorded by the page.
 Jupyter Server runs on 127.0.0.1 with a token and nbgrader's formgrader, from the course
 folder as the README says. In Chromium the instructor clicks that submission's Autograde
 button (nbgrader's own autograde, in the server: not our grader), then its Generate Feedback
-button, then opens the manual-grading view of the autograded notebook and the feedback page.
+button, then opens the manual-grading view of the autograded notebook, the ``answer.html``
+mallory put beside the notebook (the formgrader serves the autograded folder's files), and
+the feedback page.
 After each page: ``window.__pwned`` is unset, the beacon got nothing, no request left
 127.0.0.1 for a host the student named, and no ``javascript:`` link is left to click.
 """
@@ -136,6 +138,10 @@ def formgrader(tmp_path_factory, beacon):
     )
     notebook = corpus.append_to_cell(notebook, "average-max-pool", hostile_output_code(beacon.url))
     corpus.write_submission(course, A, STUDENT, notebook)
+    # a page beside the notebook: nbgrader copies it to autograded/, which the formgrader serves
+    (course / "submitted" / STUDENT / A / "answer.html").write_text(
+        f'<script>window.__pwned = "page"; fetch("{beacon.url}/page")</script>'
+    )
     runtime = tmp / "runtime"
     command = [
         str(Path(sys.executable).parent / "jupyter-server"),
@@ -265,6 +271,9 @@ def test_manual_grading_view_runs_nothing_a_student_wrote(
     instructor.goto(f"formgrader/submissions/{submission_id}/", settle=False)
     assert "the weights pick the nearest key" in instructor.page.inner_text("body")
     _nothing_ran(instructor, beacon, "the manual-grading view")
+    page = instructor.goto(f"formgrader/submissions/{submission_id}/answer.html", settle=False)
+    assert page.status == 404, "the formgrader serves the student's own HTML page"
+    _nothing_ran(instructor, beacon, "the student's page beside the notebook")
 
 
 def test_feedback_page_runs_nothing_a_student_wrote(instructor, feedback, beacon):
