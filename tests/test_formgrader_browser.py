@@ -22,25 +22,20 @@ from __future__ import annotations
 
 import http.server
 import json
-import os
-import subprocess
 import sys
 import threading
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from formgrader_server import formgrader_server  # noqa: E402
 from hostile import corpus  # noqa: E402
 from test_site_browser import PageVisit, browser  # noqa: E402, F401 - the shared Chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
 A = "ch1_pooling"
 STUDENT = "mallory"
-TOKEN = "formgrader-test-token"
-REPO = corpus.REPO
 ATTACKER = "attacker.example"
 #: what makes rendered HTML run, load or navigate by itself
 LIVE = (
@@ -109,18 +104,6 @@ def hostile_output_code(beacon: str) -> str:
     )
 
 
-def _server_env(tmp: Path) -> dict:
-    bindir = str(Path(sys.executable).parent)
-    return dict(
-        os.environ,
-        PATH=bindir + os.pathsep + os.environ.get("PATH", ""),
-        PYTHONPATH=str(REPO),  # the course config imports this checkout's autograder
-        JUPYTER_CONFIG_DIR=str(tmp / "config"),  # nobody's personal Jupyter config
-        JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
-        IPYTHONDIR=str(tmp / "ipython"),
-    )
-
-
 @pytest.fixture(scope="module")
 def beacon():
     b = Beacon()
@@ -142,49 +125,8 @@ def formgrader(tmp_path_factory, beacon):
     (course / "submitted" / STUDENT / A / "answer.html").write_text(
         f'<script>window.__pwned = "page"; fetch("{beacon.url}/page")</script>'
     )
-    runtime = tmp / "runtime"
-    command = [
-        str(Path(sys.executable).parent / "jupyter-server"),
-        "--ServerApp.ip=127.0.0.1",
-        "--ServerApp.port=0",  # any free port: read back from the runtime file
-        "--ServerApp.open_browser=False",
-        f"--IdentityProvider.token={TOKEN}",
-        f"--ServerApp.root_dir={course}",
-    ]
-    if os.geteuid() == 0:
-        command.append("--allow-root")
-    log = open(tmp / "server.log", "w")
-    server = subprocess.Popen(
-        command, cwd=course, env=_server_env(tmp), stdout=log, stderr=subprocess.STDOUT
-    )
-    try:
-        url = _wait_for_server(server, runtime, tmp / "server.log")
-        yield {"url": url, "course": course, "log": tmp / "server.log"}
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
-
-
-def _wait_for_server(server: subprocess.Popen, runtime: Path, log: Path) -> str:
-    """The server's URL once it answers; fails with its log if it exits or never answers."""
-    deadline = time.monotonic() + 180  # a ceiling on a broken start, not a timing assertion
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            pytest.fail(f"jupyter server exited:\n{log.read_text()[-3000:]}", pytrace=False)
-        for info in runtime.glob(f"jpserver-{server.pid}.json"):
-            url = json.loads(info.read_text())["url"].rstrip("/")
-            try:
-                with urllib.request.urlopen(f"{url}/api/status?token={TOKEN}", timeout=5):
-                    return url
-            except OSError:
-                pass
-        time.sleep(0.5)
-    pytest.fail(f"jupyter server did not answer:\n{log.read_text()[-3000:]}", pytrace=False)
+    with formgrader_server(course, tmp) as (url, token):
+        yield {"url": url, "token": token, "course": course, "log": tmp / "server.log"}
 
 
 @pytest.fixture(scope="module")
@@ -192,7 +134,9 @@ def instructor(browser, formgrader):  # noqa: F811 - the fixture imported above
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     context.set_default_timeout(300_000)  # autograde runs the notebook on a shared machine
     visit = PageVisit(context, formgrader["url"])
-    visit.goto(f"formgrader?token={TOKEN}", settle=False)  # logs in: the token becomes a cookie
+    visit.goto(
+        f"formgrader?token={formgrader['token']}", settle=False
+    )  # logs in: the token becomes a cookie
     yield visit
     visit.close()
     context.close()
