@@ -19,6 +19,10 @@ submission into ``autograded/<student>/<id>/``, and the formgrader serves that f
 from its own origin (``/formgrader/submissions/<id>/<file>``), where a student's HTML page
 would run with the instructor's Jupyter session. Once the notebook has run, the folder keeps
 only the notebooks, ``timestamp.txt`` and the files of the instructor's ``source/<id>/``.
+
+`NameStudent` (not a sanitiser, but of the same kind: nbgrader's own autograde made to do
+what our grader does) gives a student nbgrader creates the name our grader gives
+(`autograder.gradebook.name_student`), so the formgrader never lists "None, None".
 """
 
 from __future__ import annotations
@@ -65,4 +69,19 @@ class KeepOnlyCourseFiles(Preprocessor):
                 or (source / relative).is_file()
             ):
                 os.unlink(path)
+        return nb, resources
+
+
+class NameStudent(Preprocessor):
+    """The submission's student gets the id as name if nobody gave one."""
+
+    enabled = Bool(True)
+
+    def preprocess(self, nb, resources):
+        from nbgrader.api import Gradebook
+
+        from autograder.gradebook import name_student
+
+        with Gradebook(resources["nbgrader"]["db_url"]) as gb:
+            name_student(gb, resources["nbgrader"]["student"])
         return nb, resources

@@ -234,3 +234,11 @@ def test_manage_assignments_lists_the_release_as_released_without_exchange_warni
     assert statuses == ["released"], f"assignment status in the formgrader: {statuses}"
     warnings = page.locator(".alert-warning").all_inner_texts()
     assert warnings == [], f"the formgrader warns: {warnings}"
+
+
+def test_manage_students_lists_the_student_by_name_not_none(instructor, autograded):
+    instructor.goto("formgrader/manage_students", settle=False)
+    page = instructor.page
+    page.wait_for_selector("#main-table td.name a")
+    names = page.locator("#main-table td.name").all_inner_texts()
+    assert len(names) == 1 and names[0].startswith(STUDENT) and "None" not in names[0], names
