@@ -83,4 +83,4 @@ system-packages:
 	@echo $(TEST_PACKAGES)
 
 clean:
-	rm -rf _build autograder/release autograder/autograded autograder/feedback autograder/gradebook.db
+	rm -rf _build autograder/release autograder/exchange autograder/autograded autograder/feedback autograder/gradebook.db

@@ -7,6 +7,10 @@
   metadata carries the submission's SHA-256, which is what "already graded" means on a rerun.
   It is sanitised first (`autograder.sanitise.clean_notebook`): nbgrader's feedback and
   formgrader render it, and nothing a student wrote may be live HTML there.
+- What the formgrader shows agrees with the summary table and the report: the score and the
+  maximum are read back from the gradebook (every graded cell counts in the maximum, the
+  written answers too); a manual score survives ``--force`` on the same bytes
+  (`needs_manual_grade`); a student the grader creates gets the id as name (`name_student`).
 - A lock file per submission keeps two graders from grading the same submission at once.
 - Each grading run appends its seed and students to ``autograded/.runs/<id>.jsonl``.
 """
@@ -148,10 +152,11 @@ class Recorder:
         with self.course_lock(), self.gradebook() as gb, warnings.catch_warnings():
             # nbgrader's add_submission trips SQLAlchemy's autoflush warning; harmless
             warnings.simplefilter("ignore")
-            gb.update_or_create_student(result.student)
+            name_student(gb, result.student)
             timestamp = self._timestamp(result)
             kwargs = {"timestamp": timestamp} if timestamp else {}
             gb.update_or_create_submission(spec.assignment, result.student, **kwargs)
+            regraded = self.already_graded(result.student, result.sha256)  # the same bytes
             try:
                 for grade_id, meta in spec.metadata.items():
                     if not meta.get("grade"):
@@ -159,17 +164,24 @@ class Recorder:
                     grade = gb.find_grade(grade_id, spec.notebook, spec.assignment, result.student)
                     if grade_id in scores:
                         grade.auto_score = float(scores[grade_id])
-                        grade.needs_manual_grade = grade.manual_score is not None
                     elif grade_id in result.unanswered:  # as nbgrader: no answer -> 0, no review
                         grade.auto_score = 0.0
-                        grade.needs_manual_grade = grade.manual_score is not None
                     else:  # a written answer: nbgrader leaves it to a human
                         grade.auto_score = None
-                        grade.needs_manual_grade = True
+                    grade.needs_manual_grade = needs_manual_grade(grade, regraded)
                 gb.db.commit()
             except Exception:
                 gb.db.rollback()
                 raise
+
+    def read_totals(self, result) -> None:
+        """The submission's score and maximum as nbgrader's gradebook has them, into ``result``
+        (what the summary table and the report show): the maximum counts every graded cell,
+        the written answers too, and the score counts an instructor's manual scores, as the
+        formgrader does. The automatic points alone stay in ``result.tasks``."""
+        with self.course_lock(), self.gradebook() as gb:
+            submission = gb.find_submission(self.spec.assignment, result.student)
+            result.score, result.max_score = float(submission.score), float(submission.max_score)
 
     def write_notebook(self, result, notebook: bytes) -> Path:
         """The autograded notebook, made from ``notebook``: the bytes that were graded (read
@@ -206,7 +218,30 @@ class Recorder:
 
     def record(self, result, notebook: bytes) -> None:
         self.write_gradebook(result)
+        self.read_totals(result)
         self.write_notebook(result, notebook)
+
+
+def needs_manual_grade(grade, regraded: bool) -> bool:
+    """Whether nbgrader's formgrader lists this grade as "needs manual grading". An
+    instructor's manual score stands for the bytes they graded: regrading those same bytes
+    (``--force``) keeps it and asks for no second look; a new submission asks for one (the
+    manual score is kept, as nbgrader keeps it, for the instructor to confirm). Without a
+    manual score, a cell no check scored (a written answer) waits for a human."""
+    if grade.manual_score is not None:
+        return not regraded
+    return grade.auto_score is None
+
+
+def name_student(gb, student: str) -> None:
+    """The student's gradebook row, created if missing. The formgrader lists students as
+    "last name, first name" ("None, None" without names): a student without a name gets the
+    id as last name; a name the instructor set (the formgrader's Manage Students, or
+    ``nbgrader db student import``) is never overwritten."""
+    row = gb.update_or_create_student(student)
+    if row.last_name is None and row.first_name is None:
+        row.last_name, row.first_name = student, ""
+        gb.db.commit()
 
 
 def load_records(course: Path, assignment: str) -> list[dict]:

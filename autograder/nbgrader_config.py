@@ -74,3 +74,42 @@ c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.ClearHiddenTests",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
+
+# Nothing a student wrote is live HTML where the instructor looks, whichever path wrote the
+# notebook (docs/threat-model.md). Our grader sanitises as it writes autograded/; the same
+# sanitiser (autograder/sanitise.py, as the preprocessor of autograder/nbgrader_sanitise.py)
+# runs last in nbgrader's autograde, so `nbgrader autograde` and the formgrader's Autograde
+# button write it sanitised too, and again in what renders it: generate_feedback and the
+# formgrader's manual-grading view (its HTMLExporter).
+# nbgrader ignores a config file that raises (it logs the error and runs on without it, so
+# without the sanitiser): in a checkout, this folder is the `autograder` package itself, and
+# its own copy is imported, whichever Python runs nbgrader. (A copy of the course, as the
+# tests make, imports the installed package.)
+import sys  # noqa: E402
+
+_CHECKOUT = os.path.dirname(_ROOT)
+if os.path.basename(_ROOT) == "autograder" and os.path.isfile(os.path.join(_ROOT, "sanitise.py")):
+    sys.path.insert(0, _CHECKOUT)
+
+from nbgrader.converters import Autograde  # noqa: E402
+
+from autograder.nbgrader_sanitise import (  # noqa: E402
+    KeepOnlyCourseFiles,
+    NameStudent,
+    SanitiseForInstructor,
+)
+
+c.Autograde.autograde_preprocessors = [
+    *Autograde.class_traits()["autograde_preprocessors"].default(),
+    SanitiseForInstructor,
+    KeepOnlyCourseFiles,  # the formgrader serves the folder's files: no student page there
+    NameStudent,  # nbgrader creates students without a name: "None, None" in the formgrader
+]
+c.GenerateFeedback.preprocessors = [*c.GenerateFeedback.preprocessors, SanitiseForInstructor]
+c.HTMLExporter.preprocessors = [SanitiseForInstructor]
+
+# The formgrader's view of the course: a course-local exchange (nbgrader's default,
+# /srv/nbgrader/exchange, does not exist here, and without one every assignment shows as
+# "draft"); `autograder.release` releases into it.
+c.Exchange.root = os.path.join(_ROOT, "exchange")
+os.makedirs(c.Exchange.root, exist_ok=True)

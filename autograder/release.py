@@ -20,7 +20,9 @@ For every assignment id, in order:
    alike;
 5. scan the release (files, zips and the public-case JSON) for solution text, hidden tests
    and imports of the reference package; if anything is found, delete that release and its
-   zip and fail loudly (exit status 1, every finding listed).
+   zip and fail loudly (exit status 1, every finding listed);
+6. after the scan, copy the release into the course's exchange (``nbgrader
+   release_assignment``): the formgrader then lists the assignment as released, not "draft".
 
 Options: ``--course DIR`` (a copy of the course, as the tests use), ``--only ID`` (repeatable).
 """
@@ -198,8 +200,22 @@ def generate(course: Path, assignment: str) -> None:
         )
 
 
+def publish(course: Path, assignment: str) -> None:
+    """``nbgrader release_assignment`` into the exchange of ``nbgrader_config.py``, replacing
+    an earlier release of the same assignment."""
+    api = nbgrader_api(course)
+    outbound = Path(api.exchange_root) / api.course_id / "outbound" / assignment
+    shutil.rmtree(outbound, ignore_errors=True)
+    result = api.release_assignment(assignment)
+    if not result["success"]:
+        raise ReleaseError(
+            f"nbgrader release_assignment {assignment} failed:\n"
+            f"{result.get('error') or ''}\n{result.get('log') or ''}"
+        )
+
+
 # ----------------------------------------------------------------------------------------
-# steps 3 and 4: zip and scan
+# steps 3 to 5: the editions, zip and scan
 
 
 ZH = assignment_text.LANGUAGES[1]
@@ -306,6 +322,7 @@ def release(course: Path = COURSE, only: list[str] | None = None, log=print) -> 
                 f"the release of {assignment} leaks solutions or hidden tests:\n  "
                 + "\n  ".join(problems)
             )
+        publish(course, assignment)
         timings[assignment] = time.perf_counter() - start
         log(f"released {assignment}: {released} and {zip_path.name} ({timings[assignment]:.1f} s)")
     return timings

@@ -19,15 +19,9 @@ from __future__ import annotations
 import functools
 import html.parser
 import http.server
-import os
 import re
-import secrets
-import socket
-import subprocess
 import sys
 import threading
-import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -35,6 +29,7 @@ import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from formgrader_server import formgrader_server  # noqa: E402
 from hostile import corpus  # noqa: E402
 from test_site_browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402  (the project's launch)
 
@@ -184,12 +179,6 @@ def test_outputs_keep_only_inert_types():
 # end to end: graded in the sandbox, opened in Chromium
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory, bubblewrap):
     course = corpus.released_course(tmp_path_factory.mktemp("html") / "course")
@@ -325,50 +314,8 @@ def test_feedback_html_runs_no_student_script(graded, chromium):
 @pytest.fixture(scope="module")
 def formgrader(graded, tmp_path_factory):
     """nbgrader's formgrader (a Jupyter server extension) on 127.0.0.1, with a token."""
-    home = tmp_path_factory.mktemp("jupyter")
-    port, token = _free_port(), secrets.token_hex(16)
-    env = {
-        **os.environ,
-        "JUPYTER_CONFIG_DIR": str(home / "config"),
-        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
-        "JUPYTER_DATA_DIR": str(home / "data"),
-    }
-    log = (home / "server.log").open("w")
-    server = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "jupyter-server"),
-            "--no-browser",
-            "--ServerApp.ip=127.0.0.1",
-            f"--ServerApp.port={port}",
-            "--ServerApp.port_retries=0",
-            f"--IdentityProvider.token={token}",
-            f"--ServerApp.root_dir={graded}",
-            *(["--allow-root"] if os.geteuid() == 0 else []),  # CI runs as root
-        ],
-        cwd=graded,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180  # start-up on a loaded machine, not a measured time
-    while True:
-        try:
-            urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=5)
-            break
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                server.kill()
-                pytest.fail(f"the formgrader did not start: {(home / 'server.log').read_text()}")
-            time.sleep(0.5)
-    yield base, token
-    server.terminate()
-    try:
-        server.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
-    log.close()
+    with formgrader_server(graded, tmp_path_factory.mktemp("jupyter")) as (base, token):
+        yield base, token
 
 
 @pytest.mark.slow

@@ -10,7 +10,12 @@ Students:
 - ``solver``: the source notebook with the instructor's solutions -> every auto-graded point;
 - ``blank``: the untouched release -> 0 on every auto-graded task (and autograde completes);
 - ``partial``: the release with the first task's solution pasted in and the second task
-  answered wrongly -> exactly the first task's points.
+  answered wrongly -> exactly the first task's points; in ch1_pooling its written answer
+  holds HTML that would run in the instructor's browser (`HOSTILE_ANSWER`), which the course's
+  sanitising preprocessor (``autograder/nbgrader_sanitise.py``) must remove in nbgrader's own
+  autograde and feedback.
+
+nbgrader runs with this checkout on ``PYTHONPATH``: the course's config imports ``autograder``.
 """
 
 from __future__ import annotations
@@ -33,6 +38,12 @@ pytestmark = pytest.mark.slow
 COURSE = Path(release.__file__).resolve().parent
 COURSE_NAME = "attention-derived"
 STUDENTS = ("solver", "blank", "partial")
+HOSTILE_ANSWER = (
+    "The weights go to the nearest key.\n\n"
+    '<script>window.__pwned = "script"</script>\n\n'
+    "<img src=x onerror=\"window.__pwned = 'onerror'\">\n\n"
+    "[proof](javascript:window.__pwned='link')"
+)
 SOLUTION_REGION = re.compile(
     r"^([ \t]*)### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION\n?", re.S | re.M
 )
@@ -40,7 +51,9 @@ SOLUTION_REGION = re.compile(
 
 def _nbgrader(course: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     env = dict(
-        os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+        os.environ,
+        PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+        PYTHONPATH=str(COURSE.parent),
     )
     return subprocess.run(
         [sys.executable, "-m", "nbgrader", *args],
@@ -87,6 +100,10 @@ def _submit(course: Path, assignment: str) -> dict[str, float]:
     (first, first_points), (second, _) = tasks[0], tasks[1]
     partial.cells[first].source = source_nb.cells[first].source  # task 1 right
     partial.cells[second].source = _wrong(source_nb.cells[second].source)  # task 2 wrong
+    if assignment == "ch1_pooling":
+        for cell in partial.cells:
+            if cell.metadata.get("nbgrader", {}).get("grade_id") == "written-bandwidth":
+                cell.source = HOSTILE_ANSWER
     nbformat.write(partial, partial_path)
     return {"solver": total, "blank": 0.0, "partial": float(first_points)}
 
@@ -190,6 +207,24 @@ def test_feedback_html_holds_scores_and_messages_but_no_hidden_tests(graded):
     assert (
         "expected weights of shape" in partial
     )  # the wrong task's teaching message reaches the student
+
+
+def test_stock_autograde_and_feedback_keep_no_live_html_from_a_student(graded):
+    course = graded["course"]
+    autograded = course / "autograded" / "partial" / "ch1_pooling" / "ch1_pooling.ipynb"
+    notebook = nbformat.read(autograded, as_version=4)
+    written = [
+        c.source
+        for c in notebook.cells
+        if c.metadata.get("nbgrader", {}).get("grade_id") == "written-bandwidth"
+    ]
+    assert len(written) == 1 and "The weights go to the nearest key." in written[0]
+    feedback = (course / "feedback" / "partial" / "ch1_pooling" / "ch1_pooling.html").read_text()
+    assert "The weights go to the nearest key." in feedback
+    for live in ("__pwned", "onerror", "javascript:", "<script"):
+        assert live not in written[0], f"{live!r} is left in the autograded notebook"
+    # every payload's code sets window.__pwned; the page's own CSS and scripts never name it
+    assert "__pwned" not in feedback, "a student's script, handler or link is in the feedback"
 
 
 def test_export_csv_has_the_expected_numbers(graded):
