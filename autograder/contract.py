@@ -19,9 +19,11 @@ The pieces:
   uncompressed ``.npz`` of arrays (never pickle);
 - one case runner: ``run_case(fn, args, kwargs)`` -> an *outcome*: the return value as a
   tuple of arrays, or an error code, or a bad-return code, from fixed vocabularies;
-- one set of messages: ``judge(spec, case_name, expected, outcome, mistakes)`` and
+- one set of messages: ``judge(spec, case_name, expected, outcome, mistakes, hidden)`` and
   ``summary(...)`` build every message from fixed strings and numbers computed from the
-  arrays (counts, shapes, indices, max error). No text the student's code produced (an
+  arrays: for a public case counts, shapes, indices, the max error; for a hidden case only
+  one of a fixed few texts (the function held its hidden inputs, so a number computed from
+  what it returned could carry them out). No text the student's code produced (an
   exception's message or class name, a type name) ever appears in a message.
 
 Nothing here imports the course, so editing your copy cannot change a grade.
@@ -206,6 +208,9 @@ ERRORS = (
     "TypeError",
     "AttributeError",
     "NameError",
+    "ModuleNotFoundError",
+    "ImportError",
+    "SyntaxError",
     "AssertionError",
     "RuntimeError",
     "OSError",
@@ -225,6 +230,13 @@ BAD_RETURNS = {
     "complex": "the returned value is complex: return a real array",
     "too_large": "the returned value is far larger than the expected one",
 }
+
+
+#: what the grader offers a submission's imports, said where an import fails
+MISSING_MODULE = (
+    "the grader offers only NumPy and Python's standard library (and PyTorch in the "
+    "chapters whose notebook imports it)"
+)
 
 
 def error_code(err: BaseException) -> str:
@@ -328,17 +340,22 @@ def _axes(indices: list) -> str:
     return f"axes {', '.join(names[:-1])} and {names[-1]}"
 
 
-def shape_message(output: str, exp_shape: tuple, got_shape: tuple) -> tuple[str, str]:
+def shape_message(
+    output: str, exp_shape: tuple, got_shape: tuple, hidden: bool = False
+) -> tuple[str, str]:
     """(kind, message) for a returned array whose shape is not the expected one.
 
-    The message gives the expected shape (the check computed it), how many axes were
-    returned and which of them differ, never a returned dimension: a submission could
-    otherwise spell its hidden inputs as the shape of an empty array and read them back in
-    its feedback. The diagnosis (transposed, an axis missing or extra) compares the shapes."""
+    The message gives the expected shape (the check computed it) and a diagnosis from a
+    fixed list (transposed, an axis missing or extra), never a returned dimension: a
+    submission could otherwise spell its hidden inputs as the shape of an empty array and
+    read them back in its feedback. A public case also says how many axes were returned and
+    which of them differ; a hidden one only "another shape" (see ``judge``)."""
     exp_shape, got_shape = tuple(exp_shape), tuple(got_shape)
     kind, why = _shape_diagnosis(exp_shape, got_shape)
     msg = f"expected {output} of shape {exp_shape}, got "
-    if len(got_shape) == len(exp_shape):
+    if hidden:
+        msg += "another shape"
+    elif len(got_shape) == len(exp_shape):
         differ = [i for i, (e, g) in enumerate(zip(exp_shape, got_shape)) if e != g]
         msg += f"a shape that differs at {_axes(differ)}"
     else:
@@ -347,17 +364,29 @@ def shape_message(output: str, exp_shape: tuple, got_shape: tuple) -> tuple[str,
     return kind, msg + (f": {why}." if why else ".")
 
 
-def _values_message(output, exp, got, rtol, atol, hints) -> str | None:
-    """None if ``got`` matches ``exp``, else what is wrong: counts, indices, the max error."""
+def _share(bad: np.ndarray) -> str:
+    """How much of an array is wrong, as one of two fixed words (a hidden case's feedback)."""
+    return "most of its entries" if 2 * int(bad.sum()) > bad.size else "some of its entries"
+
+
+def _values_message(output, exp, got, rtol, atol, hints, hidden=False) -> str | None:
+    """None if ``got`` matches ``exp``, else what is wrong: for a public case counts, indices
+    and the max error; for a hidden case one text of a fixed few (see ``judge``)."""
     if exp.dtype == bool:
         if got.dtype != bool:
             return (
-                f"expected {output} to be a boolean array (True = may attend), got dtype "
-                f"{got.dtype}." + _hint(hints, output, "dtype")
+                f"expected {output} to be a boolean array (True = may attend), got "
+                + ("another dtype" if hidden else f"dtype {got.dtype}")
+                + "."
+                + _hint(hints, output, "dtype")
             )
         wrong = exp != got
         if not wrong.any():
             return None
+        if hidden:
+            return f"{output} differs from the expected mask in {_share(wrong)}." + _hint(
+                hints, output, "values"
+            )
         msg = f"{output} differs from the expected mask in {int(wrong.sum())} of {exp.size} entries"
         if exp.ndim:
             msg += f", first at index {_fmt_index(np.argwhere(wrong)[0])}"
@@ -367,6 +396,10 @@ def _values_message(output, exp, got, rtol, atol, hints) -> str | None:
         ("NaN", np.isnan(got_f) & ~np.isnan(exp_f)),
         ("inf", np.isinf(got_f) & ~np.isinf(exp_f)),
     ):
+        if bad.any() and hidden:
+            return f"{output} contains {name} where the expected one has none." + _hint(
+                hints, output, "nan" if name == "NaN" else "inf"
+            )
         if bad.any():
             where = f" at index {_fmt_index(np.argwhere(bad)[0])}" if got.ndim else ""
             return (
@@ -380,6 +413,11 @@ def _values_message(output, exp, got, rtol, atol, hints) -> str | None:
         over = ~(err <= allowed) & ~both_nonfinite
     if not over.any():
         return None
+    if hidden:
+        return (
+            f"{output} is wrong in {_share(over)} (beyond the tolerance atol={atol:g} + "
+            f"rtol={rtol:g} * |expected|)." + _hint(hints, output, "values")
+        )
     worst = float(np.max(np.where(over, err, 0.0)))
     msg = (
         f"{output} is wrong in {int(over.sum())} of {got.size} entries: max error {worst:.3g} "
@@ -406,12 +444,14 @@ def _matches(exp: tuple, got: tuple, rtol: float, atol: float) -> bool:
     return True
 
 
-def _token_rows(pred, exp_rows: int):
+def _token_rows(pred, exp_rows: int, hidden: bool = False):
     """Integer token ids (B, n) from a prediction, or the problem's message."""
     if pred.ndim != 2 or pred.shape[0] != exp_rows:
         # what differs, never a returned dimension (see shape_message)
         got = (
-            f"{pred.ndim} ax{'i' if pred.ndim == 1 else 'e'}s"
+            "another shape"
+            if hidden
+            else f"{pred.ndim} ax{'i' if pred.ndim == 1 else 'e'}s"
             if pred.ndim != 2
             else "a different number of rows"
         )
@@ -422,9 +462,10 @@ def _token_rows(pred, exp_rows: int):
     if not np.issubdtype(pred.dtype, np.integer):
         if pred.dtype.kind == "f" and np.all(np.isfinite(pred)) and np.all(pred == np.round(pred)):
             return pred.astype(np.int64), None
+        got = "another dtype" if hidden else f"dtype {pred.dtype}"
         return (
             None,
-            f"expected integer token ids, got dtype {pred.dtype}: return argmax indices, not scores.",
+            f"expected integer token ids, got {got}: return argmax indices, not scores.",
         )
     return pred, None
 
@@ -440,12 +481,15 @@ def _sequences(rows, pad: int, eos) -> list:
     return out
 
 
-def _sequence_verdict(spec: dict, expected: tuple, got: tuple) -> tuple[bool, str]:
+def _sequence_verdict(
+    spec: dict, expected: tuple, got: tuple, hidden: bool = False
+) -> tuple[bool, str]:
     """Exact-match accuracy of token sequences against a threshold ("accuracy"), or exact
-    equality of every sequence ("tokens": e.g. the greedy decoding of a given model)."""
+    equality of every sequence ("tokens": e.g. the greedy decoding of a given model). A
+    hidden case's failure carries no count (see ``judge``)."""
     comp = spec["comparator"]
     pad, eos = int(comp.get("pad", 0)), comp.get("eos")
-    pred, problem = _token_rows(got[0], expected[0].shape[0])
+    pred, problem = _token_rows(got[0], expected[0].shape[0], hidden)
     if problem:
         return False, problem
     want, have = _sequences(expected[0], pad, eos), _sequences(pred, pad, eos)
@@ -455,6 +499,12 @@ def _sequence_verdict(spec: dict, expected: tuple, got: tuple) -> tuple[bool, st
     if comp["kind"] == "tokens":
         if correct == len(want):
             return True, f"all {len(want)} token sequences are exact"
+        if hidden:
+            share = "most" if 2 * (len(want) - correct) > len(want) else "some"
+            return False, (
+                f"{share} token sequences differ from the expected ones."
+                + _hint(hints, "tokens", "values")
+            )
         first = next(i for i, (w, h) in enumerate(zip(want, have)) if w != h)
         return False, (
             f"{len(want) - correct} of {len(want)} token sequences differ from the expected "
@@ -466,6 +516,10 @@ def _sequence_verdict(spec: dict, expected: tuple, got: tuple) -> tuple[bool, st
     )
     if correct / total >= threshold:
         return True, f"{summary_text}, required {threshold:.0%}"
+    if hidden:
+        return False, f"exact-match accuracy is below the required {threshold:.0%}." + _hint(
+            hints, "predictions", "values"
+        )
     return False, f"{summary_text} is below the required {threshold:.0%}." + _hint(
         hints, "predictions", "values"
     )
@@ -476,7 +530,12 @@ def failure_of(spec: dict, outcome: dict) -> str | None:
     if outcome["kind"] == "error":
         if outcome["code"] == "NotImplementedError":
             return f"{spec['name']} is not implemented yet"
-        return f"{spec['name']} raised {outcome['code']}" + _hint(
+        why = (
+            f": an import failed, and {MISSING_MODULE}."
+            if outcome["code"] == "ModuleNotFoundError"
+            else ""
+        )
+        return f"{spec['name']} raised {outcome['code']}{why}" + _hint(
             spec.get("hints", {}), "", outcome["code"]
         )
     if outcome["kind"] == "bad":
@@ -485,9 +544,19 @@ def failure_of(spec: dict, outcome: dict) -> str | None:
 
 
 def judge(
-    spec: dict, case_name: str, expected: tuple, outcome: dict, mistakes=()
+    spec: dict, case_name: str, expected: tuple, outcome: dict, mistakes=(), hidden: bool = False
 ) -> tuple[bool, str]:
     """``(passed, message)`` for one case.
+
+    A public case's message teaches: counts, indices, the returned number of axes, the
+    maximum error. A hidden case's message is one of a fixed few texts, functions only of the
+    check's public description, the case's name and expected shape, and a classification of
+    the failure: the error class (``ERRORS``), the bad return (``BAD_RETURNS``), "a
+    different number of outputs", "another shape" with a shape diagnosis of five, a known
+    mistake of the chapter's list, "another dtype", NaN or inf, "most" or "some" of the
+    entries wrong, "accuracy below the threshold". A submission that holds its hidden inputs
+    can thus write into its feedback only which of those texts it gets, never a number it
+    chose (docs/threat-model.md, "Judging and feedback").
 
     spec: the check's public description: ``name``, ``outputs`` (names), ``rtol``, ``atol``,
         ``hints`` (``"kind"`` or ``"output.kind"`` -> text; kinds: arity, shape, transposed,
@@ -506,15 +575,14 @@ def judge(
     if len(got) != len(expected):
         want = f"{len(expected)} output" + ("s" if len(expected) > 1 else "")
         listing = " (" + ", ".join(names) + ")" if len(expected) > 1 else ""
-        return False, where + f"expected {want}{listing}, got {len(got)}." + _hint(
-            hints, "", "arity"
-        )
+        count = "a different number" if hidden else str(len(got))
+        return False, where + f"expected {want}{listing}, got {count}." + _hint(hints, "", "arity")
     if spec.get("comparator", {}).get("kind", "allclose") in ("accuracy", "tokens"):
-        passed, msg = _sequence_verdict(spec, expected, got)
+        passed, msg = _sequence_verdict(spec, expected, got, hidden)
         return passed, where + msg
     for output, exp, g in zip(names, expected, got):
         if tuple(exp.shape) != tuple(g.shape):
-            kind, msg = shape_message(output, tuple(exp.shape), tuple(g.shape))
+            kind, msg = shape_message(output, tuple(exp.shape), tuple(g.shape), hidden)
             hint = _hint(hints, output, kind) or (
                 _hint(hints, output, "shape") if kind != "shape" else ""
             )
@@ -525,23 +593,35 @@ def judge(
         ):
             return False, where + f"your result matches a known mistake: {hint}"
     for output, exp, g in zip(names, expected, got):
-        msg = _values_message(output, exp, g, spec["rtol"], spec["atol"], hints)
+        msg = _values_message(output, exp, g, spec["rtol"], spec["atol"], hints, hidden)
         if msg is not None:
             return False, where + msg
     return True, "ok"
 
 
+def hidden_shown(failures: list[str]) -> tuple[str, list[str]]:
+    """What every place shows of a check's failing hidden cases: the first failure's message,
+    and only the others' names ("case '<name>'")."""
+    # every failure starts "case '<name>': " (judge); case names are the check's own
+    return failures[0], [f[: f.index("': ") + 1] if "': " in f else f for f in failures[1:]]
+
+
 def summary(
     name: str, failures: list[str], total: int, hidden: bool, shown: int | None = None
 ) -> str:
-    """The head line and the failing cases (the first ``shown`` of them), as every place shows them."""
+    """The head line and the failing cases, as every place shows them.
+
+    Public: the first ``shown`` failures in full. Hidden: the first failure in full (one
+    text of ``judge``'s fixed few) and only the names of the others, so that a check's hidden
+    feedback carries at most one bit per hidden case (which failed) and one classification."""
     if not failures:
         return f"{name}: all {total} {'hidden' if hidden else 'public'} cases passed"
-    head = (
-        f"{name}: hidden check failed on {len(failures)} of {total} cases:"
-        if hidden
-        else f"{name}: {len(failures)} of {total} public cases failed"
-    )
+    if hidden:
+        first, others = hidden_shown(failures)
+        listed = [first] + ([", ".join(others) + " failed too"] if others else [])
+        head = f"{name}: hidden check failed on {len(failures)} of {total} cases:"
+        return head + "\n" + "\n".join("  - " + f for f in listed)
+    head = f"{name}: {len(failures)} of {total} public cases failed"
     listed = failures if shown is None else failures[:shown]
     more = [f"... and {len(failures) - len(listed)} more"] if len(listed) < len(failures) else []
     return head + "\n" + "\n".join("  - " + f for f in listed + more)
@@ -562,21 +642,45 @@ class CheckFailed(AssertionError):
         ]
 
 
+def _installed_dirs() -> tuple[str, ...]:
+    """Where installed code lives (the standard library, site-packages): not your code."""
+    import site
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    dirs = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    dirs.add(site.getusersitepackages())
+    return tuple(os.path.join(os.path.abspath(d), "") for d in dirs)
+
+
+def _yours(filename: str) -> bool:
+    path = os.path.abspath(filename)
+    return (
+        path != os.path.abspath(__file__)
+        and not filename.startswith("<frozen")
+        and not path.startswith(_installed_dirs())
+    )
+
+
 def _where_raised(err: BaseException) -> str:
-    """For your own kernel only: the line of your code that raised, and the error's text."""
+    """For your own kernel only: the error's text and the innermost line of *your* code that
+    led to it (not NumPy's insides), or, for a syntax error, the line that does not parse."""
     frames = [
         f
         for f in traceback.extract_tb(err.__traceback__)
         if os.path.abspath(f.filename) != os.path.abspath(__file__)
     ]
     text = f"{type(err).__name__}: {err}"
-    if frames:
-        code = (frames[-1].line or "").strip()
-        text += (
-            f" (at line {frames[-1].lineno}: `{code}`)"
-            if code
-            else f" (at line {frames[-1].lineno})"
-        )
+    if isinstance(err, SyntaxError) and err.lineno:
+        code = (err.text or "").strip()
+        return text + f" (a syntax error at line {err.lineno}" + (f": `{code}`)" if code else ")")
+    yours = [f for f in frames if _yours(f.filename)]
+    frame = (yours or frames or [None])[-1]
+    if frame is not None:
+        code = (frame.line or "").strip()
+        text += f" (at line {frame.lineno}: `{code}`)" if code else f" (at line {frame.lineno})"
+    if isinstance(err, ModuleNotFoundError):
+        text += f"; {MISSING_MODULE}"
     return text
 
 
@@ -587,7 +691,7 @@ def run_cases(spec: dict, fn, cases: list, hidden: bool) -> tuple[list[str], lis
     for case in cases:
         outcome = run_case(fn, case["args"](), case["kwargs"]())
         passed, message = judge(
-            spec, case["name"], case["expected"], outcome, case.get("mistakes", ())
+            spec, case["name"], case["expected"], outcome, case.get("mistakes", ()), hidden
         )
         if not passed:
             failures.append(message)

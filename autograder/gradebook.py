@@ -196,7 +196,6 @@ class Recorder:
             int(k): [nbformat.from_dict(o) for o in v] for k, v in result.cell_outputs.items()
         }
         record = result.to_record()
-        record.pop("cell_outputs")
         record["graded_at"] = datetime.datetime.now(datetime.UTC).isoformat()
         notebook = sanitise.clean_notebook(
             nbparse.autograded_notebook(spec, submission, messages, outputs, record)

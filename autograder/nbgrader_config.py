@@ -68,6 +68,26 @@ class ScrubHiddenTestsFromTracebacks(Preprocessor):
         return cell, resources
 
 
+from jinja2 import DictLoader  # noqa: E402
+from nbconvert.exporters import HTMLExporter  # noqa: E402
+from traitlets import default  # noqa: E402
+
+
+class OfflineFeedbackExporter(HTMLExporter):
+    """nbgrader's feedback page with no MathJax: its template calls nbconvert's ``mathjax()``
+    macro, whose default loads MathJax from a CDN. Here that macro writes nothing, so a
+    feedback page makes no request and runs no script; TeX shows as written."""
+
+    @default("extra_loaders")
+    def _no_mathjax(self):
+        return [DictLoader({"mathjax.html.j2": NO_MATHJAX})]
+
+
+NO_MATHJAX = """{%- macro mathjax(url=None) -%}
+<!-- no MathJax: this page loads nothing from the network; TeX shows as written -->
+{%- endmacro %}"""
+
+c.GenerateFeedback.exporter_class = OfflineFeedbackExporter
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
     ScrubHiddenTestsFromTracebacks,

@@ -363,7 +363,7 @@ def test_a_failure_reads_the_same_in_the_public_check_the_hidden_check_and_the_g
     graded = []
     for case, is_hidden, expected, mistakes in grading.cases_for(checks, name, 5):
         outcome = contract.run_case(transposed, *checks.fresh(case))
-        passed, message = contract.judge(spec, case.name, expected, outcome, mistakes)
+        passed, message = contract.judge(spec, case.name, expected, outcome, mistakes, is_hidden)
         graded.append((is_hidden, passed, message))
     n_public = sum(1 for h, _p, _m in graded if not h)
     public_lines = [m for h, p, m in graded if not h and not p]

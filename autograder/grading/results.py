@@ -49,6 +49,12 @@ class SubmissionResult:
     sandbox_starts: int = 0
     unanswered: list = field(default_factory=list)  # manually graded cells left as released
     complete: bool = True  # False: a grader error; a rerun grades it again
+    cell_error: str = ""  # the first submitted cell's error, as its feedback says it
+
+    #: not recorded in the autograded notebook: numbers the submission sets as it likes (it
+    #: may sleep or crash on purpose while it holds its hidden inputs), which its record
+    #: could otherwise carry to whoever reads the notebook
+    UNRECORDED = ("seconds", "sandbox_starts", "cell_outputs")
 
     def add_reason(self, reason: str, note: str) -> None:
         if reason not in self.reasons:
@@ -57,4 +63,7 @@ class SubmissionResult:
             self.notes.append(note)
 
     def to_record(self) -> dict:
-        return asdict(self)
+        record = asdict(self)
+        for name in self.UNRECORDED:
+            record.pop(name)
+        return record

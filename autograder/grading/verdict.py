@@ -1,11 +1,16 @@
 """Verdict: compare every returned value with the reference, on the trusted side.
 
 Messages come from the contract only (fixed text and numbers computed here: no text from the
-submission); the cell outputs shown in the feedback are the cell's own captured output and
-the grader's reason for stopping it."""
+submission). What a check says of its hidden cases is a fixed few texts (``contract.judge``
+with ``hidden=True``, ``contract.hidden_shown``) and, for a task the grader stopped, one
+fixed sentence per reason (``TASK_STOPPED``): never an exit status, a signal, a count or a
+time the submission could choose while it held its hidden inputs. The cell outputs shown in
+the feedback are the cell's own captured output and the grader's reason for stopping it
+(cells run before any case exists in the sandbox)."""
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 
 from autograder import contract
@@ -20,7 +25,51 @@ ERROR_REASONS = {
     "EOFError": "input() called",
 }
 MISSING = {"undefined": "is not defined", "not_callable": "is not a function"}
-SHOWN = 5  # failing cases listed per check
+SHOWN = 5  # failing public cases listed per check
+
+#: why the grader stopped a task, said the same whatever the run's details (an exit status, a
+#: signal, which limit): the task held its hidden inputs, so a detail could carry them out
+TASK_STOPPED = {
+    "timeout": "it ran out of time",
+    "crash": "its process ended early",
+    "memory": "it went over the memory limit",
+    "output too large": "it sent back more data than allowed",
+    "protocol violation": "it broke the result protocol",
+    "fork bomb": "it started too many processes",
+}
+
+#: a cell's source longer than this is not parsed on the trusted side to find the line of
+#: its syntax error (parsing costs about 1 s per MB)
+SYNTAX_LINE_CHARS = 1 << 16
+
+
+def syntax_error_line(source: str) -> int | None:
+    """The line of a cell that does not parse, from the source the student submitted (theirs,
+    and read before any case existed); None if it parses here or is too long to look at."""
+    from autograder.zygote import _neutralise_magics  # what the sandbox compiles
+
+    if len(source) > SYNTAX_LINE_CHARS:
+        return None
+    try:
+        compile(_neutralise_magics(source), "<cell>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as err:
+        return err.lineno
+    except Exception:  # noqa: BLE001 - too deep or too large to parse: no line to give
+        return None
+    return None
+
+
+def cell_error_text(code: str, source: str) -> str:
+    """What a cell's error is called in its feedback: the error class (a fixed list), and
+    for a syntax error its line, for a failed import what the grader offers."""
+    if code == "SyntaxError":
+        line = syntax_error_line(source)
+        return "the cell has a syntax error" + (f" at line {line}" if line else "")
+    if code == "ModuleNotFoundError":
+        return (
+            f"the cell raised ModuleNotFoundError: an import failed, and {contract.MISSING_MODULE}"
+        )
+    return f"the cell raised {code}"
 
 
 @dataclass
@@ -48,12 +97,16 @@ def judge(spec, check_specs: dict, all_cases, record: RunRecord, result: Submiss
         outcome.n_public = len(cases) - outcome.n_hidden
         if task_index in record.missing:
             what = MISSING[record.missing[task_index]]
-            outcome.fatal = f"{check}: `{function}` {what}: did the cell that defines it raise an error, or was it renamed?"
+            why = result.cell_error or (
+                "did the cell that defines it raise an error, or was it renamed?"
+            )
+            outcome.fatal = f"{check}: `{function}` {what}: {why}"
             result.add_reason("missing function", f"`{function}` {what}")
         elif task_index in record.failed_tasks:
-            reason, note = record.failed_tasks[task_index]
-            outcome.fatal = f"{check}: stopped by the grader ({reason}: {note})"
-            result.add_reason(reason, f"{check}: {note}")
+            reason, _detail = record.failed_tasks[task_index]  # the detail is not shown
+            stopped = TASK_STOPPED.get(reason, "it was stopped")
+            outcome.fatal = f"{check}: stopped by the grader ({reason}: {stopped})"
+            result.add_reason(reason, f"{check}: {stopped}")
         for case_index, (case, hidden, expected, mistakes) in enumerate(cases):
             got = record.outcomes.get((task_index, case_index))
             if outcome.fatal or got is None:
@@ -63,7 +116,9 @@ def judge(spec, check_specs: dict, all_cases, record: RunRecord, result: Submiss
                     result.add_reason(
                         ERROR_REASONS[got["code"]], f"{check}, case '{case.name}': {got['code']}"
                     )
-                passed, message = contract.judge(check_spec, case.name, expected, got, mistakes)
+                passed, message = contract.judge(
+                    check_spec, case.name, expected, got, mistakes, hidden
+                )
             outcome.cases.append(CaseVerdict(check, case.name, hidden, passed))
             if not passed:
                 (outcome.hidden if hidden else outcome.public).append(message)
@@ -87,7 +142,11 @@ def judge(spec, check_specs: dict, all_cases, record: RunRecord, result: Submiss
                 failures = o.hidden if hidden else o.public
                 if failures:
                     lines.append(contract.summary(o.check, failures, n, hidden, shown=SHOWN))
-                wrong += failures
+                if failures and hidden:  # what the summary shows of them, no more
+                    first, others = contract.hidden_shown(failures)
+                    wrong += [first] + others
+                else:
+                    wrong += failures
         if not outcomes:
             lines.append("this test cell calls no check")
         result.tasks.append(
@@ -119,12 +178,15 @@ def cell_outputs(program, record: RunRecord, result: SubmissionResult) -> None:
             code = event["error"]
             if code in ERROR_REASONS:
                 result.add_reason(ERROR_REASONS[code], f"cell {origin + 1}: {code}")
+            text = cell_error_text(code, program.cells[program_index])
+            if not result.cell_error:
+                result.cell_error = f"notebook cell {origin + 1}: {text}, so it stopped there"
             outputs.append(
                 {
                     "output_type": "error",
                     "ename": code,
-                    "evalue": f"the cell raised {code}",
-                    "traceback": [f"{code}: the cell raised {code}"],
+                    "evalue": text,
+                    "traceback": [f"{code}: {text}"],
                 }
             )
         if program_index in record.failed_cells:

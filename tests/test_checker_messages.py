@@ -1,0 +1,127 @@
+"""What a failure says, in the student's own kernel and about hidden cases.
+
+- The student-side checker (public cases, the student's kernel: full detail) points an error
+  raised inside NumPy at the student's own line, says which import failed and what the grader
+  offers, and gives the line of a syntax error.
+- A hidden case's message is one of a fixed few texts: across hundreds of hostile outcomes
+  that each encode a different number, the hidden messages of a case take at most 2^6
+  values, while the public ones are almost all different (the public detail is there)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from autograder import checks, contract, release
+
+
+@pytest.fixture(scope="module")
+def public_cases(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cases") / "public_cases.npz"
+    release.build_public_cases("ch1_pooling", path)
+    return str(path)
+
+
+def _checker_message(public_cases, fn) -> str:
+    with pytest.raises(contract.CheckFailed) as failed:
+        contract.check("average_pool", fn, cases_path=public_cases)
+    return str(failed.value)
+
+
+def test_an_error_inside_numpy_points_at_the_students_line_not_numpys(public_cases):
+    def average_pool(x, mask=None):
+        total = np.sum(x, axis=7)  # the student's mistake: an axis that is not there
+        return total
+
+    message = _checker_message(public_cases, average_pool)
+    assert "AxisError" in message and "`total = np.sum(x, axis=7)" in message, message
+    assert "normalize_axis_index" not in message and "numpy" not in message.split("AxisError")[1]
+
+
+def test_a_missing_module_says_which_import_and_what_the_grader_offers(public_cases):
+    def average_pool(x, mask=None):
+        import pandas_is_not_here  # noqa: F401
+
+    message = _checker_message(public_cases, average_pool)
+    assert "No module named 'pandas_is_not_here'" in message
+    assert "`import pandas_is_not_here" in message and contract.MISSING_MODULE in message
+    assert "raised ModuleNotFoundError: an import failed" in message
+
+
+def test_a_syntax_error_gives_its_line(public_cases, tmp_path, monkeypatch):
+    (tmp_path / "helper_with_typo.py").write_text("import numpy as np\nx = (1,\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def average_pool(x, mask=None):
+        import helper_with_typo  # noqa: F401
+
+    message = _checker_message(public_cases, average_pool)
+    assert "raised SyntaxError" in message and "a syntax error at line 2" in message, message
+
+
+# ----------------------------------------------------------------------------------------
+# hidden messages: a fixed few texts, whatever the submission returns
+
+
+def _hostile_outcomes(expected: tuple, rng) -> list:
+    """Outcomes that each carry a different number: errors, bad returns, wrong arity, wrong
+    shapes and axis counts, values off by a chosen amount in chosen entries, NaN and inf."""
+    outcomes = [{"kind": "error", "code": code} for code in contract.ERRORS]
+    outcomes += [{"kind": "bad", "code": code} for code in contract.BAD_RETURNS]
+    for k in range(1, 17):
+        outcomes.append({"kind": "value", "arrays": tuple(np.zeros(2) for _ in range(k))})
+        outcomes.append({"kind": "value", "arrays": (np.zeros((1,) * k),) + expected[1:]})
+    for _ in range(300):
+        arrays = []
+        for e in expected:
+            a = np.array(e, dtype=bool if e.dtype == bool else float)
+            flat = a.reshape(-1)
+            start = int(rng.integers(0, flat.size))
+            if a.dtype == bool:
+                flat[start:] = ~flat[start:]
+            else:
+                flat[start:] += rng.choice([rng.uniform(1e-3, 1e3), np.nan, np.inf])
+            if rng.random() < 0.3:
+                a = np.zeros(tuple(int(d) for d in rng.integers(0, 9, size=a.ndim)))
+            arrays.append(a)
+        outcomes.append({"kind": "value", "arrays": tuple(arrays)})
+    return outcomes
+
+
+@pytest.mark.parametrize(
+    "name", ["attention", "average_pool", "causal_mask", "translate_given_model"]
+)
+def test_a_hidden_case_has_at_most_64_messages_however_it_fails(name):
+    rng = np.random.default_rng(0)
+    spec = checks.spec(name)
+    case = checks.hidden_cases(name, 3)[0]
+    expected = checks.expected(name, case)
+    mistakes = checks.mistake_outputs(name, case)
+    hidden, public = set(), set()
+    with np.errstate(all="ignore"):
+        for outcome in _hostile_outcomes(expected, rng):
+            for into, is_hidden in ((hidden, True), (public, False)):
+                passed, message = contract.judge(
+                    spec, case.name, expected, outcome, mistakes, hidden=is_hidden
+                )
+                if not passed:
+                    into.add(message)
+    assert len(hidden) <= 64, sorted(hidden)  # at most 6 bits per hidden case
+    assert len(public) > len(hidden), len(public)  # public messages keep their detail
+    assert math.log2(len(hidden)) <= 6
+
+
+def test_a_hidden_summary_gives_one_message_and_the_other_cases_names():
+    failures = [
+        "case 'a': output is wrong in most of its entries.",
+        "case 'b': output contains NaN where the expected one has none.",
+        "case 'c': f raised IndexError",
+    ]
+    text = contract.summary("f", failures, 5, hidden=True)
+    assert text == (
+        "f: hidden check failed on 3 of 5 cases:\n"
+        "  - case 'a': output is wrong in most of its entries.\n"
+        "  - case 'b', case 'c' failed too"
+    )
