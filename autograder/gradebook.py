@@ -5,8 +5,10 @@
   submission rows are created if missing, then every grade cell's ``auto_score`` is set in
   one commit. Only then is the autograded notebook written (atomically, by rename); its
   metadata carries the submission's SHA-256, which is what "already graded" means on a rerun.
-  It is sanitised first (`autograder.sanitise.clean_notebook`): nbgrader's feedback and
-  formgrader render it, and nothing a student wrote may be live HTML there.
+  It is made and sanitised first (`render_autograded`, `autograder.sanitise.clean_notebook`)
+  in a separate process (`Renderer`) within the caps' ``record_seconds`` and a memory
+  limit: nbgrader's feedback and formgrader render it, nothing a student wrote may be live
+  HTML there, and no notebook may hold the batch.
 - A lock file per submission keeps two graders from grading the same submission at once.
 - Each grading run appends its seed and students to ``autograded/.runs/<id>.jsonl``.
 """
@@ -143,13 +145,12 @@ class Recorder:
                 result.notes.append(note)
             return None
 
-    def write_gradebook(self, result) -> None:
+    def write_gradebook(self, result, timestamp: str | None = None) -> None:
         spec, scores = self.spec, {t.grade_id: t.points for t in result.tasks}
         with self.course_lock(), self.gradebook() as gb, warnings.catch_warnings():
             # nbgrader's add_submission trips SQLAlchemy's autoflush warning; harmless
             warnings.simplefilter("ignore")
             gb.update_or_create_student(result.student)
-            timestamp = self._timestamp(result)
             kwargs = {"timestamp": timestamp} if timestamp else {}
             gb.update_or_create_submission(spec.assignment, result.student, **kwargs)
             try:
@@ -171,42 +172,135 @@ class Recorder:
                 gb.db.rollback()
                 raise
 
-    def write_notebook(self, result, notebook: bytes) -> Path:
-        """The autograded notebook, made from ``notebook``: the bytes that were graded (read
-        once, under the size cap), never the submitted file read again."""
-        spec = self.spec
-        try:
-            submission = nbparse.read_submission(notebook) if notebook else None
-        except nbparse.InvalidNotebook:
-            submission = None
-        messages = {t.grade_id: (t.passed, t.message) for t in result.tasks}
-        outputs = {
-            int(k): [nbformat.from_dict(o) for o in v] for k, v in result.cell_outputs.items()
-        }
+    def _render_args(self, result, notebook: bytes, caps: nbparse.Caps) -> tuple:
         record = result.to_record()
-        record.pop("cell_outputs")
+        outputs = record.pop("cell_outputs")
         record["graded_at"] = datetime.datetime.now(datetime.UTC).isoformat()
-        notebook = sanitise.clean_notebook(
-            nbparse.autograded_notebook(spec, submission, messages, outputs, record)
-        )
+        messages = {t.grade_id: (t.passed, t.message) for t in result.tasks}
+        return (self.spec, notebook, messages, outputs, record, caps)
+
+    def write_notebook(self, result, text: str, stamp: str | None) -> Path:
+        """The autograded notebook's ``text`` (see `render_autograded`), written atomically."""
         target = self.autograded_path(result.student)
         target.parent.mkdir(parents=True, exist_ok=True)
-        stamp = self._timestamp(result)
         if stamp is not None:  # the date that was read and checked, not the file copied
             (target.parent / "timestamp.txt").write_text(stamp)
         handle, temporary = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
         try:
             with os.fdopen(handle, "w") as stream:
-                nbformat.write(notebook, stream)
+                stream.write(text)
             os.replace(temporary, target)
         finally:
             if os.path.exists(temporary):  # never leave a temporary file behind
                 os.unlink(temporary)
         return target
 
-    def record(self, result, notebook: bytes) -> None:
-        self.write_gradebook(result)
-        self.write_notebook(result, notebook)
+    def record(self, result, notebook: bytes, caps: nbparse.Caps = nbparse.DEFAULT_CAPS) -> None:
+        """Render the autograded notebook from ``notebook`` (the bytes that were graded, read
+        once under the size cap, never the submitted file read again) in the recording
+        process, within ``caps.record_seconds``; then the gradebook rows, then the file. A
+        notebook whose rendering overruns or fails scores 0, with the reason, and its
+        autograded notebook is the released one (made here: the instructor's bytes only)."""
+        stamp = self._timestamp(result)  # its note belongs in the record
+        try:
+            text = RENDERER.run(
+                render_autograded, self._render_args(result, notebook, caps), caps.record_seconds
+            )
+        except RenderFailed as why:
+            from autograder.grading.verdict import not_graded
+
+            result.unanswered = []
+            not_graded(self.spec, result, "invalid notebook", str(why))
+            text = render_autograded(*self._render_args(result, b"", caps))
+        self.write_gradebook(result, stamp)
+        self.write_notebook(result, text, stamp)
+
+
+def render_autograded(spec, notebook: bytes, messages, outputs, record, caps) -> str:
+    """The autograded notebook as JSON text: the graded ``notebook`` (none or unreadable: the
+    released copy) with the test cells in their released form and the grader's messages and
+    outputs (`autograder.notebook.autograded_notebook`), sanitised
+    (`autograder.sanitise.clean_notebook`). Linear in ``caps``: the notebook is parsed under
+    them, so no HTML nested past ``caps.html_depth`` reaches the sanitiser."""
+    try:
+        submission = nbparse.read_submission(notebook, caps) if notebook else None
+    except nbparse.InvalidNotebook:
+        submission = None
+    outputs = {int(k): [nbformat.from_dict(o) for o in v] for k, v in outputs.items()}
+    clean = sanitise.clean_notebook(
+        nbparse.autograded_notebook(spec, submission, messages, outputs, record)
+    )
+    return nbformat.writes(clean)
+
+
+class RenderFailed(Exception):
+    """The autograded notebook of one submission could not be made: the reason, for it."""
+
+
+#: address space of the recording process: a notebook within the caps needs a few hundred MiB
+RENDER_MEMORY_BYTES = 3 << 30
+
+
+def _start_recording_process() -> None:
+    import resource
+    import sys
+
+    sys.modules.setdefault("rfc3987_syntax", None)  # as autograder/__main__.py, for nbformat
+    resource.setrlimit(resource.RLIMIT_AS, (RENDER_MEMORY_BYTES, RENDER_MEMORY_BYTES))
+
+
+class Renderer:
+    """`render_autograded` (or any function: ``run``) in a separate process (started on first use, reused): a rendering
+    that takes longer than its budget is ended with its process (a new one starts for the
+    next), one that runs out of memory fails there; either is that submission's reason, and
+    the grader's own memory never holds more than the finished text."""
+
+    def __init__(self):
+        import threading
+
+        self._pool = None
+        self._lock = threading.Lock()
+        self.started = 0  # processes started (a test reads it)
+
+    def run(self, function, args: tuple, seconds: float):
+        """``function(*args)`` in the recording process, or RenderFailed after ``seconds``
+        (counted once the process is up: its start-up is not the submission's)."""
+        import multiprocessing
+
+        with self._lock:
+            if self._pool is None:
+                context = multiprocessing.get_context("spawn")
+                self._pool = context.Pool(1, initializer=_start_recording_process)
+                self._pool.apply(os.getpid)  # started and importing done
+                self.started += 1
+            pending = self._pool.apply_async(function, args)
+            try:
+                return pending.get(timeout=seconds)
+            except multiprocessing.TimeoutError:
+                self._close()
+                raise RenderFailed(
+                    f"making the autograded notebook took more than {seconds:g} s (the limit "
+                    "is record_seconds); nothing of this notebook was recorded but the score 0"
+                ) from None
+            except MemoryError:
+                self._close()
+                raise RenderFailed(
+                    f"making the autograded notebook needed more than "
+                    f"{RENDER_MEMORY_BYTES >> 20} MiB"
+                ) from None
+
+    def _close(self) -> None:
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._close()
+
+
+RENDERER = Renderer()
 
 
 def load_records(course: Path, assignment: str) -> list[dict]:
