@@ -19,7 +19,14 @@ import datetime
 import fcntl
 import json
 import os
+import pickle
+import select
+import struct
+import subprocess
+import sys
 import tempfile
+import threading
+import time
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -239,61 +246,126 @@ class RenderFailed(Exception):
 
 #: address space of the recording process: a notebook within the caps needs a few hundred MiB
 RENDER_MEMORY_BYTES = 3 << 30
+_FRAME = struct.Struct(">Q")
 
 
-def _start_recording_process() -> None:
+def _write_frame(stream, payload: bytes) -> None:
+    stream.write(_FRAME.pack(len(payload)) + payload)
+    stream.flush()
+
+
+def serve_recording() -> None:
+    """The recording process: reads (function, args) pickled by the grader from stdin, runs
+    each and answers with a JSON frame: ["ok", value], ["memory"] or ["error", type, text].
+    What it sends back is plain JSON, never a pickle."""
     import resource
-    import sys
 
-    sys.modules.setdefault("rfc3987_syntax", None)  # as autograder/__main__.py, for nbformat
     resource.setrlimit(resource.RLIMIT_AS, (RENDER_MEMORY_BYTES, RENDER_MEMORY_BYTES))
+    requests, replies = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing printed may corrupt the frames
+    _write_frame(replies, b'["ready"]')
+    while header := requests.read(_FRAME.size):
+        function, args = pickle.loads(requests.read(_FRAME.unpack(header)[0]))
+        try:
+            reply = ["ok", function(*args)]
+        except MemoryError:
+            reply = ["memory"]
+        except Exception as err:  # noqa: BLE001 - the grader reports it as its own error
+            reply = ["error", type(err).__name__, str(err)[:500]]
+        _write_frame(replies, json.dumps(reply).encode())
+
+
+#: as autograder/__main__.py: nbformat's schema needs no IRI grammar (1 s of imports saved)
+_SERVE = (
+    "import sys; sys.modules.setdefault('rfc3987_syntax', None); "
+    "from autograder.gradebook import serve_recording; serve_recording()"
+)
 
 
 class Renderer:
-    """`render_autograded` (or any function: ``run``) in a separate process (started on first use, reused): a rendering
-    that takes longer than its budget is ended with its process (a new one starts for the
-    next), one that runs out of memory fails there; either is that submission's reason, and
-    the grader's own memory never holds more than the finished text."""
+    """`render_autograded` (or any function: ``run``) in a separate process, started on
+    first use with ``python -c`` (not multiprocessing, which would run the instructor's
+    script again in it) and reused: a call that takes longer than its budget is ended with
+    its process (a new one starts for the next), one that runs out of memory fails there;
+    either is that submission's reason, and the grader's own memory never holds more than
+    the finished text."""
 
     def __init__(self):
-        import threading
-
-        self._pool = None
+        self._child = None
         self._lock = threading.Lock()
         self.started = 0  # processes started (a test reads it)
+
+    def _start(self) -> None:
+        root = str(Path(__file__).resolve().parents[1])  # where `autograder` is importable
+        path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+        self._child = subprocess.Popen(
+            [sys.executable, "-c", _SERVE],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            bufsize=0,
+            env={**os.environ, "PYTHONPATH": path},
+        )
+        self.started += 1
+        if self._receive(time.monotonic() + 300) != ["ready"]:  # its imports: not a submission's
+            raise RuntimeError("the recording process did not start")
+
+    def _receive(self, deadline: float):
+        size = _FRAME.unpack(self._read(_FRAME.size, deadline))[0]
+        return json.loads(self._read(size, deadline))
+
+    def _read(self, count: int, deadline: float) -> bytes:
+        out, fd = bytearray(), self._child.stdout.fileno()
+        while len(out) < count:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError
+            chunk = os.read(fd, min(count - len(out), 1 << 20))
+            if not chunk:
+                raise EOFError
+            out += chunk
+        return bytes(out)
+
+    def start(self) -> None:
+        """Start the process now (``grade_assignment`` does, while the sandboxes start)."""
+        with self._lock:
+            if self._child is None:
+                self._start()
 
     def run(self, function, args: tuple, seconds: float):
         """``function(*args)`` in the recording process, or RenderFailed after ``seconds``
         (counted once the process is up: its start-up is not the submission's)."""
-        import multiprocessing
-
         with self._lock:
-            if self._pool is None:
-                context = multiprocessing.get_context("spawn")
-                self._pool = context.Pool(1, initializer=_start_recording_process)
-                self._pool.apply(os.getpid)  # started and importing done
-                self.started += 1
-            pending = self._pool.apply_async(function, args)
+            if self._child is None:
+                self._start()
             try:
-                return pending.get(timeout=seconds)
-            except multiprocessing.TimeoutError:
+                _write_frame(self._child.stdin, pickle.dumps((function, args)))
+                reply = self._receive(time.monotonic() + seconds)
+            except TimeoutError:
                 self._close()
                 raise RenderFailed(
                     f"making the autograded notebook took more than {seconds:g} s (the limit "
-                    "is record_seconds); nothing of this notebook was recorded but the score 0"
+                    "is record_seconds)"
                 ) from None
-            except MemoryError:
+            except (EOFError, BrokenPipeError):
+                self._close()
+                raise RenderFailed("making the autograded notebook ended its process") from None
+            if reply[0] == "memory":
                 self._close()
                 raise RenderFailed(
                     f"making the autograded notebook needed more than "
                     f"{RENDER_MEMORY_BYTES >> 20} MiB"
-                ) from None
+                )
+            if reply[0] == "error":
+                raise RuntimeError(f"{reply[1]} while making the autograded notebook: {reply[2]}")
+            return reply[1]
 
     def _close(self) -> None:
-        if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
-            self._pool = None
+        if self._child is not None:
+            self._child.kill()
+            self._child.wait()
+            self._child.stdin.close()
+            self._child.stdout.close()
+            self._child = None
 
     def close(self) -> None:
         with self._lock:

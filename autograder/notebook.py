@@ -3,7 +3,9 @@
 - `load_assignment(course, id)` reads ``source/<id>/<id>.ipynb`` (and the released copy, for
   the test cells as students saw them) into an `AssignmentSpec`: the graded test cells with
   their points and ``check("name", fn)`` calls, the locked cells, the solution cells.
-- `read_submission(path)` parses a submitted notebook; a file that is not a notebook raises
+- `read_submission(path)` parses a submitted notebook; a file that is not a notebook, or one
+  over an intake cap (`Caps`: cells, characters, stored output, HTML depth, attachments,
+  metadata; checked by `over_caps` in one pass before anything else), raises
   `InvalidNotebook` with the reason.
 - `build_program(spec, submission)` is the code the sandbox runs: the submission's code cells
   minus every graded test cell (matched by nbgrader ``grade_id`` and by content), with the

@@ -124,6 +124,8 @@ def grade_assignment(
     preparing = Preparing(course, assignment, seed, limits, sandboxed, registry, spec)
     recorder = Recorder(course, spec)  # nbgrader's gradebook, while the check data is computed
     recorder.check_gradebook()
+    recording = threading.Thread(target=RENDERER.start, name="recording process")
+    recording.start()  # its imports (about a second) while the check data is computed
     warming = None
     if not cluster and wanted:  # the sandboxes start as soon as the chapter's limits are known
         key = (
@@ -148,6 +150,7 @@ def grade_assignment(
     recorder.log_run(seed, jobs)
     if warming is not None:
         warming.join()
+    recording.join()
     startup = time.monotonic() - called  # the check data computed, the sandboxes started
     graded: list[SubmissionResult] = []
     done = 0
@@ -173,8 +176,8 @@ def grade_assignment(
                 lock.release()
             step(job.student)
 
-    recording = threading.Thread(target=record_finished, name="recorder")
-    recording.start()
+    recorder_thread = threading.Thread(target=record_finished, name="recorder")
+    recorder_thread.start()
     scheduler = Dask(work, cluster) if cluster else Local(work, workers, keep_sandboxes)
     in_flight: dict = {}
     waiting = list(jobs)
@@ -201,7 +204,7 @@ def grade_assignment(
                 finished.put((future, job, lock))
     finally:
         finished.put(None)
-        recording.join()
+        recorder_thread.join()
         scheduler.close()
         RENDERER.close()
     rerun = [r.student for r in graded if not r.complete]
