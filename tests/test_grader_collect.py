@@ -6,7 +6,11 @@ character, a zip bomb (80 MiB of zeros in 80 KiB), a duplicated name, a nested a
 file names whose student id is ``..`` or HTML. Each hostile member is refused with a warning
 that names it and says why; the honest ones (and the first of the duplicates) are collected;
 nothing is written outside the course, and inside it only under ``submitted/`` (the
-collected notebooks) and nbgrader's staging folder ``downloaded/<id>/``.
+collected notebooks) and the staging folder ``downloaded/<id>/``.
+
+Then one small archive per rule of `collect.choose` and the names: a student's several files
+(the newest kept, the message naming each), a folder-shaped member before the real file, a
+browser's ``name (1).ipynb``, a name that does not match, the name's timestamp.
 """
 
 from __future__ import annotations
