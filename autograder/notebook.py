@@ -168,7 +168,7 @@ class Caps:
     cells: int = 2000  # cells in the notebook
     cell_source_chars: int = 200_000  # characters of one cell's source
     source_chars: int = 2_000_000  # characters of every cell's source together
-    cell_output_chars: int = 4_000_000  # characters in one cell's stored outputs
+    stored_output_chars: int = 4_000_000  # characters in one cell's stored outputs
     html_depth: int = 100  # elements open inside each other in a markdown or raw cell
     attachments: int = 100  # files attached to markdown cells, in all
     metadata_depth: int = 16  # nesting of a cell's or the notebook's metadata
@@ -245,10 +245,10 @@ def over_caps(raw, caps: Caps = DEFAULT_CAPS) -> str | None:
             return problem
         outputs = cell.get("outputs")
         if outputs is not None:
-            chars, _depth = _measure(outputs, 1 << 30, caps.cell_output_chars)
-            if chars > caps.cell_output_chars:
+            chars, _depth = _measure(outputs, 1 << 30, caps.stored_output_chars)
+            if chars > caps.stored_output_chars:
                 return (
-                    f"cell {number} stores more than {caps.cell_output_chars:,} characters of "
+                    f"cell {number} stores more than {caps.stored_output_chars:,} characters of "
                     "output (clear the outputs and hand it in again)"
                 )
         if isinstance(cell.get("attachments"), dict):

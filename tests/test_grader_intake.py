@@ -5,6 +5,7 @@ beside them keeps full marks."""
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import os
@@ -214,3 +215,13 @@ def test_the_caps_are_instructor_limits_that_win_over_the_chapters():
     assert grading.effective_limits(given, None) == sandbox.Limits()
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["grade", A, "--max-html-depth", "0"])
+
+
+def test_no_cap_shares_a_name_with_a_limit():
+    """One dict of names sets both (`budgets.resolve`, `resolve_caps`): a shared name would be
+    dropped from the limits (``cell_output_chars`` is the sandbox's captured stdout)."""
+    caps = {f.name for f in dataclasses.fields(notebook.Caps)}
+    assert not caps & {f.name for f in dataclasses.fields(sandbox.Limits)}
+    given = {"cell_output_chars": 123, "stored_output_chars": 456}
+    assert budgets.resolve(None, given).cell_output_chars == 123
+    assert budgets.resolve_caps(None, given).stored_output_chars == 456
