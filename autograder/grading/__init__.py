@@ -124,8 +124,10 @@ def grade_assignment(
     preparing = Preparing(course, assignment, seed, limits, sandboxed, registry, spec)
     recorder = Recorder(course, spec)  # nbgrader's gradebook, while the check data is computed
     recorder.check_gradebook()
-    recording = threading.Thread(target=RENDERER.start, name="recording process")
-    recording.start()  # its imports (about a second) while the check data is computed
+    recording = None
+    if wanted:  # the recording process's imports (about a second) while the check data is computed
+        recording = threading.Thread(target=RENDERER.start, name="recording")
+        recording.start()
     warming = None
     if not cluster and wanted:  # the sandboxes start as soon as the chapter's limits are known
         key = (
@@ -150,7 +152,8 @@ def grade_assignment(
     recorder.log_run(seed, jobs)
     if warming is not None:
         warming.join()
-    recording.join()
+    if recording is not None:
+        recording.join()
     startup = time.monotonic() - called  # the check data computed, the sandboxes started
     graded: list[SubmissionResult] = []
     done = 0
