@@ -23,7 +23,9 @@ still (``protocol.IDLE_SECONDS``).
 Which limit wins (``resolve``): ``Limits()``'s defaults, then these derived budgets, then
 the chapter's explicit ``limits`` (e.g. chapter 4's memory), then whatever the instructor
 set on the command line (``--cell-timeout``, ``--task-timeout``, ``--budget``,
-``--memory-mb``), which always wins.
+``--memory-mb``), which always wins. The intake caps (``autograder.notebook.Caps``: cells,
+characters, HTML depth, attachments, metadata, the recording's CPU seconds) layer the same
+way (``resolve_caps``), from the same dict of names.
 
 T is a recorded constant rather than a measurement at every ``grade`` call: the solved
 notebook of ch3 trains a model (tens of seconds), which every call would pay again, and a
@@ -41,6 +43,7 @@ import sys
 import time
 from pathlib import Path
 
+from autograder.notebook import Caps
 from autograder.sandbox import Limits
 
 #: a step of an honest submission may take this many times the reference's whole run...
@@ -67,14 +70,19 @@ def derived(reference_seconds: float | None) -> dict:
     }
 
 
+def _names(kind) -> set:
+    return {f.name for f in dataclasses.fields(kind)}
+
+
 def explicit(limits) -> dict:
     """The instructor's explicit limits as {field: value}: a dict is taken as it is (only the
-    fields the instructor set); a whole ``Limits`` means every one of its fields."""
+    fields the instructor set: ``Limits`` fields and intake ``Caps`` fields); a whole
+    ``Limits`` means every one of its fields."""
     if limits is None:
         return {}
     if isinstance(limits, Limits):
         return dataclasses.asdict(limits)
-    known = {f.name for f in dataclasses.fields(Limits)}
+    known = _names(Limits) | _names(Caps)
     unknown = sorted(set(limits) - known)
     if unknown:
         raise ValueError(
@@ -92,7 +100,15 @@ def resolve(chapter, limits=None) -> Limits:
         layers.update(derived(chapter.reference_seconds))
         layers.update(chapter.limits)
     layers.update(explicit(limits))
-    return Limits().merged(layers)
+    return Limits().merged({k: v for k, v in layers.items() if k not in _names(Caps)})
+
+
+def resolve_caps(chapter, limits=None) -> Caps:
+    """The intake caps of a submission of ``chapter`` (`autograder.notebook.Caps`): its
+    defaults < the chapter's ``limits`` < the instructor's explicit ``limits``."""
+    layers = dict(chapter.limits) if chapter is not None else {}
+    layers.update(explicit(limits))
+    return dataclasses.replace(Caps(), **{k: v for k, v in layers.items() if k in _names(Caps)})
 
 
 # ----------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """``python -m autograder``: grade, collect, feedback, export, report.
 
     grade <id> [--workers N] [--student S]... [--force] [--cluster tcp://host:8786] [--no-sandbox]
-    collect <id> ARCHIVE.zip [--regexp R]   import an LMS download (nbgrader zip_collect; hostile
-                                            members and ids refused: autograder/collect.py)
+    collect <id> ARCHIVE.zip [--regexp R]   import an LMS download: each student's newest
+                                            <student>_[..._]<id>.ipynb; hostile members and
+                                            ids refused (autograder/collect.py)
     feedback <id>                           nbgrader generate_feedback
     export <id> --csv FILE                  nbgrader export (CSV)
     report <id> [--out FILE]                one HTML page for the instructor
@@ -21,9 +22,6 @@ import time
 from pathlib import Path
 
 COURSE = Path(__file__).resolve().parent
-# An LMS download usually names files "<student>_<anything>_<notebook>.ipynb"; this takes the
-# student id before the first underscore and the assignment's notebook name at the end.
-DEFAULT_REGEXP = r".*/(?P<student_id>[^/_]+)_(?:.*_)?(?P<file_id>{assignment}\.ipynb)$"
 
 
 def _nbgrader(course: Path, *args: str) -> int:
@@ -76,7 +74,33 @@ def explicit_limits(args) -> dict:
         if args.max_notebook_mb is None
         else int(args.max_notebook_mb * (1 << 20)),
     }
+    given.update({cap: getattr(args, cap, None) for cap in CAP_OPTIONS.values()})
     return {name: value for name, value in given.items() if value is not None}
+
+
+#: the intake caps (`autograder.notebook.Caps`) as options: --max-cells N ...
+CAP_OPTIONS = {
+    "--max-cells": "cells",
+    "--max-cell-chars": "cell_source_chars",
+    "--max-source-chars": "source_chars",
+    "--max-output-chars": "stored_output_chars",
+    "--max-html-depth": "html_depth",
+    "--max-attachments": "attachments",
+    "--max-metadata-depth": "metadata_depth",
+    "--max-metadata-chars": "metadata_chars",
+    "--record-seconds": "record_seconds",
+}
+CAP_HELP = {
+    "cells": "cells in a notebook",
+    "cell_source_chars": "characters of one cell's source",
+    "source_chars": "characters of all cells' sources",
+    "stored_output_chars": "characters of one cell's stored outputs",
+    "html_depth": "HTML elements nested in a markdown or raw cell",
+    "attachments": "attachments of a notebook's markdown cells",
+    "metadata_depth": "nesting of a cell's or the notebook's metadata",
+    "metadata_chars": "characters of a cell's or the notebook's metadata",
+    "record_seconds": "seconds to make one autograded notebook (a slower one scores 0)",
+}
 
 
 def _positive(kind):
@@ -144,9 +168,12 @@ def cmd_grade(args) -> int:
 
 
 def cmd_collect(args) -> int:
-    """nbgrader zip_collect, with every archive member and every id checked on the way
-    (autograder/collect.py): a hostile member is refused with a warning, the rest collected."""
+    """Each student's newest notebook of an LMS download into ``submitted/``, every archive
+    member and id checked on the way (autograder/collect.py): a hostile or misnamed member
+    is refused or skipped with a message that says why, the rest collected."""
     import zipfile
+
+    from autograder import collect
 
     archive = Path(args.archive)
     if not archive.is_file():
@@ -155,20 +182,14 @@ def cmd_collect(args) -> int:
     if not zipfile.is_zipfile(archive):
         print(f"error: {archive} is not a zip archive (an LMS download is one)", file=sys.stderr)
         return 2
-    course = Path(args.course)
-    archive_dir = course / "downloaded" / args.assignment / "archive"
-    archive_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copy(archive, archive_dir / archive.name)
-    regexp = args.regexp or DEFAULT_REGEXP.format(assignment=args.assignment)
-    return _nbgrader(
-        course,
-        "zip_collect",
-        args.assignment,
-        "--force",
-        "--ZipCollectApp.extractor_plugin=autograder.collect.SafeExtractor",
-        "--ZipCollectApp.collector_plugin=autograder.collect.SafeCollector",
-        f"--FileNameCollectorPlugin.named_regexp={regexp}",
+    students, messages = collect.collect(Path(args.course), args.assignment, archive, args.regexp)
+    for message in messages:
+        print(message, file=sys.stderr)
+    print(
+        f"collected {len(students)} submission(s) of {args.assignment} into "
+        f"{Path(args.course) / 'submitted'}: {', '.join(students) or 'none'}"
     )
+    return 0
 
 
 def cmd_feedback(args) -> int:
@@ -229,13 +250,30 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive(float),
         help="a submitted notebook over this size is refused unread (default 8 MiB)",
     )
+    from autograder.notebook import DEFAULT_CAPS
+
+    for option, cap in CAP_OPTIONS.items():
+        default = getattr(DEFAULT_CAPS, cap)
+        grade.add_argument(
+            option,
+            dest=cap,
+            type=_positive(type(default)),
+            help=f"a notebook over this is refused with the reason: {CAP_HELP[cap]} "
+            f"(default {default:,})",
+        )
     grade.add_argument("--quiet", action="store_true", help="no progress bar")
     grade.set_defaults(run=cmd_grade)
 
-    collect = sub.add_parser("collect", help="import an LMS zip download (nbgrader zip_collect)")
+    collect = sub.add_parser(
+        "collect", help="import an LMS zip download: each student's newest notebook"
+    )
     collect.add_argument("assignment")
     collect.add_argument("archive")
-    collect.add_argument("--regexp", help="FileNameCollectorPlugin.named_regexp")
+    collect.add_argument(
+        "--regexp",
+        help="the pattern of a member's path (with a leading /), with the groups student_id, "
+        "file_id and optionally timestamp (default: <student>_[<anything>_]<id>.ipynb)",
+    )
     collect.set_defaults(run=cmd_collect)
 
     feedback = sub.add_parser("feedback", help="nbgrader generate_feedback")

@@ -5,8 +5,10 @@
   submission rows are created if missing, then every grade cell's ``auto_score`` is set in
   one commit. Only then is the autograded notebook written (atomically, by rename); its
   metadata carries the submission's SHA-256, which is what "already graded" means on a rerun.
-  It is sanitised first (`autograder.sanitise.clean_notebook`): nbgrader's feedback and
-  formgrader render it, and nothing a student wrote may be live HTML there.
+  It is made and sanitised first (`render_autograded`, `autograder.sanitise.clean_notebook`)
+  in a separate process (`Renderer`) within the caps' ``record_seconds`` and a memory
+  limit: nbgrader's feedback and formgrader render it, nothing a student wrote may be live
+  HTML there, and no notebook may hold the batch.
 - What the formgrader shows agrees with the summary table and the report: the score and the
   maximum are read back from the gradebook (every graded cell counts in the maximum, the
   written answers too); a manual score survives ``--force`` on the same bytes
@@ -21,7 +23,14 @@ import datetime
 import fcntl
 import json
 import os
+import pickle
+import select
+import struct
+import subprocess
+import sys
 import tempfile
+import threading
+import time
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -147,13 +156,12 @@ class Recorder:
                 result.notes.append(note)
             return None
 
-    def write_gradebook(self, result) -> None:
+    def write_gradebook(self, result, timestamp: str | None = None) -> None:
         spec, scores = self.spec, {t.grade_id: t.points for t in result.tasks}
         with self.course_lock(), self.gradebook() as gb, warnings.catch_warnings():
             # nbgrader's add_submission trips SQLAlchemy's autoflush warning; harmless
             warnings.simplefilter("ignore")
             name_student(gb, result.student)
-            timestamp = self._timestamp(result)
             kwargs = {"timestamp": timestamp} if timestamp else {}
             gb.update_or_create_submission(spec.assignment, result.student, **kwargs)
             regraded = self.already_graded(result.student, result.sha256)  # the same bytes
@@ -183,42 +191,209 @@ class Recorder:
             submission = gb.find_submission(self.spec.assignment, result.student)
             result.score, result.max_score = float(submission.score), float(submission.max_score)
 
-    def write_notebook(self, result, notebook: bytes) -> Path:
-        """The autograded notebook, made from ``notebook``: the bytes that were graded (read
-        once, under the size cap), never the submitted file read again."""
-        spec = self.spec
-        try:
-            submission = nbparse.read_submission(notebook) if notebook else None
-        except nbparse.InvalidNotebook:
-            submission = None
-        messages = {t.grade_id: (t.passed, t.message) for t in result.tasks}
-        outputs = {
-            int(k): [nbformat.from_dict(o) for o in v] for k, v in result.cell_outputs.items()
-        }
+    def _render_args(self, result, notebook: bytes, caps: nbparse.Caps) -> tuple:
         record = result.to_record()
+        outputs = result.cell_outputs
         record["graded_at"] = datetime.datetime.now(datetime.UTC).isoformat()
-        notebook = sanitise.clean_notebook(
-            nbparse.autograded_notebook(spec, submission, messages, outputs, record)
-        )
+        messages = {t.grade_id: (t.passed, t.message) for t in result.tasks}
+        return (self.spec, notebook, messages, outputs, record, caps)
+
+    def write_notebook(self, result, text: str, stamp: str | None) -> Path:
+        """The autograded notebook's ``text`` (see `render_autograded`), written atomically."""
         target = self.autograded_path(result.student)
         target.parent.mkdir(parents=True, exist_ok=True)
-        stamp = self._timestamp(result)
         if stamp is not None:  # the date that was read and checked, not the file copied
             (target.parent / "timestamp.txt").write_text(stamp)
         handle, temporary = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
         try:
             with os.fdopen(handle, "w") as stream:
-                nbformat.write(notebook, stream)
+                stream.write(text)
             os.replace(temporary, target)
         finally:
             if os.path.exists(temporary):  # never leave a temporary file behind
                 os.unlink(temporary)
         return target
 
-    def record(self, result, notebook: bytes) -> None:
-        self.write_gradebook(result)
-        self.read_totals(result)
-        self.write_notebook(result, notebook)
+    def record(self, result, notebook: bytes, caps: nbparse.Caps = nbparse.DEFAULT_CAPS) -> None:
+        """Render the autograded notebook from ``notebook`` (the bytes that were graded, read
+        once under the size cap, never the submitted file read again) in the recording
+        process, within ``caps.record_seconds``; then the gradebook rows, then the file. A
+        notebook whose rendering overruns or fails scores 0, with the reason, and its
+        autograded notebook is the released one (made here: the instructor's bytes only)."""
+        stamp = self._timestamp(result)  # its note belongs in the record
+        try:
+            text = RENDERER.run(
+                render_autograded, self._render_args(result, notebook, caps), caps.record_seconds
+            )
+        except RenderFailed as why:
+            from autograder.grading.verdict import not_graded
+
+            result.unanswered = []
+            not_graded(self.spec, result, "invalid notebook", str(why))
+            text = render_autograded(*self._render_args(result, b"", caps))
+        self.write_gradebook(result, stamp)
+        self.read_totals(result)  # the formgrader's score and maximum, into the record too
+        self.write_notebook(result, with_totals(text, result), stamp)
+
+
+def with_totals(text: str, result) -> str:
+    """The rendered notebook's record with the gradebook's score and maximum (read after the
+    rendering, which must come first: a notebook that cannot be rendered scores 0)."""
+    notebook = json.loads(text)
+    notebook["metadata"]["autograder"].update(score=result.score, max_score=result.max_score)
+    return json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def render_autograded(spec, notebook: bytes, messages, outputs, record, caps) -> str:
+    """The autograded notebook as JSON text: the graded ``notebook`` (none or unreadable: the
+    released copy) with the test cells in their released form and the grader's messages and
+    outputs (`autograder.notebook.autograded_notebook`), sanitised
+    (`autograder.sanitise.clean_notebook`). Linear in ``caps``: the notebook is parsed under
+    them, so no HTML nested past ``caps.html_depth`` reaches the sanitiser."""
+    try:
+        submission = nbparse.read_submission(notebook, caps) if notebook else None
+    except nbparse.InvalidNotebook:
+        submission = None
+    outputs = {int(k): [nbformat.from_dict(o) for o in v] for k, v in outputs.items()}
+    clean = sanitise.clean_notebook(
+        nbparse.autograded_notebook(spec, submission, messages, outputs, record)
+    )
+    return nbformat.writes(clean)
+
+
+class RenderFailed(Exception):
+    """The autograded notebook of one submission could not be made: the reason, for it."""
+
+
+#: address space of the recording process: a notebook within the caps needs a few hundred MiB
+RENDER_MEMORY_BYTES = 3 << 30
+_FRAME = struct.Struct(">Q")
+
+
+def _write_frame(stream, payload: bytes) -> None:
+    stream.write(_FRAME.pack(len(payload)) + payload)
+    stream.flush()
+
+
+def serve_recording() -> None:
+    """The recording process: reads (function, args) pickled by the grader from stdin, runs
+    each and answers with a JSON frame: ["ok", value], ["memory"] or ["error", type, text].
+    What it sends back is plain JSON, never a pickle."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (RENDER_MEMORY_BYTES, RENDER_MEMORY_BYTES))
+    requests, replies = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing printed may corrupt the frames
+    _write_frame(replies, b'["ready"]')
+    while header := requests.read(_FRAME.size):
+        function, args = pickle.loads(requests.read(_FRAME.unpack(header)[0]))
+        try:
+            reply = ["ok", function(*args)]
+        except MemoryError:
+            reply = ["memory"]
+        except Exception as err:  # noqa: BLE001 - the grader reports it as its own error
+            reply = ["error", type(err).__name__, str(err)[:500]]
+        _write_frame(replies, json.dumps(reply).encode())
+
+
+#: as autograder/__main__.py: nbformat's schema needs no IRI grammar (1 s of imports saved)
+_SERVE = (
+    "import sys; sys.modules.setdefault('rfc3987_syntax', None); "
+    "from autograder.gradebook import serve_recording; serve_recording()"
+)
+
+
+class Renderer:
+    """`render_autograded` (or any function: ``run``) in a separate process, started on
+    first use with ``python -c`` (not multiprocessing, which would run the instructor's
+    script again in it) and reused: a call that takes longer than its budget is ended with
+    its process (a new one starts for the next), one that runs out of memory fails there;
+    either is that submission's reason, and the grader's own memory never holds more than
+    the finished text."""
+
+    def __init__(self):
+        self._child = None
+        self._lock = threading.Lock()
+        self.started = 0  # processes started (a test reads it)
+
+    def _start(self) -> None:
+        root = str(Path(__file__).resolve().parents[1])  # where `autograder` is importable
+        path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+        self._child = subprocess.Popen(
+            [sys.executable, "-c", _SERVE],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            bufsize=0,
+            env={**os.environ, "PYTHONPATH": path},
+        )
+        self.started += 1
+        if self._receive(time.monotonic() + 300) != ["ready"]:  # its imports: not a submission's
+            raise RuntimeError("the recording process did not start")
+
+    def _receive(self, deadline: float):
+        size = _FRAME.unpack(self._read(_FRAME.size, deadline))[0]
+        return json.loads(self._read(size, deadline))
+
+    def _read(self, count: int, deadline: float) -> bytes:
+        out, fd = bytearray(), self._child.stdout.fileno()
+        while len(out) < count:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError
+            chunk = os.read(fd, min(count - len(out), 1 << 20))
+            if not chunk:
+                raise EOFError
+            out += chunk
+        return bytes(out)
+
+    def start(self) -> None:
+        """Start the process now (``grade_assignment`` does, while the sandboxes start)."""
+        with self._lock:
+            if self._child is None:
+                self._start()
+
+    def run(self, function, args: tuple, seconds: float):
+        """``function(*args)`` in the recording process, or RenderFailed after ``seconds``
+        (counted once the process is up: its start-up is not the submission's)."""
+        with self._lock:
+            if self._child is None:
+                self._start()
+            try:
+                _write_frame(self._child.stdin, pickle.dumps((function, args)))
+                reply = self._receive(time.monotonic() + seconds)
+            except TimeoutError:
+                self._close()
+                raise RenderFailed(
+                    f"making the autograded notebook took more than {seconds:g} s (the limit "
+                    "is record_seconds)"
+                ) from None
+            except (EOFError, BrokenPipeError):
+                self._close()
+                raise RenderFailed("making the autograded notebook ended its process") from None
+            if reply[0] == "memory":
+                self._close()
+                raise RenderFailed(
+                    f"making the autograded notebook needed more than "
+                    f"{RENDER_MEMORY_BYTES >> 20} MiB"
+                )
+            if reply[0] == "error":
+                raise RuntimeError(f"{reply[1]} while making the autograded notebook: {reply[2]}")
+            return reply[1]
+
+    def _close(self) -> None:
+        if self._child is not None:
+            self._child.kill()
+            self._child.wait()
+            self._child.stdin.close()
+            self._child.stdout.close()
+            self._child = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._close()
+
+
+RENDERER = Renderer()
 
 
 def needs_manual_grade(grade, regraded: bool) -> bool:

@@ -3,7 +3,9 @@
 - `load_assignment(course, id)` reads ``source/<id>/<id>.ipynb`` (and the released copy, for
   the test cells as students saw them) into an `AssignmentSpec`: the graded test cells with
   their points and ``check("name", fn)`` calls, the locked cells, the solution cells.
-- `read_submission(path)` parses a submitted notebook; a file that is not a notebook raises
+- `read_submission(path)` parses a submitted notebook; a file that is not a notebook, or one
+  over an intake cap (`Caps`: cells, characters, stored output, HTML depth, attachments,
+  metadata; checked by `over_caps` in one pass before anything else), raises
   `InvalidNotebook` with the reason.
 - `build_program(spec, submission)` is the code the sandbox runs: the submission's code cells
   minus every graded test cell (matched by nbgrader ``grade_id`` and by content), with the
@@ -153,17 +155,136 @@ def imported_packages(code: str) -> set[str]:
     return found
 
 
-def read_submission(source):
-    """The submitted notebook (a path, or the file's bytes), or InvalidNotebook saying why it
-    cannot be graded."""
-    try:
-        if isinstance(source, bytes):
-            notebook = nbformat.reads(source.decode("utf-8"), as_version=4)
+@dataclass(frozen=True)
+class Caps:
+    """What the trusted side accepts in a submitted notebook beyond its size in bytes: each
+    step it takes with the notebook (parse, validate, build the program, sanitise, write the
+    autograded copy) is then linear in these numbers. The defaults are generous multiples of
+    what the course's honest notebooks hold (the largest book chapter: 60 cells, 4,413
+    characters in one cell, 70,654 in all, a stored figure of 185 KB, 860 KB of outputs,
+    metadata 3 deep and 277 characters; see docs/threat-model.md). Each is an instructor's
+    limit (``python -m autograder grade --help``) and may be set by a chapter's ``limits``."""
+
+    cells: int = 2000  # cells in the notebook
+    cell_source_chars: int = 200_000  # characters of one cell's source
+    source_chars: int = 2_000_000  # characters of every cell's source together
+    stored_output_chars: int = 4_000_000  # characters in one cell's stored outputs
+    html_depth: int = 100  # elements open inside each other in a markdown or raw cell
+    attachments: int = 100  # files attached to markdown cells, in all
+    metadata_depth: int = 16  # nesting of a cell's or the notebook's metadata
+    metadata_chars: int = 64_000  # characters of a cell's or the notebook's metadata
+    record_seconds: float = 60.0  # CPU seconds to make and write the autograded notebook
+
+
+DEFAULT_CAPS = Caps()
+
+
+def _measure(value, max_depth: int, max_chars: int) -> tuple[int, int]:
+    """(characters, depth) of a JSON value, walked without recursion and stopped as soon as
+    either is over its cap: linear in the value, whatever its shape."""
+    chars, deepest, stack = 0, 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest > max_depth or chars > max_chars:
+            break
+        if isinstance(item, dict):
+            chars += sum(len(str(k)) for k in item)
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
         else:
-            notebook = nbformat.read(str(source), as_version=4)
+            chars += len(item) if isinstance(item, str) else 1
+    return chars, deepest
+
+
+def _metadata_over(meta, caps: Caps, where: str) -> str | None:
+    chars, depth = _measure(meta, caps.metadata_depth, caps.metadata_chars)
+    if depth > caps.metadata_depth:
+        return f"{where} metadata is nested more than {caps.metadata_depth} deep"
+    if chars > caps.metadata_chars:
+        return f"{where} metadata holds more than {caps.metadata_chars:,} characters"
+    return None
+
+
+def over_caps(raw, caps: Caps = DEFAULT_CAPS) -> str | None:
+    """Why the parsed JSON of a submission is over one of ``caps`` (None: within them), found
+    in one pass over it, before nbformat validates it and long before anything sanitises it."""
+    from autograder.sanitise import html_depth
+
+    if not isinstance(raw, dict):
+        return None  # not a notebook: nbformat says so
+    cells = raw.get("cells")
+    if not isinstance(cells, list):  # nbformat 3 keeps its cells in worksheets
+        sheets = raw.get("worksheets") if isinstance(raw.get("worksheets"), list) else []
+        cells = [c for s in sheets if isinstance(s, dict) for c in (s.get("cells") or [])]
+    if len(cells) > caps.cells:
+        return f"the notebook has {len(cells):,} cells; the limit is {caps.cells:,}"
+    problem = _metadata_over(raw.get("metadata"), caps, "the notebook's")
+    if problem:
+        return problem
+    total, attachments = 0, 0
+    for number, cell in enumerate(cells, 1):
+        if not isinstance(cell, dict):
+            continue  # nbformat's schema refuses it
+        source = cell.get("source", cell.get("input", ""))
+        text = (
+            "".join(s for s in source if isinstance(s, str)) if isinstance(source, list) else source
+        )
+        text = text if isinstance(text, str) else ""
+        if len(text) > caps.cell_source_chars:
+            return (
+                f"cell {number} holds {len(text):,} characters; the limit for one cell is "
+                f"{caps.cell_source_chars:,}"
+            )
+        total += len(text)
+        if total > caps.source_chars:
+            return f"the cells hold more than {caps.source_chars:,} characters in all"
+        problem = _metadata_over(cell.get("metadata"), caps, f"cell {number}'s")
+        if problem:
+            return problem
+        outputs = cell.get("outputs")
+        if outputs is not None:
+            chars, _depth = _measure(outputs, 1 << 30, caps.stored_output_chars)
+            if chars > caps.stored_output_chars:
+                return (
+                    f"cell {number} stores more than {caps.stored_output_chars:,} characters of "
+                    "output (clear the outputs and hand it in again)"
+                )
+        if isinstance(cell.get("attachments"), dict):
+            attachments += len(cell["attachments"])
+            if attachments > caps.attachments:
+                return f"the notebook has more than {caps.attachments} attachments"
+        if cell.get("cell_type") in ("markdown", "raw"):
+            depth = html_depth(text, caps.html_depth)
+            if depth > caps.html_depth:
+                return (
+                    f"cell {number} nests HTML elements more than {caps.html_depth} deep; "
+                    "the grader does not render that"
+                )
+    return None
+
+
+def read_submission(source, caps: Caps = DEFAULT_CAPS):
+    """The submitted notebook (a path, or the file's bytes), or InvalidNotebook saying why it
+    cannot be graded. ``caps`` are checked on the parsed JSON before anything else is done
+    with it (`over_caps`)."""
+    import json
+
+    try:
+        text = source.decode("utf-8") if isinstance(source, bytes) else Path(source).read_text()
+        raw = json.loads(text)
     except FileNotFoundError:
         raise InvalidNotebook(f"no notebook at {source}") from None
-    except Exception as err:  # nbformat raises several types for bad JSON / bad structure
+    except (UnicodeDecodeError, ValueError, RecursionError, OSError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise InvalidNotebook(f"not a readable Jupyter notebook ({first[:200]})") from None
+    problem = over_caps(raw, caps)
+    if problem:
+        raise InvalidNotebook(problem)
+    try:
+        notebook = nbformat.convert(nbformat.reader.reads(text), 4)
+    except Exception as err:  # nbformat raises several types for bad structure
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise InvalidNotebook(f"not a readable Jupyter notebook ({first[:200]})") from None
     if not isinstance(notebook.get("cells"), list):

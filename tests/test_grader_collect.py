@@ -6,7 +6,11 @@ character, a zip bomb (80 MiB of zeros in 80 KiB), a duplicated name, a nested a
 file names whose student id is ``..`` or HTML. Each hostile member is refused with a warning
 that names it and says why; the honest ones (and the first of the duplicates) are collected;
 nothing is written outside the course, and inside it only under ``submitted/`` (the
-collected notebooks) and nbgrader's staging folder ``downloaded/<id>/``.
+collected notebooks) and the staging folder ``downloaded/<id>/``.
+
+Then one small archive per rule of `collect.choose` and the names: a student's several files
+(the newest kept, the message naming each), a folder-shaped member before the real file, a
+browser's ``name (1).ipynb``, a name that does not match, the name's timestamp.
 """
 
 from __future__ import annotations
@@ -155,3 +159,113 @@ def test_not_a_zip_is_an_error_that_says_so(tmp_path, capsys):
     bogus.write_text("not a zip")
     assert cli.main(["--course", str(tmp_path), "collect", A, str(bogus)]) == 2
     assert "is not a zip archive" in capsys.readouterr().err
+
+
+def _zip(path: Path, members) -> Path:
+    """A zip of (name, bytes, date) members, in that order."""
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data, date in members:
+            zf.writestr(zipfile.ZipInfo(name, date_time=date), data)
+    return path
+
+
+def _collect_zip(tmp_path, members, regexp=None):
+    course = tmp_path / "course"
+    course.mkdir()
+    students, messages = collect.collect(course, A, _zip(tmp_path / "lms.zip", members), regexp)
+    return course, students, messages
+
+
+OLD, NEW = (2026, 1, 29, 10, 0, 0), (2026, 1, 30, 15, 0, 0)
+
+
+def test_a_resubmission_keeps_the_newest_file_and_says_which_was_dropped(tmp_path):
+    """Two files of alice's without timestamps in their names (stock zip_collect stops every
+    student on this): the newer member is kept, the message names both; bob is collected."""
+    course, students, messages = _collect_zip(
+        tmp_path,
+        [
+            (f"alice_attempt2_{NB}", b"second", NEW),
+            (f"alice_attempt1_{NB}", b"first", OLD),
+            (f"bob_{NB}", b"bob's", OLD),
+        ],
+    )
+    assert students == ["alice", "bob"]
+    assert (course / "submitted" / "alice" / A / NB).read_bytes() == b"second"
+    assert (course / "submitted" / "bob" / A / NB).read_bytes() == b"bob's"
+    assert messages == [
+        f"alice: 2 files; kept the newest, 'alice_attempt2_{NB}' (2026-01-30 15:00:00), "
+        f"dropped 'alice_attempt1_{NB}' (2026-01-29 10:00:00)"
+    ]
+    assert not (course / "submitted" / "alice" / A / "timestamp.txt").exists()
+
+
+def test_a_folder_shaped_member_never_blocks_the_students_own_file(tmp_path):
+    course, students, messages = _collect_zip(
+        tmp_path, [(f"alice_{NB}/notes.txt", b"notes", OLD), (f"alice_{NB}", b"mine", OLD)]
+    )
+    assert students == ["alice"]
+    assert (course / "submitted" / "alice" / A / NB).read_bytes() == b"mine"
+    assert messages == [f"skipped 'alice_{NB}/notes.txt' from lms.zip: not a notebook (.ipynb)"]
+
+
+def test_a_browsers_numbered_copy_is_a_resubmission(tmp_path):
+    course, students, messages = _collect_zip(
+        tmp_path, [(f"bob_{A} (1).ipynb", b"again", NEW), (f"bob_{NB}", b"once", OLD)]
+    )
+    assert students == ["bob"]
+    assert (course / "submitted" / "bob" / A / NB).read_bytes() == b"again"
+    assert messages == [
+        f"bob: 2 files; kept the newest, 'bob_{A} (1).ipynb' (2026-01-30 15:00:00), "
+        f"dropped 'bob_{NB}' (2026-01-29 10:00:00)"
+    ]
+
+
+def test_a_name_that_does_not_match_is_skipped_with_the_names_expected(tmp_path):
+    course, students, messages = _collect_zip(
+        tmp_path, [(NB, b"whose?", OLD), (f"carol-{NB}", b"dash", OLD), (f"dan_{NB}", b"ok", OLD)]
+    )
+    assert students == ["dan"]
+    expected = (
+        f"its name does not match <student id>_{NB} or <student id>_<anything>_{NB} "
+        "(the names collect expects; --regexp sets another pattern)"
+    )
+    assert messages == [f"skipped {NB!r}: {expected}", f"skipped 'carol-{NB}': {expected}"]
+
+
+def test_the_names_timestamp_orders_resubmissions_and_a_bad_one_skips_that_file_only(tmp_path):
+    """With a pattern that has a timestamp group, the name's date wins over the member's
+    date, is written to timestamp.txt, and a file whose timestamp is not a date is skipped
+    alone."""
+    regexp = r".*/(?P<student_id>[^/_]+)_(?P<timestamp>[0-9-]+)_(?P<file_id>ch1_pooling)\.ipynb$"
+    course, students, messages = _collect_zip(
+        tmp_path,
+        [
+            (f"alice_2026-02-01-09-00-00_{NB}", b"latest by name", OLD),
+            (f"alice_2026-01-31-09-00-00_{NB}", b"earlier by name", NEW),
+            (f"alice_9999-99-99_{NB}", b"bad date", NEW),
+        ],
+        regexp,
+    )
+    assert students == ["alice"]
+    folder = course / "submitted" / "alice" / A
+    assert (folder / NB).read_bytes() == b"latest by name"
+    assert (folder / "timestamp.txt").read_text() == "2026-02-01 09:00:00"
+    assert messages == [
+        f"skipped 'alice_9999-99-99_{NB}': its timestamp '9999-99-99' is not a date",
+        f"alice: 2 files; kept the newest, 'alice_2026-02-01-09-00-00_{NB}' "
+        f"(2026-02-01 09:00:00), dropped 'alice_2026-01-31-09-00-00_{NB}' (2026-01-31 09:00:00)",
+    ]
+
+
+def test_the_cli_reports_each_message_and_what_was_collected(tmp_path, capsys):
+    course = tmp_path / "course"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns about the duplicate we mean to write
+        archive = _zip(
+            tmp_path / "lms.zip", [(f"alice_{NB}", b"a", OLD), (f"alice_{NB}", b"b", NEW)]
+        )
+    assert cli.main(["--course", str(course), "collect", A, str(archive)]) == 0
+    out, err = capsys.readouterr()
+    assert "another member has the same name (the first one was kept)" in err
+    assert out.strip() == f"collected 1 submission(s) of {A} into {course / 'submitted'}: alice"

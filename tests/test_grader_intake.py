@@ -5,16 +5,21 @@ beside them keeps full marks."""
 
 from __future__ import annotations
 
+import dataclasses
+import html
+import json
 import os
 import sys
+import time
 from pathlib import Path
 
+import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from hostile import corpus  # noqa: E402
 
-from autograder import cli, grading, sandbox  # noqa: E402
+from autograder import budgets, cli, gradebook, grading, notebook, sandbox, sanitise  # noqa: E402
 from autograder.grading import intake  # noqa: E402
 from autograder.notebook import InvalidNotebook  # noqa: E402
 
@@ -111,3 +116,112 @@ def test_the_cap_is_an_instructor_limit_that_wins():
     assert sandbox.Limits().notebook_bytes == 8 << 20
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["grade", A, "--max-notebook-mb", "0"])
+
+
+# ---------------------------------------------------------------------------------------
+# after the byte cap: what a notebook under 8 MiB may still cost the trusted side
+
+
+@pytest.fixture(scope="module")
+def budgeted(tmp_path_factory, bubblewrap):
+    course = corpus.released_course(tmp_path_factory.mktemp("budgets") / "course")
+    base = json.loads(nbformat.writes(corpus.solved(course, A)))
+    corpus.write_submission(course, A, "honest", json.dumps(base))
+    hostile = corpus.over_the_caps(base)
+    for student, (text, _why) in hostile.items():
+        corpus.write_submission(course, A, student, text)
+    outcome = grading.grade_assignment(course, A, workers=2, limits=LIMITS)
+    return course, {r.student: r for r in outcome["graded"]}, hostile
+
+
+def test_an_honest_submission_beside_notebooks_over_the_caps_keeps_full_marks(budgeted):
+    _course, results, _hostile = budgeted
+    assert (results["honest"].score, results["honest"].reasons) == (12, [])
+
+
+@pytest.mark.parametrize(
+    "student",
+    ["many-cells", "deep-raw", "deep-markdown", "huge-output", "deep-metadata", "many-attachments"],
+)
+def test_a_notebook_over_a_cap_scores_zero_with_its_reason_and_a_small_record(budgeted, student):
+    """The reason names the cap; the autograded notebook holds the released test cells only
+    (4, not the submission's 60,000), so the recording wrote a bounded file."""
+    course, results, hostile = budgeted
+    result = results[student]
+    assert (result.score, result.reasons, result.notes) == (
+        0,
+        ["invalid notebook"],
+        [hostile[student][1]],
+    )
+    assert result.complete
+    autograded = course / "autograded" / student / A / f"{A}.ipynb"
+    tests = len(notebook.load_assignment(course, A).tests)
+    assert len(nbformat.read(autograded, as_version=4).cells) == tests  # the released tests
+    assert autograded.stat().st_size < 1 << 20
+
+
+def test_a_refusal_comes_before_validation_and_sanitising(tmp_path, monkeypatch):
+    """Every cap is checked on the parsed JSON: nbformat never validates the notebook and
+    the sanitiser never sees a byte of it (the autograded notebook is the released one)."""
+    course = corpus.released_course(tmp_path / "course")
+    base = json.loads(nbformat.writes(corpus.solved(course, A)))
+    spec = notebook.load_assignment(course, A)
+    validated, cleaned = [], []
+    real_validate, real_clean = nbformat.validate, sanitise.nh3.clean
+    monkeypatch.setattr(
+        nbformat, "validate", lambda nb, *a, **k: validated.append(1) or real_validate(nb, *a, **k)
+    )
+    monkeypatch.setattr(
+        sanitise.nh3, "clean", lambda text, **k: cleaned.append(len(text)) or real_clean(text, **k)
+    )
+    for student, (text, why) in corpus.over_the_caps(base).items():
+        with pytest.raises(InvalidNotebook) as refused:
+            notebook.read_submission(text.encode())
+        assert (str(refused.value), validated) == (why, []), student
+        gradebook.render_autograded(spec, text.encode(), {}, {}, {}, notebook.DEFAULT_CAPS)
+        assert max(cleaned, default=0) < 5000, student  # the released cells only
+        validated.clear(), cleaned.clear()
+    honest = json.dumps(base).encode()
+    assert len(notebook.read_submission(honest).cells) == len(base["cells"]) and validated == [1]
+
+
+def test_html_past_the_depth_is_shown_as_text_found_in_one_pass():
+    assert sanitise.html_depth("<div>" * 230_000) == 101  # stopped at the cap
+    assert sanitise.html_depth("<div><span></div>" * 1000) == 2  # an end tag closes the inner
+    assert sanitise.html_depth("<p>a<br/><img src=x><hr></p>" * 10) == 1  # void elements
+    assert sanitise.html_depth("<a" * 100_000) == 0  # no tag ever ends: nothing nested
+    deep = "<div>" * 1000 + "<script>alert(1)</script>"
+    assert sanitise.clean_html(deep) == html.escape(deep)
+    assert sanitise.clean_html("<div>" * 3 + "x") == "<div><div><div>x</div></div></div>"
+
+
+def test_a_recording_over_its_time_is_ended_with_its_reason_and_the_next_one_runs():
+    renderer = gradebook.Renderer()
+    try:
+        with pytest.raises(gradebook.RenderFailed, match="took more than 2 s"):
+            renderer.run(time.sleep, (600,), 2)
+        assert renderer.run(len, ("abc",), 60) == 3
+        assert renderer.started == 2  # the overrun's process was ended, a new one started
+    finally:
+        renderer.close()
+
+
+def test_the_caps_are_instructor_limits_that_win_over_the_chapters():
+    args = cli.build_parser().parse_args(["grade", A, "--max-cells", "50", "--record-seconds", "9"])
+    given = cli.explicit_limits(args)
+    assert given == {"cells": 50, "record_seconds": 9.0}
+    caps = budgets.resolve_caps(None, given)
+    assert (caps.cells, caps.record_seconds, caps.html_depth) == (50, 9.0, 100)
+    assert grading.effective_limits(given, None) == sandbox.Limits()
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["grade", A, "--max-html-depth", "0"])
+
+
+def test_no_cap_shares_a_name_with_a_limit():
+    """One dict of names sets both (`budgets.resolve`, `resolve_caps`): a shared name would be
+    dropped from the limits (``cell_output_chars`` is the sandbox's captured stdout)."""
+    caps = {f.name for f in dataclasses.fields(notebook.Caps)}
+    assert not caps & {f.name for f in dataclasses.fields(sandbox.Limits)}
+    given = {"cell_output_chars": 123, "stored_output_chars": 456}
+    assert budgets.resolve(None, given).cell_output_chars == 123
+    assert budgets.resolve_caps(None, given).stored_output_chars == 456

@@ -17,11 +17,14 @@ One concern per module:
 - `schedule`: local threads or a Dask cluster behind one interface.
 - `results`: the typed results (`TaskResult`, `SubmissionResult`).
 - here: `grade_assignment`, the queue, the per-submission locks and the gradebook (only
-  this process writes it).
+  this process writes it, on one recording thread, so the thread that hands out jobs never
+  waits for a recording; the autograded notebook is made in a separate process within the
+  caps' ``record_seconds``: `autograder.gradebook.Renderer`).
 """
 
 from __future__ import annotations
 
+import queue
 import secrets
 import threading
 import time
@@ -109,7 +112,7 @@ def grade_assignment(
     `progress` is called after each submission is graded or skipped (the CLI draws a bar).
     ``limits``: the instructor's explicit limits, each of which wins over the chapter's: a
     dict of ``Limits`` fields, or a whole ``Limits``; None: the chapter's own."""
-    from autograder.gradebook import Recorder
+    from autograder.gradebook import RENDERER, Recorder
 
     called = time.monotonic()
     course = Path(course).resolve()
@@ -121,6 +124,10 @@ def grade_assignment(
     preparing = Preparing(course, assignment, seed, limits, sandboxed, registry, spec)
     recorder = Recorder(course, spec)  # nbgrader's gradebook, while the check data is computed
     recorder.check_gradebook()
+    recording = None
+    if wanted:  # the recording process's imports (about a second) while the check data is computed
+        recording = threading.Thread(target=RENDERER.start, name="recording")
+        recording.start()
     warming = None
     if not cluster and wanted:  # the sandboxes start as soon as the chapter's limits are known
         key = (
@@ -145,23 +152,42 @@ def grade_assignment(
     recorder.log_run(seed, jobs)
     if warming is not None:
         warming.join()
+    if recording is not None:
+        recording.join()
     startup = time.monotonic() - called  # the check data computed, the sandboxes started
     graded: list[SubmissionResult] = []
     done = 0
+    counting = threading.Lock()
 
     def step(student: str) -> None:
         nonlocal done
-        done += 1
-        if progress:
-            progress(student, done, len(jobs))
+        with counting:
+            done += 1
+            if progress:
+                progress(student, done, len(jobs))
 
+    # finished jobs are recorded on their own thread (the recording itself runs in a separate
+    # process, `gradebook.Renderer`), so this one goes on handing out jobs meanwhile
+    finished: queue.Queue = queue.Queue()
+
+    def record_finished() -> None:
+        while (item := finished.get()) is not None:
+            future, job, lock = item
+            try:
+                graded.append(_collect(future, job, work, recorder))
+            finally:
+                lock.release()
+            step(job.student)
+
+    recorder_thread = threading.Thread(target=record_finished, name="recorder")
+    recorder_thread.start()
     scheduler = Dask(work, cluster) if cluster else Local(work, workers, keep_sandboxes)
     in_flight: dict = {}
-    queue = list(jobs)
+    waiting = list(jobs)
     try:
-        while queue or in_flight:
-            while queue and len(in_flight) < scheduler.in_flight:
-                student = queue.pop(0)
+        while waiting or in_flight:
+            while waiting and len(in_flight) < scheduler.in_flight:
+                student = waiting.pop(0)
                 lock = recorder.try_lock(student)
                 if lock is None:
                     skipped.append((student, "being graded by another grader"))
@@ -178,13 +204,12 @@ def grade_assignment(
                 break
             for future in scheduler.wait(list(in_flight)):
                 job, lock = in_flight.pop(future)
-                try:
-                    graded.append(_collect(future, job, work, recorder))
-                finally:
-                    lock.release()
-                step(job.student)
+                finished.put((future, job, lock))
     finally:
+        finished.put(None)
+        recorder_thread.join()
         scheduler.close()
+        RENDERER.close()
     rerun = [r.student for r in graded if not r.complete]
     return {
         "graded": graded,
@@ -208,7 +233,7 @@ def _collect(future, job: GradeJob, work: AssignmentWork, recorder) -> Submissio
     if not result.complete:
         return result  # nothing recorded: a rerun grades it again
     try:
-        recorder.record(result, job.notebook)
+        recorder.record(result, job.notebook, work.caps)
     except Exception as err:  # noqa: BLE001
         result.complete = False
         result.add_reason(GRADER_ERROR, f"{type(err).__name__} while recording; rerun to retry")

@@ -42,7 +42,7 @@ def _grade(job: GradeJob, work: AssignmentWork, result: SubmissionResult) -> Non
     if job.refused:
         return not_graded(spec, result, "invalid notebook", job.refused)
     try:
-        submission = nbparse.read_submission(job.notebook)
+        submission = nbparse.read_submission(job.notebook, work.caps)
     except nbparse.InvalidNotebook as err:
         return not_graded(spec, result, "invalid notebook", str(err))
     program = nbparse.build_program(spec, submission)

@@ -45,6 +45,7 @@ class AssignmentWork:
     limits: Limits = DEFAULT_LIMITS
     sandboxed: bool = True
     preload: tuple = FULL_PRELOAD  # what the zygote imports before it forks
+    caps: nbparse.Caps = nbparse.DEFAULT_CAPS  # what a notebook may hold (cells, depth...)
 
     def release_root(self) -> Path:
         return release_root(self.assignment, self.release_files)
@@ -119,6 +120,7 @@ def prepare(
         effective_limits(limits, reg.chapter(assignment)),
         sandboxed,
         preload_for(spec.imports),
+        budgets.resolve_caps(reg.chapter(assignment), limits),
     )
 
 

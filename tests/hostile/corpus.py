@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -817,3 +818,89 @@ def autograded_mtimes(course: Path) -> dict:
     return {
         p.parts[-3]: p.stat().st_mtime_ns for p in (course / "autograded").glob(f"*/{A}/{A}.ipynb")
     }
+
+
+# ---------------------------------------------------------------------------------------
+# over the intake caps (autograder/notebook.py, Caps): each under the 8 MiB byte cap
+
+
+def _with(notebook: dict, *cells, **metadata) -> str:
+    """The notebook with extra cells (no ids: the course's notebooks are nbformat 4.4) and
+    notebook metadata, as JSON text (written without nbformat, which would validate 60,000
+    cells on the way)."""
+    notebook = json.loads(json.dumps(notebook))
+    notebook["cells"].extend(cells)
+    notebook["metadata"].update(metadata)
+    return json.dumps(notebook)
+
+
+def _cell(kind: str, source: str, **fields) -> dict:
+    cell = {"cell_type": kind, "metadata": {}, "source": source, **fields}
+    if kind == "code":
+        cell.setdefault("outputs", [])
+        cell["execution_count"] = None
+    return cell
+
+
+def over_the_caps(base: dict) -> dict:
+    """Notebooks under the byte cap and over one of `autograder.notebook.Caps` each, made
+    from ``base`` (a notebook as a dict): name -> (notebook text, the reason it must get)."""
+    n = len(base["cells"])
+    deep = 30_000  # 150,000 characters: under the cap for one cell's source
+    nested: list = []
+    for _ in range(99):
+        nested = [nested]
+    image = {"image/png": "iVBORw0KGgo="}
+    return {
+        "many-cells": (
+            _with(base, *[_cell("markdown", "x") for _ in range(60_000)]),
+            f"the notebook has {n + 60_000:,} cells; the limit is 2,000",
+        ),
+        "deep-raw": (
+            _with(base, _cell("raw", "<div>" * deep)),
+            f"cell {n + 1} nests HTML elements more than 100 deep; the grader does not render that",
+        ),
+        "deep-markdown": (
+            _with(base, _cell("markdown", "<span><div>" * (deep // 2))),
+            f"cell {n + 1} nests HTML elements more than 100 deep; the grader does not render that",
+        ),
+        "huge-output": (
+            _with(
+                base,
+                _cell(
+                    "code",
+                    "print('y' * 5_000_000)",
+                    outputs=[{"output_type": "stream", "name": "stdout", "text": "y" * 5_000_000}],
+                ),
+            ),
+            f"cell {n + 1} stores more than 4,000,000 characters of output (clear the outputs "
+            "and hand it in again)",
+        ),
+        "deep-metadata": (
+            _with(base, nested=nested),
+            "the notebook's metadata is nested more than 16 deep",
+        ),
+        "many-attachments": (
+            _with(
+                base,
+                _cell(
+                    "markdown",
+                    "![a](attachment:a0.png)",
+                    attachments={f"a{i}.png": image for i in range(500)},
+                ),
+            ),
+            "the notebook has more than 100 attachments",
+        ),
+    }
+
+
+def at_the_caps(base: dict) -> str:
+    """The costliest notebook within the default caps to record: 2,000 markdown cells of
+    HTML nested 80 deep (1,980 characters each, 2,000,000 in all with ``base``'s cells)."""
+    from autograder.notebook import DEFAULT_CAPS as caps
+
+    room = caps.source_chars - sum(len("".join(c["source"])) for c in base["cells"])
+    count = caps.cells - len(base["cells"])
+    inner = max(0, room // count - 80 * 11)
+    cell = "<div>" * 80 + "x" * inner + "</div>" * 80
+    return _with(base, *[_cell("markdown", cell) for _ in range(count)])
