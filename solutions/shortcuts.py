@@ -112,29 +112,34 @@ marker_position_baseline.__doc__ = (
 )
 
 
-def bag_of_words_baseline(train_pairs):
-    """A resolver that sees only the multiset of source words, fitted on ``train_pairs``.
+def bag_of_words_baseline(train_pairs, bigrams=False):
+    """A resolver that sees only the multiset of source words (with ``bigrams=True``, of
+    1- and 2-grams), fitted on ``train_pairs``.
 
-    For every (candidate word, other source word) it counts how often the candidate was
-    the antecedent and how often not; a sentence's candidate scores the sum of the
-    add-one log-odds over the sentence's words, and the highest score wins (ties: the
-    candidate whose word sorts first, a rule blind to order).
+    For every (candidate word, feature of the sentence) it counts how often the candidate
+    was the antecedent and how often not; a sentence's candidate scores the sum of the
+    add-one log-odds over the sentence's features, and the highest score wins (ties: the
+    candidate whose word sorts first, a rule blind to order). It names a word, not a
+    mention: on 他/她 with ``bigrams=True`` the feature "， 他" tells it that the man acted.
     """
+    features = _ngrams if bigrams else set
     meant, other = Counter(), Counter()
     for p in _resolution(train_pairs):
+        feats = features(p.source)
         for c, i in enumerate(p.candidates):
             table = meant if c == p.antecedent else other
-            for w in set(p.source):
-                table[p.source[i], w] += 1
+            for f in feats:
+                table[p.source[i], f] += 1
 
-    def score(p, i):
+    def score(p, i, feats):
         word = p.source[i]
-        return sum(np.log((meant[word, w] + 1) / (other[word, w] + 1)) for w in set(p.source))
+        return sum(np.log((meant[word, f] + 1) / (other[word, f] + 1)) for f in feats)
 
     def predict(pairs):
         out = []
         for p in _resolution(pairs):
-            scored = [(-score(p, i), p.source[i], c) for c, i in enumerate(p.candidates)]
+            feats = features(p.source)
+            scored = [(-score(p, i, feats), p.source[i], c) for c, i in enumerate(p.candidates)]
             out.append(min(scored)[2])
         return out
 
