@@ -393,7 +393,8 @@ def make_pairs(
     ``"test"`` only pairs whose combination IS held out (``HELD_OUT``), so every test
     sentence combines known words in a way never seen in training. In the test split each
     sampled "it" or "he_she" sentence comes with its three ``twins`` (four sentences in a
-    row; the list is cut at ``n``), so no bag-of-words or position rule beats one half.
+    row; the list is cut at ``n``), so no rule on 1- and 2-grams (for 他/她, on words),
+    positions or length beats one half on a list of whole groups of four.
     kinds: which kinds to sample, with probabilities ``weights`` (default uniform).
     notes_every: in the training split, replace every k-th pair by one of the notes' own
     sentences (``NOTES_SENTENCES``) so the model learns them; 0 = never.
