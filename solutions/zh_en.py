@@ -34,7 +34,7 @@ What this file builds:
   test split is made of sentences that contain one, so held-out accuracy measures
   generalisation to new combinations of known words.
 - ``wilcoxon_signed_rank``: the exact paired test for comparing two resolvers over seeds
-  (chapter 6's one head against several).
+  (the chapter no longer runs such a comparison; the test is kept, tested, for one).
 - ``make_pairs`` samples pairs; ``Vocab`` maps words to ids (0 = pad, 1 = bos, 2 = eos);
   ``encode_batch`` makes padded id tensors.
 """
