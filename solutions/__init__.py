@@ -11,7 +11,8 @@ One module per chapter; everything the book shows and the grader compares agains
 - ``multihead``: head splitting, multi-head attention, a Transformer encoder block.
 - ``transformer``: the encoder-decoder (cross-attention, decoder mask, label smoothing,
   the warm-up schedule, greedy and beam-search decoding with a cache), trained on
-  ``zh_en``, a generated Chinese-English task with pronouns to resolve.
+  ``zh_en``, a generated Chinese-English task with pronouns to resolve; ``shortcuts``,
+  the baselines that resolve them without reading the sentence in order (or with it).
 
 Shared by all chapters (``docs/conventions.md``):
 

@@ -26,7 +26,9 @@ What this file builds, in the order the chapter derives it:
   the model).
 - ``train_translator`` trains a ``Translator`` on ``solutions.zh_en``'s generated
   Chinese-English pairs with the smoothed loss and the Noam schedule, seeded and on one
-  thread; ``evaluate_translator`` measures exact match and pronoun resolution.
+  thread (``source_positions=False``: the control without source positions);
+  ``evaluate_translator`` measures exact match and pronoun resolution, ``head_ablation``
+  which attention heads the resolution needs.
 
 Conventions (``docs/conventions.md``): rows are items; masks are boolean, True = "may attend";
 NumPy weight matrices are used as ``x @ w``. ``nn.Transformer`` marks with True what may
@@ -92,6 +94,7 @@ __all__ = [
     "beam_translate",
     "train_translator",
     "resolution_margins",
+    "head_ablation",
     "resolution_run",
     "evaluate_translator",
 ]
@@ -467,9 +470,11 @@ class Translator(nn.Module):
         dropout: float = 0.0,
         max_len: int = 64,
         num_decoder_layers: int | None = None,
+        source_positions: bool = True,
     ):
         super().__init__()
         self.d_model, self.max_len = d_model, max_len
+        self.source_positions = source_positions
         self.src_embed = nn.Embedding(src_vocab, d_model)
         self.tgt_embed = nn.Embedding(tgt_vocab, d_model)
         nn.init.normal_(self.src_embed.weight, std=d_model**-0.5)
@@ -482,13 +487,12 @@ class Translator(nn.Module):
             d_model, num_heads, num_layers, d_ff, norm_first, dropout, num_decoder_layers
         )
 
-    def _embed(self, table: nn.Embedding, tokens, start: int = 0):
+    def _embed(self, table: nn.Embedding, tokens, start: int = 0, positions: bool = True):
         n = tokens.shape[-1]
         if start + n > self.max_len:
             raise ValueError(f"sequence of length {start + n} exceeds max_len = {self.max_len}")
-        return self.embed_dropout(
-            table(tokens) * math.sqrt(self.d_model) + self.positions[start : start + n]
-        )  # (B, n, d)
+        x = table(tokens) * math.sqrt(self.d_model)  # (B, n, d)
+        return self.embed_dropout(x + self.positions[start : start + n] if positions else x)
 
     def src_mask(self, src):
         return torch.from_numpy(padding_mask(_valid_lens(src), src.shape[-1]))  # (B, 1, n_src)
@@ -496,7 +500,8 @@ class Translator(nn.Module):
     def encode(self, src):
         """src (B, n_src) -> memory (B, n_src, d), src_mask (B, 1, n_src), encoder weights."""
         src_mask = self.src_mask(src)
-        memory, weights = self.core.encode(self._embed(self.src_embed, src), src_mask)
+        x = self._embed(self.src_embed, src, positions=self.source_positions)  # (B, n_src, d)
+        memory, weights = self.core.encode(x, src_mask)
         return memory, src_mask, weights
 
     def logits(self, y):
@@ -630,6 +635,7 @@ def train_translator(
     weights=None,
     notes_every=50,
     num_decoder_layers=None,
+    source_positions=True,
 ):
     """Train a ``Translator`` on fresh generated training pairs (``solutions.zh_en``).
 
@@ -665,6 +671,7 @@ def train_translator(
             d_ff,
             norm_first,
             num_decoder_layers=num_decoder_layers,
+            source_positions=source_positions,
         ),
         batch_loss,
         steps=steps,
@@ -678,13 +685,14 @@ def train_translator(
 
 @torch.no_grad()
 def resolution_margins(model: Translator, pairs) -> np.ndarray:
-    """Pronoun resolution as a teacher-forced two-way choice, one number per pair.
+    """Pronoun resolution as a teacher-forced choice among the candidates, one number per pair.
 
     For every pair with a pronoun, feed the reference translation up to the word that
-    names the antecedent (``pair.answer``) and compare the model's log-probabilities of
-    the two candidates' words there: ``log p(choices[0]) - log p(choices[1])``. Positive =
-    resolved. Fluency errors elsewhere in the sentence do not count. Returns float (P,)
-    for the P pairs with ``pronoun >= 0``, in order.
+    names the antecedent (``pair.answer``) and compare the model's log-probability there of
+    the antecedent's word, ``choices[0]``, with the largest of the other candidates' words,
+    ``choices[1:]``: ``log p(choices[0]) - max log p(choices[1:])``. Positive = resolved.
+    Fluency errors elsewhere in the sentence do not count. Returns float (P,) for the P
+    pairs with ``pronoun >= 0``, in order.
     """
     pairs = [p for p in pairs if p.pronoun >= 0]
     if not pairs:
@@ -693,11 +701,50 @@ def resolution_margins(model: Translator, pairs) -> np.ndarray:
     src, tgt = encode_batch(pairs)
     logits, _ = model(src, tgt[:, :-1])  # input position t predicts target word t + 1
     log_p = torch.log_softmax(logits.double(), dim=-1)  # (P, n_tgt, V)
-    rows = torch.tensor([p.answer for p in pairs])  # word i of the target is predicted at i
-    right = torch.tensor([TARGET_VOCAB.stoi[p.choices[0]] for p in pairs])
-    wrong = torch.tensor([TARGET_VOCAB.stoi[p.choices[1]] for p in pairs])
-    at = log_p[torch.arange(len(pairs)), rows]  # (P, V)
-    return (at[torch.arange(len(pairs)), right] - at[torch.arange(len(pairs)), wrong]).numpy()
+    at = log_p[torch.arange(len(pairs)), [p.answer for p in pairs]]  # (P, V): word i at row i
+    margins = []
+    for row, p in zip(at, pairs):
+        ids = [TARGET_VOCAB.stoi[w] for w in p.choices]
+        margins.append(float(row[ids[0]] - row[ids[1:]].max()))
+    return np.array(margins)
+
+
+def _attention_layers(model: Translator) -> dict[str, list[MultiHeadAttention]]:
+    core = model.core
+    return {
+        "encoder": [block.attn for block in core.encoder],
+        "decoder_self": [block.self_attn for block in core.decoder],
+        "cross": [block.cross_attn for block in core.decoder],
+    }
+
+
+@torch.no_grad()
+def head_ablation(model: Translator, pairs) -> dict[str, np.ndarray]:
+    """Which attention heads the pronoun resolution uses: zero one head at a time.
+
+    Zeroing head i of a ``MultiHeadAttention`` sets to zero the columns of its output
+    projection that read that head (``out_proj.weight[:, i d_h:(i + 1) d_h]``): the head's
+    contribution to the residual stream is gone, the other heads' are unchanged (the bias
+    stays). For every head the fraction of the pronoun pairs of ``pairs`` with a positive
+    ``resolution_margins`` is measured with that head zeroed, and the weights restored.
+    Returns {"encoder", "decoder_self", "cross"}: float arrays (layers, h), and "none": the
+    fraction with nothing zeroed.
+    """
+    out = {"none": float(np.mean(resolution_margins(model, pairs) > 0))}
+    for part, layers in _attention_layers(model).items():
+        table = np.zeros((len(layers), layers[0].num_heads))
+        for i, attn in enumerate(layers):
+            weight = attn.out_proj.weight
+            for h in range(attn.num_heads):
+                cols = slice(h * attn.d_head, (h + 1) * attn.d_head)
+                kept = weight[:, cols].clone()
+                weight[:, cols] = 0.0
+                try:
+                    table[i, h] = np.mean(resolution_margins(model, pairs) > 0)
+                finally:
+                    weight[:, cols] = kept
+        out[part] = table
+    return out
 
 
 def resolution_run(pairs, seed: int, num_heads: int, lr_factor: float, config: dict) -> float:
@@ -712,12 +759,12 @@ def resolution_run(pairs, seed: int, num_heads: int, lr_factor: float, config: d
 
 
 @torch.no_grad()
-def evaluate_translator(model: Translator, pairs, max_len: int = 24):
+def evaluate_translator(model: Translator, pairs, max_len: int = 32):
     """Greedy-decode ``pairs`` and score them.
 
     Returns a dict: "exact_match" (fraction of greedy outputs equal to the reference),
     "resolution" (among pairs with a pronoun: fraction with a positive
-    ``resolution_margins``, the teacher-forced two-way choice), "outputs" (lists of
+    ``resolution_margins``, the teacher-forced choice among the candidates), "outputs" (lists of
     English words) and "resolved" (bool per pronoun pair, in order).
     """
     src, _ = encode_batch(pairs)

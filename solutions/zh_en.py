@@ -6,31 +6,35 @@ What this file builds:
   ``"reorder"``: time and place come before the verb in Chinese and after it in English
   (我 昨天 在 公园 看见了 一只 蝴蝶 -> I saw a butterfly in the park yesterday), so a
   translation has to read the source out of order;
-  ``"it"``: one animal acts on another (狗 追了 猫 "the dog chased the cat", or in the
-  passive 猫 被 狗 追了 "the cat was chased by the dog"), then 它 ("it") and a predicate.
-  Any predicate fits either animal; the predicate says which *role* is meant (the one
-  that acted got tired or was pleased; the one acted on ran away or hid) and the voice
-  (被 or not) says which mention has that role. The English side spells the antecedent
-  out (... , the cat ran away), so translating 它 means resolving it. In one sentence in
-  four the second clause names an animal instead of 它 (a predicate with no pronoun);
+  ``"it"``: a time, two events, then 所以 它 ("so it") and a predicate:
+  昨天 ， 狗 追了 猫 ， 马 被 熊 咬了 ， 所以 它 跑走了 "the horse ran away because the dog
+  chased the cat and the horse was bitten by the bear yesterday". One event is in the
+  active voice and one in the 被 passive, in either order, each optionally with a place;
+  the four animals differ. 它 is an animal of the *last* event: the predicate says which
+  role (the one that acted got tired or was pleased; the one acted on ran away or hid),
+  the last event's voice says which of its two mentions has that role. The English puts
+  the antecedent first, so the reference prefix before it ("the") tells nothing;
   ``"he_she"``: a man and a woman, then two pronouns: 他 帮了 她 "he helped her" vs 她 帮了
-  他; which pronoun comes first decides who is the subject.
-  Optional time and place words vary the sentence lengths, so no position is fixed.
+  他; which pronoun comes first decides who is the subject. That is a cue of one word and
+  its neighbour (the 2-gram "， 他"), so these sentences test reading a pronoun's gender,
+  not the order of the sentence. Optional time and place words vary the lengths.
 - Minimal pairs: ``make_pairs(..., split="test")`` returns every resolution sentence with
-  its *bag twin* (the same multiset of source words, the other answer: the two animals, or
-  the two pronouns, swapped) and its *position twin* (the same length and candidate
-  positions, the other candidate: the predicate's role, or the order of the two people,
-  swapped), and the twin of both. On such a set every rule that sees only the bag of
-  words, or only the positions, is right on exactly half: ``bag_of_words_baseline`` and
-  ``position_baseline`` are two such rules, fitted on training sentences.
+  its *bag twin* and its *position twin*, and the twin of both. For 它 the bag twin
+  swaps the two events (the same multiset of 1- and 2-grams, since each event sits
+  between two commas; the other antecedent, and the other mention index); for 他/她 it
+  swaps the two pronouns (the same multiset of words). The position twin keeps the length
+  and the candidate positions and means the other candidate (the predicate of the other
+  role; the two people in the other order). On such a set every rule that sees only the
+  1- and 2-grams (for 他/她, only the words), or only the positions, is right on at most
+  half; ``solutions.shortcuts`` fits such rules, and others, on training sentences.
 - The lecture notes' own sentences (``NOTES_SENTENCES``): 知识就是力量 "knowledge is power"
   and 这只蝴蝶真漂亮，停在花朵上，我很喜欢它 with "it" spelled out.
-- ``HELD_OUT``: combinations (object with place; {animal, animal} with verb; {man,
-  woman} with verb) that never occur in training; the test split is made of sentences
-  that contain one, so held-out accuracy measures generalisation to new combinations of
-  known words.
+- ``HELD_OUT``: combinations (object with place; {animal, animal} with verb, in either
+  event of an "it" sentence; {man, woman} with verb) that never occur in training; the
+  test split is made of sentences that contain one, so held-out accuracy measures
+  generalisation to new combinations of known words.
 - ``wilcoxon_signed_rank``: the exact paired test for comparing two resolvers over seeds
-  (chapter 6's one head against several).
+  (the chapter no longer runs such a comparison; the test is kept, tested, for one).
 - ``make_pairs`` samples pairs; ``Vocab`` maps words to ids (0 = pad, 1 = bos, 2 = eos);
   ``encode_batch`` makes padded id tensors.
 """
@@ -39,7 +43,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,8 +62,6 @@ __all__ = [
     "make_pairs",
     "twins",
     "encode_batch",
-    "bag_of_words_baseline",
-    "position_baseline",
     "wilcoxon_signed_rank",
 ]
 
@@ -187,12 +188,11 @@ class Pair:
     """One sentence pair. ``source``/``target`` are word lists (no specials).
 
     For the resolution sentences: ``pronoun`` is the index of (the first) 它/他/她 in
-    ``source``, ``candidates`` the source indices of the two candidates (in order of
-    mention), ``antecedent`` 0 or 1 (which candidate is meant), ``answer`` the index in
-    ``target`` of the word that names the antecedent, and ``choices`` the two English
-    words that could stand there: (the antecedent's, the other candidate's). -1 / () where
-    not applicable (an "it" sentence without a pronoun keeps ``candidates`` and ``answer``
-    but has ``pronoun = -1``).
+    ``source``, ``candidates`` the source indices of the candidates in order of mention
+    (four animals; two people), ``antecedent`` which of them is meant (an index into
+    ``candidates``), ``answer`` the index in ``target`` of the word that names the
+    antecedent, and ``choices`` the English words that could stand there: the
+    antecedent's first, then the other candidates'. -1 / () where not applicable.
     ``combination`` is what decides the split (see ``HELD_OUT``); ``twin`` holds the
     choices that made the sentence (``twins`` flips them).
     """
@@ -202,7 +202,7 @@ class Pair:
     target: list[str]
     combination: tuple | None = None
     pronoun: int = -1
-    candidates: tuple[int, int] = (-1, -1)
+    candidates: tuple[int, ...] = ()
     antecedent: int = -1
     answer: int = -1
     choices: tuple[str, ...] = ()
@@ -234,63 +234,70 @@ def _frame(time, place):
     return zh_time, zh_place, en
 
 
-def _it_sentence(agent, patient, verb, passive, predicate, named, time, place) -> Pair:
-    """named: None for 它, else the animal named in the second clause (no pronoun)."""
-    zh_time, zh_place, en_frame = _frame(time, place)
+def _clause(agent, patient, verb, passive, place):
+    """One event: (Chinese words, English words, the two animals in order of mention)."""
     active_en, passive_en = ACTIONS[verb]
+    zh_place = ["在", place] if place else []
+    en_place = PLACES[place].split() if place else []
     if passive:  # 猫 被 狗 追了: the patient is mentioned first
-        first, second = patient, agent
-        source = zh_time + [patient] + zh_place + ["被", agent, verb]
-        target = ["the", ANIMALS[patient], "was", *passive_en.split(), "by", "the", ANIMALS[agent]]
-    else:
-        first, second = agent, patient
-        source = zh_time + [agent] + zh_place + [verb, patient]
-        target = ["the", ANIMALS[agent], *active_en.split(), "the", ANIMALS[patient]]
-    cand = (source.index(first), source.index(second))
-    english, role = ROLE_PREDICATES[predicate]
-    meant = named if named is not None else (agent if role == "agent" else patient)
-    other = second if meant == first else first
-    target += en_frame + [","]
-    source += ["，", named if named is not None else "它", predicate]
-    answer = len(target) + 1
-    target += ["the", ANIMALS[meant], *english.split()]
-    return Pair(
-        "it",
-        source,
-        target,
-        combination=(frozenset((agent, patient)), verb),
-        pronoun=-1 if named is not None else source.index("它"),
-        candidates=cand,
-        antecedent=int(meant == second),
-        answer=answer,
-        choices=(ANIMALS[meant], ANIMALS[other]),
-        twin=dict(
-            agent=agent,
-            patient=patient,
-            verb=verb,
-            passive=passive,
-            predicate=predicate,
-            named=named,
-            time=time,
-            place=place,
+        zh = [patient] + zh_place + ["被", agent, verb]
+        en = ["the", ANIMALS[patient], "was", *passive_en.split(), "by", "the", ANIMALS[agent]]
+        return zh, en + en_place, (patient, agent)
+    zh = [agent] + zh_place + [verb, patient]
+    return (
+        zh,
+        ["the", ANIMALS[agent], *active_en.split(), "the", ANIMALS[patient]] + en_place,
+        (
+            agent,
+            patient,
         ),
     )
 
 
+def _it_sentence(events, passive_last, predicate, time) -> Pair:
+    """events: two (agent, patient, verb, place) tuples, the active event and the passive
+    one; passive_last: whether the passive clause comes second (it is the one 它 refers to)."""
+    active, passive = events
+    order = (active, passive) if passive_last else (passive, active)
+    clauses = [_clause(a, p, v, e is passive, place) for e in order for a, p, v, place in [e]]
+    source = [time, "，", *clauses[0][0], "，", *clauses[1][0], "，", "所以", "它", predicate]
+    mentions = clauses[0][2] + clauses[1][2]  # the four animals in order of mention
+    english, role = ROLE_PREDICATES[predicate]
+    agent, patient = order[1][:2]  # the last event's roles
+    meant = agent if role == "agent" else patient
+    others = [m for m in mentions if m != meant]
+    target = ["the", ANIMALS[meant], *english.split(), "because", *clauses[0][1], "and"]
+    target += clauses[1][1] + TIMES[time].split()
+    return Pair(
+        "it",
+        source,
+        target,
+        combination=frozenset((frozenset(e[:2]), e[2]) for e in events),
+        pronoun=source.index("它"),
+        candidates=tuple(source.index(m) for m in mentions),
+        antecedent=mentions.index(meant),
+        answer=1,
+        choices=(ANIMALS[meant], *(ANIMALS[m] for m in others)),
+        twin=dict(events=events, passive_last=passive_last, predicate=predicate, time=time),
+    )
+
+
 def _it(rng) -> Pair:
-    agent, patient = (list(ANIMALS)[i] for i in rng.choice(len(ANIMALS), 2, replace=False))
-    named = None
-    if rng.random() < 0.25:  # a predicate with no pronoun: either animal may be named
-        named = (agent, patient)[rng.integers(2)]
+    animals = [list(ANIMALS)[i] for i in rng.choice(len(ANIMALS), 4, replace=False)]
+    events = tuple(
+        (
+            animals[2 * k],
+            animals[2 * k + 1],
+            _pick(rng, list(ACTIONS)),
+            _pick(rng, list(PLACES)) if rng.random() < 0.5 else None,
+        )
+        for k in range(2)
+    )
     return _it_sentence(
-        agent,
-        patient,
-        _pick(rng, list(ACTIONS)),
+        events,
         bool(rng.random() < 0.5),
         _pick(rng, list(ROLE_PREDICATES)),
-        named,
-        _pick(rng, list(TIMES)) if rng.random() < 0.5 else None,
-        _pick(rng, list(PLACES)) if rng.random() < 0.5 else None,
+        _pick(rng, list(TIMES)),
     )
 
 
@@ -334,29 +341,39 @@ def _he_she(rng) -> Pair:
 
 
 _MAKERS = {"reorder": _reorder, "it": _it, "he_she": _he_she}
+
+
+def _held_out_pair(pair: Pair) -> bool:
+    """Whether a pair belongs to the test split: its combination is held out (an "it"
+    sentence: either of its two events' (pair of animals, action) is)."""
+    if pair.combination is None:
+        return False
+    if pair.kind == "it":
+        return any(event in HELD_OUT["it"] for event in pair.combination)
+    return pair.combination in HELD_OUT[pair.kind]
+
+
 _FLIPPED_ROLE = {"agent": "patient", "patient": "agent"}
 
 
 def twins(pair: Pair) -> tuple[Pair, Pair, Pair]:
     """The minimal-pair twins of a resolution sentence: (bag twin, position twin, both).
 
-    Bag twin: the same multiset of source words with the other answer (the two animals
-    swap roles; the two pronouns swap places). Position twin: the same length, pronoun and
-    candidate positions with the other candidate meant (the predicate of the other role;
-    the two people swap order of mention). For an "it" sentence without a pronoun the
-    twins swap the animals and, for the position twin, the named animal.
+    Bag twin, the other answer from the same bag: for 它 the two events swap places (each
+    sits between two commas, so the multiset of 1- and 2-grams stays the same; the last
+    event, hence the antecedent and its mention index, changes); for 他/她 the two
+    pronouns swap places (the same multiset of words). Position twin: the same length,
+    pronoun and candidate positions with the other candidate meant (the predicate of the
+    other role; the two people swap order of mention).
     """
     t = pair.twin
     if pair.kind == "it":
-        args = dict(t)
-        bag = {**args, "agent": t["patient"], "patient": t["agent"]}
         role = ROLE_PREDICATES[t["predicate"]][1]
         same_slot = [p for p in ROLE_PREDICATES if ROLE_PREDICATES[p][1] == _FLIPPED_ROLE[role]]
         other_pred = same_slot[list(ROLE_PREDICATES).index(t["predicate"]) % 2]
-        position = {**args, "predicate": other_pred}
-        if t["named"] is not None:  # no pronoun: name the other animal instead
-            position["named"] = t["patient"] if t["named"] == t["agent"] else t["agent"]
-        both = {**bag, "predicate": position["predicate"], "named": position["named"]}
+        bag = {**t, "passive_last": not t["passive_last"]}
+        position = {**t, "predicate": other_pred}
+        both = {**bag, "predicate": other_pred}
         return tuple(_it_sentence(**a) for a in (bag, position, both))
     if pair.kind == "he_she":
         other = t["second"] if t["subject"] == t["first"] else t["first"]
@@ -376,7 +393,8 @@ def make_pairs(
     ``"test"`` only pairs whose combination IS held out (``HELD_OUT``), so every test
     sentence combines known words in a way never seen in training. In the test split each
     sampled "it" or "he_she" sentence comes with its three ``twins`` (four sentences in a
-    row; the list is cut at ``n``), so no bag-of-words or position rule beats one half.
+    row; the list is cut at ``n``), so no rule on 1- and 2-grams (for 他/她, on words),
+    positions or length beats one half on a list of whole groups of four.
     kinds: which kinds to sample, with probabilities ``weights`` (default uniform).
     notes_every: in the training split, replace every k-th pair by one of the notes' own
     sentences (``NOTES_SENTENCES``) so the model learns them; 0 = never.
@@ -401,7 +419,7 @@ def make_pairs(
             continue
         kind = kinds[rng.choice(len(kinds), p=weights / weights.sum())]
         pair = _MAKERS[kind](rng)
-        held = pair.combination is not None and pair.combination in HELD_OUT[kind]
+        held = _held_out_pair(pair)
         if held == (split == "test"):
             pairs.append(pair)
             if split == "test" and kind != "reorder":
@@ -410,68 +428,7 @@ def make_pairs(
 
 
 # ----------------------------------------------------------------------------------------
-# baselines: rules that see only the bag of words, or only the positions
-
-
-def _resolution(pairs):
-    return [p for p in pairs if p.pronoun >= 0]
-
-
-def bag_of_words_baseline(train_pairs):
-    """A pronoun resolver that sees only the multiset of source words, fitted on ``train_pairs``.
-
-    For every (candidate word, other source word) it counts how often the candidate was
-    the antecedent and how often not; a sentence's candidate scores the sum of the
-    add-one log-odds over the sentence's words, and the higher score wins (ties: the
-    candidate whose word sorts first, a rule blind to order). Returns
-    ``predict(pairs) -> list of 0/1`` (candidate index per resolution pair, in order).
-    On the old grammar, where {noun, noun, predicate} fixed the answer, such a rule was
-    right every time; on a set closed under ``twins`` any bag rule is right on half.
-    """
-    meant, other = Counter(), Counter()
-    for p in _resolution(train_pairs):
-        words = Counter(p.source)
-        for c in (0, 1):
-            word = p.source[p.candidates[c]]
-            table = meant if c == p.antecedent else other
-            for w in words:
-                table[word, w] += 1
-
-    def score(p, c):
-        word = p.source[p.candidates[c]]
-        return sum(np.log((meant[word, w] + 1) / (other[word, w] + 1)) for w in set(p.source))
-
-    def predict(pairs):
-        out = []
-        for p in _resolution(pairs):
-            s0, s1 = score(p, 0), score(p, 1)
-            w0, w1 = (p.source[i] for i in p.candidates)
-            out.append(int(s1 > s0 or (s1 == s0 and w1 < w0)))
-        return out
-
-    return predict
-
-
-def position_baseline(train_pairs):
-    """A pronoun resolver that sees only positions, fitted on ``train_pairs``.
-
-    Key: (kind, sentence length, pronoun index, candidate indices); prediction: the
-    candidate (0 = first mentioned) that was the antecedent more often under that key in
-    training (unseen key or tie: the first mentioned). Returns ``predict(pairs)`` as
-    ``bag_of_words_baseline``.
-    """
-    votes: dict[tuple, Counter] = defaultdict(Counter)
-    for p in _resolution(train_pairs):
-        votes[p.kind, len(p.source), p.pronoun, p.candidates][p.antecedent] += 1
-
-    def predict(pairs):
-        out = []
-        for p in _resolution(pairs):
-            v = votes.get((p.kind, len(p.source), p.pronoun, p.candidates), Counter())
-            out.append(int(v[1] > v[0]))
-        return out
-
-    return predict
+# comparing runs
 
 
 def wilcoxon_signed_rank(a, b, alternative="greater"):
@@ -543,8 +500,8 @@ class Vocab:
 def _all_words():
     zh = set(SUBJECTS) | set(TIMES) | set(PLACES) | set(VERBS) | set(NOUNS) | set(PEOPLE)
     zh |= set(ANIMALS) | set(ACTIONS) | set(ROLE_PREDICATES) | set(PEOPLE_VERBS)
-    zh |= {"在", "一只", "一朵", "和", "被", "见面了", "，", "它", "他", "她"}
-    en = {"a", "the", "and", "was", "by", "met", ","}
+    zh |= {"在", "一只", "一朵", "和", "被", "见面了", "，", "所以", "它", "他", "她"}
+    en = {"a", "the", "and", "was", "by", "met", ",", "because"}
     for phrase in itertools.chain(
         SUBJECTS.values(),
         TIMES.values(),

@@ -26,6 +26,7 @@ from solutions.transformer import (
     greedy_decode,
     greedy_decode_cached,
     greedy_decode_without_cache,
+    head_ablation,
     label_smoothed_cross_entropy,
     label_smoothed_loss,
     noam_rate,
@@ -595,7 +596,8 @@ def test_sequence_log_prob_is_the_score_beam_search_gives_a_finished_beam():
 
 # ----------------------------------------------------------------------------------------
 # a trained model: the chapter's configuration (book/ch6_transformer.ipynb, "Training on one
-# CPU core"). Smaller ones stall on the pronoun data: d = 32, batch 32, 500 steps resolved at
+# CPU core"). Smaller ones stalled on the one-event pronoun grammar before the two-event one
+# (not re-measured since): d = 32, batch 32, 500 steps resolved at
 # chance (0.49-0.56) for 4 of 9 seeds, and 1000 steps left 它 or 他/她 at chance for the 3 of
 # those seeds tried (0, 5, 6), so the test pays for the configuration that resolves reliably
 # (about 50 s of one core).
@@ -622,25 +624,60 @@ def test_training_is_seeded_and_records_one_loss_per_step():
     np.testing.assert_allclose(first["lr"], noam_rate(np.arange(1, 6), 64, 200))
 
 
-def test_resolution_margins_compare_the_two_choices_at_the_antecedents_word():
-    """The margin is log p(antecedent's word) - log p(other's word) at the answer position of
-    the teacher-forced reference, recomputed here one sentence at a time; sentences without
-    a pronoun are skipped."""
+def test_resolution_margins_compare_the_antecedent_with_the_best_other_candidate():
+    """The margin is log p(antecedent's word) - max log p(other candidates' words) at the
+    answer position of the teacher-forced reference, recomputed here one sentence at a
+    time; sentences without a pronoun are skipped."""
     torch.manual_seed(6)
     model = Translator(len(SOURCE_VOCAB), len(TARGET_VOCAB), d_model=16, num_heads=2).eval()
-    pairs = make_pairs(40, seed=16, kinds=("it", "he_she"))
+    pairs = make_pairs(40, seed=16)
     margins = resolution_margins(model, pairs)
     with_pronoun = [p for p in pairs if p.pronoun >= 0]
-    assert len(margins) == len(with_pronoun) < len(pairs)  # some "it" sentences name the animal
+    assert len(margins) == len(with_pronoun) < len(pairs)  # the reorder sentences have none
+    assert {len(p.choices) for p in with_pronoun} == {2, 4}  # 他/她: two people; 它: four animals
     for p, margin in zip(with_pronoun, margins):
         src = torch.tensor([SOURCE_VOCAB.encode(p.source)])
         prefix = torch.tensor([[BOS] + TARGET_VOCAB.encode(p.target[: p.answer])])
         with torch.no_grad():
             logits, _ = model(src, prefix)
         log_p = torch.log_softmax(logits[0, -1].double(), -1)
-        right, wrong = (TARGET_VOCAB.stoi[w] for w in p.choices)
-        assert margin == pytest.approx((log_p[right] - log_p[wrong]).item(), abs=1e-5)
+        right, *wrong = (TARGET_VOCAB.stoi[w] for w in p.choices)
+        assert margin == pytest.approx((log_p[right] - log_p[wrong].max()).item(), abs=1e-5)
     assert resolution_margins(model, make_pairs(5, seed=1, kinds=("reorder",))).shape == (0,)
+
+
+def test_without_source_positions_the_translator_reads_a_bag_of_words():
+    """source_positions=False: permuting the source words changes no logit (the control of
+    chapter 6); with positions it does."""
+    torch.manual_seed(7)
+    src = torch.tensor([SOURCE_VOCAB.encode(make_pairs(1, seed=3, kinds=("it",))[0].source)])
+    shuffled = src[:, torch.randperm(src.shape[1], generator=torch.Generator().manual_seed(0))]
+    tgt = torch.tensor([[BOS, 5, 6, 7]])
+    for positions in (False, True):
+        torch.manual_seed(7)
+        model = Translator(
+            len(SOURCE_VOCAB), len(TARGET_VOCAB), 16, 2, source_positions=positions
+        ).eval()
+        with torch.no_grad():
+            a, _ = model(src, tgt)
+            b, _ = model(shuffled, tgt)
+        assert torch.allclose(a, b, atol=1e-5) == (not positions)
+
+
+def test_head_ablation_zeroes_one_head_at_a_time_and_restores_the_weights():
+    """A head whose output projection is already zero changes nothing when zeroed; every
+    other head's zeroing is measured and the weights come back unchanged."""
+    torch.manual_seed(8)
+    model = Translator(len(SOURCE_VOCAB), len(TARGET_VOCAB), 16, 2, num_layers=1).eval()
+    pairs = make_pairs(40, seed=17, kinds=("it",))
+    with torch.no_grad():
+        model.core.encoder[0].attn.out_proj.weight[:, :8] = 0.0  # encoder head 1: silent
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    table = head_ablation(model, pairs)
+    assert table["encoder"].shape == table["cross"].shape == (1, 2)
+    assert table["encoder"][0, 0] == table["none"] == np.mean(resolution_margins(model, pairs) > 0)
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
 
 
 @pytest.fixture(scope="module")
@@ -651,11 +688,11 @@ def trained():
 
 @pytest.mark.slow
 def test_trained_translator_translates_held_out_combinations_and_resolves_pronouns(trained):
-    """Held-out combinations (300 test pairs, seed 2024: 235 pronouns, every one with its bag
-    and position twins, so bag-of-words and position rules score 0.5) after the chapter's
-    1000 steps. Measured over training seeds 0-2 (one thread): exact match 0.970, 1.000,
-    0.987; teacher-forced pronoun resolution 1.000, 1.000, 0.996 (它 1.000 on all three).
-    Thresholds = min - 0.07: 0.90 and 0.90, 0.40 above the baselines."""
+    """Held-out combinations (test pairs, every pronoun with its bag and position twins, so
+    rules on 1- and 2-grams, positions or length score at most 0.5) after the chapter's 1000
+    steps. Measured with training seed 0 (one thread) on the two-event 它 grammar, 600 test
+    pairs of seed 999: exact match 0.975, teacher-forced resolution 0.995 (它 0.992 of four
+    animals). Thresholds 0.90 and 0.90."""
     model, _ = trained
     result = evaluate_translator(model, make_pairs(300, seed=2024, split="test"))
     assert result["exact_match"] >= EXACT_MATCH_MIN
