@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import os
 import pwd
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hostile import as_nobody, cluster, corpus  # noqa: E402
+from hostile import as_nobody, corpus  # noqa: E402
 
 from autograder import cgroups, grading, sandbox  # noqa: E402
 
@@ -75,14 +73,7 @@ def test_no_channel_a_run_held_reaches_the_next_run(course):
     """As root: attackers that set O_ASYNC with the zygote as owner on every descriptor, leave
     bytes of their cases unread, or queue a forged request through /proc/self/fd, each followed
     on the same sandbox by an honest student, who keeps full marks."""
-    cases = corpus.channel_corpus(course)
-    for student, (notebook, _score, _reasons) in cases.items():
-        corpus.write_submission(course, A, student, notebook)
-    out = grading.grade_assignment(course, A, workers=1, limits=LIMITS, students=sorted(cases))
-    got = {r.student: (r.score, sorted(r.reasons)) for r in out["graded"]}
-    assert got == {s: (score, sorted(reasons)) for s, (_nb, score, reasons) in cases.items()}, {
-        r.student: r.notes for r in out["graded"]
-    }
+    corpus.grade_in_order(course, corpus.channel_corpus(course), LIMITS)
 
 
 def test_the_graders_cgroups_are_removed_when_it_is_done(course):
@@ -111,13 +102,7 @@ UNPRIVILEGED = [
 ]
 
 
-@pytest.fixture
-def public_tmp():
-    """A folder `nobody` can reach (pytest's own tmp_path is private to root)."""
-    folder = Path(tempfile.mkdtemp(prefix="grader-rootless-", dir="/tmp"))
-    folder.chmod(0o755)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+public_tmp = as_nobody.public_tmp  # a folder `nobody` can reach
 
 
 def _grade_as_nobody(course, folder, cases, procs_files=(), workers=2) -> str:
@@ -197,24 +182,4 @@ def test_no_channel_reaches_the_next_run_on_a_dask_worker_run_by_an_ordinary_use
 ):
     """A Dask worker started by `nobody` (rootless sandboxes, one thread, so one slot): the
     attackers and victims are sent one at a time, each victim right after its attacker."""
-    home = public_tmp / "home"
-    home.mkdir()
-    os.chown(home, pwd.getpwnam("nobody").pw_uid, pwd.getpwnam("nobody").pw_gid)
-    options = ["--nworkers", "1", "--nthreads", "1", "--no-dashboard", "--local-directory"]
-    cases = corpus.channel_corpus(course)
-    got = {}
-    with cluster.dask_cluster(
-        options + [str(home)],
-        wrap=as_nobody.nobody_command,
-        env=as_nobody.environment(home, public_tmp),
-        cwd=home,
-    ) as (address, client):
-        assert list(client.run(os.geteuid).values()) == [pwd.getpwnam("nobody").pw_uid]
-        for student in sorted(cases):  # one at a time: the same worker, thread and sandbox
-            corpus.write_submission(course, A, student, cases[student][0])
-            out = grading.grade_assignment(
-                course, A, cluster=address, students=[student], force=True
-            )
-            got.update({r.student: (r.score, sorted(r.reasons)) for r in out["graded"]})
-            assert out["skipped"] == [], out["skipped"]  # (the root test graded these names)
-    assert got == {s: (score, sorted(reasons)) for s, (_nb, score, reasons) in cases.items()}
+    as_nobody.grade_on_a_dask_worker(course, A, public_tmp, corpus.channel_corpus(course))

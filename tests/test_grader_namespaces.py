@@ -13,19 +13,15 @@ everyone keeps full marks. As root, as `nobody` (rootless), and on a Dask worker
 from __future__ import annotations
 
 import json
-import os
-import pwd
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hostile import as_nobody, cluster, corpus  # noqa: E402
+from hostile import as_nobody, corpus  # noqa: E402
 
-from autograder import grading, sandbox  # noqa: E402
+from autograder import sandbox  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 A = corpus.A
@@ -38,13 +34,7 @@ def course(tmp_path_factory, bubblewrap):
     return corpus.released_course(tmp_path_factory.mktemp("namespaces") / "course")
 
 
-@pytest.fixture
-def public_tmp():
-    """A folder `nobody` can reach (pytest's own tmp_path is private to root)."""
-    folder = Path(tempfile.mkdtemp(prefix="grader-namespaces-", dir="/tmp"))
-    folder.chmod(0o755)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+public_tmp = as_nobody.public_tmp  # a folder `nobody` can reach
 
 
 def _assert_nothing_carried(course: Path) -> None:
@@ -59,14 +49,7 @@ def _assert_nothing_carried(course: Path) -> None:
 
 def test_no_counter_carries_a_hidden_input_to_the_next_run(course):
     """As root (the slot's uid)."""
-    cases = corpus.namespace_corpus(course)
-    for student, (notebook, _score, _reasons) in cases.items():
-        corpus.write_submission(course, A, student, notebook)
-    out = grading.grade_assignment(course, A, workers=1, limits=LIMITS, students=sorted(cases))
-    got = {r.student: (r.score, sorted(r.reasons)) for r in out["graded"]}
-    assert got == {s: (score, sorted(reasons)) for s, (_nb, score, reasons) in cases.items()}, {
-        r.student: r.notes for r in out["graded"]
-    }
+    corpus.grade_in_order(course, corpus.namespace_corpus(course), LIMITS)
     _assert_nothing_carried(course)
 
 
@@ -82,24 +65,5 @@ def test_no_counter_carries_a_hidden_input_on_a_dask_worker_run_by_an_ordinary_u
 ):
     """A Dask worker started by `nobody` (rootless sandboxes, one thread, so one slot): the
     submissions are sent one at a time, in order."""
-    home = public_tmp / "home"
-    home.mkdir()
-    os.chown(home, pwd.getpwnam("nobody").pw_uid, pwd.getpwnam("nobody").pw_gid)
-    options = ["--nworkers", "1", "--nthreads", "1", "--no-dashboard", "--local-directory"]
-    cases = corpus.namespace_corpus(course)
-    got = {}
-    with cluster.dask_cluster(
-        options + [str(home)],
-        wrap=as_nobody.nobody_command,
-        env=as_nobody.environment(home, public_tmp),
-        cwd=home,
-    ) as (address, client):
-        assert list(client.run(os.geteuid).values()) == [pwd.getpwnam("nobody").pw_uid]
-        for student in sorted(cases):  # one at a time: the same worker, thread and sandbox
-            corpus.write_submission(course, A, student, cases[student][0])
-            out = grading.grade_assignment(
-                course, A, cluster=address, students=[student], force=True
-            )
-            got.update({r.student: (r.score, sorted(r.reasons)) for r in out["graded"]})
-    assert got == {s: (score, sorted(reasons)) for s, (_nb, score, reasons) in cases.items()}
+    as_nobody.grade_on_a_dask_worker(course, A, public_tmp, corpus.namespace_corpus(course))
     _assert_nothing_carried(course)

@@ -14,10 +14,11 @@ import pwd
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
-from hostile import corpus
+from hostile import cluster, corpus
 
 from autograder import sandbox
 
@@ -53,6 +54,15 @@ def environment(home: Path, tmp: Path) -> dict:
         "TMPDIR": str(tmp),
         "PYTHONPATH": str(REPO),
     }
+
+
+@pytest.fixture
+def public_tmp():
+    """A folder `nobody` can reach (pytest's own tmp_path is private to root)."""
+    folder = Path(tempfile.mkdtemp(prefix="grader-rootless-", dir="/tmp"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def grade(
@@ -99,3 +109,30 @@ def grade(
         ), (student, row)
     assert sandbox.stray_processes() == []
     return done.stderr, mine
+
+
+def grade_on_a_dask_worker(course: Path, assignment: str, folder: Path, cases: dict) -> None:
+    """Grade `cases` (student -> (notebook, score, reasons)) in name order on a Dask worker
+    started by `nobody` (rootless sandboxes, one thread, so one slot), one submission at a
+    time; asserts every score and reason. The trusted side (this process) records into
+    `course`."""
+    from autograder import grading
+
+    nobody = pwd.getpwnam("nobody")
+    home = folder / "home"
+    home.mkdir()
+    os.chown(home, nobody.pw_uid, nobody.pw_gid)
+    options = ["--nworkers", "1", "--nthreads", "1", "--no-dashboard", "--local-directory"]
+    got = {}
+    with cluster.dask_cluster(
+        options + [str(home)], wrap=nobody_command, env=environment(home, folder), cwd=home
+    ) as (address, client):
+        assert list(client.run(os.geteuid).values()) == [nobody.pw_uid]
+        for student in sorted(cases):  # one at a time: the same worker, thread and sandbox
+            corpus.write_submission(course, assignment, student, cases[student][0])
+            out = grading.grade_assignment(
+                course, assignment, cluster=address, students=[student], force=True
+            )
+            got.update({r.student: (r.score, sorted(r.reasons)) for r in out["graded"]})
+            assert out["skipped"] == [], out["skipped"]
+    assert got == {s: (score, sorted(reasons)) for s, (_nb, score, reasons) in cases.items()}

@@ -919,3 +919,19 @@ def observed_in_feedback(course: Path, student: str) -> str:
                 if line.startswith("observed "):
                     return line
     raise AssertionError(f"{student}: no observation in its feedback")
+
+
+def grade_in_order(course: Path, cases: dict, limits) -> None:
+    """Grade `cases` (student -> (notebook, score, reasons)) as root in name order on ONE
+    worker (so on the same sandbox, unless it had to be restarted); asserts every score and
+    reason."""
+    sys.path.insert(0, str(REPO))
+    from autograder import grading
+
+    for student, (notebook, _score, _reasons) in cases.items():
+        write_submission(course, A, student, notebook)
+    out = grading.grade_assignment(course, A, workers=1, limits=limits, students=sorted(cases))
+    got = {r.student: (r.score, sorted(r.reasons)) for r in out["graded"]}
+    assert got == {s: (score, sorted(reasons)) for s, (_nb, score, reasons) in cases.items()}, {
+        r.student: r.notes for r in out["graded"]
+    }
