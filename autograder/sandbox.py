@@ -5,7 +5,10 @@
 - `sandbox_command`: the bubblewrap command line: no network (all namespaces unshared), a
   new session, dies with its parent, read-only binds of only what Python needs (the
   interpreter, the virtualenv's site-packages, /usr) plus the *public* release folder, a
-  private size-capped tmpfs, and an unprivileged uid per worker slot (so RLIMIT_NPROC bites).
+  private size-capped tmpfs, and an unprivileged uid per worker slot (so RLIMIT_NPROC bites);
+  as root, bwrap itself runs as that uid in a user namespace of its own where it may
+  (`reachable_command` lets it reach the interpreter and the release), so that each run can
+  mount the /proc of its own pid namespace (`isolation.enter_fresh_state`).
   No course file is visible inside: not `solutions/`, not `autograder/source`, not the
   gradebook, not another student's submission. The code arrives over a pipe.
 - `Sandbox`: one long-lived worker (`autograder/zygote.py`) per slot. `run` gives each run
