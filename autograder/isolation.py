@@ -6,6 +6,15 @@ child of a run calls ``enter_fresh_state`` right after the fork:
 - a user namespace of its own (its uid and gid mapped to themselves), which owns
 - an IPC namespace of its own: System V segments, semaphores, message queues and POSIX
   message queues made by the submission die with its last process;
+- a network namespace of its own (a loopback brought up fresh: its byte counters,
+  ``/proc/net/*``, sockets and ports start empty) and a UTS namespace of its own (the host name);
+- a pid namespace of its own, where the run's process is pid 1 (``_become_init``: the child
+  that unshared it only waits and passes on its exit status), with a fresh ``/proc`` of that
+  namespace: the pids a run sees start at 1, and when it exits the kernel kills everything
+  it started. Where the sandbox's own ``/proc`` has locked mounts over parts of it (bwrap run
+  as root covers ``/proc/irq``, ``/proc/bus``...), the kernel refuses a fresh ``/proc`` in a
+  user namespace below it, and the run keeps the sandbox's pid namespace (``own_pids``
+  False, found once by the zygote);
 - a mount namespace of its own, with a fresh size-capped tmpfs on ``/tmp`` (the run's working
   directory is made there) and on ``/dev/shm``: files and memory in them are freed when the
   run's last process exits, and the next run never sees them;
@@ -26,9 +35,13 @@ import errno
 import os
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
-MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x1000, 0x4000, 0x40000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x1000, 0x4000, 0x40000
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 4, 24, 38
 KEYCTL_JOIN_SESSION_KEYRING = 1
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -176,15 +189,66 @@ def clear_uid_keyrings() -> bool:
     return cleared
 
 
-def enter_fresh_state(tmp_bytes: int) -> None:
-    """In the forked child, before any student code: the namespaces, mounts and keyring above."""
+def _loopback_up() -> None:
+    """Bring up the loopback of the run's fresh network namespace (it starts down), as bwrap
+    does for the sandbox's: a run may talk to itself over 127.0.0.1, and only to itself."""
+    import fcntl
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(probe, SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(probe, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP))
+
+
+def _pass_on(status: int) -> None:
+    """End this process the way the run's init ended: the same exit status, or the same signal
+    (the zygote reports it, and the trusted side tells a CPU-time kill from a crash by it)."""
+    if os.WIFSIGNALED(status):
+        import resource
+        import signal
+
+        number = os.WTERMSIG(status)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        try:
+            signal.signal(number, signal.SIG_DFL)
+        except (OSError, ValueError):  # SIGKILL, SIGSTOP: their action is the default already
+            pass
+        os.kill(os.getpid(), number)
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 70)
+
+
+def _become_init() -> None:
+    """After unshare(CLONE_NEWPID), which places the caller's children (not the caller) in the
+    new pid namespace: fork; the child returns as pid 1 of it, the parent holds nothing (every
+    descriptor closed), waits for it and ends the same way. When pid 1 exits, the kernel kills
+    every process left in its namespace."""
+    pid = os.fork()
+    if pid == 0:
+        return
+    os.closerange(3, 1 << 16)  # the run's pipes stay with the run alone
+    while True:
+        try:
+            _pid, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    _pass_on(status)
+
+
+def enter_fresh_state(tmp_bytes: int, own_pids: bool = True) -> None:
+    """In the forked child, before any student code: the namespaces, mounts and keyring above.
+    Returns in the process that runs the submission: with ``own_pids``, pid 1 of a pid
+    namespace of its own (its parent, outside it, never returns from here)."""
     uid, gid = os.getuid(), os.getgid()
     if os.uname().machine not in KEY_SYSCALLS:
         raise Unavailable(errno.ENOSYS, f"keyctl's number on {os.uname().machine} is not known")
     # the zygote is not dumpable, so /proc/self/* of its fork belongs to root: this child may
     # own its /proc files again (it is the submission's own process) to write its id maps
     _check(_libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "dumpable")
-    if _libc.unshare(CLONE_NEWUSER | CLONE_NEWIPC | CLONE_NEWNS) != 0:
+    flags = CLONE_NEWUSER | CLONE_NEWIPC | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWUTS
+    if _libc.unshare(flags | (CLONE_NEWPID if own_pids else 0)) != 0:
         code = ctypes.get_errno()
         if code in (errno.EPERM, errno.ENOSPC, errno.EINVAL, errno.EUSERS):
             raise Unavailable(code, f"no user namespace: {os.strerror(code)}")
@@ -208,6 +272,14 @@ def enter_fresh_state(tmp_bytes: int) -> None:
         _check(_libc.mount(source, point.encode(), None, MS_BIND | MS_REC, None), "bind again")
         os.close(fd)
     _mount_tmpfs("/dev/shm", min(SHM_BYTES, tmp_bytes))
+    _loopback_up()
+    if own_pids:
+        _become_init()
+        # the /proc of this pid namespace (a procfs shows the namespace of whoever mounts it)
+        _check(
+            _libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None),
+            "mount a fresh /proc",
+        )
     # the session keyring came with the fork, shared with the zygote: join a new, empty one
     keyctl = KEY_SYSCALLS[os.uname().machine][1][2]
     if _libc.syscall(keyctl, KEYCTL_JOIN_SESSION_KEYRING, None) < 0:
@@ -216,3 +288,12 @@ def enter_fresh_state(tmp_bytes: int) -> None:
     drop_capabilities()
     deny_keyrings()
     os.chdir("/tmp")
+
+
+if __name__ == "__main__":  # run as a slot's uid by the trusted side, before its sandbox starts
+    import sys
+
+    if sys.argv[1:] == ["--clear-keyrings"]:
+        # a session keyring of our own first: the persistent keyring is linked into it
+        _libc.syscall(KEY_SYSCALLS[os.uname().machine][1][2], KEYCTL_JOIN_SESSION_KEYRING, None)
+        sys.exit(0 if clear_uid_keyrings() else 1)

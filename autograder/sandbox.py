@@ -5,7 +5,10 @@
 - `sandbox_command`: the bubblewrap command line: no network (all namespaces unshared), a
   new session, dies with its parent, read-only binds of only what Python needs (the
   interpreter, the virtualenv's site-packages, /usr) plus the *public* release folder, a
-  private size-capped tmpfs, and an unprivileged uid per worker slot (so RLIMIT_NPROC bites).
+  private size-capped tmpfs, and an unprivileged uid per worker slot (so RLIMIT_NPROC bites);
+  as root, bwrap itself runs as that uid in a user namespace of its own where it may
+  (`reachable_command` lets it reach the interpreter and the release), so that each run can
+  mount the /proc of its own pid namespace (`isolation.enter_fresh_state`).
   No course file is visible inside: not `solutions/`, not `autograder/source`, not the
   gradebook, not another student's submission. The code arrives over a pipe.
 - `Sandbox`: one long-lived worker (`autograder/zygote.py`) per slot. `run` gives each run
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import functools
 import itertools
 import os
 import secrets
@@ -28,6 +32,7 @@ import shlex
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -151,10 +156,12 @@ def _userns_works() -> bool:
         return False
 
 
+@functools.cache
 def fresh_state_works() -> bool:
     """Whether an unprivileged process here may make the namespaces a run is given
-    (isolation.py): as root, tried as the first slot's uid, as the sandbox's child would."""
-    probe = ["unshare", "--user", "--ipc", "--mount", "true"]
+    (isolation.py): as root, tried as the first slot's uid, as the sandbox's child would. As
+    root, it also decides how the sandbox starts (``sandbox_command``)."""
+    probe = ["unshare", "--user", "--ipc", "--mount", "--net", "--uts", "--pid", "--fork", "true"]
     if not rootless():
         probe = ["/usr/bin/setpriv", f"--reuid={FIRST_UID}", f"--regid={FIRST_UID}"] + [
             "--clear-groups",
@@ -184,8 +191,9 @@ def describe_mode() -> list[str]:
     ]
     if fresh_state_works():
         lines.append(
-            "fresh state: each run in user, IPC and mount namespaces of its own (a new /tmp, "
-            "/dev/shm, System V IPC, message queues and keyrings, no capability)"
+            "fresh state: each run in user, IPC, mount, network, UTS and pid namespaces of its "
+            "own (a new /tmp, /dev/shm, System V IPC, message queues, keyrings, loopback, host "
+            "name, pids and /proc, no capability)"
         )
     else:
         lines.append(
@@ -238,6 +246,50 @@ def python_paths() -> tuple[str, list[str]]:
     return interpreter, sorted(site)
 
 
+def _private_ancestors(paths) -> dict[Path, set[str]]:
+    """{folder that others may not search: the names inside it that ``paths`` go through}."""
+    covers: dict[Path, set[str]] = {}
+    for path in map(Path, paths):
+        for parent, child in zip(path.parents, (path, *path.parents)):
+            if not parent.stat().st_mode & stat.S_IXOTH:
+                covers.setdefault(parent, set()).add(child.name)
+    return covers
+
+
+def reachable_command(paths, argv: list[str], then: str = "") -> list[str]:
+    """``argv`` (then the shell command ``then`` first) in a mount namespace of its own where
+    every folder on the way to ``paths`` that others may not search (a home directory, a
+    private temporary folder) is covered by a tmpfs of mode 0755 holding only the entries on
+    the way, each bound back from the original: an unprivileged uid reaches those paths and
+    nothing else of the folder. Nothing on disk changes; needs root."""
+    covers = _private_ancestors(paths)
+    keep = SLOT_DIR / "view"  # the originals, under a tmpfs of this namespace only
+    steps = [f"mkdir -p {keep}", f"mount -t tmpfs -o mode=0700,size=1m view {keep}"]
+    for number, (folder, names) in enumerate(sorted(covers.items(), key=lambda c: len(c[0].parts))):
+        original, quoted = f"{keep}/{number}", shlex.quote(str(folder))
+        steps += [f"mkdir {original}", f"mount --bind {quoted} {original}"]
+        steps.append(f"mount -t tmpfs -o mode=0755,size=1m view {quoted}")
+        for name in sorted(names):
+            inside, source = shlex.quote(str(folder / name)), shlex.quote(f"{original}/{name}")
+            steps += [f"if [ -d {source} ]; then mkdir {inside}; else touch {inside}; fi"]
+            steps.append(f"mount --bind {source} {inside}")
+    script = " && ".join(steps + ([then] if then else []) + ['exec "$@"'])
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *argv]
+
+
+def as_uid(uid: int) -> list[str]:
+    """The setpriv prefix that runs a command as ``uid`` (and gid), with no group and no
+    capability it could inherit or regain."""
+    return [
+        "/usr/bin/setpriv",
+        f"--reuid={uid}",
+        f"--regid={uid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+    ]
+
+
 def sandbox_command(
     uid: int | None,
     release_root: Path | None,
@@ -246,15 +298,20 @@ def sandbox_command(
     preload=FULL_PRELOAD,
 ) -> list[str]:
     """The bwrap command line. ``uid`` None: rootless (an unprivileged user namespace, the
-    caller's own uid); else run as that unprivileged uid (needs root)."""
+    caller's own uid); else run as that unprivileged uid (needs root): where that uid may make
+    user namespaces, bwrap itself runs as it, in a user namespace of its own, as rootless
+    does (bwrap run as root locks read-only mounts over parts of the sandbox's /proc, and then
+    no run may mount a /proc of its own pid namespace); else bwrap runs as root and drops to
+    that uid for the zygote."""
     interpreter, site = python_paths()
     prefix = str(Path(interpreter).parents[1])  # .../versions/3.11.7
     bwrap = find_bwrap()
     if bwrap is None:
         raise SandboxUnavailable(INSTALL_HINT)
+    bwrap_as_slot = uid is not None and fresh_state_works()
     command = [
         bwrap,
-        *(["--unshare-user"] if uid is None else []),
+        *(["--unshare-user"] if uid is None or bwrap_as_slot else []),
         "--unshare-ipc",
         "--unshare-pid",
         "--unshare-net",
@@ -335,18 +392,7 @@ def sandbox_command(
         "--ro-bind",
         isolation.__file__,
         f"{WORKER_DIR}/isolation.py",
-        *(
-            []
-            if uid is None
-            else [
-                "/usr/bin/setpriv",
-                f"--reuid={uid}",
-                f"--regid={uid}",
-                "--clear-groups",
-                "--inh-caps=-all",
-                "--bounding-set=-all",
-            ]
-        ),
+        *([] if uid is None or bwrap_as_slot else as_uid(uid)),
         interpreter,
         "-I",
         "-S",
@@ -357,6 +403,14 @@ def sandbox_command(
         "--",
         *preload,
     ]
+    if bwrap_as_slot:
+        # the slot uid's own keyrings on the machine outlive every process, and the zygote in
+        # its user namespace cannot reach them: they are emptied, as that uid, before it starts
+        clear = [interpreter, "-I", "-S", isolation.__file__, "--clear-keyrings"]
+        sources = [prefix, *site, contract.__file__, zygote_module.__file__, isolation.__file__]
+        sources += [str(release_root.resolve())] if release_root and release_root.is_dir() else []
+        then = " ".join(shlex.quote(a) for a in as_uid(uid) + clear)
+        return reachable_command(sources, as_uid(uid) + command, then=then)
     return command
 
 

@@ -14,6 +14,9 @@ frames it uses) and is never shipped to students.
 - ``run_submission``: in the child, the request (cells, limits) and later the cases, both read
   from the run's input pipe; every event goes to the run's event pipe. The order of events is
   ``autograder/protocol.py``'s.
+- The child builds the run's fresh state (``isolation.enter_fresh_state``: its own user, IPC,
+  mount, network, UTS and, where the kernel allows a fresh /proc here, pid namespace, in which
+  the submission runs as pid 1).
 - After the child: every process left in the sandbox is killed and reaped; emptying /tmp,
   /dev/shm and System V IPC is a second line. The zygote then reports
   ``{"ev": "exit", "run": nonce, "code": status, "clean": bool}`` on the control socket.
@@ -349,13 +352,14 @@ def _run_message(data: bytes, fds: list[int]) -> dict | None:
         return None
 
 
-def _fresh_state_works() -> bool:
-    """Whether a child can build its own namespaces here (see isolation.py); tried once, in a
-    throwaway child, so that a kernel which refuses says so once instead of every run."""
+def _fresh_state_works(own_pids: bool) -> bool:
+    """Whether a child can build its own namespaces here (see isolation.py), with a pid
+    namespace and a /proc of its own or without; tried once, in a throwaway child, so that a
+    kernel which refuses says so once instead of every run."""
     pid = os.fork()
     if pid == 0:
         try:
-            isolation.enter_fresh_state(1 << 20)
+            isolation.enter_fresh_state(1 << 20, own_pids)
             os._exit(0)
         except BaseException:  # noqa: BLE001 - the answer is the exit status
             os._exit(1)
@@ -388,7 +392,8 @@ def zygote(preload: list[str], sandboxed: bool, control_fd: int) -> None:
         _scrub()
     _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans come back to us
     _prctl(4, 0)  # PR_SET_DUMPABLE 0: no /proc/<us>/fd for the child
-    fresh = sandboxed and _fresh_state_works()
+    own_pids = sandboxed and _fresh_state_works(own_pids=True)
+    fresh = own_pids or (sandboxed and _fresh_state_works(own_pids=False))
     control.sendall(contract.encode_frame({"ev": "ready", "error": None, "fresh": fresh}))
     while True:
         try:
@@ -411,7 +416,7 @@ def zygote(preload: list[str], sandboxed: bool, control_fd: int) -> None:
                 os.setsid()
                 if fresh:
                     code = NO_FRESH_STATE
-                    isolation.enter_fresh_state(run["tmp_bytes"])
+                    isolation.enter_fresh_state(run["tmp_bytes"], own_pids)
                     code = 0
                 run_submission(input_fd, events_fd)
             except BaseException:  # noqa: BLE001 - reported by exit status

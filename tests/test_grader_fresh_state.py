@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import os
 import pwd
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hostile import as_nobody, cluster, corpus  # noqa: E402
+from hostile import as_nobody, corpus  # noqa: E402
 
 from autograder import cgroups, grading, sandbox  # noqa: E402
 
@@ -76,14 +73,7 @@ def test_no_channel_a_run_held_reaches_the_next_run(course):
     """As root: attackers that set O_ASYNC with the zygote as owner on every descriptor, leave
     bytes of their cases unread, or queue a forged request through /proc/self/fd, each followed
     on the same sandbox by an honest student, who keeps full marks."""
-    cases = corpus.channel_corpus(course)
-    for student, (notebook, _score, _reasons) in cases.items():
-        corpus.write_submission(course, A, student, notebook)
-    out = grading.grade_assignment(course, A, workers=1, limits=LIMITS, students=sorted(cases))
-    got = {r.student: (r.score, sorted(r.reasons)) for r in out["graded"]}
-    assert got == {s: (score, sorted(reasons)) for s, (_nb, score, reasons) in cases.items()}, {
-        r.student: r.notes for r in out["graded"]
-    }
+    corpus.grade_in_order(course, corpus.channel_corpus(course), LIMITS)
 
 
 def test_the_graders_cgroups_are_removed_when_it_is_done(course):
@@ -112,73 +102,11 @@ UNPRIVILEGED = [
 ]
 
 
-@pytest.fixture
-def public_tmp():
-    """A folder `nobody` can reach (pytest's own tmp_path is private to root)."""
-    folder = Path(tempfile.mkdtemp(prefix="grader-rootless-", dir="/tmp"))
-    folder.chmod(0o755)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+public_tmp = as_nobody.public_tmp  # a folder `nobody` can reach
 
 
-def _grade_as_nobody(
-    course: Path, folder: Path, cases: dict, procs_files=(), workers: int = 2
-) -> str:
-    """Grade `cases` (student -> (notebook, score, reasons)) with `python -m autograder grade`
-    started as `nobody` in a copy of `course`; asserts every score and reason, returns stderr.
-    With `procs_files`, the process first moves itself into that cgroup (as root, the way a
-    delegating service manager starts a unit's only process) and only then becomes `nobody`."""
-    nobody = pwd.getpwnam("nobody")
-    if os.geteuid() != 0:
-        pytest.fail("this test starts the grader as `nobody`, which needs root")
-    mine = folder / "course"
-    shutil.copytree(
-        course, mine, ignore=shutil.ignore_patterns("submitted", "autograded", "feedback")
-    )
-    shutil.copy(course / "gradebook.db", mine / "gradebook.db")
-    for student, (notebook, _score, _reasons) in cases.items():
-        corpus.write_submission(mine, A, student, notebook)
-    home = folder / "home"
-    home.mkdir()
-    for path in [folder, *folder.rglob("*")]:
-        os.chown(path, nobody.pw_uid, nobody.pw_gid)
-    command = [
-        sys.executable,
-        "-m",
-        "autograder",
-        "--course",
-        str(mine),
-        "grade",
-        A,
-        "--workers",
-        str(workers),
-        "--cell-timeout",
-        "30",
-        "--task-timeout",
-        "15",
-        "--budget",
-        "120",
-    ]
-    command = as_nobody.nobody_command(command)  # reachable from a private checkout too
-    if procs_files:
-        moves = " && ".join(f"echo $$ > {f}" for f in procs_files)
-        command = ["/bin/sh", "-c", f'{moves} && exec "$@"', "sh", *command]
-    env = as_nobody.environment(home, folder)
-    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=folder, timeout=800)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "sandbox: rootless" in done.stderr
-    scores = corpus.gradebook_scores(mine)
-    assert {s: scores.get(s) for s in cases} == {s: float(c[1]) for s, c in cases.items()}, (
-        done.stdout
-    )
-    for student, (_notebook, _score, expected) in cases.items():
-        row = next(line for line in done.stdout.splitlines() if line.startswith(student + " "))
-        reasons = row.split(None, 3)[3] if len(row.split(None, 3)) > 3 else "-"
-        assert reasons == (", ".join(expected) or "-") or sorted(reasons.split(", ")) == sorted(
-            expected
-        ), (student, row)
-    assert sandbox.stray_processes() == []
-    return done.stderr
+def _grade_as_nobody(course, folder, cases, procs_files=(), workers=2) -> str:
+    return as_nobody.grade(course, A, folder, cases, procs_files, workers)[0]
 
 
 def test_the_corpus_as_an_unprivileged_user(course, public_tmp):
@@ -254,24 +182,4 @@ def test_no_channel_reaches_the_next_run_on_a_dask_worker_run_by_an_ordinary_use
 ):
     """A Dask worker started by `nobody` (rootless sandboxes, one thread, so one slot): the
     attackers and victims are sent one at a time, each victim right after its attacker."""
-    home = public_tmp / "home"
-    home.mkdir()
-    os.chown(home, pwd.getpwnam("nobody").pw_uid, pwd.getpwnam("nobody").pw_gid)
-    options = ["--nworkers", "1", "--nthreads", "1", "--no-dashboard", "--local-directory"]
-    cases = corpus.channel_corpus(course)
-    got = {}
-    with cluster.dask_cluster(
-        options + [str(home)],
-        wrap=as_nobody.nobody_command,
-        env=as_nobody.environment(home, public_tmp),
-        cwd=home,
-    ) as (address, client):
-        assert list(client.run(os.geteuid).values()) == [pwd.getpwnam("nobody").pw_uid]
-        for student in sorted(cases):  # one at a time: the same worker, thread and sandbox
-            corpus.write_submission(course, A, student, cases[student][0])
-            out = grading.grade_assignment(
-                course, A, cluster=address, students=[student], force=True
-            )
-            got.update({r.student: (r.score, sorted(r.reasons)) for r in out["graded"]})
-            assert out["skipped"] == [], out["skipped"]  # (the root test graded these names)
-    assert got == {s: (score, sorted(reasons)) for s, (_nb, score, reasons) in cases.items()}
+    as_nobody.grade_on_a_dask_worker(course, A, public_tmp, corpus.channel_corpus(course))

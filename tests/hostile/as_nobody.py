@@ -3,16 +3,24 @@ even where they live under a folder only root can enter (a home directory is 070
 
 Nothing on disk changes: the command runs in a mount namespace of its own where each such
 folder on the way is covered by a tmpfs (mode 0755) holding only the entries on the way, each
-bound back from the original. The rest of the private folder stays out of sight."""
+bound back from the original. The rest of the private folder stays out of sight.
+
+`grade` runs `python -m autograder grade` that way on a copy of a course."""
 
 from __future__ import annotations
 
 import os
 import pwd
-import shlex
-import stat
+import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
+
+import pytest
+from hostile import cluster, corpus
+
+from autograder import sandbox
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -24,19 +32,10 @@ def _needed_paths() -> list[Path]:
     return [p for p in paths if p.exists()]
 
 
-def _private_ancestors() -> dict[Path, set[str]]:
-    """{folder `nobody` cannot search: the names inside it that the needed paths go through}."""
-    covers: dict[Path, set[str]] = {}
-    for path in _needed_paths():
-        for parent, child in zip(path.parents, (path, *path.parents)):
-            mode = parent.stat().st_mode
-            if not (mode & stat.S_IXOTH):
-                covers.setdefault(parent, set()).add(child.name)
-    return covers
-
-
 def nobody_command(argv: list[str]) -> list[str]:
-    """``argv`` as `nobody` (no supplementary groups); needs root."""
+    """``argv`` as `nobody` (no supplementary groups); needs root. The checkout, the virtualenv
+    and the interpreter are made reachable the way the grader reaches them for a slot's uid
+    (``sandbox.reachable_command``)."""
     nobody = pwd.getpwnam("nobody")
     become = [
         "/usr/bin/setpriv",
@@ -44,24 +43,7 @@ def nobody_command(argv: list[str]) -> list[str]:
         f"--regid={nobody.pw_gid}",
         "--clear-groups",
     ]
-    covers = _private_ancestors()
-    if not covers:
-        return become + argv
-    steps = []
-    for number, (folder, names) in enumerate(sorted(covers.items(), key=lambda c: len(c[0].parts))):
-        keep = f"/tmp/.nobody-view-{os.getpid()}-{number}"
-        quoted = shlex.quote(str(folder))
-        steps += [f"mkdir -p {keep}", f"mount --bind {quoted} {keep}"]
-        steps.append(f"mount -t tmpfs -o mode=0755,size=1m nobody-view {quoted}")
-        for name in sorted(names):
-            inside = shlex.quote(str(folder / name))
-            original = shlex.quote(f"{keep}/{name}")
-            steps += [f"if [ -d {original} ]; then mkdir {inside}; else touch {inside}; fi"]
-            steps.append(f"mount --bind {original} {inside}")
-    script = " && ".join(steps) + ' && exec "$@"'
-    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"] + (
-        become + argv
-    )
+    return sandbox.reachable_command(_needed_paths(), become + argv)
 
 
 def environment(home: Path, tmp: Path) -> dict:
@@ -72,3 +54,85 @@ def environment(home: Path, tmp: Path) -> dict:
         "TMPDIR": str(tmp),
         "PYTHONPATH": str(REPO),
     }
+
+
+@pytest.fixture
+def public_tmp():
+    """A folder `nobody` can reach (pytest's own tmp_path is private to root)."""
+    folder = Path(tempfile.mkdtemp(prefix="grader-rootless-", dir="/tmp"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def grade(
+    course: Path, assignment: str, folder: Path, cases: dict, procs_files=(), workers: int = 2
+) -> tuple[str, Path]:
+    """Grade `cases` (student -> (notebook, score, reasons)) with `python -m autograder grade`
+    started as `nobody` in a copy of `course` made in `folder` (which `nobody` can reach);
+    asserts every score and reason, returns (stderr, the copy). With `procs_files`, the process
+    first moves itself into that cgroup (as root, the way a delegating service manager starts a
+    unit's only process) and only then becomes `nobody`."""
+    nobody = pwd.getpwnam("nobody")
+    if os.geteuid() != 0:
+        pytest.fail("this test starts the grader as `nobody`, which needs root")
+    mine = folder / "course"
+    shutil.copytree(
+        course, mine, ignore=shutil.ignore_patterns("submitted", "autograded", "feedback")
+    )
+    shutil.copy(course / "gradebook.db", mine / "gradebook.db")
+    for student, (notebook, _score, _reasons) in cases.items():
+        corpus.write_submission(mine, assignment, student, notebook)
+    home = folder / "home"
+    home.mkdir()
+    for path in [folder, *folder.rglob("*")]:
+        os.chown(path, nobody.pw_uid, nobody.pw_gid)
+    command = [sys.executable, "-m", "autograder", "--course", str(mine), "grade", assignment]
+    command += ["--workers", str(workers), "--cell-timeout", "30", "--task-timeout", "15"]
+    command = nobody_command(command + ["--budget", "120"])  # reachable from a private checkout
+    if procs_files:
+        moves = " && ".join(f"echo $$ > {f}" for f in procs_files)
+        command = ["/bin/sh", "-c", f'{moves} && exec "$@"', "sh", *command]
+    env = environment(home, folder)
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=folder, timeout=800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "sandbox: rootless" in done.stderr
+    scores = corpus.gradebook_scores(mine)
+    assert {s: scores.get(s) for s in cases} == {s: float(c[1]) for s, c in cases.items()}, (
+        done.stdout
+    )
+    for student, (_notebook, _score, expected) in cases.items():
+        row = next(line for line in done.stdout.splitlines() if line.startswith(student + " "))
+        reasons = row.split(None, 3)[3] if len(row.split(None, 3)) > 3 else "-"
+        assert reasons == (", ".join(expected) or "-") or sorted(reasons.split(", ")) == sorted(
+            expected
+        ), (student, row)
+    assert sandbox.stray_processes() == []
+    return done.stderr, mine
+
+
+def grade_on_a_dask_worker(course: Path, assignment: str, folder: Path, cases: dict) -> None:
+    """Grade `cases` (student -> (notebook, score, reasons)) in name order on a Dask worker
+    started by `nobody` (rootless sandboxes, one thread, so one slot), one submission at a
+    time; asserts every score and reason. The trusted side (this process) records into
+    `course`."""
+    from autograder import grading
+
+    nobody = pwd.getpwnam("nobody")
+    home = folder / "home"
+    home.mkdir()
+    os.chown(home, nobody.pw_uid, nobody.pw_gid)
+    options = ["--nworkers", "1", "--nthreads", "1", "--no-dashboard", "--local-directory"]
+    got = {}
+    with cluster.dask_cluster(
+        options + [str(home)], wrap=nobody_command, env=environment(home, folder), cwd=home
+    ) as (address, client):
+        assert list(client.run(os.geteuid).values()) == [nobody.pw_uid]
+        for student in sorted(cases):  # one at a time: the same worker, thread and sandbox
+            corpus.write_submission(course, assignment, student, cases[student][0])
+            out = grading.grade_assignment(
+                course, assignment, cluster=address, students=[student], force=True
+            )
+            got.update({r.student: (r.score, sorted(r.reasons)) for r in out["graded"]})
+            assert out["skipped"] == [], out["skipped"]
+    assert got == {s: (score, sorted(reasons)) for s, (_nb, score, reasons) in cases.items()}

@@ -904,3 +904,132 @@ def at_the_caps(base: dict) -> str:
     inner = max(0, room // count - 80 * 11)
     cell = "<div>" * 80 + "x" * inner + "</div>" * 80
     return _with(base, *[_cell("markdown", cell) for _ in range(count)])
+
+
+# ---- kernel counters a run shares with the next one: network, pids, host name (same slot)
+
+#: while its function runs on the hidden inputs, writes a number derived from them (times
+#: {factor}: two attackers leak two different values) into every per-namespace counter there
+#: is: loopback bytes and packets, /proc/net/snmp, a port left in TIME_WAIT, the next pid (it
+#: forks that many processes) and the host name; its answers stay right
+LEAK_THROUGH_NAMESPACES = """
+import os, socket
+_honest_nw = nadaraya_watson
+
+
+def _leak(value):
+    try:  # loopback bytes and packets, UDP counters of /proc/net/snmp
+        sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        for _ in range(value % 50 + 1):
+            sender.sendto(bytes(value % 1000 + 1), ("127.0.0.1", 9))
+        sender.close()
+    except OSError:
+        pass
+    try:  # a connection closed first by its client stays in /proc/net/tcp (TIME_WAIT, 60 s)
+        server = socket.socket()
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", 20000 + value % 20000))
+        server.listen()
+        client = socket.create_connection(("127.0.0.1", 20000 + value % 20000))
+        peer, _address = server.accept()
+        client.close()
+        peer.close()
+    except OSError:
+        pass
+    for _ in range(value % 30 + 1):  # the next pid
+        try:
+            child = os.fork()
+        except OSError:
+            break
+        if child == 0:
+            os._exit(0)
+        os.waitpid(child, 0)
+    try:
+        socket.sethostname(f"leak-{{value}}")
+    except OSError:
+        pass
+
+
+def nadaraya_watson(x_query, x_keys, y_values, bandwidth):
+    _leak({factor} * int(abs(np.asarray(y_values, dtype=float)).sum() * 1000))
+    return _honest_nw(x_query, x_keys, y_values, bandwidth)
+"""
+
+#: a cell (so it runs before any case exists in its run) that reads every such counter and
+#: prints what it saw into its own feedback, where its author would read it
+OBSERVE_NAMESPACES = """
+import json, os, socket
+
+
+def _lines(path):
+    try:
+        with open(path) as handle:
+            return handle.read().splitlines()
+    except OSError as err:
+        return [type(err).__name__]
+
+
+child = os.fork()
+if child == 0:
+    os._exit(0)
+os.waitpid(child, 0)
+seen = {
+    "lo": [line.split() for line in _lines("/proc/net/dev") if line.strip().startswith("lo:")],
+    "snmp": [line for line in _lines("/proc/net/snmp") if line[:4] in ("Udp:", "Tcp:", "Ip: ")],
+    "tcp": [line.split()[1:4] for line in _lines("/proc/net/tcp")[1:]],
+    "pids": [os.getpid(), child],
+    "processes": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+    "host": socket.gethostname(),
+}
+print("observed", json.dumps(seen, sort_keys=True))
+"""
+
+
+def namespace_corpus(course: Path) -> dict:
+    """{student: (notebook, score, reasons)}, to be graded in name order on ONE worker: an
+    accomplice after nothing, after an attacker leaking one value, after one leaking another,
+    then an honest student. Every one keeps full marks; what the accomplice observes is read
+    from its feedback (``observed_in_feedback``)."""
+    good = solved(course, A)
+    accomplice = (add_cell_after(good, "setup", OBSERVE_NAMESPACES), 12, [])
+
+    def attacker(factor: int):
+        return (append_to_cell(good, "nw", LEAK_THROUGH_NAMESPACES.format(factor=factor)), 12, [])
+
+    return {
+        "ns-1-accomplice": accomplice,
+        "ns-2-attacker": attacker(1),
+        "ns-3-accomplice": accomplice,
+        "ns-4-attacker": attacker(2),
+        "ns-5-accomplice": accomplice,
+        "ns-6-honest": (good, 12, []),
+    }
+
+
+def observed_in_feedback(course: Path, student: str) -> str:
+    """The line an OBSERVE_NAMESPACES cell printed, from the student's autograded notebook."""
+    import json
+
+    path = course / "autograded" / student / A / f"{A}.ipynb"
+    for cell in json.loads(path.read_text())["cells"]:
+        for output in cell.get("outputs", []):
+            for line in "".join(output.get("text", "")).splitlines():
+                if line.startswith("observed "):
+                    return line
+    raise AssertionError(f"{student}: no observation in its feedback")
+
+
+def grade_in_order(course: Path, cases: dict, limits) -> None:
+    """Grade `cases` (student -> (notebook, score, reasons)) as root in name order on ONE
+    worker (so on the same sandbox, unless it had to be restarted); asserts every score and
+    reason."""
+    sys.path.insert(0, str(REPO))
+    from autograder import grading
+
+    for student, (notebook, _score, _reasons) in cases.items():
+        write_submission(course, A, student, notebook)
+    out = grading.grade_assignment(course, A, workers=1, limits=limits, students=sorted(cases))
+    got = {r.student: (r.score, sorted(r.reasons)) for r in out["graded"]}
+    assert got == {s: (score, sorted(reasons)) for s, (_nb, score, reasons) in cases.items()}, {
+        r.student: r.notes for r in out["graded"]
+    }
