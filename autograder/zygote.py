@@ -72,7 +72,7 @@ def read_frame(fd: int) -> tuple[dict, bytes]:
     return json.loads(_read_exact(fd, n_head)), _read_exact(fd, n_blob)
 
 
-def _neutralise_magics(source: str) -> str:
+def neutralise_magics(source: str) -> str:
     # IPython line magics and shell escapes are not Python: they become comments
     out = []
     for line in source.split("\n"):
@@ -164,7 +164,7 @@ def run_submission(input_fd: int, events_fd: int) -> None:
         os.close(out_fd)
         error = None
         try:
-            exec(compile(_neutralise_magics(source), f"<cell {index}>", "exec"), namespace)
+            exec(compile(neutralise_magics(source), f"<cell {index}>", "exec"), namespace)
         except BaseException as err:  # noqa: BLE001 - SystemExit too: a cell error
             error = contract.error_code(err)
         try:

@@ -46,12 +46,12 @@ SYNTAX_LINE_CHARS = 1 << 16
 def syntax_error_line(source: str) -> int | None:
     """The line of a cell that does not parse, from the source the student submitted (theirs,
     and read before any case existed); None if it parses here or is too long to look at."""
-    from autograder.zygote import _neutralise_magics  # what the sandbox compiles
+    from autograder.zygote import neutralise_magics  # what the sandbox compiles
 
     if len(source) > SYNTAX_LINE_CHARS:
         return None
     try:
-        compile(_neutralise_magics(source), "<cell>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        compile(neutralise_magics(source), "<cell>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as err:
         return err.lineno
     except Exception:  # noqa: BLE001 - too deep or too large to parse: no line to give
