@@ -183,9 +183,11 @@ def save_cases(path, assignment: str, checks: dict) -> None:
                     "args": [encode(a, arrays) for a in case["args"]],
                     "kwargs": {k: encode(v, arrays) for k, v in case["kwargs"].items()},
                     "expected": [encode(np.asarray(e), arrays) for e in case["expected"]],
-                    "scale": [
+                    "scale": None
+                    if getattr(case["expected"], "scale", None) is None
+                    else [
                         None if sc is None else encode(np.asarray(sc, dtype=np.float64), arrays)
-                        for sc in _scales(case["expected"])
+                        for sc in case["expected"].scale
                     ],
                     "mistakes": [
                         {"hint": hint, "outputs": [encode(np.asarray(o), arrays) for o in outs]}
@@ -217,7 +219,9 @@ def load_cases(path) -> dict:
                 "kwargs": lambda enc=case["kwargs"]: {k: decode(v, arrays) for k, v in enc.items()},
                 "expected": Expected(
                     (decode(e, arrays) for e in case["expected"]),
-                    [None if sc is None else decode(sc, arrays) for sc in case["scale"]],
+                    None
+                    if case["scale"] is None
+                    else [None if sc is None else decode(sc, arrays) for sc in case["scale"]],
                 ),
                 "mistakes": [
                     (m["hint"], tuple(decode(o, arrays) for o in m["outputs"]))
