@@ -26,6 +26,8 @@ outputs 0 or inf).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import math
 import os
 import sys
@@ -64,10 +66,11 @@ def solved_namespace(assignment: str, folder: Path) -> dict:
         if cell.cell_type != "code" or meta.get("grade"):
             continue
         code = "\n".join(line for line in cell.source.split("\n") if " SOLUTION" not in line)
-        exec(
-            compile(strip_hidden_tests(code), f"<{assignment} {meta.get('grade_id')}>", "exec"),
-            namespace,
-        )
+        with contextlib.redirect_stdout(io.StringIO()):  # the notebook's prints are not ours
+            exec(
+                compile(strip_hidden_tests(code), f"<{assignment} {meta.get('grade_id')}>", "exec"),
+                namespace,
+            )
     return namespace
 
 

@@ -28,6 +28,8 @@ SAMPLE = {
 }
 START = 70000
 
+pytestmark = pytest.mark.slow  # executes every solved notebook (ch3 trains its model)
+
 
 @pytest.fixture(scope="module")
 def namespaces(tmp_path_factory):
