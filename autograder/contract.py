@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 CASES_FILE = "public_cases.npz"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # 3: a case may carry its outputs' scale (Expected)
 
 
 class Seeded:
