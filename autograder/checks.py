@@ -4,7 +4,7 @@ This is grading *core*: it names no chapter. Each chapter is a plug-in module
 ``autograder/chapters/<assignment id>.py`` that ends with ``register(Chapter(...))``;
 ``load_chapters`` imports every such module. A `Check` says which reference function in
 ``solutions`` answers, how to build test inputs from a seed, the tolerance (the same for public
-and hidden cases), the hints a student sees, and known mistakes whose outputs are recognised
+and hidden cases; with a declared ``scale`` it follows each case's conditioning), the hints a student sees, and known mistakes whose outputs are recognised
 and named.
 
 - ``public_cases`` / ``hidden_cases``: the check's case factory driven by the fixed public
@@ -103,6 +103,10 @@ class Check:
     comparator: dict = field(default_factory=lambda: {"kind": "allclose"})
     # answer(case) -> the expected return value; default: the reference called on the case
     answer: Callable[[Case], Any] | None = None
+    # scale(*args, **kwargs) -> one magnitude per output (an array broadcastable to it): the
+    # size of the terms the output is computed from; the absolute tolerance is atol * scale,
+    # so atol is then a number of float64 ulps of those terms. None: atol is absolute.
+    scale: Callable[..., tuple] | None = None
     assignment: str = ""  # set by register()
 
     def reference_fn(self) -> Callable:
@@ -273,12 +277,25 @@ def call(fn, case: Case):
     return fn(*args, **kwargs)
 
 
-def expected(name: str, case: Case) -> tuple[np.ndarray, ...]:
-    """The reference answer for a case, normalised to a tuple of arrays."""
+def expected(name: str, case: Case) -> contract.Expected:
+    """The reference answer for a case, normalised to a tuple of arrays, with the check's
+    scale of every output for this case (``contract.Expected``; None if it declares none)."""
     check = _get(name)
     if check.answer is not None:
-        return normalise(check.answer(case))
-    return normalise(call(check.reference_fn(), case))
+        arrays = normalise(check.answer(case))
+    else:
+        arrays = normalise(call(check.reference_fn(), case))
+    if check.scale is None:
+        return contract.Expected(arrays)
+    scales = tuple(np.asarray(s, dtype=np.float64) for s in call(check.scale, case))
+    if len(scales) != len(arrays) or any(
+        np.broadcast_shapes(s.shape, a.shape) != a.shape for s, a in zip(scales, arrays)
+    ):
+        raise ValueError(
+            f"check {name!r}: its scale gives shapes {[s.shape for s in scales]} for outputs "
+            f"of shapes {[a.shape for a in arrays]}: give one magnitude per output"
+        )
+    return contract.Expected(arrays, scales)
 
 
 def spec(name: str) -> dict:
@@ -307,8 +324,10 @@ def mistake_outputs(name: str, case: Case) -> list[tuple[str, tuple[np.ndarray, 
 
 def verdict(name: str, case: Case, expected_arrays, outcome: dict) -> Verdict:
     """One case judged by the contract (the same function everywhere)."""
+    if not isinstance(expected_arrays, contract.Expected):
+        expected_arrays = contract.Expected(expected_arrays)
     passed, message = contract.judge(
-        spec(name), case.name, tuple(expected_arrays), outcome, mistake_outputs(name, case)
+        spec(name), case.name, expected_arrays, outcome, mistake_outputs(name, case)
     )
     return Verdict(passed, message)
 

@@ -46,6 +46,8 @@ __all__ = [
     "normalise",
     "run_case",
     "judge",
+    "Expected",
+    "tolerance",
     "summary",
     "save_cases",
     "load_cases",
@@ -54,7 +56,7 @@ __all__ = [
 ]
 
 CASES_FILE = "public_cases.npz"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # 3: a case may carry its outputs' scale (Expected)
 
 
 class Seeded:
@@ -135,9 +137,43 @@ def unpack(blob: bytes) -> dict:
         return {k: data[k] for k in data.files}
 
 
+class Expected(tuple):
+    """The reference's answer for one case: one array per output, and ``scale``: per output,
+    None or a non-negative array broadcastable to it, the size of the terms the output is
+    computed from (a sum's absolute terms, a softmax's exponents...). A correct float64
+    implementation that orders its operations otherwise can differ from the reference by a
+    few ulps *of those terms*, not of the result: where terms cancel, that is far more than
+    ``rtol * |expected|``. So the absolute tolerance is ``atol * scale`` (``atol`` alone
+    where the check declares no scale); see ``tolerance``."""
+
+    def __new__(cls, arrays, scale=None):
+        self = super().__new__(cls, arrays)
+        self.scale = None if scale is None else tuple(scale)
+        return self
+
+    def __reduce__(self):  # the tuple's items and the scale (pickle, e.g. to a Dask worker)
+        return (Expected, (tuple(self), self.scale))
+
+
+def _scales(expected) -> tuple:
+    """One scale per output (None: the check declares none)."""
+    scale = getattr(expected, "scale", None)
+    return tuple(scale) if scale is not None else (None,) * len(expected)
+
+
+def tolerance(exp: np.ndarray, rtol: float, atol: float, scale=None) -> np.ndarray:
+    """How far a returned entry may be from ``exp``: ``atol * scale + rtol * |exp|`` (scale
+    1 where none is declared; a non-finite expected entry must be matched exactly). The one
+    bound of every comparison: the student's checker, the hidden check, the grader."""
+    absolute = atol if scale is None else atol * np.asarray(scale, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        exp_f = np.asarray(exp, dtype=np.float64)
+        return absolute + rtol * np.abs(np.where(np.isfinite(exp_f), exp_f, 0.0))
+
+
 def save_cases(path, assignment: str, checks: dict) -> None:
     """Write ``public_cases.npz``: checks is name -> {"spec", "cases": [{"name", "args",
-    "kwargs", "expected", "mistakes": [(hint, outputs)]}]}."""
+    "kwargs", "expected", "mistakes": [(hint, outputs)]}]}; an ``Expected`` ships its scale."""
     arrays: dict = {}
     meta = {"version": FORMAT_VERSION, "assignment": assignment, "checks": {}}
     for name, entry in checks.items():
@@ -149,6 +185,12 @@ def save_cases(path, assignment: str, checks: dict) -> None:
                     "args": [encode(a, arrays) for a in case["args"]],
                     "kwargs": {k: encode(v, arrays) for k, v in case["kwargs"].items()},
                     "expected": [encode(np.asarray(e), arrays) for e in case["expected"]],
+                    "scale": None
+                    if getattr(case["expected"], "scale", None) is None
+                    else [
+                        None if sc is None else encode(np.asarray(sc, dtype=np.float64), arrays)
+                        for sc in case["expected"].scale
+                    ],
                     "mistakes": [
                         {"hint": hint, "outputs": [encode(np.asarray(o), arrays) for o in outs]}
                         for hint, outs in case.get("mistakes", ())
@@ -177,7 +219,12 @@ def load_cases(path) -> dict:
                 "name": case["name"],
                 "args": lambda enc=case["args"]: [decode(a, arrays) for a in enc],
                 "kwargs": lambda enc=case["kwargs"]: {k: decode(v, arrays) for k, v in enc.items()},
-                "expected": tuple(decode(e, arrays) for e in case["expected"]),
+                "expected": Expected(
+                    (decode(e, arrays) for e in case["expected"]),
+                    None
+                    if case["scale"] is None
+                    else [None if sc is None else decode(sc, arrays) for sc in case["scale"]],
+                ),
                 "mistakes": [
                     (m["hint"], tuple(decode(o, arrays) for o in m["outputs"]))
                     for m in case["mistakes"]
@@ -369,7 +416,7 @@ def _share(bad: np.ndarray) -> str:
     return "most of its entries" if 2 * int(bad.sum()) > bad.size else "some of its entries"
 
 
-def _values_message(output, exp, got, rtol, atol, hints, hidden=False) -> str | None:
+def _values_message(output, exp, got, rtol, atol, hints, scale=None, hidden=False) -> str | None:
     """None if ``got`` matches ``exp``, else what is wrong: for a public case counts, indices
     and the max error; for a hidden case one text of a fixed few (see ``judge``)."""
     if exp.dtype == bool:
@@ -409,37 +456,48 @@ def _values_message(output, exp, got, rtol, atol, hints, hidden=False) -> str | 
     both_nonfinite = ~np.isfinite(exp_f) & (exp_f == got_f)
     with np.errstate(invalid="ignore"):
         err = np.where(both_nonfinite, 0.0, np.abs(got_f - exp_f))
-        allowed = atol + rtol * np.abs(np.where(np.isfinite(exp_f), exp_f, 0.0))
+        allowed = np.broadcast_to(tolerance(exp_f, rtol, atol, scale), err.shape)
         over = ~(err <= allowed) & ~both_nonfinite
     if not over.any():
         return None
-    if hidden:
+    if hidden:  # no number computed from the case: the bound's constants only
+        bound = f"atol={atol:g}" + ("" if scale is None else " times the size of its terms")
         return (
-            f"{output} is wrong in {_share(over)} (beyond the tolerance atol={atol:g} + "
+            f"{output} is wrong in {_share(over)} (beyond the tolerance {bound} + "
             f"rtol={rtol:g} * |expected|)." + _hint(hints, output, "values")
         )
-    worst = float(np.max(np.where(over, err, 0.0)))
+    at = np.unravel_index(int(np.argmax(np.where(over, err, -1.0))), err.shape)
+    worst = float(err[at])
+    bound = (
+        f"atol={atol:g} + rtol={rtol:g} * |expected|"
+        if scale is None
+        else f"{float(allowed[at]):.3g} there (atol={atol:g} times the size of the terms "
+        f"this entry is computed from, + rtol={rtol:g} * |expected|)"
+    )
     msg = (
         f"{output} is wrong in {int(over.sum())} of {got.size} entries: max error {worst:.3g} "
-        f"vs tolerance atol={atol:g} + rtol={rtol:g} * |expected|"
+        f"vs tolerance {bound}"
     )
     if got.ndim:
         msg += f"; first wrong entry at index {_fmt_index(np.argwhere(over)[0])}"
     return msg + "." + _hint(hints, output, "values")
 
 
-def _matches(exp: tuple, got: tuple, rtol: float, atol: float) -> bool:
+def _matches(exp: tuple, got: tuple, rtol: float, atol: float, scales: tuple) -> bool:
+    """Every array of ``got`` within ``tolerance`` of ``exp`` (NaN matches NaN, inf itself)."""
     if len(exp) != len(got):
         return False
-    for e, g in zip(exp, got):
+    for e, g, scale in zip(exp, got, scales):
         if e.shape != g.shape:
             return False
         if e.dtype == bool or g.dtype == bool:
             if not np.array_equal(e, g):
                 return False
-        elif not np.allclose(
-            g.astype(np.float64), e.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True
-        ):
+            continue
+        e_f, g_f = e.astype(np.float64), g.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            close = (np.abs(g_f - e_f) <= tolerance(e_f, rtol, atol, scale)) | (e_f == g_f)
+        if not np.all(close | (np.isnan(e_f) & np.isnan(g_f))):
             return False
     return True
 
@@ -561,6 +619,8 @@ def judge(
     spec: the check's public description: ``name``, ``outputs`` (names), ``rtol``, ``atol``,
         ``hints`` (``"kind"`` or ``"output.kind"`` -> text; kinds: arity, shape, transposed,
         dtype, nan, inf, values) and ``comparator`` (``allclose``, ``accuracy`` or ``tokens``).
+    expected: the reference's arrays; an ``Expected`` also carries each output's scale, and
+        the absolute tolerance is then ``atol * scale`` (see ``tolerance``).
     outcome: what ``run_case`` returned (a value's arrays may be shape-only placeholders with
         ``shape`` and ``dtype`` when the shapes differ: nothing else of them is read then).
     mistakes: ``(hint, outputs)``: what known wrong implementations return for this case.
@@ -587,13 +647,15 @@ def judge(
                 _hint(hints, output, "shape") if kind != "shape" else ""
             )
             return False, where + msg + hint
+    rtol, atol, scales = spec["rtol"], spec["atol"], _scales(expected)
     for hint, outputs in mistakes:
-        if not _matches(tuple(expected), tuple(outputs), spec["rtol"], spec["atol"]) and _matches(
-            tuple(outputs), got, spec["rtol"], spec["atol"]
+        # the mistake's outputs stand in for the expected ones: the same bound around them
+        if not _matches(tuple(expected), tuple(outputs), rtol, atol, scales) and _matches(
+            tuple(outputs), got, rtol, atol, scales
         ):
             return False, where + f"your result matches a known mistake: {hint}"
-    for output, exp, g in zip(names, expected, got):
-        msg = _values_message(output, exp, g, spec["rtol"], spec["atol"], hints, hidden)
+    for output, exp, g, scale in zip(names, expected, got, scales):
+        msg = _values_message(output, exp, g, rtol, atol, hints, scale, hidden)
         if msg is not None:
             return False, where + msg
     return True, "ok"

@@ -587,3 +587,33 @@ def test_a_cache_not_appended_or_grown_on_the_wrong_axis_gets_the_cache_hint(wro
     verdict = checks.compare("decoder_step", case, checks.expected("decoder_step", case), got)
     assert not verdict.passed
     assert "cache_k becomes (B, t + 1, d)" in verdict.message, verdict.message
+
+
+def test_a_declared_scale_makes_the_absolute_tolerance_ulps_of_the_summed_terms():
+    """atol * scale: a result of 1e-10 computed from terms of size 1 may be 1e-15 off (not
+    1e-19), and no more; the message gives the bound at the worst entry, not the scale."""
+    spec = {"name": "g", "outputs": ["grad"], "rtol": 0.0, "atol": 1e-15, "hints": {}}
+    scaled = contract.Expected((np.array([1e-10, 3.0]),), [np.array([1.0, 1e3])])
+    near = {"kind": "value", "arrays": (np.array([1e-10 + 8e-16, 3.0 + 9e-13]),)}
+    assert contract.judge(spec, "c", scaled, near) == (True, "ok")
+    far = {"kind": "value", "arrays": (np.array([1e-10 + 3e-15, 3.0]),)}
+    passed, message = contract.judge(spec, "c", scaled, far)
+    assert not passed and "max error 3e-15 vs tolerance 1e-15 there" in message
+    assert "times the size of the terms" in message
+    unscaled = contract.Expected(tuple(scaled))  # no scale: atol is absolute
+    assert not contract.judge(spec, "c", unscaled, near)[0]
+    # a known mistake is recognised within the same bound around its own outputs
+    mistake = [("the sign", (np.array([-1e-10, 3.0]),))]
+    sign = {"kind": "value", "arrays": (np.array([-1e-10 + 5e-16, 3.0]),)}
+    assert "known mistake: the sign" in contract.judge(spec, "c", scaled, sign, mistake)[1]
+
+
+def test_an_expected_answer_keeps_its_scale_through_pickle():
+    """The grader may send prepared cases to Dask workers: the scale travels with the answer."""
+    import pickle
+
+    scaled = contract.Expected((np.array([1e-10, 3.0]), np.array(2.0)), [np.ones(2), None])
+    back = pickle.loads(pickle.dumps(scaled))
+    assert isinstance(back, contract.Expected) and len(back) == 2
+    assert np.array_equal(back[0], scaled[0]) and np.array_equal(back.scale[0], np.ones(2))
+    assert back.scale[1] is None

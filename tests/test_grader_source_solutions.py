@@ -5,41 +5,23 @@ is graded against teaches the same thing the grader expects."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-import nbformat
 import pytest
 
-from autograder import checks, contract, release
-from autograder.notebook import strip_hidden_tests
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import seed_scan  # noqa: E402  (bench/seed_scan.py runs the same notebooks on thousands of seeds)
+
+from autograder import checks, contract  # noqa: E402
 
 pytestmark = pytest.mark.slow
-
-
-def _solved_namespace(assignment: str, folder) -> dict:
-    """Run the source notebook's code cells (solutions in, test cells out) in a namespace."""
-    for name, write in checks.chapter(assignment).support_files.items():
-        write(folder / name)
-    source = nbformat.read(
-        release.COURSE / "source" / assignment / f"{assignment}.ipynb", as_version=4
-    )
-    namespace = {"__name__": "__main__"}
-    for cell in source.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type != "code" or meta.get("grade"):
-            continue
-        code = "\n".join(line for line in cell.source.split("\n") if " SOLUTION" not in line)
-        exec(
-            compile(strip_hidden_tests(code), f"<{assignment} {meta.get('grade_id')}>", "exec"),
-            namespace,
-        )
-    return namespace
 
 
 @pytest.mark.parametrize("assignment", sorted(checks.CHAPTERS))
 def test_source_solutions_pass_every_hidden_case(assignment, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setitem(sys.modules, "attention_check", contract)  # what the release ships
-    namespace = _solved_namespace(assignment, tmp_path)
+    namespace = seed_scan.solved_namespace(assignment, tmp_path)
     for check in checks.checks_for(assignment):
         fn = namespace[check.name]
         for seed in (1, 2024):

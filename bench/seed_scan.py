@@ -1,0 +1,270 @@
+"""Seed scan: does an honest, correct solution get full marks on every hidden-case seed?
+
+For every chapter and every check, for many grading seeds, this makes the hidden cases exactly
+as grading does (``checks.hidden_cases``), and judges with the real judging code
+(``contract.run_case`` + ``contract.judge`` with the reference's answer and the declared
+mistakes' outputs):
+
+- the reference itself (``checks.expected``'s own function, called again);
+- the instructor's solution: the functions the source notebook's solution cells define,
+  executed in a plain namespace in this process (trusted: it is the instructor's code);
+- for a few checks, an independently written correct variant that orders its float64
+  operations otherwise (log-domain softmax weights, einsum sums, logaddexp).
+
+It prints, per chapter, the seeds and cases judged, the failures (0 is the only right answer:
+a failure is a seed on which every honest student of a batch loses points) and the margin:
+the worst ratio error / tolerance over every entry (``contract.tolerance``, the bound the
+judge applies; for an accuracy threshold, missed fraction / allowed fraction; for exact
+outputs 0 or inf).
+
+    .venv/bin/python bench/seed_scan.py --seeds 2000            # every chapter
+    .venv/bin/python bench/seed_scan.py --seeds 200 --chapter ch1_pooling --start 500
+
+``tests/test_seed_scan.py`` runs a sample of it in ``make test``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import math
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import nbformat  # noqa: E402
+import numpy as np  # noqa: E402
+
+from autograder import checks, contract, release  # noqa: E402
+from autograder.notebook import strip_hidden_tests  # noqa: E402
+
+# ----------------------------------------------------------------------------------------
+# the instructor's solution, as a namespace of functions
+
+
+def solved_namespace(assignment: str, folder: Path) -> dict:
+    """Run the source notebook's code cells (solutions in, test cells out) in a namespace.
+    The chapter's support files are written into ``folder``; call it with ``folder`` as the
+    working directory (a notebook reads its data files from there)."""
+    for name, write in checks.chapter(assignment).support_files.items():
+        write(folder / name)
+    source = nbformat.read(
+        release.COURSE / "source" / assignment / f"{assignment}.ipynb", as_version=4
+    )
+    sys.modules.setdefault("attention_check", contract)  # what the release ships
+    namespace = {"__name__": "__main__"}
+    for cell in source.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code" or meta.get("grade"):
+            continue
+        code = "\n".join(line for line in cell.source.split("\n") if " SOLUTION" not in line)
+        with contextlib.redirect_stdout(io.StringIO()):  # the notebook's prints are not ours
+            exec(
+                compile(strip_hidden_tests(code), f"<{assignment} {meta.get('grade_id')}>", "exec"),
+                namespace,
+            )
+    return namespace
+
+
+# ----------------------------------------------------------------------------------------
+# correct variants that order their float64 operations otherwise
+
+
+def _log_domain_weights(scores, allowed):
+    """Softmax weights exp(s - logsumexp(s)) over the allowed entries (rows with none: 0)."""
+    s = np.where(allowed, scores, -np.inf)
+    with np.errstate(invalid="ignore"):
+        lse = np.logaddexp.reduce(s, axis=-1, keepdims=True)
+        w = np.exp(s - np.where(np.isfinite(lse), lse, 0.0))
+    return np.where(allowed & np.isfinite(lse), w, 0.0)
+
+
+def loo_loss_and_grad(x, y, bandwidth):
+    """Log-domain weights; dpred as sum_j a_ij g_ij (y_j - f_i) (no difference of sums)."""
+    x = np.asarray(x, dtype=float)
+    xs = x[:, None] if x.ndim == 1 else x  # (n, d)
+    y = np.asarray(y, dtype=float)
+    y2 = y[:, None] if y.ndim == 1 else y  # (n, d_y)
+    h, n = float(bandwidth), xs.shape[0]
+    diff = xs[:, None, :] - xs[None, :, :]
+    dist2 = np.einsum("ijk,ijk->ij", diff, diff)  # (n, n)
+    a = _log_domain_weights(-dist2 / (2 * h * h), ~np.eye(n, dtype=bool))
+    pred = np.einsum("ij,jk->ik", a, y2)
+    err = pred - y2
+    dpred = np.einsum("ij,ijk->ik", a * (dist2 / h**3), y2[None, :, :] - pred[:, None, :])
+    return float(np.sum(err**2) / err.size), float(2 * np.sum(err * dpred) / err.size)
+
+
+def nadaraya_watson(x_query, x_keys, y_values, bandwidth):
+    """Log-domain weights, einsum for the weighted sum."""
+    xq = np.asarray(x_query, dtype=float)
+    xk = np.asarray(x_keys, dtype=float)
+    xq, xk = (xq[:, None] if xq.ndim == 1 else xq), (xk[:, None] if xk.ndim == 1 else xk)
+    diff = xq[:, None, :] - xk[None, :, :]
+    scores = -np.einsum("ijk,ijk->ij", diff, diff) / (2 * float(bandwidth) ** 2)
+    a = _log_domain_weights(scores, np.ones(scores.shape, dtype=bool))
+    y = np.asarray(y_values, dtype=float)
+    return np.einsum("ij,j...->i...", a, y)
+
+
+def masked_softmax(scores, mask=None):
+    scores = np.asarray(scores, dtype=float)
+    allowed = np.ones(scores.shape, bool) if mask is None else np.broadcast_to(mask, scores.shape)
+    return _log_domain_weights(scores, allowed)
+
+
+def label_smoothed_cross_entropy(logits, targets, smoothing, pad_index):
+    """log q_y via logaddexp.reduce; the smoothing term as a sum over all non-pad words."""
+    logits = np.asarray(logits, dtype=float)
+    targets = np.asarray(targets)
+    vocab = logits.shape[-1]
+    log_p = logits - np.logaddexp.reduce(logits, axis=-1, keepdims=True)
+    right = np.take_along_axis(log_p, targets[..., None], axis=-1)[..., 0]
+    others = log_p.sum(-1) - log_p[..., pad_index]
+    loss = -(1 - smoothing) * right - smoothing / (vocab - 1) * others
+    keep = targets != pad_index
+    return float(loss[keep].sum() / keep.sum()) if keep.any() else 0.0
+
+
+VARIANTS = {
+    "loo_loss_and_grad": loo_loss_and_grad,
+    "nadaraya_watson": nadaraya_watson,
+    "masked_softmax": masked_softmax,
+    "label_smoothed_cross_entropy": label_smoothed_cross_entropy,
+}
+
+
+# ----------------------------------------------------------------------------------------
+# the margin of one judged case
+
+
+def margin(spec: dict, expected, outcome: dict) -> float:
+    """The worst error / tolerance over the entries (> 1: the judge fails it); for an
+    accuracy threshold the missed fraction over the allowed one; exact outputs 0 or inf."""
+    if outcome["kind"] != "value":
+        return math.inf
+    got = outcome["arrays"]
+    kind = spec.get("comparator", {}).get("kind", "allclose")
+    if kind in ("accuracy", "tokens"):  # the judge's own reading of token sequences
+        comp = spec["comparator"]
+        pred, problem = contract._token_rows(got[0], expected[0].shape[0])
+        if problem:
+            return math.inf
+        pad, eos = int(comp.get("pad", 0)), comp.get("eos")
+        want, have = contract._sequences(expected[0], pad, eos), contract._sequences(pred, pad, eos)
+        missed = sum(w != h for w, h in zip(want, have)) / max(len(want), 1)
+        if kind == "tokens":
+            return 0.0 if missed == 0 else math.inf
+        return missed / (1 - float(comp["threshold"]))
+    worst = 0.0
+    for exp, g, scale in zip(expected, got, contract._scales(expected)):
+        if exp.shape != g.shape:
+            return math.inf
+        e_f, g_f = exp.astype(np.float64), g.astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            err = np.where(e_f == g_f, 0.0, np.abs(g_f - e_f))
+            err = np.where(np.isnan(e_f) & np.isnan(g_f), 0.0, err)
+            allowed = contract.tolerance(e_f, spec["rtol"], spec["atol"], scale)
+            ratio = np.where(err == 0, 0.0, err / allowed)
+        worst = max(worst, float(np.max(np.where(np.isnan(ratio), math.inf, ratio), initial=0.0)))
+    return worst
+
+
+# ----------------------------------------------------------------------------------------
+# the scan
+
+
+@dataclass
+class Tally:
+    cases: int = 0
+    failures: list = field(default_factory=list)  # (implementation, check, seed, message)
+    worst: dict = field(default_factory=dict)  # (implementation, check) -> (margin, seed, case)
+
+    def add(self, who: str, check: str, seed: int, case: str, passed, message, value):
+        self.cases += 1
+        if not passed:
+            self.failures.append((who, check, seed, message))
+        if value >= self.worst.get((who, check), (-1.0,))[0]:
+            self.worst[(who, check)] = (value, seed, case)
+
+
+def implementations(assignment: str, namespace: dict) -> dict:
+    """check name -> {who: function}: the reference, the notebook's, a variant if any."""
+    out = {}
+    for check in checks.checks_for(assignment):
+        if check.answer is None:
+            fns = {"reference": check.reference_fn()}
+        else:  # the answer is not a reference call (e.g. the truth of an outcome task)
+            fns = {}
+        if check.name in namespace:
+            fns["notebook"] = namespace[check.name]
+        if check.name in VARIANTS:
+            fns["variant"] = VARIANTS[check.name]
+        out[check.name] = fns
+    return out
+
+
+def scan(assignment: str, seeds, namespace: dict, tally: Tally | None = None) -> Tally:
+    """Judge every implementation on every hidden case of every seed."""
+    tally = tally or Tally()
+    fns = implementations(assignment, namespace)
+    for seed in seeds:
+        for check in checks.checks_for(assignment):
+            spec = checks.spec(check.name)
+            for case in checks.hidden_cases(check.name, seed):
+                expected = checks.expected(check.name, case)
+                mistakes = checks.mistake_outputs(check.name, case)
+                for who, fn in fns[check.name].items():
+                    with np.errstate(all="ignore"):
+                        outcome = contract.run_case(fn, *checks.fresh(case))
+                    passed, message = contract.judge(spec, case.name, expected, outcome, mistakes)
+                    value = margin(spec, expected, outcome)
+                    tally.add(who, check.name, seed, case.name, passed, message, value)
+    return tally
+
+
+def report(assignment: str, seeds: range, tally: Tally, seconds: float) -> str:
+    lines = [
+        f"{assignment}: seeds {seeds.start}-{seeds.stop - 1} ({len(seeds)}), "
+        f"{tally.cases} judged cases, {len(tally.failures)} failures, {seconds:.0f} s"
+    ]
+    for (who, check), (value, seed, case) in sorted(tally.worst.items()):
+        lines.append(f"  {check:30s} {who:9s} worst margin {value:.3g} (seed {seed}, '{case}')")
+    for who, check, seed, message in tally.failures[:20]:
+        lines.append(f"  FAILED {who} {check} seed {seed}: {message}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, default=2000, help="seeds per chapter")
+    parser.add_argument("--start", type=int, default=0, help="first seed")
+    parser.add_argument("--chapter", action="append", help="only this assignment (repeatable)")
+    args = parser.parse_args(argv)
+    seeds = range(args.start, args.start + args.seeds)
+    failed = 0
+    for assignment in args.chapter or sorted(checks.CHAPTERS):
+        with tempfile.TemporaryDirectory() as folder:
+            cwd = os.getcwd()
+            os.chdir(folder)
+            try:
+                namespace = solved_namespace(assignment, Path(folder))
+                started = time.process_time()
+                tally = scan(assignment, seeds, namespace)
+            finally:
+                os.chdir(cwd)
+        print(report(assignment, seeds, tally, time.process_time() - started), flush=True)
+        failed += len(tally.failures)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
