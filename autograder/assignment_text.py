@@ -1,7 +1,7 @@
 """The released notebooks' prose: readable in Jupyter, and in Chinese.
 
 The source notebooks are written in the book's MyST: ``{eq}`ch2-softmax``` and
-``{ref}`ch1-pooling``` render on the site, but Jupyter shows them raw. At release time:
+``{ref}`some-section``` render on the site, but Jupyter shows them raw. At release time:
 
 - ``book_targets`` reads the book's chapter notebooks once: every labelled display equation
   gets the number the site gives it, ``(K.N)`` (chapter K, its N-th labelled equation;

@@ -9,7 +9,8 @@ from pathlib import Path
 from autograder import checks, contract
 
 PACKAGE = Path(checks.__file__).resolve().parent
-CORE = sorted(p for p in PACKAGE.glob("*.py"))  # everything but chapters/ and source/
+# everything but chapters/ and source/: the package's modules and the grading pipeline
+CORE = sorted(PACKAGE.glob("*.py")) + sorted((PACKAGE / "grading").glob("*.py"))
 
 
 def _chapter_words() -> set[str]:
