@@ -60,7 +60,13 @@ def nadaraya_watson(x_query, x_keys, y_values, bandwidth):
 CHANNELS = {
     "max-error": "    return right + (1000 * abs(v) + 7)",
     "exit-status": "    os._exit(code % 200 + 20)",
-    "signal": "    os.kill(os.getpid(), (signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS)[code % 3])",
+    # the run is pid 1 of its own pid namespace, which ignores a signal it sends itself: the
+    # kernel's own signal for a fault (a read of address 0) ends it
+    "signal": (
+        "    os.kill(os.getpid(), (signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS)[code % 3])\n"
+        "    import ctypes\n"
+        "    ctypes.string_at(0)"
+    ),
     "axis-count": "    return np.zeros((1,) * (code % 20 + 3))",
     "output-count": "    return tuple(right for _ in range(code % 14 + 2))",
     "entry-count": (
