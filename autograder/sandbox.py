@@ -449,15 +449,21 @@ class Slot:
 
 
 def processes_of_uid(uid: int) -> list[int]:
+    """The live processes whose real uid is ``uid``. A zombie is not one: it has exited and
+    holds no memory, file or channel, only its pid until its parent reaps it (a sandbox's
+    inner bwrap, orphaned when the sandbox is killed, waits for the machine's init)."""
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/status") as handle:
+                zombie = False
                 for line in handle:
-                    if line.startswith("Uid:"):
-                        if int(line.split()[1]) == uid:
+                    if line.startswith("State:"):
+                        zombie = line.split()[1] in ("Z", "X")
+                    elif line.startswith("Uid:"):
+                        if int(line.split()[1]) == uid and not zombie:
                             pids.append(int(entry))
                         break
         except OSError:

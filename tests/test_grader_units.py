@@ -502,3 +502,29 @@ def test_a_sleeping_or_blocked_cell_ends_idle_but_a_busy_child_keeps_its_cell_al
         assert run.cells[1]["output"] == "slept\n"
     finally:
         box.close()
+
+
+def test_a_zombie_is_not_a_process_of_its_uid_but_a_live_child_is():
+    """A sandbox's orphaned inner bwrap stays a zombie until the machine's init reaps it: it
+    holds nothing, so neither the kill loop nor the stray check may wait for it."""
+    from autograder import sandbox as sandbox_module
+
+    zombie = os.fork()
+    if zombie == 0:
+        os._exit(0)
+    live = os.fork()
+    if live == 0:
+        time.sleep(30)
+        os._exit(0)
+    try:
+        for _ in range(200):  # until the first child has exited (and is not reaped)
+            with open(f"/proc/{zombie}/status") as handle:
+                if "\nState:\tZ" in handle.read():
+                    break
+            time.sleep(0.01)
+        mine = sandbox_module.processes_of_uid(os.getuid())
+        assert zombie not in mine and live in mine
+    finally:
+        os.kill(live, 9)
+        os.waitpid(live, 0)
+        os.waitpid(zombie, 0)
