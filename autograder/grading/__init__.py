@@ -210,6 +210,7 @@ def grade_assignment(
         recorder_thread.join()
         scheduler.close()
         RENDERER.close()
+    recorder.log_timings({r.student: r.seconds for r in graded})
     rerun = [r.student for r in graded if not r.complete]
     return {
         "graded": graded,
