@@ -73,10 +73,13 @@ lint: $(STAMP)
 test: require-test lint book
 	$(PY) -m pytest
 
-## bench: the attention and grading benchmarks, each printing ratios measured in one run
+## bench: the attention, grading and recording benchmarks, each printing ratios measured in
+## one run, then the seed scan (an honest solution scores full marks on every seed tried)
 bench: require-bench $(STAMP)
 	$(PY) bench/attention.py
 	$(PY) bench/grading.py
+	$(PY) bench/recording.py
+	$(PY) bench/seed_scan.py --seeds 200
 
 ## system-packages: print the Debian packages make test needs (.ci/run reads the list here)
 system-packages:
