@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder import cgroups, contract, isolation, wire
+from autograder import cgroups, contract, frames, isolation, wire
 from autograder import zygote as zygote_module
 from autograder.protocol import LostSandbox, Plan, Run, RunResult
 
@@ -70,7 +70,9 @@ def preload_for(imports) -> tuple[str, ...]:
 
 FULL_PRELOAD = preload_for(PRELOADS)
 SLOT_DIR = Path("/tmp/autograder-slots")
-WORKER_DIR = "/sandbox"  # inside the sandbox: zygote.py, isolation.py, contract.py, read-only
+WORKER_DIR = "/sandbox"  # inside the sandbox: the IN_SANDBOX modules, read-only
+#: the grader's only code inside the sandbox: the worker and what it imports
+IN_SANDBOX = (contract, frames, zygote_module, isolation)
 _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner")
 _ROOTLESS_SLOTS = itertools.count()
 START_MEMORY = 4 << 30  # headroom while the zygote imports NumPy and PyTorch
@@ -383,15 +385,11 @@ def sandbox_command(
         "0755",
         "--dir",
         WORKER_DIR,
-        "--ro-bind",
-        contract.__file__,
-        f"{WORKER_DIR}/contract.py",
-        "--ro-bind",
-        zygote_module.__file__,
-        f"{WORKER_DIR}/zygote.py",
-        "--ro-bind",
-        isolation.__file__,
-        f"{WORKER_DIR}/isolation.py",
+        *(
+            arg
+            for module in IN_SANDBOX
+            for arg in ("--ro-bind", module.__file__, f"{WORKER_DIR}/{Path(module.__file__).name}")
+        ),
         *([] if uid is None or bwrap_as_slot else as_uid(uid)),
         interpreter,
         "-I",
@@ -407,7 +405,7 @@ def sandbox_command(
         # the slot uid's own keyrings on the machine outlive every process, and the zygote in
         # its user namespace cannot reach them: they are emptied, as that uid, before it starts
         clear = [interpreter, "-I", "-S", isolation.__file__, "--clear-keyrings"]
-        sources = [prefix, *site, contract.__file__, zygote_module.__file__, isolation.__file__]
+        sources = [prefix, *site, *(module.__file__ for module in IN_SANDBOX)]
         sources += [str(release_root.resolve())] if release_root and release_root.is_dir() else []
         then = " ".join(shlex.quote(a) for a in as_uid(uid) + clear)
         return reachable_command(sources, as_uid(uid) + command, then=then)
@@ -723,7 +721,7 @@ class Sandbox:
         events_read, events_write = os.pipe()
         input_read, input_write = os.pipe()
         try:
-            message = contract.encode_frame(
+            message = frames.encode_frame(
                 {"run": nonce, "workdir": request["workdir"], "tmp_bytes": self.limits.tmpfs_bytes}
             )
             try:
@@ -736,7 +734,7 @@ class Sandbox:
             events = wire.FrameReader(events_read, wire.EVENTS, self.limits.result_bytes)
             if sent != len(message):
                 return self._end(run, events, oom_before, "lost", "the sandbox took no run")
-            outbox = bytearray(contract.encode_frame(request))
+            outbox = bytearray(frames.encode_frame(request))
             return self._drive(run, events, input_write, outbox, nonce, oom_before, received_before)
         finally:
             for fd in (events_read, input_write):

@@ -14,7 +14,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from autograder import checks, cli, contract, grading, sandbox, wire
+from autograder import checks, cli, contract, frames, grading, sandbox, wire
 from autograder import notebook as nbparse
 
 
@@ -78,7 +78,7 @@ def run_cells(box, cells, seconds=60.0):
         "limits": box.limits.for_child(),
         "workdir": f"/tmp/{secrets.token_hex(8)}",
     }
-    cases = contract.encode_frame({"tasks": [], "skip_tasks": []})
+    cases = frames.encode_frame({"tasks": [], "skip_tasks": []})
     return box.run(
         request,
         cases,
@@ -90,7 +90,7 @@ def run_cells(box, cells, seconds=60.0):
 
 def test_frames_round_trip_and_garbage_is_a_protocol_violation():
     read, write = os.pipe()
-    os.write(write, contract.encode_frame({"ev": "task_end", "task": 1}))
+    os.write(write, frames.encode_frame({"ev": "task_end", "task": 1}))
     reader = wire.FrameReader(read, wire.EVENTS, 1 << 20)
     reader.fill()
     assert reader.next() == ({"ev": "task_end", "task": 1}, b"")
@@ -249,9 +249,11 @@ def test_sandbox_command_isolates_network_course_files_and_uid(tmp_path, bubblew
     repo = str(sandbox.Path(grading.__file__).resolve().parents[2])
     bound = [command[i + 1] for i, arg in enumerate(command) if arg in ("--ro-bind", "--bind")]
     # the reference and the hidden checks stay out; of the grader, only the worker and the
-    # contract it imports go in
+    # modules it imports go in (IN_SANDBOX)
     hidden = (repo + "/solutions", repo + "/autograder")
-    worker = {repo + f"/autograder/{name}.py" for name in ("contract", "zygote", "isolation")}
+    worker = {
+        repo + f"/autograder/{name}.py" for name in ("contract", "frames", "zygote", "isolation")
+    }
     assert worker <= set(bound)
     assert not any(
         path == repo or path == folder or path.startswith(folder + "/")
