@@ -13,7 +13,7 @@ control messages, and the calls and replies of the recording process
   holds at most one frame's bytes beyond its bounds' check.
 - ``read_frame``: one frame from a blocking reader (the sandboxed child reading its request
   and cases, the recording process reading its calls).
-- ``decode_frame``: a message that must be exactly one frame (the zygote's run message).
+- ``single_frame``: a message that must be exactly one frame (the zygote's run message).
 
 What a header must hold is not checked here: the untrusted side's schemas are
 ``autograder/wire.py``'s. The module imports nothing of the grader: it is bound into the
@@ -90,7 +90,7 @@ def read_frame(
     return json.loads(read_exact(n_head)), read_exact(n_blob)
 
 
-def decode_frame(data: bytes) -> tuple[bytes, bytes]:
+def single_frame(data: bytes) -> tuple[bytes, bytes]:
     """(raw header, blob) of ``data``, which must be exactly one frame (one message of a
     datagram socket, whose size bounds it)."""
     frames = FrameBuffer(UNBOUNDED, UNBOUNDED)

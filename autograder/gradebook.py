@@ -39,6 +39,7 @@ import nbformat
 
 from autograder import frames, sanitise
 from autograder import notebook as nbparse
+from autograder.intake import Unreadable, read_bounded
 
 
 class FileLock:
@@ -54,9 +55,16 @@ class FileLock:
 
 
 class Recorder:
-    def __init__(self, course: Path, spec: nbparse.AssignmentSpec):
+    """The gradebook rows, the autograded notebooks and the run log of one assignment.
+
+    ``not_graded(spec, result, reason, note)`` scores a submission whose autograded notebook
+    cannot be made (``grading.verdict.not_graded``, passed in by the grading package, which
+    this module never imports)."""
+
+    def __init__(self, course: Path, spec: nbparse.AssignmentSpec, not_graded):
         self.course = Path(course)
         self.spec = spec
+        self.not_graded = not_graded
         self.locks = self.course / "autograded" / ".locks" / spec.assignment
         self.locks.mkdir(parents=True, exist_ok=True)
         self.db_url = f"sqlite:///{self.course / 'gradebook.db'}?timeout=60"
@@ -145,8 +153,6 @@ class Recorder:
         """The submission's timestamp.txt if it holds a date; otherwise None, with a note."""
         from nbgrader.utils import parse_utc
 
-        from autograder.grading.intake import Unreadable, read_bounded
-
         path = self.course / "submitted" / result.student / self.spec.assignment / "timestamp.txt"
         if not path.exists() and not path.is_symlink():
             return None
@@ -233,10 +239,8 @@ class Recorder:
                 render_autograded, self._render_args(result, notebook, caps), caps.record_seconds
             )
         except RenderFailed as why:
-            from autograder.grading.verdict import not_graded
-
             result.unanswered = []
-            not_graded(self.spec, result, "invalid notebook", str(why))
+            self.not_graded(self.spec, result, "invalid notebook", str(why))
             text = render_autograded(*self._render_args(result, b"", caps))
         self.write_gradebook(result, stamp)
         self.read_totals(result)  # the formgrader's score and maximum, into the record too

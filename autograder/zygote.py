@@ -340,7 +340,7 @@ def _run_message(data: bytes, fds: list[int]) -> dict | None:
     try:
         if len(fds) != 2:
             return None
-        head, blob = frames.decode_frame(data)
+        head, blob = frames.single_frame(data)
         header = json.loads(head)
         if blob or not isinstance(header, dict) or set(header) != set(RUN_FIELDS):
             return None

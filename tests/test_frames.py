@@ -68,7 +68,7 @@ def test_a_blocking_reader_reads_one_frame_and_nothing_past_it():
 
 def test_a_message_must_be_exactly_one_frame():
     one = frames.encode_frame({"run": "n"})
-    assert frames.decode_frame(one) == (b'{"run": "n"}', b"")
+    assert frames.single_frame(one) == (b'{"run": "n"}', b"")
     for bad in (one[:-1], one + b"!", one + one, b"", b"AGF"):
         with pytest.raises(frames.FrameError):
-            frames.decode_frame(bad)
+            frames.single_frame(bad)

@@ -39,7 +39,7 @@ from autograder.grading.results import GRADER_ERROR, SubmissionResult, TaskResul
 from autograder.grading.run import END_REASONS, LOST_RERUNS, RunRecord, run_program
 from autograder.grading.schedule import Dask, Local
 from autograder.grading.submission import grade_submission
-from autograder.grading.verdict import judge
+from autograder.grading.verdict import judge, not_graded
 from autograder.grading.work import (
     REGISTRY,
     AssignmentWork,
@@ -122,7 +122,8 @@ def grade_assignment(
     seed = secrets.randbits(31) if seed is None else int(seed)
     wanted = list_students(course, assignment) if not students else list(students)
     preparing = Preparing(course, assignment, seed, limits, sandboxed, registry, spec)
-    recorder = Recorder(course, spec)  # nbgrader's gradebook, while the check data is computed
+    # nbgrader's gradebook, while the check data is computed
+    recorder = Recorder(course, spec, not_graded)
     recorder.check_gradebook()
     recording = None
     if wanted:  # the recording process's imports (about a second) while the check data is computed

@@ -17,10 +17,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import NamedTuple
 
-from autograder import budgets, checks, contract
+from autograder import budgets, checks, contract, intake
 from autograder import notebook as nbparse
 from autograder.checks import Case
-from autograder.grading import intake
 from autograder.sandbox import DEFAULT_LIMITS, FULL_PRELOAD, Limits, preload_for
 
 #: the check registry: the chapter plug-ins, their cases, references and limits
