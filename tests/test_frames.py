@@ -7,6 +7,7 @@ relies on (``tests/hostile/corpus.py`` writes frames by hand)."""
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import pytest
 
@@ -72,3 +73,15 @@ def test_a_message_must_be_exactly_one_frame():
     for bad in (one[:-1], one + b"!", one + one, b"", b"AGF"):
         with pytest.raises(frames.FrameError):
             frames.single_frame(bad)
+
+
+def test_no_module_but_frames_writes_or_splits_a_frame():
+    """The magic, the length prefix and its bounds live in ``frames.py`` alone: every other
+    module calls it (``wire.FrameReader``, the zygote, the sandbox handle, the recording)."""
+    package = Path(frames.__file__).parent
+    for path in sorted(package.rglob("*.py")):
+        if path.name == "frames.py" and path.parent == package:
+            continue
+        text = path.read_text()
+        for marker in ("AGF2", '">II"', "'>II'", '">Q"', "LENGTHS", "MAGIC"):
+            assert marker not in text, (path.relative_to(package), marker)
