@@ -118,8 +118,9 @@ class Chapter:
     """One assignment's plug-in: its checks, its limits and the files its release ships.
 
     reference_seconds: the wall time of the solved source notebook graded in a warm sandbox
-        (measured with ``python -m autograder.budgets``; say in a comment when and how): the
-        chapter's cell, task and submission budgets derive from it (``autograder.budgets``).
+        (measured with ``python -m autograder.grading.measure``; say in a comment when and
+        how): the chapter's cell, task and submission budgets derive from it
+        (``autograder.budgets``).
         None: ``Limits()``'s defaults.
     limits: overrides of ``autograder.sandbox.Limits`` fields for this assignment, e.g.
         ``{"memory_bytes": 3 << 30}``; they win over the derived budgets, and an instructor's

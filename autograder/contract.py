@@ -8,7 +8,7 @@ This one file is three things, so that a failure reads word for word the same ev
    calls ``run_case`` and ``judge`` from here);
 3. the grader's vocabulary: the sandbox worker (``autograder/zygote.py``, bound into the
    sandbox beside this file but never shipped) runs a submission's cells and cases with
-   ``run_case`` and sends plain outcomes back in frames (``encode_frame``); the trusted side
+   ``run_case`` and sends plain outcomes back in frames (``autograder/frames.py``); the trusted side
    parses them against a strict schema (``autograder.wire``) and judges with the same
    ``judge``.
 
@@ -34,7 +34,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import struct
 import traceback
 
 import numpy as np
@@ -808,17 +807,4 @@ def check(name: str, fn, cases_path: str | None = None) -> None:
     print(summary(name, [], len(cases), hidden=False))
 
 
-# ----------------------------------------------------------------------------------------
-# frames: how the grader and its sandbox worker (``autograder/zygote.py``) talk
-#
-# A frame: MAGIC, two big-endian uint32 lengths (JSON header, blob), the header, the blob.
-# The events and their order are ``autograder/protocol.py``'s; their schemas ``wire.py``'s.
-
-MAGIC = b"AGF2"
-LENGTHS = struct.Struct(">II")
 _IN_SANDBOX = False  # set by the sandbox worker: there a KeyboardInterrupt is the student's
-
-
-def encode_frame(header: dict, blob: bytes = b"") -> bytes:
-    head = json.dumps(header).encode()
-    return MAGIC + LENGTHS.pack(len(head), len(blob)) + head + blob

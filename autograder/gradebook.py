@@ -26,7 +26,6 @@ import json
 import os
 import pickle
 import select
-import struct
 import subprocess
 import sys
 import tempfile
@@ -38,8 +37,9 @@ from pathlib import Path
 
 import nbformat
 
+from autograder import frames, sanitise
 from autograder import notebook as nbparse
-from autograder import sanitise
+from autograder.intake import Unreadable, read_bounded
 
 
 class FileLock:
@@ -55,9 +55,16 @@ class FileLock:
 
 
 class Recorder:
-    def __init__(self, course: Path, spec: nbparse.AssignmentSpec):
+    """The gradebook rows, the autograded notebooks and the run log of one assignment.
+
+    ``not_graded(spec, result, reason, note)`` scores a submission whose autograded notebook
+    cannot be made (``grading.verdict.not_graded``, passed in by the grading package, which
+    this module never imports)."""
+
+    def __init__(self, course: Path, spec: nbparse.AssignmentSpec, not_graded):
         self.course = Path(course)
         self.spec = spec
+        self.not_graded = not_graded
         self.locks = self.course / "autograded" / ".locks" / spec.assignment
         self.locks.mkdir(parents=True, exist_ok=True)
         self.db_url = f"sqlite:///{self.course / 'gradebook.db'}?timeout=60"
@@ -146,8 +153,6 @@ class Recorder:
         """The submission's timestamp.txt if it holds a date; otherwise None, with a note."""
         from nbgrader.utils import parse_utc
 
-        from autograder.grading.intake import Unreadable, read_bounded
-
         path = self.course / "submitted" / result.student / self.spec.assignment / "timestamp.txt"
         if not path.exists() and not path.is_symlink():
             return None
@@ -234,10 +239,8 @@ class Recorder:
                 render_autograded, self._render_args(result, notebook, caps), caps.record_seconds
             )
         except RenderFailed as why:
-            from autograder.grading.verdict import not_graded
-
             result.unanswered = []
-            not_graded(self.spec, result, "invalid notebook", str(why))
+            self.not_graded(self.spec, result, "invalid notebook", str(why))
             text = render_autograded(*self._render_args(result, b"", caps))
         self.write_gradebook(result, stamp)
         self.read_totals(result)  # the formgrader's score and maximum, into the record too
@@ -275,12 +278,19 @@ class RenderFailed(Exception):
 
 #: address space of the recording process: a notebook within the caps needs a few hundred MiB
 RENDER_MEMORY_BYTES = 3 << 30
-_FRAME = struct.Struct(">Q")
 
 
 def _write_frame(stream, payload: bytes) -> None:
-    stream.write(_FRAME.pack(len(payload)) + payload)
+    """One call or reply: a frame (``autograder.frames``) whose blob is the payload."""
+    stream.write(frames.encode_frame({}, payload))
     stream.flush()
+
+
+def _read_exactly(stream, count: int) -> bytes:
+    data = stream.read(count)
+    if len(data) != count:
+        raise EOFError("the grader closed the pipe")
+    return data
 
 
 def serve_recording() -> None:
@@ -293,8 +303,12 @@ def serve_recording() -> None:
     requests, replies = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing printed may corrupt the frames
     _write_frame(replies, b'["ready"]')
-    while header := requests.read(_FRAME.size):
-        function, args = pickle.loads(requests.read(_FRAME.unpack(header)[0]))
+    while True:
+        try:
+            _header, payload = frames.read_frame(lambda n: _read_exactly(requests, n))
+        except EOFError:
+            return
+        function, args = pickle.loads(payload)
         try:
             reply = ["ok", function(*args)]
         except MemoryError:
@@ -339,20 +353,19 @@ class Renderer:
             raise RuntimeError("the recording process did not start")
 
     def _receive(self, deadline: float):
-        size = _FRAME.unpack(self._read(_FRAME.size, deadline))[0]
-        return json.loads(self._read(size, deadline))
-
-    def _read(self, count: int, deadline: float) -> bytes:
-        out, fd = bytearray(), self._child.stdout.fileno()
-        while len(out) < count:
+        """The next reply, read by the deadline (the process answers one call at a time)."""
+        replies, fd = frames.FrameBuffer(frames.UNBOUNDED), self._child.stdout.fileno()
+        while (frame := replies.next()) is None:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
                 raise TimeoutError
-            chunk = os.read(fd, min(count - len(out), 1 << 20))
+            chunk = os.read(fd, 1 << 20)
             if not chunk:
                 raise EOFError
-            out += chunk
-        return bytes(out)
+            replies.feed(chunk)
+        if replies.buffer:
+            raise frames.FrameError("more than one reply")
+        return json.loads(frame[1])
 
     def start(self) -> None:
         """Start the process now (``grade_assignment`` does, while the sandboxes start)."""

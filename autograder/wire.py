@@ -3,7 +3,7 @@
 Nothing in this module trusts its input and nothing raises anything but `ProtocolViolation`
 (a frame that breaks the schema ends that submission with the reason "protocol violation").
 
-- Frames: ``contract.MAGIC``, two big-endian uint32 lengths, a JSON header of at most
+- Frames (``autograder/frames.py``, the one parser): a JSON header of at most
   ``MAX_HEADER_BYTES``, a blob of at most the reader's cap.
 - Headers: one flat JSON object (no nesting at all: checked on the text before parsing),
   an ``ev`` from a fixed set, exactly that event's keys, each of an exact type.
@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import zipfile
 
 import numpy as np
 
-from autograder import contract
+from autograder import contract, frames
 
-MAX_HEADER_BYTES = 1 << 16
+MAX_HEADER_BYTES = frames.MAX_HEADER_BYTES
 
 #: the child's events: key -> allowed type(s) (None means JSON null)
 EVENTS = {
@@ -100,40 +101,40 @@ def parse_header(raw: bytes, schema: dict) -> dict:
 
 
 class FrameReader:
-    """Frames from one pipe, parsed incrementally against a schema."""
+    """Frames from one pipe (split by ``frames.FrameBuffer``, bounded by ``MAX_HEADER_BYTES``
+    and ``max_blob``), each header parsed against a schema."""
 
     def __init__(self, fd: int, schema: dict, max_blob: int):
         self.fd, self.schema, self.max_blob = fd, schema, max_blob
-        self.buffer, self.eof, self.received = bytearray(), False, 0
+        self.frames = frames.FrameBuffer(max_blob, MAX_HEADER_BYTES)
+        self.eof, self.received = False, 0
+
+    @property
+    def buffer(self) -> bytearray:
+        """The bytes received and not yet taken as a frame."""
+        return self.frames.buffer
 
     def fill(self) -> None:
-        import os
-
         try:
             chunk = os.read(self.fd, 1 << 20)
         except BlockingIOError:
             return
         if chunk:
-            self.buffer += chunk
+            self.frames.feed(chunk)
             self.received += len(chunk)
         else:
             self.eof = True
 
     def next(self):
         """(header, blob) or None when incomplete; raises ProtocolViolation."""
-        if len(self.buffer) < 12:
+        try:
+            frame = self.frames.next()
+        except frames.FrameError as err:
+            raise ProtocolViolation(str(err)) from None
+        if frame is None:
             return None
-        if bytes(self.buffer[:4]) != contract.MAGIC:
-            raise ProtocolViolation("bad frame magic")
-        n_head, n_blob = contract.LENGTHS.unpack(bytes(self.buffer[4:12]))
-        if n_head > MAX_HEADER_BYTES or n_blob > self.max_blob:
-            raise ProtocolViolation("frame too large")
-        total = 12 + n_head + n_blob
-        if len(self.buffer) < total:
-            return None
-        header = parse_header(bytes(self.buffer[12 : 12 + n_head]), self.schema)
-        blob = bytes(self.buffer[12 + n_head : total])
-        del self.buffer[:total]
+        header = parse_header(frame[0], self.schema)
+        blob = frame[1]
         if blob and not (header["ev"] == "case" and header["outcome"] == "value"):
             raise ProtocolViolation("unexpected blob")
         return header, blob

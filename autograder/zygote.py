@@ -1,7 +1,8 @@
 """The sandbox worker: besides the notebook, the only code that runs inside the grader's sandbox.
 
-It is bound read-only into the sandbox beside ``contract.py`` (whose codec, case runner and
-frames it uses) and is never shipped to students.
+It is bound read-only into the sandbox beside ``contract.py`` (whose codec and case runner it
+uses), ``frames.py`` (the frame format) and ``isolation.py``
+(``autograder.sandbox.command.IN_SANDBOX``), and is never shipped to students.
 
 - ``zygote``: one per sandbox, started as ``python -I -S zygote.py``. It imports NumPy (and
   PyTorch where the notebook does) once, then waits on its control socket, the one channel it
@@ -35,9 +36,10 @@ if __name__ == "__main__":  # in the sandbox (python -I -S): the site-packages c
     sys.path.extend(a for a in sys.argv[1 : sys.argv.index("--")] if a.startswith("/"))
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import contract  # noqa: I001 - the copies bound beside this file
+    import frames
     import isolation
 else:
-    from autograder import contract, isolation
+    from autograder import contract, frames, isolation
 
 #: the one message the trusted side sends per run, besides its two descriptors
 RUN_FIELDS = {"run": str, "workdir": str, "tmp_bytes": int}
@@ -65,11 +67,8 @@ def _read_exact(fd: int, n: int) -> bytes:
 
 
 def read_frame(fd: int) -> tuple[dict, bytes]:
-    """A frame from the trusted side (requests and cases)."""
-    if _read_exact(fd, 4) != contract.MAGIC:
-        raise ValueError("bad frame magic")
-    n_head, n_blob = contract.LENGTHS.unpack(_read_exact(fd, contract.LENGTHS.size))
-    return json.loads(_read_exact(fd, n_head)), _read_exact(fd, n_blob)
+    """A frame from the trusted side (requests and cases), read to its last byte only."""
+    return frames.read_frame(lambda n: _read_exact(fd, n))
 
 
 def neutralise_magics(source: str) -> str:
@@ -150,7 +149,7 @@ def run_submission(input_fd: int, events_fd: int) -> None:
     _set_limits(limits)
 
     def emit(header, blob=b""):
-        _write_all(events_fd, contract.encode_frame(header, blob))
+        _write_all(events_fd, frames.encode_frame(header, blob))
 
     emit({"ev": "setup"})  # the first event: no student code has run before it
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
@@ -339,11 +338,11 @@ def _run_message(data: bytes, fds: list[int]) -> dict | None:
     """The trusted side's run message: a frame whose header has exactly RUN_FIELDS, and two
     descriptors. Anything else (only the trusted side can write here) ends the zygote."""
     try:
-        if data[:4] != contract.MAGIC or len(fds) != 2:
+        if len(fds) != 2:
             return None
-        n_head, n_blob = contract.LENGTHS.unpack(data[4:12])
-        header = json.loads(data[12 : 12 + n_head])
-        if n_blob or len(data) != 12 + n_head or set(header) != set(RUN_FIELDS):
+        head, blob = frames.single_frame(data)
+        header = json.loads(head)
+        if blob or not isinstance(header, dict) or set(header) != set(RUN_FIELDS):
             return None
         if not all(isinstance(header[k], t) for k, t in RUN_FIELDS.items()):
             return None
@@ -394,7 +393,7 @@ def zygote(preload: list[str], sandboxed: bool, control_fd: int) -> None:
     _prctl(4, 0)  # PR_SET_DUMPABLE 0: no /proc/<us>/fd for the child
     own_pids = sandboxed and _fresh_state_works(own_pids=True)
     fresh = own_pids or (sandboxed and _fresh_state_works(own_pids=False))
-    control.sendall(contract.encode_frame({"ev": "ready", "error": None, "fresh": fresh}))
+    control.sendall(frames.encode_frame({"ev": "ready", "error": None, "fresh": fresh}))
     while True:
         try:
             data, fds, _flags, _address = socket.recv_fds(control, 1 << 16, 2)
@@ -432,7 +431,7 @@ def zygote(preload: list[str], sandboxed: bool, control_fd: int) -> None:
         shutil.rmtree(run["workdir"], ignore_errors=True)
         clean = _scrub() if sandboxed else True
         control.sendall(
-            contract.encode_frame(
+            frames.encode_frame(
                 {
                     "ev": "exit",
                     "run": run["run"],

@@ -10,7 +10,9 @@ from autograder import checks, contract
 
 PACKAGE = Path(checks.__file__).resolve().parent
 # everything but chapters/ and source/: the package's modules and the grading pipeline
-CORE = sorted(PACKAGE.glob("*.py")) + sorted((PACKAGE / "grading").glob("*.py"))
+CORE = sorted(PACKAGE.glob("*.py")) + sorted(
+    p for package in ("grading", "sandbox") for p in (PACKAGE / package).glob("*.py")
+)
 
 
 def _chapter_words() -> set[str]:

@@ -19,6 +19,7 @@ from autograder import cli  # noqa: E402
 from autograder import notebook as nbparse  # noqa: E402
 from autograder.gradebook import Recorder  # noqa: E402
 from autograder.grading.results import SubmissionResult, TaskResult  # noqa: E402
+from autograder.grading.verdict import not_graded  # noqa: E402
 
 A = "ch1_pooling"
 WRITTEN = "written-bandwidth"
@@ -31,7 +32,7 @@ def course(tmp_path):
 
 @pytest.fixture
 def recorder(course):
-    return Recorder(course, nbparse.load_assignment(course, A))
+    return Recorder(course, nbparse.load_assignment(course, A), not_graded)
 
 
 def _record(recorder: Recorder, student: str, sha256: str) -> SubmissionResult:

@@ -23,7 +23,9 @@ def _explicit(*flags: str) -> dict:
 def test_every_chapters_budgets_are_the_stated_multiple_of_its_reference_time(assignment):
     chapter = checks.chapter(assignment)
     t = chapter.reference_seconds
-    assert t is not None and t > 0, f"{assignment}: measure it: python -m autograder.budgets"
+    assert t is not None and t > 0, (
+        f"{assignment}: measure it: python -m autograder.grading.measure"
+    )
     limits = budgets.resolve(chapter)
     step = budgets.FACTOR * t + budgets.MARGIN
     assert limits.cell_seconds == limits.task_seconds == pytest.approx(step)

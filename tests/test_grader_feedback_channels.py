@@ -27,9 +27,9 @@ from hostile import corpus  # noqa: E402
 
 from autograder import checks, cli, grading, sandbox  # noqa: E402
 from autograder.grading import verdict  # noqa: E402
+from autograder.grading.check_data import PreparedCase  # noqa: E402
 from autograder.grading.results import SubmissionResult  # noqa: E402
 from autograder.grading.run import RunRecord  # noqa: E402
-from autograder.grading.work import PreparedCase  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -261,7 +261,7 @@ def test_the_run_seed_is_recorded(graded):
 def test_grader_refuses_without_bwrap_unless_told(graded, monkeypatch, capsys):
     from autograder import cli
 
-    monkeypatch.setattr(sandbox, "find_bwrap", lambda: None)
+    monkeypatch.setattr(sandbox.host, "find_bwrap", lambda: None)
     code = cli.main(["--course", str(graded["course"]), "grade", "ch1_pooling", "--quiet"])
     assert code == 3
     assert "apt-get install bubblewrap" in capsys.readouterr().err
@@ -272,8 +272,8 @@ def test_without_root_and_without_user_namespaces_the_grader_refuses_and_says_ho
 ):
     from autograder import cli
 
-    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
-    monkeypatch.setattr(sandbox, "_userns_works", lambda: False)
+    monkeypatch.setattr(sandbox.host.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(sandbox.host, "_userns_works", lambda: False)
     code = cli.main(["--course", str(graded["course"]), "grade", "ch1_pooling", "--quiet"])
     assert code == 3
     err = capsys.readouterr().err

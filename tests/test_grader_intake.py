@@ -19,8 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from hostile import corpus  # noqa: E402
 
-from autograder import budgets, cli, gradebook, grading, notebook, sandbox, sanitise  # noqa: E402
-from autograder.grading import intake  # noqa: E402
+from autograder import budgets, cli, gradebook, grading, intake, notebook, sandbox, sanitise  # noqa: E402
 from autograder.notebook import InvalidNotebook  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]

@@ -9,13 +9,15 @@ import pickle
 import secrets
 import time
 import zipfile
+from pathlib import Path
 
 import nbformat
 import numpy as np
 import pytest
 
-from autograder import checks, cli, contract, grading, sandbox, wire
+from autograder import checks, cli, contract, frames, grading, sandbox, wire
 from autograder import notebook as nbparse
+from autograder.protocol import Plan
 
 
 def _cell(
@@ -78,11 +80,11 @@ def run_cells(box, cells, seconds=60.0):
         "limits": box.limits.for_child(),
         "workdir": f"/tmp/{secrets.token_hex(8)}",
     }
-    cases = contract.encode_frame({"tasks": [], "skip_tasks": []})
+    cases = frames.encode_frame({"tasks": [], "skip_tasks": []})
     return box.run(
         request,
         cases,
-        sandbox.Plan(list(range(len(cells))), []),
+        Plan(list(range(len(cells))), []),
         time.monotonic() + seconds,
         lambda *a: None,
     )
@@ -90,7 +92,7 @@ def run_cells(box, cells, seconds=60.0):
 
 def test_frames_round_trip_and_garbage_is_a_protocol_violation():
     read, write = os.pipe()
-    os.write(write, contract.encode_frame({"ev": "task_end", "task": 1}))
+    os.write(write, frames.encode_frame({"ev": "task_end", "task": 1}))
     reader = wire.FrameReader(read, wire.EVENTS, 1 << 20)
     reader.fill()
     assert reader.next() == ({"ev": "task_end", "task": 1}, b"")
@@ -246,12 +248,14 @@ def test_sandbox_command_isolates_network_course_files_and_uid(tmp_path, bubblew
         "--unshare-net" in command and "--die-with-parent" in command and "--new-session" in command
     )
     assert "--reuid=61234" in command and "--clearenv" in command
-    repo = str(sandbox.Path(grading.__file__).resolve().parents[2])
+    repo = str(Path(grading.__file__).resolve().parents[2])
     bound = [command[i + 1] for i, arg in enumerate(command) if arg in ("--ro-bind", "--bind")]
     # the reference and the hidden checks stay out; of the grader, only the worker and the
-    # contract it imports go in
+    # modules it imports go in (IN_SANDBOX)
     hidden = (repo + "/solutions", repo + "/autograder")
-    worker = {repo + f"/autograder/{name}.py" for name in ("contract", "zygote", "isolation")}
+    worker = {
+        repo + f"/autograder/{name}.py" for name in ("contract", "frames", "zygote", "isolation")
+    }
     assert worker <= set(bound)
     assert not any(
         path == repo or path == folder or path.startswith(folder + "/")
@@ -370,7 +374,7 @@ def test_a_sandbox_that_breaks_before_the_first_event_is_the_graders_failure(bub
 def test_check_data_computed_in_a_forked_child_equals_the_inline_one():
     """`grade` computes the check data in a forked child (the reference package's imports
     overlap nbgrader's); the limits it sends first and the work are what `prepare` gives."""
-    course = sandbox.Path(grading.__file__).resolve().parents[1]
+    course = Path(grading.__file__).resolve().parents[1]
     spec = nbparse.load_assignment(course, "ch1_pooling")
     args = (course, "ch1_pooling", 7, sandbox.Limits(), True, grading.REGISTRY, spec)
     forked, inline = grading.Preparing(*args, fork=True), grading.Preparing(*args, fork=False)
@@ -449,7 +453,7 @@ def test_a_step_whose_sandbox_uses_no_cpu_ends_at_the_idle_limit_not_its_budget(
 
     idle = protocol.IDLE_SECONDS
     run = protocol.Run(
-        sandbox.Plan([0, 1], []), b"", None, cell_seconds=600, task_seconds=600, deadline=1e9
+        Plan([0, 1], []), b"", None, cell_seconds=600, task_seconds=600, deadline=1e9
     )
     run.on_event({"ev": "setup"}, b"")
     start = run.started
@@ -466,7 +470,7 @@ def test_a_step_whose_sandbox_uses_no_cpu_ends_at_the_idle_limit_not_its_budget(
     assert run.where() == ("cell", 0)
     # a step that keeps using the CPU runs to its wall-clock budget, and is told so
     busy = protocol.Run(
-        sandbox.Plan([0], []), b"", None, cell_seconds=5 * idle, task_seconds=1, deadline=1e9
+        Plan([0], []), b"", None, cell_seconds=5 * idle, task_seconds=1, deadline=1e9
     )
     busy.on_event({"ev": "setup"}, b"")
     for second in range(int(5 * idle) + 1):
@@ -507,7 +511,7 @@ def test_a_sleeping_or_blocked_cell_ends_idle_but_a_busy_child_keeps_its_cell_al
 def test_a_zombie_is_not_a_process_of_its_uid_but_a_live_child_is():
     """A sandbox's orphaned inner bwrap stays a zombie until the machine's init reaps it: it
     holds nothing, so neither the kill loop nor the stray check may wait for it."""
-    from autograder import sandbox as sandbox_module
+    from autograder.sandbox import processes
 
     zombie = os.fork()
     if zombie == 0:
@@ -522,7 +526,7 @@ def test_a_zombie_is_not_a_process_of_its_uid_but_a_live_child_is():
                 if "\nState:\tZ" in handle.read():
                     break
             time.sleep(0.01)
-        mine = sandbox_module.processes_of_uid(os.getuid())
+        mine = processes.processes_of_uid(os.getuid())
         assert zombie not in mine and live in mine
     finally:
         os.kill(live, 9)

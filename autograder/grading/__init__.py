@@ -2,10 +2,13 @@
 
 One concern per module:
 
-- `work`: `prepare` builds, once per assignment, everything a worker needs (`AssignmentWork`:
-  the spec from the source notebook, the release's public files, the chapter's limits and
-  its check data for the seed, encoded with the contract's one codec); a `GradeJob` carries
-  one submission's bytes. Both pickle.
+- `work`: `prepare` builds, once per assignment, everything a worker needs (`AssignmentWork`),
+  from `public_files` (the release's public files), `limits` (the chapter's limits and intake
+  caps, as `autograder.budgets` layers them) and `check_data` (every case and expected answer
+  for the seed, one `PreparedCase` each, encoded with the contract's one codec); `preparing`
+  runs it in a forked child; `jobs`: a `GradeJob` carries one submission's bytes. Work and
+  jobs pickle.
+- `measure`: a chapter's reference time T, which its budgets derive from (a command).
 - `run`: `run_program` drives the sandbox within the submission's wall-clock budget, kept on
   the trusted side; a cell or task that times out or crashes is skipped and the rest rerun.
 - `verdict`: `judge` compares every returned value with the reference on the trusted side,
@@ -34,25 +37,18 @@ from types import ModuleType
 
 from autograder import notebook as nbparse
 from autograder.gradebook_ids import PLAIN_NAME
+from autograder.grading.check_data import cases_for, make_cases_payload
+from autograder.grading.jobs import GradeJob, make_job
+from autograder.grading.limits import effective_limits
 from autograder.grading.pool import POOL, SandboxPool, sandbox_key
+from autograder.grading.preparing import Preparing
+from autograder.grading.public_files import release_files, release_root
 from autograder.grading.results import GRADER_ERROR, SubmissionResult, TaskResult
 from autograder.grading.run import END_REASONS, LOST_RERUNS, RunRecord, run_program
 from autograder.grading.schedule import Dask, Local
 from autograder.grading.submission import grade_submission
-from autograder.grading.verdict import judge
-from autograder.grading.work import (
-    REGISTRY,
-    AssignmentWork,
-    GradeJob,
-    Preparing,
-    cases_for,
-    effective_limits,
-    make_cases_payload,
-    make_job,
-    prepare,
-    release_files,
-    release_root,
-)
+from autograder.grading.verdict import judge, not_graded
+from autograder.grading.work import REGISTRY, AssignmentWork, prepare
 from autograder.sandbox import Limits, preload_for, require_sandbox
 
 __all__ = [
@@ -122,7 +118,8 @@ def grade_assignment(
     seed = secrets.randbits(31) if seed is None else int(seed)
     wanted = list_students(course, assignment) if not students else list(students)
     preparing = Preparing(course, assignment, seed, limits, sandboxed, registry, spec)
-    recorder = Recorder(course, spec)  # nbgrader's gradebook, while the check data is computed
+    # nbgrader's gradebook, while the check data is computed
+    recorder = Recorder(course, spec, not_graded)
     recorder.check_gradebook()
     recording = None
     if wanted:  # the recording process's imports (about a second) while the check data is computed

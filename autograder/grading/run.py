@@ -11,7 +11,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
-from autograder import contract, wire
+from autograder import frames, wire
 from autograder.grading.results import GRADER_ERROR
 from autograder.protocol import Plan
 from autograder.sandbox import Limits, Sandbox
@@ -87,7 +87,7 @@ def run_program(
             limits=limits.for_child(),
             workdir=f"/tmp/{secrets.token_hex(16)}",
         )  # unpredictable, made fresh
-        cases = contract.encode_frame({"tasks": tasks, "skip_tasks": skip_tasks}, blob)
+        cases = frames.encode_frame({"tasks": tasks, "skip_tasks": skip_tasks}, blob)
         starts, attempt_started = sandbox.starts, time.monotonic()
         run = sandbox.run(attempt, cases, plan, deadline, accept, received)
         record.starts += sandbox.starts - starts

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
+from autograder.grading.jobs import GradeJob
 from autograder.grading.pool import POOL
 from autograder.grading.submission import grade_submission
-from autograder.grading.work import AssignmentWork, GradeJob
+from autograder.grading.work import AssignmentWork
 
 
 class Local:

@@ -8,11 +8,12 @@ import traceback
 from pathlib import Path
 
 from autograder import notebook as nbparse
+from autograder.grading.jobs import GradeJob
 from autograder.grading.pool import POOL, sandbox_key
 from autograder.grading.results import GRADER_ERROR, SubmissionResult
 from autograder.grading.run import run_program
 from autograder.grading.verdict import cell_outputs, judge, not_graded
-from autograder.grading.work import AssignmentWork, GradeJob
+from autograder.grading.work import AssignmentWork
 
 
 def grade_submission(job: GradeJob, work: AssignmentWork) -> SubmissionResult:

@@ -6,6 +6,9 @@ following a final symlink and without blocking, accepts a regular file only, and
 most ``limit + 1`` bytes, so the grader's memory for a submission is bounded by the cap and
 not by the file; ``read_notebook`` adds the cap's verdict (checked with ``fstat`` before the
 read, and again on the bytes read, for a file that grows while it is read).
+
+Both the grading package (the notebook, ``grading.jobs``) and the recording
+(``autograder.gradebook``, ``timestamp.txt``) read through it, so it sits below both.
 """
 
 from __future__ import annotations

@@ -1,0 +1,156 @@
+"""The grader's modules depend one way only: no back-arrows between its layers.
+
+The layers, lowest first; a module may import from its own layer and the layers below it,
+never from a layer above (every import counts: at the top of a file, in a function, under
+``if __name__ == "__main__"``):
+
+0. vocabulary: ``contract``, ``frames``, ``isolation``, ``cgroups``, ``notebook``,
+   ``sanitise``, ``intake``, ``gradebook_ids``, ``assignment_text``, ``checks`` and the
+   chapter plug-ins (``chapters``): what the student's checker, the sandbox and the trusted
+   side share, and the course's data;
+1. the sandbox: ``wire``, ``protocol``, ``zygote`` and the package ``sandbox``;
+2. the trusted services the grading run uses: ``budgets`` (the limits' formula),
+   ``gradebook`` (the recording), ``report``, ``release``, ``collect``,
+   ``nbgrader_sanitise``, ``nbgrader_config``;
+3. the package ``grading`` (prepare, run, verdict, record: it calls everything below, and
+   hands ``gradebook`` its ``not_graded`` rather than being imported by it);
+4. the entry points: ``cli``, ``__main__``.
+
+Besides, the modules bound into the sandbox (``autograder.sandbox.command.IN_SANDBOX``)
+import none of the grader's modules but each other: nothing else exists in there.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from autograder.sandbox.command import IN_SANDBOX
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "autograder"
+
+LAYERS = {
+    "autograder.contract": 0,
+    "autograder.frames": 0,
+    "autograder.isolation": 0,
+    "autograder.cgroups": 0,
+    "autograder.notebook": 0,
+    "autograder.sanitise": 0,
+    "autograder.intake": 0,
+    "autograder.gradebook_ids": 0,
+    "autograder.assignment_text": 0,
+    "autograder.checks": 0,
+    "autograder.chapters": 0,
+    "autograder.wire": 1,
+    "autograder.protocol": 1,
+    "autograder.zygote": 1,
+    "autograder.sandbox": 1,
+    "autograder.budgets": 2,
+    "autograder.gradebook": 2,
+    "autograder.report": 2,
+    "autograder.release": 2,
+    "autograder.collect": 2,
+    "autograder.nbgrader_sanitise": 2,
+    "autograder.nbgrader_config": 2,
+    "autograder.grading": 3,
+    "autograder.cli": 4,
+    "autograder.__main__": 4,
+    "autograder": 4,  # the package's own __init__ (empty)
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer(module: str) -> int | None:
+    """The layer of ``module``: that of its longest listed prefix (the package ``autograder``
+    itself is no prefix: a new top-level module must be placed)."""
+    if module == "autograder":
+        return LAYERS[module]
+    while module not in LAYERS or module == "autograder":
+        if "." not in module:
+            return None
+        module = module.rsplit(".", 1)[0]
+    return LAYERS[module]
+
+
+def imported(source: str, siblings: set[str] = frozenset()) -> set[str]:
+    """Every grader module ``source`` imports, at any depth of the file. ``from autograder
+    import x`` counts as the module ``autograder.x`` where there is one; a bare ``import x``
+    of a name in ``siblings`` (a copy bound beside the file in the sandbox) as
+    ``autograder.x``."""
+    out = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "autograder":
+                    out.add(alias.name)
+                elif alias.name in siblings:
+                    out.add(f"autograder.{alias.name}")
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "the grader uses absolute imports only"
+            if node.module and node.module.split(".")[0] == "autograder":
+                for alias in node.names:
+                    candidate = f"{node.module}.{alias.name}"
+                    path = ROOT / candidate.replace(".", "/")
+                    known = path.with_suffix(".py").is_file() or path.is_dir()
+                    out.add(candidate if known else node.module)
+    return out
+
+
+def back_arrows(sources: dict[str, str]) -> list[str]:
+    """Every import of a module from a higher layer, and every module in no layer."""
+    problems = []
+    for module, source in sorted(sources.items()):
+        own = layer(module)
+        if own is None:
+            problems.append(f"{module} is in no layer: add it to LAYERS")
+            continue
+        for target in sorted(imported(source)):
+            if layer(target) is not None and layer(target) > own:
+                problems.append(f"{module} (layer {own}) imports {target} (layer {layer(target)})")
+    return problems
+
+
+def grader_sources() -> dict[str, str]:
+    return {module_name(p): p.read_text() for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def test_no_module_imports_from_a_layer_above_its_own():
+    sources = grader_sources()
+    assert {"autograder.grading", "autograder.gradebook", "autograder.budgets"} <= set(sources)
+    assert back_arrows(sources) == []
+
+
+def test_a_back_arrow_is_found_even_inside_a_function():
+    sources = grader_sources()
+    sources["autograder.budgets"] += "\n\ndef measure():\n    from autograder import grading\n"
+    sources["autograder.gradebook"] += "\n\ndef f():\n    import autograder.grading.verdict\n"
+    sources["autograder.sandbox.host"] += "\nfrom autograder.grading.work import prepare\n"
+    sources["autograder.extra"] = ""
+    assert back_arrows(sources) == [
+        "autograder.budgets (layer 2) imports autograder.grading (layer 3)",
+        "autograder.extra is in no layer: add it to LAYERS",
+        "autograder.gradebook (layer 2) imports autograder.grading.verdict (layer 3)",
+        "autograder.sandbox.host (layer 1) imports autograder.grading.work (layer 3)",
+    ]
+
+
+def test_the_modules_in_the_sandbox_import_only_each_other():
+    inside = {module.__name__ for module in IN_SANDBOX}
+    assert inside == {
+        "autograder.contract",
+        "autograder.frames",
+        "autograder.zygote",
+        "autograder.isolation",
+    }
+    siblings = {name.rsplit(".", 1)[1] for name in inside}
+    for module in IN_SANDBOX:
+        uses = imported(Path(module.__file__).read_text(), siblings)
+        assert uses <= inside, (module.__name__, uses - inside)
+    # the zygote, run as a script in there, imports the bound copies by their bare names
+    zygote = Path(PACKAGE / "zygote.py").read_text()
+    assert imported(zygote, siblings) == inside - {"autograder.zygote"}
