@@ -13,12 +13,12 @@
   built, ``FIGURE_LANGUAGES_ENV`` asks the notebook kernels for Chinese renderings, and
   every figure a cell shows then carries, beside the English PNG, a second PNG
   (``ZH_PNG_MIME``) drawn with its titles, labels, legends and annotations translated by
-  the catalog ``locale/zh_CN/LC_MESSAGES/figures.po``. The Chinese edition shows that one
-  (``ZhFigureRenderer``, a myst-nb renderer). A word with no translation is an error, so a
-  changed English label fails the build until its translation is added.
+  the catalog ``locale/zh_CN/LC_MESSAGES/figures.po``. The Chinese edition shows that
+  one (``ZhFigureRenderer``, a myst-nb renderer). A word with no translation is an
+  error, so a changed English label fails the build until its translation is added.
 - Importing this module registers the CJK font the book's Chinese labels need (WenQuanYi
-  Micro Hei, Debian package fonts-wqy-microhei) by its FILE, and makes a glyph missing from
-  every font an error instead of a box in the figure: see ``register_cjk_font``.
+  Micro Hei, Debian package fonts-wqy-microhei) by its FILE, and makes a glyph missing
+  from every font an error instead of a box in the figure: see ``register_cjk_font``.
 """
 
 from __future__ import annotations
@@ -60,14 +60,16 @@ __all__ = [
 ]
 
 CJK_FAMILY = "WenQuanYi Micro Hei"
-# Where Debian (fonts-wqy-microhei), Fedora and Arch put the file; fc-match is the fallback.
+# Where Debian (fonts-wqy-microhei), Fedora and Arch put the file; fc-match is the
+# fallback.
 CJK_FONT_PATHS = (
     Path("/usr/share/fonts/truetype/wqy/wqy-microhei.ttc"),
     Path("/usr/share/fonts/wqy-microhei/wqy-microhei.ttc"),
     Path("/usr/share/fonts/wenquanyi/wqy-microhei/wqy-microhei.ttc"),
 )
 # Matplotlib's own text for a character no font has ("Glyph 23427 ('它') missing from
-# font(s) DejaVu Sans."): a box in a published figure, so it is an error, never a warning.
+# font(s) DejaVu Sans."): a box in a published figure, so it is an error, never a
+# warning.
 MISSING_GLYPH = r"Glyph \d+ .* missing from font"
 
 
@@ -86,21 +88,23 @@ def find_cjk_font_file(candidates: Sequence[Path] = CJK_FONT_PATHS) -> Path | No
         check=False,
     ).stdout
     family, _, file = found.partition("\t")
-    # fc-match always answers, with a substitute when the family is absent: accept only this family
+    # fc-match always answers, with a substitute when the family is absent: accept only
+    # this family
     if CJK_FAMILY in family.split(",") and Path(file).is_file():
         return Path(file)
     return None
 
 
 def register_cjk_font(path: Path | None = None) -> Path | None:
-    """Register the CJK font file with Matplotlib and put its family first among sans-serif.
+    """Register the CJK font file with Matplotlib and put its family first among
+    sans-serif.
 
-    By file, not by family name: Matplotlib caches its font list (~/.cache/matplotlib) the
-    first time it runs, and a font installed after that is absent from the cache, so a
-    family-name lookup silently falls back to DejaVu Sans and every Chinese character is a
-    box. ``fontManager.addfont`` reads the file itself. Returns the registered file, or
-    None when the font is not installed (a Chinese label then fails with the missing-glyph
-    error, which names the font it fell back to).
+    By file, not by family name: Matplotlib caches its font list (~/.cache/matplotlib)
+    the first time it runs, and a font installed after that is absent from the cache, so
+    a family-name lookup silently falls back to DejaVu Sans and every Chinese character
+    is a box. ``fontManager.addfont`` reads the file itself. Returns the registered
+    file, or None when the font is not installed (a Chinese label then fails with the
+    missing-glyph error, which names the font it fell back to).
     """
     path = find_cjk_font_file() if path is None else Path(path)
     if path is None:
@@ -119,7 +123,8 @@ class MissingGlyph(RuntimeError):
 
 
 def _no_dummy_symbols(record) -> bool:
-    # mathtext draws a character its font lacks as a "dummy symbol" (a box) and only logs
+    # mathtext draws a character its font lacks as a "dummy symbol" (a box) and only
+    # logs
     # it: a filter that raises turns the log line into an error at the drawing call
     if "dummy symbol" in record.getMessage():
         raise MissingGlyph(record.getMessage())
@@ -142,18 +147,23 @@ CJK_FONT_FILE = register_cjk_font()
 fail_on_missing_glyphs()
 
 
-# --- one figure, two languages -------------------------------------------------------------
-# Set by tools/build_book.py ("en,zh_CN"): the kernels that execute the book render every
-# figure in each language. Unset (a reader running a notebook), figures are English only.
+# --- one figure, two languages -------------------------------------------------------
+# Set by tools/build_book.py ("en,zh_CN"): the kernels that execute the book render
+# every figure in each language. Unset (a reader running a notebook), figures are
+# English only.
 FIGURE_LANGUAGES_ENV = "ATTENTION_DERIVED_FIGURE_LANGUAGES"
-# The Chinese rendering's key in a cell output's bundle: not a type Jupyter knows, so every
-# frontend (and the English edition) shows the ordinary image/png beside it.
+# The Chinese rendering's key in a cell output's bundle: not a type Jupyter knows, so
+# every frontend (and the English edition) shows the ordinary image/png beside it.
 ZH_PNG_MIME = "image/vnd.attention-derived.zh-cn+png"
-# Set to a file: an untranslated figure text is appended there instead of failing, so one
-# build lists them all (docs/translating.md)
+# Set to a file: an untranslated figure text is appended there instead of failing, so
+# one build lists them all (docs/translating.md)
 FIGURE_MISSING_ENV = "ATTENTION_DERIVED_FIGURE_TEXTS_MISSING"
 FIGURE_CATALOG = (
-    Path(__file__).resolve().parents[1] / "locale" / "zh_CN" / "LC_MESSAGES" / "figures.po"
+    Path(__file__).resolve().parents[1]
+    / "locale"
+    / "zh_CN"
+    / "LC_MESSAGES"
+    / "figures.po"
 )
 
 # A label's numbers and math are the same in both languages: the catalog's msgid writes
@@ -189,7 +199,8 @@ def translate_figure_text(text: str, catalog: dict[str, str]) -> str:
     """The translation of one figure text, line by line, numbers carried over.
 
     A line with no English word outside its math (a number, a formula, a Chinese token)
-    stays as it is; any other line must be in ``catalog``, its numbers written as ``{}``.
+    stays as it is; any other line must be in ``catalog``, its numbers written as
+    ``{}``.
     """
     lines = []
     for line in text.split("\n"):
@@ -215,12 +226,14 @@ def translate_figure_text(text: str, catalog: dict[str, str]) -> str:
         translated = catalog[template]
         if translated.count("{}") != len(numbers):
             raise UntranslatedFigureText(
-                f"the translation {translated!r} of {template!r} must keep its {len(numbers)} "
-                f"'{{}}' (the numbers of {line!r})"
+                f"the translation {translated!r} of {template!r} must keep its "
+                f"{len(numbers)} '{{}}' (the numbers of {line!r})"
             )
         # not str.format: a translation may contain other braces (TeX in $...$)
         parts = translated.split("{}")
-        lines.append(parts[0] + "".join(n + rest for n, rest in zip(numbers, parts[1:])))
+        lines.append(
+            parts[0] + "".join(n + rest for n, rest in zip(numbers, parts[1:]))
+        )
     return "\n".join(lines)
 
 
@@ -231,7 +244,10 @@ def figure_texts(fig: Figure) -> list[Text]:
     ticks = {
         id(label)
         for ax in fig.axes
-        for label in (*ax.get_xticklabels(which="both"), *ax.get_yticklabels(which="both"))
+        for label in (
+            *ax.get_xticklabels(which="both"),
+            *ax.get_yticklabels(which="both"),
+        )
     }
     return [
         text
@@ -253,13 +269,15 @@ def render_png(fig: Figure, language: str = "en") -> bytes:
     """The figure as PNG bytes, its texts in ``language`` ("en" or "zh_CN").
 
     The Chinese rendering swaps every text for its translation, draws, and puts the
-    English texts back, so the figure itself is unchanged. It costs one more rendering of
-    the figure, as much as the English one (1.3 s for a 3 x 4 grid of heatmaps).
+    English texts back, so the figure itself is unchanged. It costs one more rendering
+    of the figure, as much as the English one (1.3 s for a 3 x 4 grid of heatmaps).
     """
     if language == "en":
         return _png(fig)
     if language != "zh_CN":
-        raise ValueError(f"render_png: language must be 'en' or 'zh_CN', got {language!r}")
+        raise ValueError(
+            f"render_png: language must be 'en' or 'zh_CN', got {language!r}"
+        )
     texts = figure_texts(fig)
     originals = [text.get_text() for text in texts]
     families = [text.get_fontfamily() for text in texts]
@@ -271,8 +289,9 @@ def render_png(fig: Figure, language: str = "en") -> bytes:
                 translated = translate_figure_text(original, catalog)
                 text.set_text(translated)
                 if "$" in translated and _CJK.search(translated):
-                    # a text with math is drawn by mathtext, whose plain parts use only the
-                    # first family (no fallback between fonts): the CJK font goes first
+                    # a text with math is drawn by mathtext, whose plain parts use only
+                    # the first family (no fallback between fonts): the CJK font goes
+                    # first
                     text.set_fontfamily([CJK_FAMILY, *text.get_fontfamily()])
             except UntranslatedFigureText as missing:
                 if not missing_log:
@@ -287,12 +306,14 @@ def render_png(fig: Figure, language: str = "en") -> bytes:
 
 
 def _translated_renderings(fig: Figure) -> dict[str, str]:
-    """IPython's extra representations of a figure: the Chinese PNG, base64 as JSON wants."""
+    """IPython's extra representations of a figure: the Chinese PNG, base64 as JSON
+    wants."""
     return {ZH_PNG_MIME: base64.b64encode(render_png(fig, "zh_CN")).decode("ascii")}
 
 
 def _register_translated_renderings() -> None:
-    """In a kernel of the book's build, give every Matplotlib figure its Chinese rendering.
+    """In a kernel of the book's build, give every Matplotlib figure its Chinese
+    rendering.
 
     IPython merges what this formatter returns with the image/png of the inline backend
     (or of ``AttentionFigure._repr_png_``): one output, both languages.
@@ -306,7 +327,9 @@ def _register_translated_renderings() -> None:
         return
     shell = get_ipython()
     if shell is not None:
-        shell.display_formatter.mimebundle_formatter.for_type(Figure, _translated_renderings)
+        shell.display_formatter.mimebundle_formatter.for_type(
+            Figure, _translated_renderings
+        )
 
 
 _register_translated_renderings()
@@ -328,11 +351,14 @@ class ZhFigureRenderer:
         if data.mime_type != ZH_PNG_MIME:
             return None
         png = dataclasses.replace(data, mime_type="image/png")
-        return renderer.render_image_inline(png) if inline else renderer.render_image(png)
+        return (
+            renderer.render_image_inline(png) if inline else renderer.render_image(png)
+        )
 
 
 class AttentionFigure(Figure):
-    """A Matplotlib figure that Jupyter shows as a PNG even when pyplot was never imported.
+    """A Matplotlib figure that Jupyter shows as a PNG even when pyplot was never
+    imported.
 
     Built without pyplot (no global figure list, nothing to close, no double display),
     it appears exactly once: when it is the value of a cell or passed to ``display``.
@@ -343,7 +369,8 @@ class AttentionFigure(Figure):
 
 
 def _as_numpy(matrices) -> np.ndarray:
-    """Turn a NumPy array, a (possibly autograd-tracked, possibly CUDA) torch tensor or nested lists into float64."""
+    """Turn a NumPy array, a (possibly autograd-tracked, possibly CUDA) torch tensor or
+    nested lists into float64."""
     if hasattr(matrices, "detach") and hasattr(
         matrices, "cpu"
     ):  # torch.Tensor, without importing torch
@@ -352,7 +379,7 @@ def _as_numpy(matrices) -> np.ndarray:
         return np.asarray(matrices, dtype=np.float64)
     except (TypeError, ValueError) as err:
         raise TypeError(
-            f"show_heatmaps expects a NumPy array or torch tensor of attention weights, "
+            "show_heatmaps expects a NumPy array or torch tensor of attention weights, "
             f"got {type(matrices).__name__} that cannot be converted to float ({err})"
         ) from None
 
@@ -362,11 +389,14 @@ def _check_labels(name: str, labels, expected: int, what: str) -> list[str] | No
         return None
     if isinstance(labels, str):
         raise TypeError(
-            f"{name} must be a sequence of {expected} labels, got the single string {labels!r}"
+            f"{name} must be a sequence of {expected} labels, got the single string "
+            f"{labels!r}"
         )
     labels = [str(label) for label in labels]
     if len(labels) != expected:
-        raise ValueError(f"{name} has {len(labels)} labels but the weights have {expected} {what}")
+        raise ValueError(
+            f"{name} has {len(labels)} labels but the weights have {expected} {what}"
+        )
     return labels
 
 
@@ -387,8 +417,8 @@ def show_heatmaps(
     Parameters
     ----------
     matrices : array-like or torch.Tensor
-        ``(n_q, n_k)``, ``(cols, n_q, n_k)`` or ``(rows, cols, n_q, n_k)``: weight matrices
-        with queries as rows and keys as columns.
+        ``(n_q, n_k)``, ``(cols, n_q, n_k)`` or ``(rows, cols, n_q, n_k)``: weight
+        matrices with queries as rows and keys as columns.
     row_labels : sequence of ``rows`` str, optional
         Names of the grid rows, written left of the first column (e.g. ``"layer 1"``).
     col_labels : sequence of ``cols`` str, optional
@@ -423,16 +453,19 @@ def show_heatmaps(
     elif weights.ndim != 4:
         raise ValueError(
             f"show_heatmaps expects weights of shape (n_q, n_k), (cols, n_q, n_k) or "
-            f"(rows, cols, n_q, n_k), got shape {tuple(weights.shape)} ({weights.ndim} dims)"
+            f"(rows, cols, n_q, n_k), got shape {tuple(weights.shape)} ({weights.ndim} "
+            "dims)"
         )
     rows, cols, n_q, n_k = weights.shape
     if min(rows, cols, n_q, n_k) == 0:
         raise ValueError(
-            f"show_heatmaps got an empty weight array of shape {tuple(np.shape(matrices))}"
+            "show_heatmaps got an empty weight array of shape "
+            f"{tuple(np.shape(matrices))}"
         )
     if not np.all(np.isfinite(weights)):
         raise ValueError(
-            "show_heatmaps got NaN or infinite weights: check the softmax (is it max-shifted and masked?)"
+            "show_heatmaps got NaN or infinite weights: check the softmax (is it "
+            "max-shifted and masked?)"
         )
 
     row_labels = _check_labels("row_labels", row_labels, rows, "grid rows")
@@ -468,14 +501,18 @@ def show_heatmaps(
                 ax.set_xlabel(xlabel)
                 if x_ticklabels is not None:
                     ax.set_xticks(
-                        range(n_k), x_ticklabels, rotation=90 if _long(x_ticklabels) else 0
+                        range(n_k),
+                        x_ticklabels,
+                        rotation=90 if _long(x_ticklabels) else 0,
                     )
             if j == 0:
                 label = ylabel if row_labels is None else f"{row_labels[i]}\n{ylabel}"
                 ax.set_ylabel(label)
                 if y_ticklabels is not None:
                     ax.set_yticks(range(n_q), y_ticklabels)
-    fig.colorbar(image, ax=axes, shrink=0.8 if rows == 1 else 0.6, label="attention weight")
+    fig.colorbar(
+        image, ax=axes, shrink=0.8 if rows == 1 else 0.6, label="attention weight"
+    )
     return fig
 
 
@@ -489,7 +526,8 @@ def _panel_titles(titles, rows: int, cols: int) -> list[list[str]] | None:
         return None
     if isinstance(titles, str):
         raise TypeError(
-            f"titles must be a sequence of panel titles, got the single string {titles!r}"
+            "titles must be a sequence of panel titles, got the single string "
+            f"{titles!r}"
         )
     titles = list(titles)
     if titles and not isinstance(titles[0], str) and isinstance(titles[0], Sequence):
@@ -497,7 +535,8 @@ def _panel_titles(titles, rows: int, cols: int) -> list[list[str]] | None:
         if len(grid) != rows or any(len(row) != cols for row in grid):
             shape = (len(grid), len(grid[0]) if grid else 0)
             raise ValueError(
-                f"titles is a {shape[0]}x{shape[1]} grid but the weights form a {rows}x{cols} grid of panels"
+                f"titles is a {shape[0]}x{shape[1]} grid but the weights form a "
+                f"{rows}x{cols} grid of panels"
             )
         return grid
     flat = [str(t) for t in titles]
@@ -508,20 +547,22 @@ def _panel_titles(titles, rows: int, cols: int) -> list[list[str]] | None:
     if len(flat) == cols:  # one title per column, repeated on every row
         return [flat for _ in range(rows)]
     raise ValueError(
-        f"titles has {len(flat)} entries but the weights form a {rows}x{cols} grid of panels "
-        f"(give {cols} or {rows * cols} titles)"
+        f"titles has {len(flat)} entries but the weights form a {rows}x{cols} grid of "
+        f"panels (give {cols} or {rows * cols} titles)"
     )
 
 
 def show_encoder_decoder(figsize: tuple[float, float] = (7.6, 7.4)) -> Figure:
-    """The encoder-decoder of chapter 6 as boxes and arrows, post-LN (eq. ch6-decoder-layer).
+    """The encoder-decoder of chapter 6 as boxes and arrows, post-LN (eq.
+    ch6-decoder-layer).
 
     Left, the encoder: embeddings + positions, then N layers of self-attention and a
     feed-forward network, each followed by add & norm (the residual drawn as a bypass).
-    Right, the decoder: the target shifted right, embeddings + positions, then N layers of
-    masked self-attention, cross-attention (keys and values from the encoder output, queries
-    from below) and a feed-forward network, each with add & norm; then the output layer and
-    the softmax. Every text goes through ``figures.po`` like any other figure's.
+    Right, the decoder: the target shifted right, embeddings + positions, then N layers
+    of masked self-attention, cross-attention (keys and values from the encoder output,
+    queries from below) and a feed-forward network, each with add & norm; then the
+    output layer and the softmax. Every text goes through ``figures.po`` like any other
+    figure's.
     """
     from matplotlib.patches import FancyBboxPatch
 
@@ -568,9 +609,9 @@ def show_encoder_decoder(figsize: tuple[float, float] = (7.6, 7.4)) -> Figure:
         ax.text(x, y, text, fontsize=8.5, style="italic", **kwargs)
 
     def stack(x, y0, sublayers, right=False):
-        """One layer of the stack, drawn once in a frame marked "N x": each sub-layer, bottom
-        to top, followed by add & norm, its input going round it into the sum. Returns the
-        top of the frame and the centre of every sub-layer box."""
+        """One layer of the stack, drawn once in a frame marked "N x": each sub-layer,
+        bottom to top, followed by add & norm, its input going round it into the sum.
+        Returns the top of the frame and the centre of every sub-layer box."""
         top = y0 + 1.6 * len(sublayers) + 0.4
         ax.add_patch(
             FancyBboxPatch(
@@ -592,7 +633,12 @@ def show_encoder_decoder(figsize: tuple[float, float] = (7.6, 7.4)) -> Figure:
             centres.append(y + 0.325)
             arrow((x, y + 0.65), (x, y + 0.9))
             box(x, y + 0.9, y + 1.3, "add & norm", "norm")
-            arrow((x, y - 0.15), (side, y - 0.15), (side, y + 1.1), (x + width / 2, y + 1.1))
+            arrow(
+                (x, y - 0.15),
+                (side, y - 0.15),
+                (side, y + 1.1),
+                (x + width / 2, y + 1.1),
+            )
             y += 1.6
         edge = x + (width / 2 + 0.6) * (1 if right else -1)
         ha = "left" if right else "right"
@@ -605,14 +651,17 @@ def show_encoder_decoder(figsize: tuple[float, float] = (7.6, 7.4)) -> Figure:
         arrow((x, 0.55), (x, 1.0))
         box(x, 1.0, 1.65, "embedding + positions", "embed")
         arrow((x, 1.65), (x, 2.45))
-    enc_top, _ = stack(enc, 2.1, [("self-attention", "attention"), ("feed-forward", "ffn")])
+    enc_top, _ = stack(
+        enc, 2.1, [("self-attention", "attention"), ("feed-forward", "ffn")]
+    )
     sublayers = [
         ("masked self-attention", "attention"),
         ("cross-attention", "attention"),
         ("feed-forward", "ffn"),
     ]
     dec_top, (_, cross_y, _) = stack(dec, 2.1, sublayers, right=True)
-    # the encoder output H enters every decoder layer's cross-attention as keys and values
+    # the encoder output H enters every decoder layer's cross-attention as keys and
+    # values
     bend = 4.75
     arrow(
         (enc, enc_top),
@@ -621,7 +670,14 @@ def show_encoder_decoder(figsize: tuple[float, float] = (7.6, 7.4)) -> Figure:
         (bend, cross_y),
         (dec - width / 2, cross_y),
     )
-    ax.text(enc, enc_top + 0.75, "encoder output $H$", ha="center", va="bottom", fontsize=9.5)
+    ax.text(
+        enc,
+        enc_top + 0.75,
+        "encoder output $H$",
+        ha="center",
+        va="bottom",
+        fontsize=9.5,
+    )
     note(
         bend - 0.15,
         (cross_y + enc_top + 0.6) / 2,
@@ -636,7 +692,14 @@ def show_encoder_decoder(figsize: tuple[float, float] = (7.6, 7.4)) -> Figure:
     arrow((dec, dec_top + 0.8), (dec, dec_top + 1.1))
     box(dec, dec_top + 1.1, dec_top + 1.6, "softmax", "out")
     arrow((dec, dec_top + 1.6), (dec, dec_top + 1.95))
-    ax.text(dec, dec_top + 2.0, "next-word probabilities", ha="center", va="bottom", fontsize=9.5)
+    ax.text(
+        dec,
+        dec_top + 2.0,
+        "next-word probabilities",
+        ha="center",
+        va="bottom",
+        fontsize=9.5,
+    )
     for x, name in ((enc, "encoder"), (dec, "decoder")):
         ax.text(x, 9.9, name, ha="center", va="center", fontsize=12)
     return fig

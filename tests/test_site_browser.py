@@ -10,6 +10,9 @@
   text, every image decoded, nothing external;
   no stderr output, traceback, warning or build-machine path in any cell output.
 - Every figure a chapter's code cell builds is shown on the page (images >= figures built).
+- Every code block (a cell's code or output, a listing of ``solutions/``) shows its longest
+  line whole, no horizontal scroll bar, at 1280-, 1440- and 1920-pixel-wide windows, in
+  text of at least 12 px.
 - The search page finds "Nadaraya"; the Chinese one finds the chapters that use a Chinese
   term typed into its box (暂退法, 束搜索, 多头注意力, 标签平滑, 池化); chapter pages link their exercise and offer their
   notebook; exercise pages offer the released zip and notebook.
@@ -257,11 +260,21 @@ VISIBLE_PROSE = """() => {
   return clone.textContent;
 }"""
 
-# code cells (inputs, not outputs) wider than their box: the longest line of each
-CODE_PAST_THE_EDGE = """() => Array.from(document.querySelectorAll('div.cell_input pre'))
-  .filter(pre => pre.clientWidth > 0 && pre.scrollWidth > pre.clientWidth + 1)
-  .map(pre => pre.textContent.split('\\n').reduce((a, b) => b.length > a.length ? b : a, '')
-  .slice(0, 100))"""
+# Every code block of the article as the reader sees it (a block inside a closed toggle has
+# no box and is skipped): its longest line, the widths it needs and has, its text size.
+CODE_BLOCKS = """() => Array.from(document.querySelectorAll('article.bd-article pre'))
+  .filter(pre => pre.getClientRects().length > 0)
+  .map(pre => {
+    const lines = pre.textContent.split('\\n');
+    const longest = lines.reduce((a, b) => (b.length > a.length ? b : a), '');
+    return {
+      longest: longest.slice(0, 60), chars: longest.length,
+      scrollWidth: pre.scrollWidth, clientWidth: pre.clientWidth,
+      fontPx: parseFloat(getComputedStyle(pre).fontSize),
+    };
+  })"""
+MIN_CODE_FONT_PX = 12  # book/_static/editions.css: code shrinks to fit 88 columns, not below
+
 # What a reader must never see: output a cell wrote to stderr (myst-nb marks it .stderr),
 # a traceback, a warning, or a path of the machine that built the page. Searched in the
 # cell outputs (texts, not the code that produced them) and, for the unmistakable ones, in
@@ -387,14 +400,38 @@ def test_every_figure_a_cell_builds_is_on_the_page(visit, edition, chapter):
     )
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS)
-def test_code_cells_fit_the_text_column(visit, chapter):
-    # the notebooks are formatted to 88 columns (book/ruff.toml), which the theme's text
-    # column holds on a 1440-pixel-wide window: no code cell needs a horizontal scroll bar
-    visit.page.set_viewport_size({"width": 1440, "height": 900})
-    visit.goto(f"{chapter}.html")
-    wide = visit.page.evaluate(CODE_PAST_THE_EDGE)
-    assert not wide, f"{chapter}: {len(wide)} code cell(s) run past the page edge, e.g. {wide[:3]}"
+@pytest.mark.parametrize(
+    "viewport",
+    [(1280, 800), (1440, 900), (1920, 1080)],
+    ids=lambda size: f"{size[0]}x{size[1]}",
+)
+@pytest.mark.parametrize("edition", EDITIONS, ids=EDITION_IDS)
+@pytest.mark.parametrize("page", PAGES)
+def test_every_code_line_is_shown_whole(visit, page, edition, viewport):
+    # a code block whose longest line is cut (a horizontal scroll bar hides its end) at a
+    # laptop's 1280-pixel window and at wider ones. The notebooks and the solutions shown by
+    # literalinclude are formatted to 88 columns (book/ruff.toml, solutions/ruff.toml); the
+    # code's text size follows its column's width down to 12 px so that 88 columns fit, and
+    # what a cell prints wraps (book/_static/editions.css).
+    width, height = viewport
+    visit.page.set_viewport_size({"width": width, "height": height})
+    visit.goto(f"{edition}{page}.html", settle=False)
+    visit.page.evaluate("() => document.fonts.ready.then(() => true)")
+    blocks = visit.page.evaluate(CODE_BLOCKS)
+    cut = [b for b in blocks if b["clientWidth"] == 0 or b["scrollWidth"] > b["clientWidth"]]
+    assert not cut, (
+        f"{edition}{page} at {width} px: {len(cut)} of {len(blocks)} code blocks hide the end "
+        f"of their longest line (characters, width needed > shown, text px): "
+        + "; ".join(
+            f"{b['chars']} chars, {b['scrollWidth']} > {b['clientWidth']} px at "
+            f"{b['fontPx']:.1f} px: {b['longest']!r}"
+            for b in cut[:4]
+        )
+    )
+    small = sorted({round(b["fontPx"], 2) for b in blocks if b["fontPx"] < MIN_CODE_FONT_PX})
+    assert not small, (
+        f"{edition}{page} at {width} px: code text smaller than {MIN_CODE_FONT_PX} px: {small}"
+    )
 
 
 @pytest.mark.parametrize("edition", EDITIONS, ids=EDITION_IDS)
