@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from autograder import contract
+from autograder import casefile, contract
 from autograder.contract import Seeded, normalise
 
 __all__ = [
@@ -265,8 +265,8 @@ def fresh(case: Case) -> tuple[list, dict]:
     """The case's arguments as a function receives them, through the one codec: fresh array
     copies, and a new generator for every Seeded."""
     arrays: dict = {}
-    args = [contract.encode(a, arrays) for a in case.args]
-    kwargs = {k: contract.encode(v, arrays) for k, v in case.kwargs.items()}
+    args = [casefile.encode(a, arrays) for a in case.args]
+    kwargs = {k: casefile.encode(v, arrays) for k, v in case.kwargs.items()}
     return [contract.decode(a, arrays) for a in args], {
         k: contract.decode(v, arrays) for k, v in kwargs.items()
     }

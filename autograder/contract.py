@@ -1,22 +1,27 @@
-"""The contract between a student's function and every check of the course (NumPy only).
+"""The student's checker: the contract between a student's function and every check (NumPy only).
 
-This one file is three things, so that a failure reads word for word the same everywhere:
+``make release`` ships this file, and only this file of the grader, as ``attention_check.py``
+next to every notebook with ``public_cases.npz``; so it holds what a student's offline check
+needs and no more: read the public cases, run a case, judge it, ``check(name, fn)`` and its
+messages. The same code is, word for word, what every other check uses, so a failure reads
+the same everywhere:
 
-1. the student's checker: `make release` ships it as ``attention_check.py`` next to every
-   notebook with ``public_cases.npz``; ``check(name, fn)`` runs the public cases offline;
-2. the in-kernel hidden check of stock ``nbgrader autograde`` (``autograder.checks.run_hidden``
-   calls ``run_case`` and ``judge`` from here);
-3. the grader's vocabulary: the sandbox worker (``autograder/zygote.py``, bound into the
-   sandbox beside this file but never shipped) runs a submission's cells and cases with
-   ``run_case`` and sends plain outcomes back in frames (``encode_frame``); the trusted side
-   parses them against a strict schema (``autograder.wire``) and judges with the same
-   ``judge``.
+- the in-kernel hidden check of stock ``nbgrader autograde`` (``autograder.checks.run_hidden``
+  runs ``run_cases`` from here on the hidden cases);
+- the sandboxed grader: its worker (``autograder/zygote.py``, bound into the sandbox beside
+  this file, never shipped) decodes cases and calls the student's function with ``run_case``,
+  and sends plain outcomes back in frames (``encode_frame``, ``pack``); the trusted side parses
+  them against a strict schema (``autograder.wire``) and judges them with the same ``judge``.
+
+What the grader alone needs lives in modules that never ship: the codec's writer
+(``autograder/casefile.py``: ``encode``, ``save_cases``), the registry of checks
+(``autograder/checks.py``) and the grading pipeline (``autograder/grading/``).
 
 The pieces:
 
-- one codec: a case argument is an array, a number, a bool, a string, None or a ``Seeded``
-  (a fresh ``numpy.random.default_rng(seed)``), written as a small JSON spec plus an
-  uncompressed ``.npz`` of arrays (never pickle);
+- the codec's reader: a case argument is an array, a number, a bool, a string, None or a
+  ``Seeded`` (a fresh ``numpy.random.default_rng(seed)``), stored as a small JSON spec plus an
+  uncompressed ``.npz`` of arrays (never pickle): ``decode``, ``unpack``, ``load_cases``;
 - one case runner: ``run_case(fn, args, kwargs)`` -> an *outcome*: the return value as a
   tuple of arrays, or an error code, or a bad-return code, from fixed vocabularies;
 - one set of messages: ``judge(spec, case_name, expected, outcome, mistakes, hidden)`` and
@@ -49,9 +54,7 @@ __all__ = [
     "Expected",
     "tolerance",
     "summary",
-    "save_cases",
     "load_cases",
-    "encode",
     "decode",
 ]
 
@@ -78,33 +81,8 @@ class Seeded:
 
 
 # ----------------------------------------------------------------------------------------
-# the codec: case values <-> (JSON spec, arrays)
-
-
-def encode(value, arrays: dict) -> dict:
-    """One case value as a JSON-able spec; arrays go into ``arrays`` under a fresh key."""
-    if isinstance(value, np.ndarray):
-        if value.dtype.kind not in "biuf":
-            raise TypeError(f"a case array must be numeric or boolean, not {value.dtype}")
-        key = f"a{len(arrays)}"
-        arrays[key] = value
-        return {"t": "array", "k": key}
-    if isinstance(value, Seeded):
-        return {"t": "seeded", "v": value.seed}
-    if isinstance(value, (bool, np.bool_)):
-        return {"t": "bool", "v": bool(value)}
-    if isinstance(value, (int, np.integer)):
-        return {"t": "int", "v": int(value)}
-    if isinstance(value, (float, np.floating)):
-        return {"t": "float", "v": repr(float(value))}  # a string, so nan and inf survive
-    if isinstance(value, str):
-        return {"t": "str", "v": value}
-    if value is None:
-        return {"t": "none"}
-    raise TypeError(
-        f"a case value of type {type(value).__name__} cannot be encoded: "
-        "use arrays, numbers, strings, None or Seeded"
-    )
+# the codec's reader: (JSON spec, arrays) -> case values (its writer, ``autograder/casefile.py``,
+# runs only on the trusted side and never ships)
 
 
 def decode(spec: dict, arrays):
@@ -169,38 +147,6 @@ def tolerance(exp: np.ndarray, rtol: float, atol: float, scale=None) -> np.ndarr
     with np.errstate(invalid="ignore"):
         exp_f = np.asarray(exp, dtype=np.float64)
         return absolute + rtol * np.abs(np.where(np.isfinite(exp_f), exp_f, 0.0))
-
-
-def save_cases(path, assignment: str, checks: dict) -> None:
-    """Write ``public_cases.npz``: checks is name -> {"spec", "cases": [{"name", "args",
-    "kwargs", "expected", "mistakes": [(hint, outputs)]}]}; an ``Expected`` ships its scale."""
-    arrays: dict = {}
-    meta = {"version": FORMAT_VERSION, "assignment": assignment, "checks": {}}
-    for name, entry in checks.items():
-        cases = []
-        for case in entry["cases"]:
-            cases.append(
-                {
-                    "name": case["name"],
-                    "args": [encode(a, arrays) for a in case["args"]],
-                    "kwargs": {k: encode(v, arrays) for k, v in case["kwargs"].items()},
-                    "expected": [encode(np.asarray(e), arrays) for e in case["expected"]],
-                    "scale": None
-                    if getattr(case["expected"], "scale", None) is None
-                    else [
-                        None if sc is None else encode(np.asarray(sc, dtype=np.float64), arrays)
-                        for sc in case["expected"].scale
-                    ],
-                    "mistakes": [
-                        {"hint": hint, "outputs": [encode(np.asarray(o), arrays) for o in outs]}
-                        for hint, outs in case.get("mistakes", ())
-                    ],
-                }
-            )
-        meta["checks"][name] = {"spec": entry["spec"], "cases": cases}
-    arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-    with open(path, "wb") as handle:
-        handle.write(pack(arrays))
 
 
 def load_cases(path) -> dict:

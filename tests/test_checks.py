@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autograder import checks, contract, release
+from autograder import casefile, checks, contract, release
 from autograder.chapters import ch3_seq2seq
 from autograder.checks import Case, Seeded
 
@@ -439,7 +439,7 @@ def test_public_cases_round_trip_without_pickle(tmp_path):
         }
     ]
     path = tmp_path / "public_cases.npz"
-    contract.save_cases(
+    casefile.save_cases(
         path, "ch2_soft_hard", {"demo": {"spec": {"rtol": 1e-6, "atol": 0.0}, "cases": cases}}
     )
     with np.load(path, allow_pickle=False) as data:  # must not need pickle

@@ -6,7 +6,7 @@ import ast
 import re
 from pathlib import Path
 
-from autograder import checks, contract
+from autograder import casefile, checks, contract
 
 PACKAGE = Path(checks.__file__).resolve().parent
 # everything but chapters/ and source/: the package's modules and the grading pipeline
@@ -42,25 +42,67 @@ def test_every_chapter_module_registers_exactly_its_own_assignment():
         assert (PACKAGE / "source" / assignment / f"{assignment}.ipynb").is_file()
 
 
-def test_the_contract_imports_only_numpy_and_the_standard_library():
+#: the shipped checker's size bound, in lines (770 when it was split from the case writer,
+#: 824 before): the reader, the case runner, the judge and its messages, ``check``, and
+#: the sandbox worker's frame writer until that moves out
+SHIPPED_LINES = 780
+
+
+def _defined(tree) -> set[str]:
+    return {
+        node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+    } | {
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+
+
+def test_the_shipped_checker_imports_only_numpy_and_the_standard_library():
     tree = ast.parse(Path(contract.__file__).read_text())
     imported = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             imported |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "the shipped checker is one file: no relative import"
             imported.add(node.module.split(".")[0])
     import sys
 
     assert imported - {"__future__"} <= set(sys.stdlib_module_names) | {"numpy"}, imported
 
 
+def test_the_shipped_checker_holds_no_writer_and_stays_small():
+    """What ships as attention_check.py reads cases, runs and judges them, and no more: the
+    codec's writer and the release's file writer are the grader's (casefile.py)."""
+    text = Path(contract.__file__).read_text()
+    defined = _defined(ast.parse(text))
+    assert {"decode", "load_cases", "run_case", "judge", "summary", "check"} <= defined
+    writer = set(casefile.__all__)
+    assert writer == {"encode", "save_cases"} and not writer & defined, writer & defined
+    assert '"t": "array"' not in text and "np.frombuffer(json.dumps" not in text
+    lines = text.count("\n")
+    assert lines <= SHIPPED_LINES, f"the shipped checker grew to {lines} lines"
+
+
+def test_the_case_writer_never_ships_and_is_not_in_the_sandbox():
+    from autograder import release, sandbox
+
+    source = Path(release.__file__).read_text()
+    assert "shutil.copyfile(Path(contract.__file__)" in source and "casefile.__file__" not in source
+    assert "casefile" not in Path(sandbox.__file__).read_text()
+    assert release.FORBIDDEN.search("from autograder.casefile import encode")
+
+
 def test_one_codec_and_one_case_runner():
-    """Case values are encoded only by the contract, and only the contract calls a student's
-    function on a case: no second decoder or case loop lives anywhere else in the package."""
+    """Case values are encoded only by the writer (casefile.py) and decoded only by the
+    contract, and only the contract calls a student's function on a case: no second codec or
+    case loop lives anywhere else in the package."""
     for path in CORE + sorted((PACKAGE / "chapters").glob("*.py")):
-        if path.name == "contract.py":
-            continue
         text = path.read_text()
-        assert '"t": "array"' not in text and "'t': 'array'" not in text, path.name
-        assert "default_rng(spec" not in text and "def decode" not in text, path.name
+        if path.name != "casefile.py":
+            assert '"t": "array"' not in text and "'t': 'array'" not in text, path.name
+        if path.name != "contract.py":
+            assert "default_rng(spec" not in text and "def decode" not in text, path.name

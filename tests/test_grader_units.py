@@ -14,7 +14,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from autograder import checks, cli, contract, grading, sandbox, wire
+from autograder import casefile, checks, cli, contract, grading, sandbox, wire
 from autograder import notebook as nbparse
 
 
@@ -124,7 +124,7 @@ def test_returned_values_become_outcomes_from_a_fixed_vocabulary():
 def test_case_values_cross_as_npz_without_pickle():
     arrays = {}
     specs = [
-        contract.encode(v, arrays)
+        casefile.encode(v, arrays)
         for v in (np.arange(3.0), checks.Seeded(4), 2, 0.1, True, "dot", None)
     ]
     loaded = contract.unpack(contract.pack(arrays))
@@ -132,7 +132,7 @@ def test_case_values_cross_as_npz_without_pickle():
     assert np.array_equal(values[0], np.arange(3.0)) and values[2:] == [2, 0.1, True, "dot", None]
     assert values[1].random() == np.random.default_rng(4).random()
     with pytest.raises(TypeError, match="cannot be encoded"):
-        contract.encode(object(), arrays)
+        casefile.encode(object(), arrays)
 
 
 def test_hidden_test_region_is_removed_exactly_as_nbgrader_does():

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import NamedTuple
 
-from autograder import budgets, checks, contract
+from autograder import budgets, casefile, checks, contract
 from autograder import notebook as nbparse
 from autograder.checks import Case
 from autograder.grading import intake
@@ -263,8 +263,8 @@ def make_cases_payload(spec, reg, seed: int) -> tuple[list, bytes, list]:
         all_cases.append(cases)
         encoded = [
             {
-                "args": [contract.encode(a, arrays) for a in case.args],
-                "kwargs": {k: contract.encode(v, arrays) for k, v in case.kwargs.items()},
+                "args": [casefile.encode(a, arrays) for a in case.args],
+                "kwargs": {k: casefile.encode(v, arrays) for k, v in case.kwargs.items()},
             }
             for case, *_ in cases
         ]
