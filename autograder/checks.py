@@ -2,8 +2,9 @@
 
 This is grading *core*: it names no chapter. Each chapter is a plug-in module
 ``autograder/chapters/<assignment id>.py`` that ends with ``register(Chapter(...))``;
-``load_chapters`` imports every such module. A `Check` says which reference function in
-``solutions`` answers, how to build test inputs from a seed, the tolerance (the same for public
+``load_chapters`` imports every such module. A `Check` names the reference function of
+``solutions`` that answers (the function itself; a `LazyFunction` where its module imports
+PyTorch, so that loading the registry never does), how to build test inputs from a seed, the tolerance (the same for public
 and hidden cases; with a declared ``scale`` it follows each case's conditioning), the hints a student sees, and known mistakes whose outputs are recognised
 and named.
 
@@ -15,9 +16,10 @@ and named.
   student's checker and the sandboxed grader use, so a failure reads the same everywhere.
 - ``run_hidden``: the in-kernel hidden check that stock ``nbgrader autograde`` runs.
 - Input builders the chapters share (``normal``, ``lengths_mask``, ``distinct_sizes``,
-  ``ref``, ``scaled_query``) and the hints several chapters give.
+  ``scaled_query``), ``lazy_module`` and the hints several chapters give.
 
-Trusted side only: this module imports ``solutions`` (lazily, through ``ref``) and never ships.
+Trusted side only: the chapter plug-ins import ``solutions`` (torch-backed modules lazily,
+through ``lazy_module``); none of this ever ships.
 """
 
 from __future__ import annotations
@@ -93,7 +95,8 @@ class Mistake:
 @dataclass(frozen=True)
 class Check:
     name: str  # registry key and the name of the student's function
-    reference: str  # "module:function" inside solutions, resolved on first use
+    # the reference function of ``solutions`` (a `LazyFunction` where its module imports torch)
+    reference: Callable
     make_cases: Callable[[np.random.Generator], list]  # rng -> [Case]
     outputs: tuple = ("output",)  # names of the returned arrays, used in messages
     rtol: float = 1e-6
@@ -108,9 +111,6 @@ class Check:
     # so atol is then a number of float64 ulps of those terms. None: atol is absolute.
     scale: Callable[..., tuple] | None = None
     assignment: str = ""  # set by register()
-
-    def reference_fn(self) -> Callable:
-        return ref(self.reference)
 
 
 @dataclass(frozen=True)
@@ -174,10 +174,54 @@ def __getattr__(name: str):
 # input builders and hints the chapters share
 
 
-def ref(path: str) -> Callable:
-    """``"module:function"`` -> the function (the reference package is imported on use)."""
-    module, _, attr = path.partition(":")
-    return getattr(importlib.import_module(module), attr)
+class LazyFunction:
+    """A reference function of a module that imports PyTorch, imported on its first call.
+
+    Loading the registry imports every chapter plug-in: every CLI command, every grading
+    process and every in-kernel hidden check does. Importing a torch-backed reference module
+    there would add PyTorch's import (about 1.5 to 3 s, and its memory) to each of them,
+    though only ``grading.work.Preparing``'s forked child and ``run_hidden`` ever call a
+    reference. ``module`` and ``name`` say which function it is; ``resolve()`` is the function.
+    """
+
+    __slots__ = ("module", "name")
+
+    def __init__(self, module: str, name: str):
+        self.module, self.name = module, name
+
+    def resolve(self) -> Callable:
+        return getattr(importlib.import_module(self.module), self.name)
+
+    def __call__(self, *args, **kwargs):
+        return self.resolve()(*args, **kwargs)
+
+    def __repr__(self):
+        return f"<reference {self.module}.{self.name}, imported on first call>"
+
+
+class LazyModule:
+    """A torch-backed reference module as a chapter plug-in names it:
+    ``m = lazy_module("solutions.<m>")``, then ``m.<function>`` is a `LazyFunction`. A module
+    without torch is imported as usual (``from solutions import <m>``)."""
+
+    def __init__(self, name: str):
+        self.__name__ = name
+
+    def __getattr__(self, attr: str) -> LazyFunction:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return LazyFunction(self.__name__, attr)
+
+
+def lazy_module(name: str) -> LazyModule:
+    return LazyModule(name)
+
+
+def reference_name(fn) -> str:
+    """``module.function`` of a check's reference (a function or a `LazyFunction`)."""
+    if isinstance(fn, LazyFunction):
+        return f"{fn.module}.{fn.name}"
+    return f"{fn.__module__}.{fn.__qualname__}"
 
 
 def normal(rng, *shape) -> np.ndarray:
@@ -199,14 +243,14 @@ def distinct_sizes(rng, low: int, high: int, k: int) -> list[int]:
     return [int(s) for s in rng.choice(np.arange(low, high + 1), size=k, replace=False)]
 
 
-def scaled_query(path: str, arg: int, width: Callable[[tuple], int]) -> Callable:
+def scaled_query(reference: Callable, arg: int, width: Callable[[tuple], int]) -> Callable:
     """The reference with argument ``arg`` multiplied by sqrt(width(args)): what a function
     that forgot to divide its scores by sqrt(d) returns."""
 
     def outputs(*args, **kwargs):
         args = list(args)
         args[arg] = np.asarray(args[arg]) * math.sqrt(width(tuple(args)))
-        return ref(path)(*args, **kwargs)
+        return reference(*args, **kwargs)
 
     return outputs
 
@@ -284,7 +328,7 @@ def expected(name: str, case: Case) -> contract.Expected:
     if check.answer is not None:
         arrays = normalise(check.answer(case))
     else:
-        arrays = normalise(call(check.reference_fn(), case))
+        arrays = normalise(call(check.reference, case))
     if check.scale is None:
         return contract.Expected(arrays)
     scales = tuple(np.asarray(s, dtype=np.float64) for s in call(check.scale, case))

@@ -31,9 +31,9 @@ def _perfect(name):
     if name == "translate":
         return lambda src: ch3_seq2seq._translate_answer(Case("", (src,)))
     if name == "luong_concat_context":
-        ref = checks.REGISTRY["luong_context"].reference_fn()
+        ref = checks.REGISTRY["luong_context"].reference
         return lambda h_t, h, w_a, w_c, v, mask=None: ref(h_t, h, w_a, w_c, "concat", mask, v)
-    return checks.REGISTRY[name].reference_fn()
+    return checks.REGISTRY[name].reference
 
 
 def _verdicts(name, fn, cases, hidden):
@@ -173,7 +173,7 @@ def test_nan_on_fully_masked_rows_is_located_and_explained():
 
 def test_ch6_a_nan_loss_when_every_target_is_pad_fails():
     """0/0 over zero real targets is not a loss: the all-pad case expects 0.0."""
-    reference = checks.REGISTRY["label_smoothed_cross_entropy"].reference_fn()
+    reference = checks.REGISTRY["label_smoothed_cross_entropy"].reference
 
     def mean_of_nothing(logits, targets, smoothing, pad_index):
         if (np.asarray(targets) == pad_index).all():
@@ -325,7 +325,7 @@ def test_messages_hold_no_input_or_expected_values():
     of an input, of the expected answer or of the returned value appears in it."""
 
     def off_by_a_bit(q, k, v, mask=None):
-        out, w = checks.REGISTRY["attention"].reference_fn()(q, k, v, mask)
+        out, w = checks.REGISTRY["attention"].reference(q, k, v, mask)
         return out + 0.25, w
 
     seen = 0
@@ -398,7 +398,7 @@ def test_hidden_seed_comes_from_the_environment(monkeypatch):
 
     def spy(q, k):
         calls.append(np.asarray(q).copy())
-        return checks.REGISTRY["scaled_dot_score"].reference_fn()(q, k)
+        return checks.REGISTRY["scaled_dot_score"].reference(q, k)
 
     monkeypatch.setenv(checks.HIDDEN_SEED_ENV, "41")
     checks.run_hidden("scaled_dot_score", spy)
@@ -461,7 +461,7 @@ def test_public_cases_round_trip_without_pickle(tmp_path):
 def test_student_check_passes_a_correct_function(ch2_cases, capsys):
     contract.check(
         "masked_softmax",
-        checks.REGISTRY["masked_softmax"].reference_fn(),
+        checks.REGISTRY["masked_softmax"].reference,
         cases_path=str(ch2_cases),
     )
     assert "masked_softmax: all 6 public cases passed" in capsys.readouterr().out
@@ -532,7 +532,7 @@ def test_student_check_imports_nothing_from_the_course(ch2_cases, tmp_path):
 
 
 def test_a_finite_difference_gradient_fails_where_an_analytic_one_passes():
-    ref = checks.REGISTRY["loo_loss_and_grad"].reference_fn()
+    ref = checks.REGISTRY["loo_loss_and_grad"].reference
 
     def finite_difference(x, y, h):
         e = 1e-5 * h
@@ -574,7 +574,7 @@ def test_the_full_score_matrix_of_the_big_online_case_does_not_fit_in_the_chapte
 
 @pytest.mark.parametrize("wrong", ["not appended", "keys as columns"])
 def test_a_cache_not_appended_or_grown_on_the_wrong_axis_gets_the_cache_hint(wrong):
-    step = checks.ref("solutions.transformer:decoder_step")
+    from solutions.transformer import decoder_step as step
 
     def student(x_t, cache_k, cache_v, *rest):
         y_t, k, v = step(x_t, cache_k, cache_v, *rest)

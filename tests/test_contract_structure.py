@@ -16,8 +16,8 @@ CORE = sorted(PACKAGE.glob("*.py")) + sorted((PACKAGE / "grading").glob("*.py"))
 def _chapter_words() -> set[str]:
     words = set(checks.CHAPTERS)
     for chapter in checks.CHAPTERS.values():
-        words |= {c.reference.split(":")[0] for c in chapter.checks}  # solutions.<module>
-        words |= {c.reference.split(":")[0].split(".")[-1] for c in chapter.checks}  # <module>
+        modules = {checks.reference_name(c.reference).rsplit(".", 1)[0] for c in chapter.checks}
+        words |= modules | {m.split(".")[-1] for m in modules}  # solutions.<module>, <module>
         words |= set(chapter.support_files)
     return words
 
@@ -106,3 +106,22 @@ def test_one_codec_and_one_case_runner():
             assert '"t": "array"' not in text and "'t': 'array'" not in text, path.name
         if path.name != "contract.py":
             assert "default_rng(spec" not in text and "def decode" not in text, path.name
+
+
+def test_a_reference_is_the_function_itself_and_loading_the_registry_imports_no_torch():
+    """Every check names its reference function (no "module:function" string): a module
+    without PyTorch imported as usual, a torch-backed one through ``checks.lazy_module``, so
+    that a process that loads the registry never pays for PyTorch."""
+    import subprocess
+    import sys
+
+    for check in checks.REGISTRY.values():
+        fn = check.reference
+        resolved = fn.resolve() if isinstance(fn, checks.LazyFunction) else fn
+        assert callable(resolved) and resolved.__module__.startswith("solutions."), check.name
+        assert checks.reference_name(fn).startswith("solutions."), check.name
+    for path in sorted((PACKAGE / "chapters").glob("ch*.py")):
+        assert not re.search(r'"solutions\.\w+:', path.read_text()), path.name
+    probe = "import sys; from autograder import checks; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr
