@@ -11,13 +11,14 @@ A value is an array (numeric or boolean), a number, a bool, a string, None or a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 
-from autograder.contract import FORMAT_VERSION, Seeded, pack
+from autograder.contract import FORMAT_VERSION, Case, Seeded, pack, value
 
-__all__ = ["encode", "save_cases"]
+__all__ = ["encode", "save_cases", "as_stored"]
 
 
 def encode(value, arrays: dict) -> dict:
@@ -46,29 +47,44 @@ def encode(value, arrays: dict) -> dict:
     )
 
 
+def as_stored(case: Case) -> Case:
+    """The case with its arguments as the reader gives them back (``contract.value``): what
+    the function sees, whichever way the case reaches it (a NumPy scalar becomes a Python
+    number; an argument that cannot be encoded fails here, before any grading)."""
+    arrays: dict = {}
+    args = [encode(a, arrays) for a in case.args]
+    kwargs = {k: encode(v, arrays) for k, v in case.kwargs.items()}
+    return dataclasses.replace(
+        case,
+        args=tuple(value(a, arrays) for a in args),
+        kwargs={k: value(v, arrays) for k, v in kwargs.items()},
+    )
+
+
 def save_cases(path, assignment: str, checks: dict) -> None:
-    """Write ``public_cases.npz``: checks is name -> {"spec", "cases": [{"name", "args",
-    "kwargs", "expected", "mistakes": [(hint, outputs)]}]}; an ``Expected`` ships its scale."""
+    """Write ``public_cases.npz``: checks is name -> {"spec", "cases": [Case]}, every case
+    with its ``expected`` answer (an ``Expected`` ships its scale) and its ``mistakes``."""
     arrays: dict = {}
     meta = {"version": FORMAT_VERSION, "assignment": assignment, "checks": {}}
     for name, entry in checks.items():
         cases = []
         for case in entry["cases"]:
+            scale = getattr(case.expected, "scale", None)
             cases.append(
                 {
-                    "name": case["name"],
-                    "args": [encode(a, arrays) for a in case["args"]],
-                    "kwargs": {k: encode(v, arrays) for k, v in case["kwargs"].items()},
-                    "expected": [encode(np.asarray(e), arrays) for e in case["expected"]],
+                    "name": case.name,
+                    "args": [encode(a, arrays) for a in case.args],
+                    "kwargs": {k: encode(v, arrays) for k, v in case.kwargs.items()},
+                    "expected": [encode(np.asarray(e), arrays) for e in case.expected],
                     "scale": None
-                    if getattr(case["expected"], "scale", None) is None
+                    if scale is None
                     else [
                         None if sc is None else encode(np.asarray(sc, dtype=np.float64), arrays)
-                        for sc in case["expected"].scale
+                        for sc in scale
                     ],
                     "mistakes": [
                         {"hint": hint, "outputs": [encode(np.asarray(o), arrays) for o in outs]}
-                        for hint, outs in case.get("mistakes", ())
+                        for hint, outs in case.mistakes
                     ],
                 }
             )

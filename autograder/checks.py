@@ -11,7 +11,9 @@ and named.
 - ``public_cases`` / ``hidden_cases``: the check's case factory driven by the fixed public
   seed, or by a seed chosen at grading time (a different stream).
 - ``expected`` / ``spec`` / ``mistake_outputs``: the reference answer, the public part of the
-  check (it ships in ``public_cases.npz``) and the known mistakes' outputs for a case.
+  check (it ships in ``public_cases.npz``) and the known mistakes' outputs for a case;
+  ``prepare`` makes a chapter's ``Case`` whole with them (``contract.Case``: the one shape a
+  case has, from the plug-in to the report).
 - ``verdict``: one case judged with ``autograder.contract.judge``, the very function the
   student's checker and the sandboxed grader use, so a failure reads the same everywhere.
 - ``run_hidden``: the in-kernel hidden check that stock ``nbgrader autograde`` runs.
@@ -37,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from autograder import casefile, contract
-from autograder.contract import Seeded, normalise
+from autograder.contract import Case, Seeded, Verdict, normalise
 
 __all__ = [
     "Seeded",
@@ -53,6 +55,7 @@ __all__ = [
     "public_cases",
     "hidden_cases",
     "expected",
+    "prepare",
     "normalise",
     "verdict",
     "compare",
@@ -68,19 +71,6 @@ PUBLIC_SEED = 20240
 #: run_hidden's seed when none is given: the environment variable, else this one
 DEFAULT_HIDDEN_SEED = 7
 HIDDEN_SEED_ENV = "ATTENTION_HIDDEN_SEED"
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str  # shown to students: "causal mask", "fully-masked row", "batch of 3"
-    args: tuple  # np.ndarray (numeric or bool), int, float, bool, str, None, Seeded
-    kwargs: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Verdict:
-    passed: bool
-    message: str  # built only from fixed text and numbers computed from the arrays
 
 
 @dataclass(frozen=True)
@@ -305,19 +295,9 @@ def hidden_cases(name: str, seed: int) -> list[Case]:
     )
 
 
-def fresh(case: Case) -> tuple[list, dict]:
-    """The case's arguments as a function receives them, through the one codec: fresh array
-    copies, and a new generator for every Seeded."""
-    arrays: dict = {}
-    args = [casefile.encode(a, arrays) for a in case.args]
-    kwargs = {k: casefile.encode(v, arrays) for k, v in case.kwargs.items()}
-    return [contract.decode(a, arrays) for a in args], {
-        k: contract.decode(v, arrays) for k, v in kwargs.items()
-    }
-
-
 def call(fn, case: Case):
-    args, kwargs = fresh(case)
+    """``fn`` called on the case's arguments as a function receives them (through the codec)."""
+    args, kwargs = casefile.as_stored(case).fresh()
     return fn(*args, **kwargs)
 
 
@@ -366,14 +346,24 @@ def mistake_outputs(name: str, case: Case) -> list[tuple[str, tuple[np.ndarray, 
     return out
 
 
-def verdict(name: str, case: Case, expected_arrays, outcome: dict) -> Verdict:
-    """One case judged by the contract (the same function everywhere)."""
-    if not isinstance(expected_arrays, contract.Expected):
-        expected_arrays = contract.Expected(expected_arrays)
-    passed, message = contract.judge(
-        spec(name), case.name, expected_arrays, outcome, mistake_outputs(name, case)
+def prepare(name: str, case: Case, hidden: bool = False) -> Case:
+    """A chapter's case made whole for judging: its arguments as stored, the reference's
+    answer, the known mistakes' outputs and whether it is hidden."""
+    stored = casefile.as_stored(case)
+    return dataclasses.replace(
+        stored,
+        expected=expected(name, stored),
+        mistakes=tuple(mistake_outputs(name, stored)),
+        hidden=hidden,
     )
-    return Verdict(passed, message)
+
+
+def verdict(name: str, case: Case, expected_arrays, outcome: dict) -> Verdict:
+    """One public case judged by the contract (the same function everywhere)."""
+    whole = dataclasses.replace(
+        case, expected=expected_arrays, mistakes=tuple(mistake_outputs(name, case))
+    )
+    return contract.judge(spec(name), whole, outcome)
 
 
 def compare(name: str, case: Case, expected_arrays, got) -> Verdict:
@@ -396,20 +386,6 @@ class HiddenCheckFailed(AssertionError):
         ]
 
 
-def contract_cases(name: str, cases: list[Case]) -> list[dict]:
-    """Cases in the form ``contract.run_cases`` takes (fresh arguments on every call)."""
-    return [
-        {
-            "name": c.name,
-            "args": lambda c=c: fresh(c)[0],
-            "kwargs": lambda c=c: fresh(c)[1],
-            "expected": expected(name, c),
-            "mistakes": mistake_outputs(name, c),
-        }
-        for c in cases
-    ]
-
-
 def run_hidden(name: str, fn, seed: int | None = None) -> None:
     """Run ``fn`` on the hidden cases inside the student's kernel (stock nbgrader).
 
@@ -419,8 +395,9 @@ def run_hidden(name: str, fn, seed: int | None = None) -> None:
     __tracebackhide__ = True
     if seed is None:
         seed = int(os.environ.get(HIDDEN_SEED_ENV, DEFAULT_HIDDEN_SEED))
-    cases = hidden_cases(name, seed)
-    failures, _notes = contract.run_cases(spec(name), fn, contract_cases(name, cases), hidden=True)
+    cases = [prepare(name, case, hidden=True) for case in hidden_cases(name, seed)]
+    verdicts, _notes = contract.run_cases(spec(name), fn, cases)
+    failures = [v.message for v in verdicts if not v.passed]
     if failures:
         raise HiddenCheckFailed(contract.summary(name, failures, len(cases), hidden=True)) from None
 

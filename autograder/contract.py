@@ -1,37 +1,25 @@
 """The student's checker: the contract between a student's function and every check (NumPy only).
 
-``make release`` ships this file, and only this file of the grader, as ``attention_check.py``
-next to every notebook with ``public_cases.npz``; so it holds what a student's offline check
-needs and no more: read the public cases, run a case, judge it, ``check(name, fn)`` and its
-messages. The same code is, word for word, what every other check uses, so a failure reads
-the same everywhere:
+``make release`` ships this file, and no other of the grader, as ``attention_check.py`` next
+to every notebook with ``public_cases.npz``. It holds what a student's offline check needs:
+the codec's reader (``value``, ``fresh``, ``decode``, ``load_cases``: a case argument is an
+array, a number, a bool, a string, None or a ``Seeded``, stored as a small JSON spec plus an
+uncompressed ``.npz``, never pickle), one typed ``Case``, one case runner (``run_case`` -> an
+*outcome*: the return value as arrays, or an error or bad-return code from fixed
+vocabularies), one judge (``judge`` -> a ``Verdict``) with its messages (``summary``), and
+``check(name, fn)``. The same code judges everywhere, so a failure reads the same: in the
+in-kernel hidden check of stock ``nbgrader autograde`` (``autograder.checks.run_hidden``) and
+in the sandboxed grader, whose worker (``autograder/zygote.py``, bound into the sandbox beside
+this file, never shipped) runs cases with ``run_case`` and sends outcomes back in frames
+(``encode_frame``, ``pack``), which the trusted side parses (``autograder.wire``) and judges.
+The codec's writer (``autograder/casefile.py``) and the registry never ship.
 
-- the in-kernel hidden check of stock ``nbgrader autograde`` (``autograder.checks.run_hidden``
-  runs ``run_cases`` from here on the hidden cases);
-- the sandboxed grader: its worker (``autograder/zygote.py``, bound into the sandbox beside
-  this file, never shipped) decodes cases and calls the student's function with ``run_case``,
-  and sends plain outcomes back in frames (``encode_frame``, ``pack``); the trusted side parses
-  them against a strict schema (``autograder.wire``) and judges them with the same ``judge``.
-
-What the grader alone needs lives in modules that never ship: the codec's writer
-(``autograder/casefile.py``: ``encode``, ``save_cases``), the registry of checks
-(``autograder/checks.py``) and the grading pipeline (``autograder/grading/``).
-
-The pieces:
-
-- the codec's reader: a case argument is an array, a number, a bool, a string, None or a
-  ``Seeded`` (a fresh ``numpy.random.default_rng(seed)``), stored as a small JSON spec plus an
-  uncompressed ``.npz`` of arrays (never pickle): ``decode``, ``unpack``, ``load_cases``;
-- one case runner: ``run_case(fn, args, kwargs)`` -> an *outcome*: the return value as a
-  tuple of arrays, or an error code, or a bad-return code, from fixed vocabularies;
-- one set of messages: ``judge(spec, case_name, expected, outcome, mistakes, hidden)`` and
-  ``summary(...)`` build every message from fixed strings and numbers computed from the
-  arrays: for a public case counts, shapes, indices, the max error; for a hidden case only
-  one of a fixed few texts (the function held its hidden inputs, so a number computed from
-  what it returned could carry them out). No text the student's code produced (an
-  exception's message or class name, a type name) ever appears in a message.
-
-Nothing here imports the course, so editing your copy cannot change a grade.
+Every message is built from fixed strings and numbers computed from the arrays: for a public
+case counts, shapes, indices, the max error; for a hidden case one of a fixed few texts (the
+function held its hidden inputs: a number computed from what it returned could carry them
+out). No text the student's code produced (an exception's message or class name, a type
+name) ever appears in a message. Nothing here imports the course, so editing your copy
+cannot change a grade.
 """
 
 from __future__ import annotations
@@ -41,12 +29,15 @@ import json
 import os
 import struct
 import traceback
+from dataclasses import dataclass, field
 
 import numpy as np
 
 __all__ = [
     "check",
     "CheckFailed",
+    "Case",
+    "Verdict",
     "Seeded",
     "normalise",
     "run_case",
@@ -62,22 +53,14 @@ CASES_FILE = "public_cases.npz"
 FORMAT_VERSION = 3  # 3: a case may carry its outputs' scale (Expected)
 
 
+@dataclass(frozen=True)
 class Seeded:
     """A case argument meaning "a fresh ``numpy.random.default_rng(seed)``"."""
 
-    __slots__ = ("seed",)
+    seed: int
 
-    def __init__(self, seed: int):
-        self.seed = int(seed)
-
-    def __eq__(self, other):
-        return isinstance(other, Seeded) and other.seed == self.seed
-
-    def __hash__(self):
-        return hash(("Seeded", self.seed))
-
-    def __repr__(self):
-        return f"Seeded({self.seed})"
+    def __post_init__(self):
+        object.__setattr__(self, "seed", int(self.seed))
 
 
 # ----------------------------------------------------------------------------------------
@@ -85,13 +68,13 @@ class Seeded:
 # runs only on the trusted side and never ships)
 
 
-def decode(spec: dict, arrays):
-    """A fresh copy of one case value (a function may write into its inputs)."""
+def value(spec: dict, arrays):
+    """One case value as stored: an array as read (not a copy), a ``Seeded`` as such."""
     kind = spec["t"]
     if kind == "array":
-        return np.array(arrays[spec["k"]])
+        return arrays[spec["k"]]
     if kind == "seeded":
-        return np.random.default_rng(int(spec["v"]))
+        return Seeded(int(spec["v"]))
     if kind == "float":
         return float(spec["v"])
     if kind in ("int", "bool", "str"):
@@ -99,6 +82,21 @@ def decode(spec: dict, arrays):
     if kind == "none":
         return None
     raise ValueError(f"unknown case value kind {kind!r}")
+
+
+def fresh(stored):
+    """A stored case value as a function receives it: an array a copy of its own (a function
+    may write into its inputs), a ``Seeded`` a new ``numpy.random.default_rng(seed)``."""
+    if isinstance(stored, np.ndarray):
+        return np.array(stored)
+    if isinstance(stored, Seeded):
+        return np.random.default_rng(stored.seed)
+    return stored
+
+
+def decode(spec: dict, arrays):
+    """A fresh copy of one case value (what the sandbox worker passes the student's function)."""
+    return fresh(value(spec, arrays))
 
 
 def pack(arrays: dict) -> bytes:
@@ -149,9 +147,47 @@ def tolerance(exp: np.ndarray, rtol: float, atol: float, scale=None) -> np.ndarr
         return absolute + rtol * np.abs(np.where(np.isfinite(exp_f), exp_f, 0.0))
 
 
+@dataclass(frozen=True)
+class Case:
+    """One case of one check, the one shape a case has from the chapter's plug-in to the report.
+
+    A chapter declares ``Case(name, args, kwargs)``; the trusted side adds what the reference
+    answers (``expected``), what the known mistakes return (``mistakes``) and whether it is
+    ``hidden`` (``autograder.checks.prepare``); ``public_cases.npz`` stores public ones whole,
+    and into the sandbox only ``args`` and ``kwargs`` go, encoded (never the answers).
+
+    args, kwargs: arrays (numeric or boolean), numbers, bools, strings, None or ``Seeded``;
+        ``fresh()`` gives them as the function receives them, new on every call.
+    expected: the reference's arrays (an ``Expected``, with each output's scale).
+    mistakes: ``(hint, outputs)`` of every known mistake that applies to this case.
+    """
+
+    name: str  # shown to students: "causal mask", "fully-masked row", "batch of 3"
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    expected: Expected | None = None
+    mistakes: tuple = ()
+    hidden: bool = False
+
+    def fresh(self) -> tuple[list, dict]:
+        return [fresh(a) for a in self.args], {k: fresh(v) for k, v in self.kwargs.items()}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one case came to, the one shape an outcome has from the judge to the report: its
+    check and case names, whether it is hidden, whether it passed and the message (``judge``'s:
+    fixed text and numbers computed from the arrays; "ok" when it passed)."""
+
+    check: str
+    case: str
+    hidden: bool
+    passed: bool
+    message: str = "ok"
+
+
 def load_cases(path) -> dict:
-    """Read ``public_cases.npz``: name -> {"spec", "cases"}; a case's ``args``/``kwargs``
-    are callables giving fresh values (a Seeded generator must be new for every call)."""
+    """Read ``public_cases.npz``: check name -> {"spec", "cases": [Case]}."""
     arrays = unpack(open(path, "rb").read())
     meta = json.loads(arrays.pop("__meta__").tobytes().decode())
     if meta.get("version") != FORMAT_VERSION:
@@ -161,21 +197,21 @@ def load_cases(path) -> dict:
     out = {}
     for name, entry in meta["checks"].items():
         cases = [
-            {
-                "name": case["name"],
-                "args": lambda enc=case["args"]: [decode(a, arrays) for a in enc],
-                "kwargs": lambda enc=case["kwargs"]: {k: decode(v, arrays) for k, v in enc.items()},
-                "expected": Expected(
-                    (decode(e, arrays) for e in case["expected"]),
+            Case(
+                case["name"],
+                tuple(value(a, arrays) for a in case["args"]),
+                {k: value(v, arrays) for k, v in case["kwargs"].items()},
+                Expected(
+                    (value(e, arrays) for e in case["expected"]),
                     None
                     if case["scale"] is None
-                    else [None if sc is None else decode(sc, arrays) for sc in case["scale"]],
+                    else [None if sc is None else value(sc, arrays) for sc in case["scale"]],
                 ),
-                "mistakes": [
-                    (m["hint"], tuple(decode(o, arrays) for o in m["outputs"]))
+                tuple(
+                    (m["hint"], tuple(value(o, arrays) for o in m["outputs"]))
                     for m in case["mistakes"]
-                ],
-            }
+                ),
+            )
             for case in entry["cases"]
         ]
         out[name] = {"spec": entry["spec"], "cases": cases}
@@ -547,10 +583,9 @@ def failure_of(spec: dict, outcome: dict) -> str | None:
     return None
 
 
-def judge(
-    spec: dict, case_name: str, expected: tuple, outcome: dict, mistakes=(), hidden: bool = False
-) -> tuple[bool, str]:
-    """``(passed, message)`` for one case.
+def judge(spec: dict, case: Case, outcome: dict) -> Verdict:
+    """The verdict on one case: ``outcome`` (what ``run_case`` returned) against the case's
+    ``expected`` arrays and known ``mistakes``, worded for a public or a ``hidden`` case.
 
     A public case's message teaches: counts, indices, the returned number of axes, the
     maximum error. A hidden case's message is one of a fixed few texts, functions only of the
@@ -565,12 +600,20 @@ def judge(
     spec: the check's public description: ``name``, ``outputs`` (names), ``rtol``, ``atol``,
         ``hints`` (``"kind"`` or ``"output.kind"`` -> text; kinds: arity, shape, transposed,
         dtype, nan, inf, values) and ``comparator`` (``allclose``, ``accuracy`` or ``tokens``).
-    expected: the reference's arrays; an ``Expected`` also carries each output's scale, and
-        the absolute tolerance is then ``atol * scale`` (see ``tolerance``).
+    case.expected: the reference's arrays; an ``Expected`` also carries each output's scale,
+        and the absolute tolerance is then ``atol * scale`` (see ``tolerance``).
     outcome: what ``run_case`` returned (a value's arrays may be shape-only placeholders with
         ``shape`` and ``dtype`` when the shapes differ: nothing else of them is read then).
-    mistakes: ``(hint, outputs)``: what known wrong implementations return for this case.
     """
+    expected = case.expected if isinstance(case.expected, Expected) else Expected(case.expected)
+    passed, message = _judged(spec, case.name, expected, outcome, case.mistakes, case.hidden)
+    return Verdict(spec.get("name", ""), case.name, case.hidden, passed, message)
+
+
+def _judged(
+    spec: dict, case_name: str, expected: Expected, outcome: dict, mistakes, hidden: bool
+) -> tuple[bool, str]:
+    """``judge``'s (passed, message)."""
     where = f"case '{case_name}': "
     problem = failure_of(spec, outcome)
     if problem:
@@ -692,29 +735,21 @@ def _where_raised(err: BaseException) -> str:
     return text
 
 
-def run_cases(spec: dict, fn, cases: list, hidden: bool) -> tuple[list[str], list[str]]:
-    """Run ``fn`` on cases ({"name", "args", "kwargs", "expected", "mistakes"} with callable
-    args/kwargs): (failure messages, notes for your own kernel: where an error was raised)."""
-    failures, notes = [], []
+def run_cases(spec: dict, fn, cases: list[Case]) -> tuple[list[Verdict], list[str]]:
+    """Run ``fn`` on every case (fresh arguments each time) until one is not implemented:
+    (the verdicts, notes for your own kernel: where a public case's error was raised)."""
+    verdicts, notes = [], []
     for case in cases:
-        outcome = run_case(fn, case["args"](), case["kwargs"]())
-        passed, message = judge(
-            spec, case["name"], case["expected"], outcome, case.get("mistakes", ()), hidden
-        )
-        if not passed:
-            failures.append(message)
-            if (
-                outcome["kind"] == "error"
-                and not hidden
-                and outcome["code"] != "NotImplementedError"
-            ):
-                notes.append(
-                    f"in case '{case['name']}' your code raised "
-                    + _where_raised(outcome["exception"])
-                )
-        if outcome["kind"] == "error" and outcome["code"] == "NotImplementedError":
+        outcome = run_case(fn, *case.fresh())
+        verdicts.append(judge(spec, case, outcome))
+        error = outcome["code"] if outcome["kind"] == "error" else None
+        if error and not case.hidden and error != "NotImplementedError":
+            notes.append(
+                f"in case '{case.name}' your code raised " + _where_raised(outcome["exception"])
+            )
+        if error == "NotImplementedError":
             break
-    return failures, notes
+    return verdicts, notes
 
 
 _CACHE: dict = {}
@@ -742,7 +777,8 @@ def check(name: str, fn, cases_path: str | None = None) -> None:
             f"check({name!r}, ...) needs your function, got {type(fn).__name__}"
         ) from None
     spec, cases = checks[name]["spec"], checks[name]["cases"]
-    failures, notes = run_cases(spec, fn, cases, hidden=False)
+    verdicts, notes = run_cases(spec, fn, cases)
+    failures = [v.message for v in verdicts if not v.passed]
     if failures and failures[0].endswith("is not implemented yet"):
         raise CheckFailed(
             f"{name} is not implemented yet: replace `raise NotImplementedError()` with your code."

@@ -67,17 +67,7 @@ def build_public_cases(assignment: str, path: Path) -> int:
     """Write ``public_cases.npz`` for one assignment; returns the number of cases."""
     entries, total = {}, 0
     for check in checks.checks_for(assignment):
-        cases = []
-        for case in checks.public_cases(check.name):
-            cases.append(
-                {
-                    "name": case.name,
-                    "args": case.args,
-                    "kwargs": case.kwargs,
-                    "expected": checks.expected(check.name, case),
-                    "mistakes": checks.mistake_outputs(check.name, case),
-                }
-            )
+        cases = [checks.prepare(check.name, case) for case in checks.public_cases(check.name)]
         entries[check.name] = {"spec": checks.spec(check.name), "cases": cases}
         total += len(cases)
     casefile.save_cases(path, assignment, entries)

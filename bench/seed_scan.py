@@ -220,14 +220,15 @@ def scan(assignment: str, seeds, namespace: dict, tally: Tally | None = None) ->
         for check in checks.checks_for(assignment):
             spec = checks.spec(check.name)
             for case in checks.hidden_cases(check.name, seed):
-                expected = checks.expected(check.name, case)
-                mistakes = checks.mistake_outputs(check.name, case)
+                case = checks.prepare(check.name, case)  # judged with a public case's detail
                 for who, fn in fns[check.name].items():
                     with np.errstate(all="ignore"):
-                        outcome = contract.run_case(fn, *checks.fresh(case))
-                    passed, message = contract.judge(spec, case.name, expected, outcome, mistakes)
-                    value = margin(spec, expected, outcome)
-                    tally.add(who, check.name, seed, case.name, passed, message, value)
+                        outcome = contract.run_case(fn, *case.fresh())
+                    verdict = contract.judge(spec, case, outcome)
+                    value = margin(spec, case.expected, outcome)
+                    tally.add(
+                        who, check.name, seed, case.name, verdict.passed, verdict.message, value
+                    )
     return tally
 
 

@@ -42,10 +42,11 @@ def test_every_chapter_module_registers_exactly_its_own_assignment():
         assert (PACKAGE / "source" / assignment / f"{assignment}.ipynb").is_file()
 
 
-#: the shipped checker's size bound, in lines (770 when it was split from the case writer,
-#: 824 before): the reader, the case runner, the judge and its messages, ``check``, and
-#: the sandbox worker's frame writer until that moves out
-SHIPPED_LINES = 780
+#: the shipped checker's size bound, in lines: 824 before the split; 806 with the codec's
+#: writer gone to casefile.py and the typed Case and Verdict added (the reader, the case
+#: runner, the judge and its messages, ``check``, and the sandbox worker's frame writer until
+#: that moves out); the writer coming back (about 60 lines) would break it
+SHIPPED_LINES = 810
 
 
 def _defined(tree) -> set[str]:
@@ -81,7 +82,9 @@ def test_the_shipped_checker_holds_no_writer_and_stays_small():
     defined = _defined(ast.parse(text))
     assert {"decode", "load_cases", "run_case", "judge", "summary", "check"} <= defined
     writer = set(casefile.__all__)
-    assert writer == {"encode", "save_cases"} and not writer & defined, writer & defined
+    assert writer == {"encode", "save_cases", "as_stored"} and not writer & defined, (
+        writer & defined
+    )
     assert '"t": "array"' not in text and "np.frombuffer(json.dumps" not in text
     lines = text.count("\n")
     assert lines <= SHIPPED_LINES, f"the shipped checker grew to {lines} lines"

@@ -16,7 +16,6 @@ from autograder.checks import (
     Chapter,
     Check,
     Mistake,
-    fresh,
     lazy_module,
     lengths_mask,
     normal,
@@ -159,7 +158,7 @@ def _luong_swapped(h_t, h, w_a, w_c, kind, mask=None):
 
 
 def _luong_concat_answer(case: Case):
-    h_t, h, w_a, w_c, v, mask = fresh(case)[0]
+    h_t, h, w_a, w_c, v, mask = case.fresh()[0]
     return seq2seq.luong_context(h_t, h, w_a, w_c, "concat", mask, v)
 
 

@@ -15,7 +15,6 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import NamedTuple
 
 from autograder import budgets, casefile, checks, contract
 from autograder import notebook as nbparse
@@ -40,7 +39,7 @@ class AssignmentWork:
     release_files: dict  # file name -> bytes (the public release folder, no notebook)
     tasks: list  # per task: {"check", "function", "cases": encoded}
     blob: bytes  # the cases' arrays (npz)
-    all_cases: list  # per task: [(case, hidden, expected, mistakes)]
+    all_cases: list  # per task: [Case] (contract.Case, made whole by checks.prepare)
     check_specs: dict  # check name -> contract spec
     limits: Limits = DEFAULT_LIMITS
     sandboxed: bool = True
@@ -221,27 +220,14 @@ def _cached(key, make):
         return _cache[key]
 
 
-class PreparedCase(NamedTuple):
-    """One case of one check as the trusted side holds it: the registry's `Case` (its name,
-    args and kwargs, sent to the sandbox encoded), whether it is hidden, the reference's
-    answer and the declared mistakes' answers (neither ever leaves this side)."""
-
-    case: Case
-    hidden: bool
-    expected: object
-    mistakes: dict
-
-
-def cases_for(reg, check: str, seed: int) -> list[PreparedCase]:
-    """Every case of one check: public cases first, then hidden."""
+def cases_for(reg, check: str, seed: int) -> list[Case]:
+    """Every case of one check, made whole (``checks.prepare``: the reference's answer and the
+    mistakes' answers, which never leave this side; only args and kwargs go to the sandbox,
+    encoded): public cases first, then hidden."""
 
     def make():
-        public = [(case, False) for case in reg.public_cases(check)]
-        hidden = [(case, True) for case in reg.hidden_cases(check, seed)]
-        return [
-            PreparedCase(case, hidden, reg.expected(check, case), reg.mistake_outputs(check, case))
-            for case, hidden in public + hidden
-        ]
+        public = [reg.prepare(check, case) for case in reg.public_cases(check)]
+        return public + [reg.prepare(check, c, hidden=True) for c in reg.hidden_cases(check, seed)]
 
     return _cached((reg.__name__, check, seed), make)
 
@@ -254,8 +240,7 @@ def tasks_of(spec) -> list[tuple[str, str, str]]:
 
 
 def make_cases_payload(spec, reg, seed: int) -> tuple[list, bytes, list]:
-    """(the tasks with their encoded cases, the cases' arrays as npz, [(case, hidden, expected,
-    mistakes)] per task)."""
+    """(the tasks with their encoded cases, the cases' arrays as npz, [Case] per task)."""
     arrays: dict = {}
     tasks, all_cases = [], []
     for _grade_id, check, function in tasks_of(spec):
@@ -266,7 +251,7 @@ def make_cases_payload(spec, reg, seed: int) -> tuple[list, bytes, list]:
                 "args": [casefile.encode(a, arrays) for a in case.args],
                 "kwargs": {k: casefile.encode(v, arrays) for k, v in case.kwargs.items()},
             }
-            for case, *_ in cases
+            for case in cases
         ]
         tasks.append({"check": check, "function": function, "cases": encoded})
     return tasks, contract.pack(arrays), all_cases
