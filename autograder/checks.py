@@ -2,22 +2,26 @@
 
 This is grading *core*: it names no chapter. Each chapter is a plug-in module
 ``autograder/chapters/<assignment id>.py`` that ends with ``register(Chapter(...))``;
-``load_chapters`` imports every such module. A `Check` says which reference function in
-``solutions`` answers, how to build test inputs from a seed, the tolerance (the same for public
+``load_chapters`` imports every such module. A `Check` names the reference function of
+``solutions`` that answers (the function itself; a `LazyFunction` where its module imports
+PyTorch, so that loading the registry never does), how to build test inputs from a seed, the tolerance (the same for public
 and hidden cases; with a declared ``scale`` it follows each case's conditioning), the hints a student sees, and known mistakes whose outputs are recognised
 and named.
 
 - ``public_cases`` / ``hidden_cases``: the check's case factory driven by the fixed public
   seed, or by a seed chosen at grading time (a different stream).
 - ``expected`` / ``spec`` / ``mistake_outputs``: the reference answer, the public part of the
-  check (it ships in ``public_cases.npz``) and the known mistakes' outputs for a case.
+  check (it ships in ``public_cases.npz``) and the known mistakes' outputs for a case;
+  ``prepare`` makes a chapter's ``Case`` whole with them (``contract.Case``: the one shape a
+  case has, from the plug-in to the report).
 - ``verdict``: one case judged with ``autograder.contract.judge``, the very function the
   student's checker and the sandboxed grader use, so a failure reads the same everywhere.
 - ``run_hidden``: the in-kernel hidden check that stock ``nbgrader autograde`` runs.
 - Input builders the chapters share (``normal``, ``lengths_mask``, ``distinct_sizes``,
-  ``ref``, ``scaled_query``) and the hints several chapters give.
+  ``scaled_query``), ``lazy_module`` and the hints several chapters give.
 
-Trusted side only: this module imports ``solutions`` (lazily, through ``ref``) and never ships.
+Trusted side only: the chapter plug-ins import ``solutions`` (torch-backed modules lazily,
+through ``lazy_module``); none of this ever ships.
 """
 
 from __future__ import annotations
@@ -34,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from autograder import contract
-from autograder.contract import Seeded, normalise
+from autograder import casefile, contract
+from autograder.contract import Case, Seeded, Verdict, normalise
 
 __all__ = [
     "Seeded",
@@ -51,6 +55,7 @@ __all__ = [
     "public_cases",
     "hidden_cases",
     "expected",
+    "prepare",
     "normalise",
     "verdict",
     "compare",
@@ -69,19 +74,6 @@ HIDDEN_SEED_ENV = "ATTENTION_HIDDEN_SEED"
 
 
 @dataclass(frozen=True)
-class Case:
-    name: str  # shown to students: "causal mask", "fully-masked row", "batch of 3"
-    args: tuple  # np.ndarray (numeric or bool), int, float, bool, str, None, Seeded
-    kwargs: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Verdict:
-    passed: bool
-    message: str  # built only from fixed text and numbers computed from the arrays
-
-
-@dataclass(frozen=True)
 class Mistake:
     """A known wrong implementation: ``outputs`` takes the case's arguments and returns
     what that wrong implementation would; a student whose result matches gets ``hint``."""
@@ -93,7 +85,8 @@ class Mistake:
 @dataclass(frozen=True)
 class Check:
     name: str  # registry key and the name of the student's function
-    reference: str  # "module:function" inside solutions, resolved on first use
+    # the reference function of ``solutions`` (a `LazyFunction` where its module imports torch)
+    reference: Callable
     make_cases: Callable[[np.random.Generator], list]  # rng -> [Case]
     outputs: tuple = ("output",)  # names of the returned arrays, used in messages
     rtol: float = 1e-6
@@ -108,9 +101,6 @@ class Check:
     # so atol is then a number of float64 ulps of those terms. None: atol is absolute.
     scale: Callable[..., tuple] | None = None
     assignment: str = ""  # set by register()
-
-    def reference_fn(self) -> Callable:
-        return ref(self.reference)
 
 
 @dataclass(frozen=True)
@@ -175,10 +165,54 @@ def __getattr__(name: str):
 # input builders and hints the chapters share
 
 
-def ref(path: str) -> Callable:
-    """``"module:function"`` -> the function (the reference package is imported on use)."""
-    module, _, attr = path.partition(":")
-    return getattr(importlib.import_module(module), attr)
+class LazyFunction:
+    """A reference function of a module that imports PyTorch, imported on its first call.
+
+    Loading the registry imports every chapter plug-in: every CLI command, every grading
+    process and every in-kernel hidden check does. Importing a torch-backed reference module
+    there would add PyTorch's import (about 1.5 to 3 s, and its memory) to each of them,
+    though only ``grading.work.Preparing``'s forked child and ``run_hidden`` ever call a
+    reference. ``module`` and ``name`` say which function it is; ``resolve()`` is the function.
+    """
+
+    __slots__ = ("module", "name")
+
+    def __init__(self, module: str, name: str):
+        self.module, self.name = module, name
+
+    def resolve(self) -> Callable:
+        return getattr(importlib.import_module(self.module), self.name)
+
+    def __call__(self, *args, **kwargs):
+        return self.resolve()(*args, **kwargs)
+
+    def __repr__(self):
+        return f"<reference {self.module}.{self.name}, imported on first call>"
+
+
+class LazyModule:
+    """A torch-backed reference module as a chapter plug-in names it:
+    ``m = lazy_module("solutions.<m>")``, then ``m.<function>`` is a `LazyFunction`. A module
+    without torch is imported as usual (``from solutions import <m>``)."""
+
+    def __init__(self, name: str):
+        self.__name__ = name
+
+    def __getattr__(self, attr: str) -> LazyFunction:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return LazyFunction(self.__name__, attr)
+
+
+def lazy_module(name: str) -> LazyModule:
+    return LazyModule(name)
+
+
+def reference_name(fn) -> str:
+    """``module.function`` of a check's reference (a function or a `LazyFunction`)."""
+    if isinstance(fn, LazyFunction):
+        return f"{fn.module}.{fn.name}"
+    return f"{fn.__module__}.{fn.__qualname__}"
 
 
 def normal(rng, *shape) -> np.ndarray:
@@ -200,14 +234,14 @@ def distinct_sizes(rng, low: int, high: int, k: int) -> list[int]:
     return [int(s) for s in rng.choice(np.arange(low, high + 1), size=k, replace=False)]
 
 
-def scaled_query(path: str, arg: int, width: Callable[[tuple], int]) -> Callable:
+def scaled_query(reference: Callable, arg: int, width: Callable[[tuple], int]) -> Callable:
     """The reference with argument ``arg`` multiplied by sqrt(width(args)): what a function
     that forgot to divide its scores by sqrt(d) returns."""
 
     def outputs(*args, **kwargs):
         args = list(args)
         args[arg] = np.asarray(args[arg]) * math.sqrt(width(tuple(args)))
-        return ref(path)(*args, **kwargs)
+        return reference(*args, **kwargs)
 
     return outputs
 
@@ -262,19 +296,9 @@ def hidden_cases(name: str, seed: int) -> list[Case]:
     )
 
 
-def fresh(case: Case) -> tuple[list, dict]:
-    """The case's arguments as a function receives them, through the one codec: fresh array
-    copies, and a new generator for every Seeded."""
-    arrays: dict = {}
-    args = [contract.encode(a, arrays) for a in case.args]
-    kwargs = {k: contract.encode(v, arrays) for k, v in case.kwargs.items()}
-    return [contract.decode(a, arrays) for a in args], {
-        k: contract.decode(v, arrays) for k, v in kwargs.items()
-    }
-
-
 def call(fn, case: Case):
-    args, kwargs = fresh(case)
+    """``fn`` called on the case's arguments as a function receives them (through the codec)."""
+    args, kwargs = casefile.as_stored(case).fresh()
     return fn(*args, **kwargs)
 
 
@@ -285,7 +309,7 @@ def expected(name: str, case: Case) -> contract.Expected:
     if check.answer is not None:
         arrays = normalise(check.answer(case))
     else:
-        arrays = normalise(call(check.reference_fn(), case))
+        arrays = normalise(call(check.reference, case))
     if check.scale is None:
         return contract.Expected(arrays)
     scales = tuple(np.asarray(s, dtype=np.float64) for s in call(check.scale, case))
@@ -323,14 +347,24 @@ def mistake_outputs(name: str, case: Case) -> list[tuple[str, tuple[np.ndarray, 
     return out
 
 
-def verdict(name: str, case: Case, expected_arrays, outcome: dict) -> Verdict:
-    """One case judged by the contract (the same function everywhere)."""
-    if not isinstance(expected_arrays, contract.Expected):
-        expected_arrays = contract.Expected(expected_arrays)
-    passed, message = contract.judge(
-        spec(name), case.name, expected_arrays, outcome, mistake_outputs(name, case)
+def prepare(name: str, case: Case, hidden: bool = False) -> Case:
+    """A chapter's case made whole for judging: its arguments as stored, the reference's
+    answer, the known mistakes' outputs and whether it is hidden."""
+    stored = casefile.as_stored(case)
+    return dataclasses.replace(
+        stored,
+        expected=expected(name, stored),
+        mistakes=tuple(mistake_outputs(name, stored)),
+        hidden=hidden,
     )
-    return Verdict(passed, message)
+
+
+def verdict(name: str, case: Case, expected_arrays, outcome: dict) -> Verdict:
+    """One public case judged by the contract (the same function everywhere)."""
+    whole = dataclasses.replace(
+        case, expected=expected_arrays, mistakes=tuple(mistake_outputs(name, case))
+    )
+    return contract.judge(spec(name), whole, outcome)
 
 
 def compare(name: str, case: Case, expected_arrays, got) -> Verdict:
@@ -353,20 +387,6 @@ class HiddenCheckFailed(AssertionError):
         ]
 
 
-def contract_cases(name: str, cases: list[Case]) -> list[dict]:
-    """Cases in the form ``contract.run_cases`` takes (fresh arguments on every call)."""
-    return [
-        {
-            "name": c.name,
-            "args": lambda c=c: fresh(c)[0],
-            "kwargs": lambda c=c: fresh(c)[1],
-            "expected": expected(name, c),
-            "mistakes": mistake_outputs(name, c),
-        }
-        for c in cases
-    ]
-
-
 def run_hidden(name: str, fn, seed: int | None = None) -> None:
     """Run ``fn`` on the hidden cases inside the student's kernel (stock nbgrader).
 
@@ -376,8 +396,9 @@ def run_hidden(name: str, fn, seed: int | None = None) -> None:
     __tracebackhide__ = True
     if seed is None:
         seed = int(os.environ.get(HIDDEN_SEED_ENV, DEFAULT_HIDDEN_SEED))
-    cases = hidden_cases(name, seed)
-    failures, _notes = contract.run_cases(spec(name), fn, contract_cases(name, cases), hidden=True)
+    cases = [prepare(name, case, hidden=True) for case in hidden_cases(name, seed)]
+    verdicts, _notes = contract.run_cases(spec(name), fn, cases)
+    failures = [v.message for v in verdicts if not v.passed]
     if failures:
         raise HiddenCheckFailed(contract.summary(name, failures, len(cases), hidden=True)) from None
 

@@ -1,32 +1,25 @@
-"""The contract between a student's function and every check of the course (NumPy only).
+"""The student's checker: the contract between a student's function and every check (NumPy only).
 
-This one file is three things, so that a failure reads word for word the same everywhere:
+``make release`` ships this file, and no other of the grader, as ``attention_check.py`` next
+to every notebook with ``public_cases.npz``. It holds what a student's offline check needs:
+the codec's reader (``value``, ``fresh``, ``decode``, ``load_cases``: a case argument is an
+array, a number, a bool, a string, None or a ``Seeded``, stored as a small JSON spec plus an
+uncompressed ``.npz``, never pickle), one typed ``Case``, one case runner (``run_case`` -> an
+*outcome*: the return value as arrays, or an error or bad-return code from fixed
+vocabularies), one judge (``judge`` -> a ``Verdict``) with its messages (``summary``), and
+``check(name, fn)``. The same code judges everywhere, so a failure reads the same: in the
+in-kernel hidden check of stock ``nbgrader autograde`` (``autograder.checks.run_hidden``) and
+in the sandboxed grader, whose worker (``autograder/zygote.py``, bound into the sandbox beside
+this file, never shipped) runs cases with ``run_case`` and sends outcomes back in frames
+(``autograder/frames.py``), which the trusted side parses (``autograder.wire``) and judges.
+The codec's writer (``autograder/casefile.py``) and the registry never ship.
 
-1. the student's checker: `make release` ships it as ``attention_check.py`` next to every
-   notebook with ``public_cases.npz``; ``check(name, fn)`` runs the public cases offline;
-2. the in-kernel hidden check of stock ``nbgrader autograde`` (``autograder.checks.run_hidden``
-   calls ``run_case`` and ``judge`` from here);
-3. the grader's vocabulary: the sandbox worker (``autograder/zygote.py``, bound into the
-   sandbox beside this file but never shipped) runs a submission's cells and cases with
-   ``run_case`` and sends plain outcomes back in frames (``autograder/frames.py``); the trusted side
-   parses them against a strict schema (``autograder.wire``) and judges with the same
-   ``judge``.
-
-The pieces:
-
-- one codec: a case argument is an array, a number, a bool, a string, None or a ``Seeded``
-  (a fresh ``numpy.random.default_rng(seed)``), written as a small JSON spec plus an
-  uncompressed ``.npz`` of arrays (never pickle);
-- one case runner: ``run_case(fn, args, kwargs)`` -> an *outcome*: the return value as a
-  tuple of arrays, or an error code, or a bad-return code, from fixed vocabularies;
-- one set of messages: ``judge(spec, case_name, expected, outcome, mistakes, hidden)`` and
-  ``summary(...)`` build every message from fixed strings and numbers computed from the
-  arrays: for a public case counts, shapes, indices, the max error; for a hidden case only
-  one of a fixed few texts (the function held its hidden inputs, so a number computed from
-  what it returned could carry them out). No text the student's code produced (an
-  exception's message or class name, a type name) ever appears in a message.
-
-Nothing here imports the course, so editing your copy cannot change a grade.
+Every message is built from fixed strings and numbers computed from the arrays: for a public
+case counts, shapes, indices, the max error; for a hidden case one of a fixed few texts (the
+function held its hidden inputs: a number computed from what it returned could carry them
+out). No text the student's code produced (an exception's message or class name, a type
+name) ever appears in a message. Nothing here imports the course, so editing your copy
+cannot change a grade.
 """
 
 from __future__ import annotations
@@ -35,12 +28,15 @@ import io
 import json
 import os
 import traceback
+from dataclasses import dataclass, field
 
 import numpy as np
 
 __all__ = [
     "check",
     "CheckFailed",
+    "Case",
+    "Verdict",
     "Seeded",
     "normalise",
     "run_case",
@@ -48,9 +44,7 @@ __all__ = [
     "Expected",
     "tolerance",
     "summary",
-    "save_cases",
     "load_cases",
-    "encode",
     "decode",
 ]
 
@@ -58,61 +52,28 @@ CASES_FILE = "public_cases.npz"
 FORMAT_VERSION = 3  # 3: a case may carry its outputs' scale (Expected)
 
 
+@dataclass(frozen=True)
 class Seeded:
     """A case argument meaning "a fresh ``numpy.random.default_rng(seed)``"."""
 
-    __slots__ = ("seed",)
+    seed: int
 
-    def __init__(self, seed: int):
-        self.seed = int(seed)
-
-    def __eq__(self, other):
-        return isinstance(other, Seeded) and other.seed == self.seed
-
-    def __hash__(self):
-        return hash(("Seeded", self.seed))
-
-    def __repr__(self):
-        return f"Seeded({self.seed})"
+    def __post_init__(self):
+        object.__setattr__(self, "seed", int(self.seed))
 
 
 # ----------------------------------------------------------------------------------------
-# the codec: case values <-> (JSON spec, arrays)
+# the codec's reader: (JSON spec, arrays) -> case values (its writer, ``autograder/casefile.py``,
+# runs only on the trusted side and never ships)
 
 
-def encode(value, arrays: dict) -> dict:
-    """One case value as a JSON-able spec; arrays go into ``arrays`` under a fresh key."""
-    if isinstance(value, np.ndarray):
-        if value.dtype.kind not in "biuf":
-            raise TypeError(f"a case array must be numeric or boolean, not {value.dtype}")
-        key = f"a{len(arrays)}"
-        arrays[key] = value
-        return {"t": "array", "k": key}
-    if isinstance(value, Seeded):
-        return {"t": "seeded", "v": value.seed}
-    if isinstance(value, (bool, np.bool_)):
-        return {"t": "bool", "v": bool(value)}
-    if isinstance(value, (int, np.integer)):
-        return {"t": "int", "v": int(value)}
-    if isinstance(value, (float, np.floating)):
-        return {"t": "float", "v": repr(float(value))}  # a string, so nan and inf survive
-    if isinstance(value, str):
-        return {"t": "str", "v": value}
-    if value is None:
-        return {"t": "none"}
-    raise TypeError(
-        f"a case value of type {type(value).__name__} cannot be encoded: "
-        "use arrays, numbers, strings, None or Seeded"
-    )
-
-
-def decode(spec: dict, arrays):
-    """A fresh copy of one case value (a function may write into its inputs)."""
+def value(spec: dict, arrays):
+    """One case value as stored: an array as read (not a copy), a ``Seeded`` as such."""
     kind = spec["t"]
     if kind == "array":
-        return np.array(arrays[spec["k"]])
+        return arrays[spec["k"]]
     if kind == "seeded":
-        return np.random.default_rng(int(spec["v"]))
+        return Seeded(int(spec["v"]))
     if kind == "float":
         return float(spec["v"])
     if kind in ("int", "bool", "str"):
@@ -122,14 +83,23 @@ def decode(spec: dict, arrays):
     raise ValueError(f"unknown case value kind {kind!r}")
 
 
-def pack(arrays: dict) -> bytes:
-    """Arrays as a plain (uncompressed) ``.npz``."""
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    return buffer.getvalue()
+def fresh(stored):
+    """A stored case value as a function receives it: an array a copy of its own (a function
+    may write into its inputs), a ``Seeded`` a new ``numpy.random.default_rng(seed)``."""
+    if isinstance(stored, np.ndarray):
+        return np.array(stored)
+    if isinstance(stored, Seeded):
+        return np.random.default_rng(stored.seed)
+    return stored
+
+
+def decode(spec: dict, arrays):
+    """A fresh copy of one case value (what the sandbox worker passes the student's function)."""
+    return fresh(value(spec, arrays))
 
 
 def unpack(blob: bytes) -> dict:
+    """Arrays from a plain ``.npz`` (written by ``autograder.frames.pack``), pickle refused."""
     if not blob:
         return {}
     with np.load(io.BytesIO(blob), allow_pickle=False) as data:
@@ -170,41 +140,47 @@ def tolerance(exp: np.ndarray, rtol: float, atol: float, scale=None) -> np.ndarr
         return absolute + rtol * np.abs(np.where(np.isfinite(exp_f), exp_f, 0.0))
 
 
-def save_cases(path, assignment: str, checks: dict) -> None:
-    """Write ``public_cases.npz``: checks is name -> {"spec", "cases": [{"name", "args",
-    "kwargs", "expected", "mistakes": [(hint, outputs)]}]}; an ``Expected`` ships its scale."""
-    arrays: dict = {}
-    meta = {"version": FORMAT_VERSION, "assignment": assignment, "checks": {}}
-    for name, entry in checks.items():
-        cases = []
-        for case in entry["cases"]:
-            cases.append(
-                {
-                    "name": case["name"],
-                    "args": [encode(a, arrays) for a in case["args"]],
-                    "kwargs": {k: encode(v, arrays) for k, v in case["kwargs"].items()},
-                    "expected": [encode(np.asarray(e), arrays) for e in case["expected"]],
-                    "scale": None
-                    if getattr(case["expected"], "scale", None) is None
-                    else [
-                        None if sc is None else encode(np.asarray(sc, dtype=np.float64), arrays)
-                        for sc in case["expected"].scale
-                    ],
-                    "mistakes": [
-                        {"hint": hint, "outputs": [encode(np.asarray(o), arrays) for o in outs]}
-                        for hint, outs in case.get("mistakes", ())
-                    ],
-                }
-            )
-        meta["checks"][name] = {"spec": entry["spec"], "cases": cases}
-    arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-    with open(path, "wb") as handle:
-        handle.write(pack(arrays))
+@dataclass(frozen=True)
+class Case:
+    """One case of one check, the one shape a case has from the chapter's plug-in to the report.
+
+    A chapter declares ``Case(name, args, kwargs)``; the trusted side adds what the reference
+    answers (``expected``), what the known mistakes return (``mistakes``) and whether it is
+    ``hidden`` (``autograder.checks.prepare``); ``public_cases.npz`` stores public ones whole,
+    and into the sandbox only ``args`` and ``kwargs`` go, encoded (never the answers).
+
+    args, kwargs: arrays (numeric or boolean), numbers, bools, strings, None or ``Seeded``;
+        ``fresh()`` gives them as the function receives them, new on every call.
+    expected: the reference's arrays (an ``Expected``, with each output's scale).
+    mistakes: ``(hint, outputs)`` of every known mistake that applies to this case.
+    """
+
+    name: str  # shown to students: "causal mask", "fully-masked row", "batch of 3"
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    expected: Expected | None = None
+    mistakes: tuple = ()
+    hidden: bool = False
+
+    def fresh(self) -> tuple[list, dict]:
+        return [fresh(a) for a in self.args], {k: fresh(v) for k, v in self.kwargs.items()}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one case came to, the one shape an outcome has from the judge to the report: its
+    check and case names, whether it is hidden, whether it passed and the message (``judge``'s:
+    fixed text and numbers computed from the arrays; "ok" when it passed)."""
+
+    check: str
+    case: str
+    hidden: bool
+    passed: bool
+    message: str = "ok"
 
 
 def load_cases(path) -> dict:
-    """Read ``public_cases.npz``: name -> {"spec", "cases"}; a case's ``args``/``kwargs``
-    are callables giving fresh values (a Seeded generator must be new for every call)."""
+    """Read ``public_cases.npz``: check name -> {"spec", "cases": [Case]}."""
     arrays = unpack(open(path, "rb").read())
     meta = json.loads(arrays.pop("__meta__").tobytes().decode())
     if meta.get("version") != FORMAT_VERSION:
@@ -214,21 +190,21 @@ def load_cases(path) -> dict:
     out = {}
     for name, entry in meta["checks"].items():
         cases = [
-            {
-                "name": case["name"],
-                "args": lambda enc=case["args"]: [decode(a, arrays) for a in enc],
-                "kwargs": lambda enc=case["kwargs"]: {k: decode(v, arrays) for k, v in enc.items()},
-                "expected": Expected(
-                    (decode(e, arrays) for e in case["expected"]),
+            Case(
+                case["name"],
+                tuple(value(a, arrays) for a in case["args"]),
+                {k: value(v, arrays) for k, v in case["kwargs"].items()},
+                Expected(
+                    (value(e, arrays) for e in case["expected"]),
                     None
                     if case["scale"] is None
-                    else [None if sc is None else decode(sc, arrays) for sc in case["scale"]],
+                    else [None if sc is None else value(sc, arrays) for sc in case["scale"]],
                 ),
-                "mistakes": [
-                    (m["hint"], tuple(decode(o, arrays) for o in m["outputs"]))
+                tuple(
+                    (m["hint"], tuple(value(o, arrays) for o in m["outputs"]))
                     for m in case["mistakes"]
-                ],
-            }
+                ),
+            )
             for case in entry["cases"]
         ]
         out[name] = {"spec": entry["spec"], "cases": cases}
@@ -600,10 +576,9 @@ def failure_of(spec: dict, outcome: dict) -> str | None:
     return None
 
 
-def judge(
-    spec: dict, case_name: str, expected: tuple, outcome: dict, mistakes=(), hidden: bool = False
-) -> tuple[bool, str]:
-    """``(passed, message)`` for one case.
+def judge(spec: dict, case: Case, outcome: dict) -> Verdict:
+    """The verdict on one case: ``outcome`` (what ``run_case`` returned) against the case's
+    ``expected`` arrays and known ``mistakes``, worded for a public or a ``hidden`` case.
 
     A public case's message teaches: counts, indices, the returned number of axes, the
     maximum error. A hidden case's message is one of a fixed few texts, functions only of the
@@ -618,12 +593,20 @@ def judge(
     spec: the check's public description: ``name``, ``outputs`` (names), ``rtol``, ``atol``,
         ``hints`` (``"kind"`` or ``"output.kind"`` -> text; kinds: arity, shape, transposed,
         dtype, nan, inf, values) and ``comparator`` (``allclose``, ``accuracy`` or ``tokens``).
-    expected: the reference's arrays; an ``Expected`` also carries each output's scale, and
-        the absolute tolerance is then ``atol * scale`` (see ``tolerance``).
+    case.expected: the reference's arrays; an ``Expected`` also carries each output's scale,
+        and the absolute tolerance is then ``atol * scale`` (see ``tolerance``).
     outcome: what ``run_case`` returned (a value's arrays may be shape-only placeholders with
         ``shape`` and ``dtype`` when the shapes differ: nothing else of them is read then).
-    mistakes: ``(hint, outputs)``: what known wrong implementations return for this case.
     """
+    expected = case.expected if isinstance(case.expected, Expected) else Expected(case.expected)
+    passed, message = _judged(spec, case.name, expected, outcome, case.mistakes, case.hidden)
+    return Verdict(spec.get("name", ""), case.name, case.hidden, passed, message)
+
+
+def _judged(
+    spec: dict, case_name: str, expected: Expected, outcome: dict, mistakes, hidden: bool
+) -> tuple[bool, str]:
+    """``judge``'s (passed, message)."""
     where = f"case '{case_name}': "
     problem = failure_of(spec, outcome)
     if problem:
@@ -745,29 +728,21 @@ def _where_raised(err: BaseException) -> str:
     return text
 
 
-def run_cases(spec: dict, fn, cases: list, hidden: bool) -> tuple[list[str], list[str]]:
-    """Run ``fn`` on cases ({"name", "args", "kwargs", "expected", "mistakes"} with callable
-    args/kwargs): (failure messages, notes for your own kernel: where an error was raised)."""
-    failures, notes = [], []
+def run_cases(spec: dict, fn, cases: list[Case]) -> tuple[list[Verdict], list[str]]:
+    """Run ``fn`` on every case (fresh arguments each time) until one is not implemented:
+    (the verdicts, notes for your own kernel: where a public case's error was raised)."""
+    verdicts, notes = [], []
     for case in cases:
-        outcome = run_case(fn, case["args"](), case["kwargs"]())
-        passed, message = judge(
-            spec, case["name"], case["expected"], outcome, case.get("mistakes", ()), hidden
-        )
-        if not passed:
-            failures.append(message)
-            if (
-                outcome["kind"] == "error"
-                and not hidden
-                and outcome["code"] != "NotImplementedError"
-            ):
-                notes.append(
-                    f"in case '{case['name']}' your code raised "
-                    + _where_raised(outcome["exception"])
-                )
-        if outcome["kind"] == "error" and outcome["code"] == "NotImplementedError":
+        outcome = run_case(fn, *case.fresh())
+        verdicts.append(judge(spec, case, outcome))
+        error = outcome["code"] if outcome["kind"] == "error" else None
+        if error and not case.hidden and error != "NotImplementedError":
+            notes.append(
+                f"in case '{case.name}' your code raised " + _where_raised(outcome["exception"])
+            )
+        if error == "NotImplementedError":
             break
-    return failures, notes
+    return verdicts, notes
 
 
 _CACHE: dict = {}
@@ -795,7 +770,8 @@ def check(name: str, fn, cases_path: str | None = None) -> None:
             f"check({name!r}, ...) needs your function, got {type(fn).__name__}"
         ) from None
     spec, cases = checks[name]["spec"], checks[name]["cases"]
-    failures, notes = run_cases(spec, fn, cases, hidden=False)
+    verdicts, notes = run_cases(spec, fn, cases)
+    failures = [v.message for v in verdicts if not v.passed]
     if failures and failures[0].endswith("is not implemented yet"):
         raise CheckFailed(
             f"{name} is not implemented yet: replace `raise NotImplementedError()` with your code."

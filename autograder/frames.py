@@ -14,6 +14,9 @@ control messages, and the calls and replies of the recording process
 - ``read_frame``: one frame from a blocking reader (the sandboxed child reading its request
   and cases, the recording process reading its calls).
 - ``single_frame``: a message that must be exactly one frame (the zygote's run message).
+- ``pack``: the arrays a blob carries, as a plain ``.npz`` (also the array file of
+  ``public_cases.npz``, ``autograder.casefile``); the student's checker only reads them
+  (``contract.unpack``), so the writer stays on the grader's side.
 
 What a header must hold is not checked here: the untrusted side's schemas are
 ``autograder/wire.py``'s. The module imports nothing of the grader: it is bound into the
@@ -22,8 +25,11 @@ sandbox beside ``zygote.py`` (``autograder.sandbox.command.IN_SANDBOX``).
 
 from __future__ import annotations
 
+import io
 import json
 import struct
+
+import numpy as np
 
 MAGIC = b"AGF2"
 LENGTHS = struct.Struct(">II")
@@ -99,3 +105,10 @@ def single_frame(data: bytes) -> tuple[bytes, bytes]:
     if frame is None or frames.buffer:
         raise FrameError("not exactly one frame")
     return frame
+
+
+def pack(arrays: dict) -> bytes:
+    """Arrays as a plain (uncompressed) ``.npz``: no pickle, read back by ``contract.unpack``."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()

@@ -19,7 +19,7 @@ For every assignment id, in order:
    the cells, their ids, metadata and code are the English notebook's, so both are graded
    alike;
 5. scan the release (files, zips and the public-case JSON) for solution text, hidden tests
-   and imports of the reference package; if anything is found, delete that release and its
+   and imports of the reference package or of the grader; if anything is found, delete that release and its
    zip and fail loudly (exit status 1, every finding listed);
 6. after the scan, copy the release into the course's exchange (``nbgrader
    release_assignment``): the formgrader then lists the assignment as released, not "draft".
@@ -41,14 +41,17 @@ from pathlib import Path
 
 import numpy as np
 
-from autograder import assignment_text, checks, contract
+from autograder import assignment_text, casefile, checks, contract
 from autograder.notebook import imported_packages
 
 COURSE = Path(__file__).resolve().parent
 CHECK_MODULE = "attention_check.py"
+#: what a release must never contain: solution or hidden-test regions, an import of the
+#: reference package, or an import of the grader (the shipped checker is one self-contained
+#: file; the grader's own modules, the case writer included, never ship)
 FORBIDDEN = re.compile(
     r"BEGIN SOLUTION|END SOLUTION|BEGIN HIDDEN TESTS|END HIDDEN TESTS|"
-    r"from solutions|import solutions"
+    r"from solutions|import solutions|from autograder|import autograder"
 )
 
 
@@ -64,20 +67,10 @@ def build_public_cases(assignment: str, path: Path) -> int:
     """Write ``public_cases.npz`` for one assignment; returns the number of cases."""
     entries, total = {}, 0
     for check in checks.checks_for(assignment):
-        cases = []
-        for case in checks.public_cases(check.name):
-            cases.append(
-                {
-                    "name": case.name,
-                    "args": case.args,
-                    "kwargs": case.kwargs,
-                    "expected": checks.expected(check.name, case),
-                    "mistakes": checks.mistake_outputs(check.name, case),
-                }
-            )
+        cases = [checks.prepare(check.name, case) for case in checks.public_cases(check.name)]
         entries[check.name] = {"spec": checks.spec(check.name), "cases": cases}
         total += len(cases)
-    contract.save_cases(path, assignment, entries)
+    casefile.save_cases(path, assignment, entries)
     return total
 
 

@@ -212,7 +212,7 @@ def run_submission(input_fd: int, events_fd: int) -> None:
             if outcome["kind"] == "value":
                 header["n"] = len(outcome["arrays"])
                 try:
-                    payload = contract.pack({f"r{i}": a for i, a in enumerate(outcome["arrays"])})
+                    payload = frames.pack({f"r{i}": a for i, a in enumerate(outcome["arrays"])})
                 except MemoryError:
                     header.update(outcome="error", code="MemoryError", n=0)
             emit(header, payload)

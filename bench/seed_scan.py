@@ -201,7 +201,7 @@ def implementations(assignment: str, namespace: dict) -> dict:
     out = {}
     for check in checks.checks_for(assignment):
         if check.answer is None:
-            fns = {"reference": check.reference_fn()}
+            fns = {"reference": check.reference}
         else:  # the answer is not a reference call (e.g. the truth of an outcome task)
             fns = {}
         if check.name in namespace:
@@ -220,14 +220,15 @@ def scan(assignment: str, seeds, namespace: dict, tally: Tally | None = None) ->
         for check in checks.checks_for(assignment):
             spec = checks.spec(check.name)
             for case in checks.hidden_cases(check.name, seed):
-                expected = checks.expected(check.name, case)
-                mistakes = checks.mistake_outputs(check.name, case)
+                case = checks.prepare(check.name, case)  # judged with a public case's detail
                 for who, fn in fns[check.name].items():
                     with np.errstate(all="ignore"):
-                        outcome = contract.run_case(fn, *checks.fresh(case))
-                    passed, message = contract.judge(spec, case.name, expected, outcome, mistakes)
-                    value = margin(spec, expected, outcome)
-                    tally.add(who, check.name, seed, case.name, passed, message, value)
+                        outcome = contract.run_case(fn, *case.fresh())
+                    verdict = contract.judge(spec, case, outcome)
+                    value = margin(spec, case.expected, outcome)
+                    tally.add(
+                        who, check.name, seed, case.name, verdict.passed, verdict.message, value
+                    )
     return tally
 
 

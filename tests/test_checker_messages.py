@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -96,18 +97,15 @@ def _hostile_outcomes(expected: tuple, rng) -> list:
 def test_a_hidden_case_has_at_most_64_messages_however_it_fails(name):
     rng = np.random.default_rng(0)
     spec = checks.spec(name)
-    case = checks.hidden_cases(name, 3)[0]
-    expected = checks.expected(name, case)
-    mistakes = checks.mistake_outputs(name, case)
+    case = checks.prepare(name, checks.hidden_cases(name, 3)[0], hidden=True)
+    as_public = dataclasses.replace(case, hidden=False)
     hidden, public = set(), set()
     with np.errstate(all="ignore"):
-        for outcome in _hostile_outcomes(expected, rng):
-            for into, is_hidden in ((hidden, True), (public, False)):
-                passed, message = contract.judge(
-                    spec, case.name, expected, outcome, mistakes, hidden=is_hidden
-                )
-                if not passed:
-                    into.add(message)
+        for outcome in _hostile_outcomes(case.expected, rng):
+            for into, judged in ((hidden, case), (public, as_public)):
+                verdict = contract.judge(spec, judged, outcome)
+                if not verdict.passed:
+                    into.add(verdict.message)
     assert len(hidden) <= 64, sorted(hidden)  # at most 6 bits per hidden case
     assert len(public) > len(hidden), len(public)  # public messages keep their detail
     assert math.log2(len(hidden)) <= 6

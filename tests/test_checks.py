@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autograder import checks, contract, release
+from autograder import casefile, checks, contract, release
 from autograder.chapters import ch3_seq2seq
 from autograder.checks import Case, Seeded
 
@@ -31,9 +31,9 @@ def _perfect(name):
     if name == "translate":
         return lambda src: ch3_seq2seq._translate_answer(Case("", (src,)))
     if name == "luong_concat_context":
-        ref = checks.REGISTRY["luong_context"].reference_fn()
+        ref = checks.REGISTRY["luong_context"].reference
         return lambda h_t, h, w_a, w_c, v, mask=None: ref(h_t, h, w_a, w_c, "concat", mask, v)
-    return checks.REGISTRY[name].reference_fn()
+    return checks.REGISTRY[name].reference
 
 
 def _verdicts(name, fn, cases, hidden):
@@ -173,7 +173,7 @@ def test_nan_on_fully_masked_rows_is_located_and_explained():
 
 def test_ch6_a_nan_loss_when_every_target_is_pad_fails():
     """0/0 over zero real targets is not a loss: the all-pad case expects 0.0."""
-    reference = checks.REGISTRY["label_smoothed_cross_entropy"].reference_fn()
+    reference = checks.REGISTRY["label_smoothed_cross_entropy"].reference
 
     def mean_of_nothing(logits, targets, smoothing, pad_index):
         if (np.asarray(targets) == pad_index).all():
@@ -249,7 +249,7 @@ def test_token_predictions_of_a_wrong_shape_are_not_echoed():
     rows = checks.expected("translate", checks.public_cases("translate")[0])
     for sent in ((0, 101365718, 99824035), (rows[0].shape[0] + 7340, 0)):
         outcome = {"kind": "value", "arrays": (np.zeros(sent, dtype=np.int64),)}
-        _passed, message = contract.judge(spec, "c", rows, outcome)
+        message = contract.judge(spec, Case("c", expected=rows), outcome).message
         assert not {"101365718", "99824035", str(sent[0])} & set(re.findall(r"\d+", message))
         assert "expected predictions of shape" in message, message
 
@@ -325,7 +325,7 @@ def test_messages_hold_no_input_or_expected_values():
     of an input, of the expected answer or of the returned value appears in it."""
 
     def off_by_a_bit(q, k, v, mask=None):
-        out, w = checks.REGISTRY["attention"].reference_fn()(q, k, v, mask)
+        out, w = checks.REGISTRY["attention"].reference(q, k, v, mask)
         return out + 0.25, w
 
     seen = 0
@@ -361,10 +361,10 @@ def test_a_failure_reads_the_same_in_the_public_check_the_hidden_check_and_the_g
         checks.run_hidden(name, transposed, seed=5)
     spec = checks.spec(name)
     graded = []
-    for case, is_hidden, expected, mistakes in grading.cases_for(checks, name, 5):
-        outcome = contract.run_case(transposed, *checks.fresh(case))
-        passed, message = contract.judge(spec, case.name, expected, outcome, mistakes, is_hidden)
-        graded.append((is_hidden, passed, message))
+    for case in grading.cases_for(checks, name, 5):
+        verdict = contract.judge(spec, case, contract.run_case(transposed, *case.fresh()))
+        assert (verdict.check, verdict.case) == (name, case.name)
+        graded.append((case.hidden, verdict.passed, verdict.message))
     n_public = sum(1 for h, _p, _m in graded if not h)
     public_lines = [m for h, p, m in graded if not h and not p]
     hidden_lines = [m for h, p, m in graded if h and not p]
@@ -398,7 +398,7 @@ def test_hidden_seed_comes_from_the_environment(monkeypatch):
 
     def spy(q, k):
         calls.append(np.asarray(q).copy())
-        return checks.REGISTRY["scaled_dot_score"].reference_fn()(q, k)
+        return checks.REGISTRY["scaled_dot_score"].reference(q, k)
 
     monkeypatch.setenv(checks.HIDDEN_SEED_ENV, "41")
     checks.run_hidden("scaled_dot_score", spy)
@@ -421,9 +421,9 @@ def ch2_cases(tmp_path_factory):
 
 def test_public_cases_round_trip_without_pickle(tmp_path):
     cases = [
-        {
-            "name": "mixed",
-            "args": (
+        Case(
+            "mixed",
+            (
                 np.arange(6.0).reshape(2, 3),
                 np.array([True, False]),
                 3,
@@ -433,35 +433,37 @@ def test_public_cases_round_trip_without_pickle(tmp_path):
                 None,
                 Seeded(7),
             ),
-            "kwargs": {"mask": np.eye(2, dtype=bool), "k": None},
-            "expected": (np.ones(3), np.array(4)),
-            "mistakes": [("a hint", (np.zeros(3), np.array(1)))],
-        }
+            {"mask": np.eye(2, dtype=bool), "k": None},
+            expected=(np.ones(3), np.array(4)),
+            mistakes=(("a hint", (np.zeros(3), np.array(1))),),
+        )
     ]
     path = tmp_path / "public_cases.npz"
-    contract.save_cases(
+    casefile.save_cases(
         path, "ch2_soft_hard", {"demo": {"spec": {"rtol": 1e-6, "atol": 0.0}, "cases": cases}}
     )
     with np.load(path, allow_pickle=False) as data:  # must not need pickle
         assert "__meta__" in data.files
     loaded = contract.load_cases(path)["demo"]
     case = loaded["cases"][0]
-    args, kwargs = case["args"](), case["kwargs"]()
-    assert np.array_equal(args[0], cases[0]["args"][0]) and args[1].dtype == bool
+    assert isinstance(case, Case) and case.name == "mixed" and not case.hidden
+    args, kwargs = case.fresh()
+    assert np.array_equal(args[0], cases[0].args[0]) and args[1].dtype == bool
     assert args[2:7] == [3, 2.5, True, "dot", None]
     assert isinstance(args[7], np.random.Generator)
     assert args[7].random() == np.random.default_rng(7).random()
     assert np.array_equal(kwargs["mask"], np.eye(2, dtype=bool)) and kwargs["k"] is None
-    assert np.array_equal(case["expected"][0], np.ones(3))
-    assert case["mistakes"][0][0] == "a hint"
+    assert np.array_equal(case.expected[0], np.ones(3))
+    assert case.mistakes[0][0] == "a hint"
     args[0][0, 0] = 99.0  # a function that writes into its input does not change the next call
-    assert case["args"]()[0][0, 0] == 0.0
+    assert case.fresh()[0][0][0, 0] == 0.0
+    assert case.fresh()[0][7].random() == np.random.default_rng(7).random()  # a new generator
 
 
 def test_student_check_passes_a_correct_function(ch2_cases, capsys):
     contract.check(
         "masked_softmax",
-        checks.REGISTRY["masked_softmax"].reference_fn(),
+        checks.REGISTRY["masked_softmax"].reference,
         cases_path=str(ch2_cases),
     )
     assert "masked_softmax: all 6 public cases passed" in capsys.readouterr().out
@@ -532,7 +534,7 @@ def test_student_check_imports_nothing_from_the_course(ch2_cases, tmp_path):
 
 
 def test_a_finite_difference_gradient_fails_where_an_analytic_one_passes():
-    ref = checks.REGISTRY["loo_loss_and_grad"].reference_fn()
+    ref = checks.REGISTRY["loo_loss_and_grad"].reference
 
     def finite_difference(x, y, h):
         e = 1e-5 * h
@@ -562,10 +564,9 @@ def test_the_full_score_matrix_of_the_big_online_case_does_not_fit_in_the_chapte
     assert memory == ch4_self_attention.MEMORY
     message = contract.judge(
         checks.spec("online_softmax_attention"),
-        "big",
-        (np.zeros(1),),
+        Case("big", expected=(np.zeros(1),)),
         {"kind": "error", "code": "MemoryError"},
-    )[1]
+    ).message
     assert message.endswith(
         "never build the (n_q, n_k) score matrix: take the keys block by block, "
         "keeping only a running max, sum and output per query"
@@ -574,7 +575,7 @@ def test_the_full_score_matrix_of_the_big_online_case_does_not_fit_in_the_chapte
 
 @pytest.mark.parametrize("wrong", ["not appended", "keys as columns"])
 def test_a_cache_not_appended_or_grown_on_the_wrong_axis_gets_the_cache_hint(wrong):
-    step = checks.ref("solutions.transformer:decoder_step")
+    from solutions.transformer import decoder_step as step
 
     def student(x_t, cache_k, cache_v, *rest):
         y_t, k, v = step(x_t, cache_k, cache_v, *rest)
@@ -595,17 +596,20 @@ def test_a_declared_scale_makes_the_absolute_tolerance_ulps_of_the_summed_terms(
     spec = {"name": "g", "outputs": ["grad"], "rtol": 0.0, "atol": 1e-15, "hints": {}}
     scaled = contract.Expected((np.array([1e-10, 3.0]),), [np.array([1.0, 1e3])])
     near = {"kind": "value", "arrays": (np.array([1e-10 + 8e-16, 3.0 + 9e-13]),)}
-    assert contract.judge(spec, "c", scaled, near) == (True, "ok")
+    case = Case("c", expected=scaled)
+    assert contract.judge(spec, case, near) == contract.Verdict("g", "c", False, True, "ok")
     far = {"kind": "value", "arrays": (np.array([1e-10 + 3e-15, 3.0]),)}
-    passed, message = contract.judge(spec, "c", scaled, far)
-    assert not passed and "max error 3e-15 vs tolerance 1e-15 there" in message
+    verdict = contract.judge(spec, case, far)
+    message = verdict.message
+    assert not verdict.passed and "max error 3e-15 vs tolerance 1e-15 there" in message
     assert "times the size of the terms" in message
     unscaled = contract.Expected(tuple(scaled))  # no scale: atol is absolute
-    assert not contract.judge(spec, "c", unscaled, near)[0]
+    assert not contract.judge(spec, Case("c", expected=unscaled), near).passed
     # a known mistake is recognised within the same bound around its own outputs
     mistake = [("the sign", (np.array([-1e-10, 3.0]),))]
     sign = {"kind": "value", "arrays": (np.array([-1e-10 + 5e-16, 3.0]),)}
-    assert "known mistake: the sign" in contract.judge(spec, "c", scaled, sign, mistake)[1]
+    with_mistake = Case("c", expected=scaled, mistakes=tuple(mistake))
+    assert "known mistake: the sign" in contract.judge(spec, with_mistake, sign).message
 
 
 def test_an_expected_answer_keeps_its_scale_through_pickle():

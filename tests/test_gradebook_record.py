@@ -17,6 +17,7 @@ from hostile import corpus  # noqa: E402
 
 from autograder import cli  # noqa: E402
 from autograder import notebook as nbparse  # noqa: E402
+from autograder.contract import Verdict  # noqa: E402
 from autograder.gradebook import Recorder  # noqa: E402
 from autograder.grading.results import SubmissionResult, TaskResult  # noqa: E402
 from autograder.grading.verdict import not_graded  # noqa: E402
@@ -40,9 +41,12 @@ def _record(recorder: Recorder, student: str, sha256: str) -> SubmissionResult:
     spec = recorder.spec
     result = SubmissionResult(student, A, seed=1, max_score=spec.max_score, sha256=sha256)
     result.tasks = [
-        TaskResult(t.grade_id, t.points, t.points, "passed", passed=True) for t in spec.tests
+        TaskResult(t.grade_id, t.points, "passed", [Verdict(c, "a case", False, True)])
+        for t in spec.tests
+        for c, _f in t.checks[:1]
     ]
-    result.score = sum(t.points for t in spec.tests)
+    assert len(result.tasks) == len(spec.tests)  # every test cell calls a check
+    result.score = result.points
     notebook = nbformat.writes(corpus.solved(recorder.course, A)).encode()
     recorder.record(result, notebook)
     return result

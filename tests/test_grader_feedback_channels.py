@@ -27,7 +27,6 @@ from hostile import corpus  # noqa: E402
 
 from autograder import checks, cli, grading, sandbox  # noqa: E402
 from autograder.grading import verdict  # noqa: E402
-from autograder.grading.check_data import PreparedCase  # noqa: E402
 from autograder.grading.results import SubmissionResult  # noqa: E402
 from autograder.grading.run import RunRecord  # noqa: E402
 
@@ -202,8 +201,7 @@ def test_a_stopped_task_reads_the_same_whatever_the_run_reported():
     held its hidden inputs while it ran, so they were the submission's to choose."""
     spec = type("Spec", (), {})()
     spec.tests = [type("Test", (), {"grade_id": "t", "points": 2.0, "checks": [("c", "f")]})()]
-    case = checks.Case("a case", ())
-    all_cases = [[PreparedCase(case, True, (np.zeros(3),), ())]]
+    all_cases = [[checks.Case("a case", (), expected=(np.zeros(3),), hidden=True)]]
     specs = {"c": {"name": "c", "rtol": 0.0, "atol": 0.0}}
     seen = set()
     for reason, detail in (

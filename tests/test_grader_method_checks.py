@@ -28,15 +28,14 @@ def _failures(name: str, fn, seed: int, only: str = "") -> list[str]:
     (only the cases whose name contains ``only``), judged as the grader judges them."""
     cases = [c for c in checks.hidden_cases(name, seed) if only in c.name]
     assert cases, f"no hidden case of {name} is named like {only!r}"
-    failures, _notes = contract.run_cases(
-        checks.spec(name), fn, checks.contract_cases(name, cases), hidden=True
-    )
-    return failures
+    prepared = [checks.prepare(name, case, hidden=True) for case in cases]
+    verdicts, _notes = contract.run_cases(checks.spec(name), fn, prepared)
+    return [v.message for v in verdicts if not v.passed]
 
 
 def _assert_caught(name: str, wrong, only: str = "") -> None:
     """``wrong`` fails on every seed of SEEDS while the reference passes."""
-    reference = checks.REGISTRY[name].reference_fn()
+    reference = checks.REGISTRY[name].reference
     with np.errstate(all="ignore"):
         for seed in SEEDS:
             assert not _failures(name, reference, seed, only), (name, seed)

@@ -25,8 +25,10 @@ def test_source_solutions_pass_every_hidden_case(assignment, tmp_path, monkeypat
     for check in checks.checks_for(assignment):
         fn = namespace[check.name]
         for seed in (1, 2024):
-            cases = checks.hidden_cases(check.name, seed)
-            failures, _notes = contract.run_cases(
-                checks.spec(check.name), fn, checks.contract_cases(check.name, cases), hidden=True
-            )
+            cases = [
+                checks.prepare(check.name, case, hidden=True)
+                for case in checks.hidden_cases(check.name, seed)
+            ]
+            verdicts, _notes = contract.run_cases(checks.spec(check.name), fn, cases)
+            failures = [v.message for v in verdicts if not v.passed]
             assert not failures, contract.summary(check.name, failures, len(cases), hidden=True)

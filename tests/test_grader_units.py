@@ -15,7 +15,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from autograder import checks, cli, contract, frames, grading, sandbox, wire
+from autograder import casefile, checks, cli, contract, frames, grading, sandbox, wire
 from autograder import notebook as nbparse
 from autograder.protocol import Plan
 
@@ -126,15 +126,15 @@ def test_returned_values_become_outcomes_from_a_fixed_vocabulary():
 def test_case_values_cross_as_npz_without_pickle():
     arrays = {}
     specs = [
-        contract.encode(v, arrays)
+        casefile.encode(v, arrays)
         for v in (np.arange(3.0), checks.Seeded(4), 2, 0.1, True, "dot", None)
     ]
-    loaded = contract.unpack(contract.pack(arrays))
+    loaded = contract.unpack(frames.pack(arrays))
     values = [contract.decode(s, loaded) for s in specs]
     assert np.array_equal(values[0], np.arange(3.0)) and values[2:] == [2, 0.1, True, "dot", None]
     assert values[1].random() == np.random.default_rng(4).random()
     with pytest.raises(TypeError, match="cannot be encoded"):
-        contract.encode(object(), arrays)
+        casefile.encode(object(), arrays)
 
 
 def test_hidden_test_region_is_removed_exactly_as_nbgrader_does():
@@ -222,23 +222,27 @@ def test_invalid_json_is_an_invalid_notebook(tmp_path):
 
 
 def test_messages_never_repeat_the_students_exception_text_or_class_name():
-    case = checks.Case("secret case", (np.zeros(2),), {})
+    case = checks.Case("secret case", (np.zeros(2),), {}, expected=(np.zeros(2),))
     outcome = {"kind": "error", "code": "ValueError"}
-    passed, message = contract.judge(
-        checks.spec("masked_softmax"), case.name, (np.zeros(2),), outcome
+    verdict = contract.judge(checks.spec("masked_softmax"), case, outcome)
+    assert verdict == contract.Verdict(
+        "masked_softmax",
+        "secret case",
+        False,
+        False,
+        "case 'secret case': masked_softmax raised ValueError",
     )
-    assert not passed and message == "case 'secret case': masked_softmax raised ValueError"
 
 
 def test_a_wrong_shape_is_judged_from_the_declared_header_before_any_array_is_read():
-    case = checks.public_cases("masked_softmax")[0]
-    expected = checks.expected("masked_softmax", case)
+    case = checks.prepare("masked_softmax", checks.public_cases("masked_softmax")[0])
+    expected = case.expected
     wrong = np.swapaxes(expected[0], -1, -2)
     header = {"ev": "case", "task": 0, "case": 0, "outcome": "value", "code": None, "n": 1}
-    outcome = wire.read_outcome(header, contract.pack({"r0": wrong}), expected, "allclose")
+    outcome = wire.read_outcome(header, frames.pack({"r0": wrong}), expected, "allclose")
     assert isinstance(outcome["arrays"][0], wire.Declared)
-    passed, message = contract.judge(checks.spec("masked_softmax"), case.name, expected, outcome)
-    assert not passed and "shape" in message
+    verdict = contract.judge(checks.spec("masked_softmax"), case, outcome)
+    assert not verdict.passed and "shape" in verdict.message
 
 
 def test_sandbox_command_isolates_network_course_files_and_uid(tmp_path, bubblewrap):
@@ -363,7 +367,7 @@ def test_a_sandbox_that_breaks_before_the_first_event_is_the_graders_failure(bub
         os.kill(max(sandbox.descendants(box.process.pid)), signal.SIGSTOP)
         request = {"cells": ["x = 1", "print(x + 1)"], "release_dir": None}
         starts = box.starts
-        record = grading.run_program(box, request, [], contract.pack({}), [], {})
+        record = grading.run_program(box, request, [], frames.pack({}), [], {})
         assert record.lost == 1 and record.attempts == 2 and box.starts == starts + 1
         assert record.failed_cells == {} and record.grader_error == ""
         assert record.cells[1]["output"] == "2\n"
@@ -433,16 +437,33 @@ def outcome_axes(outcome) -> int:
 
 
 def test_case_verdicts_are_typed_and_recorded_as_the_lists_the_report_reads():
-    from autograder.grading.results import CaseVerdict, SubmissionResult, TaskResult
+    from autograder.grading.results import SubmissionResult, TaskResult
 
-    verdict = CaseVerdict("masked_softmax", "fully-masked row", True, False)
+    verdict = contract.Verdict("masked_softmax", "fully-masked row", True, False, "secret 0.123")
     result = SubmissionResult("s", "ch2_soft_hard", 1)
-    result.tasks.append(TaskResult("test-a", 0.0, 2.0, "m", [verdict], ["wrong"], False))
+    result.tasks.append(TaskResult("test-a", 2.0, "m", [verdict], ["wrong"]))
     recorded = json.loads(json.dumps(result.to_record()))
     assert recorded["tasks"][0]["cases"] == [["masked_softmax", "fully-masked row", True, False]]
     check, case, hidden, passed = recorded["tasks"][0]["cases"][0]  # the report's reading
-    assert (check, case, hidden, passed) == tuple(verdict)
+    assert (check, case, hidden, passed) == (verdict.check, verdict.case, True, False)
+    assert "secret" not in json.dumps(recorded)  # a verdict's message is not recorded
+    assert recorded["tasks"][0]["points"] == 0.0 and recorded["tasks"][0]["passed"] is False
     assert pickle.loads(pickle.dumps(result)).tasks[0].cases[0].case == "fully-masked row"
+
+
+def test_a_cells_points_are_derived_from_its_verdicts():
+    from autograder.grading.results import SubmissionResult, TaskResult
+
+    ok = contract.Verdict("attention", "a", False, True)
+    bad = contract.Verdict("attention", "b", True, False, "case 'b': wrong")
+    result = SubmissionResult("s", "ch2_soft_hard", 1)
+    result.tasks += [
+        TaskResult("all passed", 2.0, "m", [ok, ok]),
+        TaskResult("one failed", 3.0, "m", [ok, bad]),
+        TaskResult("no check", 1.0, "m", []),
+    ]
+    assert [(t.passed, t.points) for t in result.tasks] == [(True, 2.0), (False, 0.0), (False, 0.0)]
+    assert result.points == 2.0 and result.to_record()["tasks"][0]["points"] == 2.0
 
 
 def test_a_step_whose_sandbox_uses_no_cpu_ends_at_the_idle_limit_not_its_budget():

@@ -4,7 +4,7 @@ The layers, lowest first; a module may import from its own layer and the layers 
 never from a layer above (every import counts: at the top of a file, in a function, under
 ``if __name__ == "__main__"``):
 
-0. vocabulary: ``contract``, ``frames``, ``isolation``, ``cgroups``, ``notebook``,
+0. vocabulary: ``contract``, ``casefile`` (the codec's writer), ``frames``, ``isolation``, ``cgroups``, ``notebook``,
    ``sanitise``, ``intake``, ``gradebook_ids``, ``assignment_text``, ``checks`` and the
    chapter plug-ins (``chapters``): what the student's checker, the sandbox and the trusted
    side share, and the course's data;
@@ -32,6 +32,7 @@ PACKAGE = ROOT / "autograder"
 
 LAYERS = {
     "autograder.contract": 0,
+    "autograder.casefile": 0,
     "autograder.frames": 0,
     "autograder.isolation": 0,
     "autograder.cgroups": 0,

@@ -221,10 +221,12 @@ def test_scan_finds_planted_leaks(tmp_path):
     assert release.scan(folder) == []
     (folder / "leak.py").write_text("x = 1\n### BEGIN SOLUTION\n")
     (folder / "cheat.py").write_text("from solutions.pooling import average_pool\n")
+    (folder / "attention_check.py").write_text("from autograder.casefile import encode\n")
     problems = release.scan(folder)
     assert any("leak.py, line 2" in p for p in problems) and any("cheat.py" in p for p in problems)
+    assert any("attention_check.py" in p for p in problems)
     zip_path = release.make_zip(folder)
-    assert len(release.scan_zip(zip_path)) == 2
+    assert len(release.scan_zip(zip_path)) == 3
 
 
 def test_release_fails_loudly_when_a_notebook_imports_solutions(tmp_path):

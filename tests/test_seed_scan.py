@@ -80,15 +80,15 @@ def test_seed_555_near_the_optimum_passes_the_solved_notebook_and_failed_the_old
     notebook = namespaces["ch1_pooling"][name]
     case = checks.hidden_cases(name, 555)[0]
     assert "near the optimum" in case.name
-    expected = checks.expected(name, case)
-    outcome = contract.run_case(notebook, *checks.fresh(case))
+    prepared = dataclasses.replace(checks.prepare(name, case), mistakes=())
+    expected = prepared.expected
+    outcome = contract.run_case(notebook, *prepared.fresh())
     assert abs(outcome["arrays"][1] - expected[1]) > 1e-14  # the error is still there
-    passed, message = contract.judge(checks.spec(name), case.name, expected, outcome)
-    assert passed, message
-    old, message = contract.judge(
-        _old_spec(name), case.name, contract.Expected(tuple(expected)), outcome
-    )
-    assert not old and "dloss_dbandwidth is wrong" in message
+    verdict = contract.judge(checks.spec(name), prepared, outcome)
+    assert verdict.passed, verdict.message
+    unscaled = dataclasses.replace(prepared, expected=contract.Expected(tuple(expected)))
+    old = contract.judge(_old_spec(name), unscaled, outcome)
+    assert not old.passed and "dloss_dbandwidth is wrong" in old.message
 
 
 SCALED = [n for n, c in sorted(checks.REGISTRY.items()) if c.scale is not None]
@@ -105,14 +105,13 @@ def test_scaled_tolerance_names_every_recognised_mistake_on_hidden_cases(name):
     spec, named = checks.spec(name), {m.hint: 0 for m in checks.REGISTRY[name].mistakes}
     for seed in range(20):
         for case in checks.hidden_cases(name, seed):
-            expected = checks.expected(name, case)
-            mistakes = checks.mistake_outputs(name, case)
-            for hint, outputs in mistakes:
+            case = checks.prepare(name, case)  # judged with a public case's detail
+            expected = case.expected
+            for hint, outputs in case.mistakes:
                 if contract._matches(expected, outputs, spec["rtol"], spec["atol"], expected.scale):
                     continue  # this case cannot tell the mistake apart (e.g. a zero gradient)
-                outcome = {"kind": "value", "arrays": outputs}
-                passed, message = contract.judge(spec, case.name, expected, outcome, mistakes)
-                assert not passed and hint in message, message
+                verdict = contract.judge(spec, case, {"kind": "value", "arrays": outputs})
+                assert not verdict.passed and hint in verdict.message, verdict.message
                 named[hint] += 1
     assert all(named.values()), named
 
@@ -122,7 +121,7 @@ def test_a_finite_difference_gradient_fails_on_nearly_every_seed():
     luck: its truncation and rounding errors cancel), so there are two such cases: for every
     step from 1e-4 h to 1e-7 h it fails at least 38 of 40 seeds, where the reference passes."""
     name = "loo_loss_and_grad"
-    ref = checks.REGISTRY[name].reference_fn()
+    ref = checks.REGISTRY[name].reference
     steps = (1e-4, 1e-5, 1e-6, 1e-7)
     rejected = dict.fromkeys(steps, 0)
     for seed in range(40):
@@ -150,12 +149,12 @@ def test_public_cases_ship_the_scale_and_the_student_checker_applies_the_same_bo
     shipped = contract.load_cases(path)["loo_loss_and_grad"]
     for case, trusted in zip(shipped["cases"], checks.public_cases("loo_loss_and_grad")):
         want = checks.expected("loo_loss_and_grad", trusted).scale
-        assert len(case["expected"].scale) == 2
-        for got, exp in zip(case["expected"].scale, want):
+        assert len(case.expected.scale) == 2
+        for got, exp in zip(case.expected.scale, want):
             assert np.array_equal(got, exp)
     contract.check("loo_loss_and_grad", namespaces["ch1_pooling"]["loo_loss_and_grad"], str(path))
     checkless = [c for c in contract.load_cases(path)["average_pool"]["cases"]]
-    assert all(c["expected"].scale is None for c in checkless)
+    assert all(c.expected.scale is None for c in checkless)
 
 
 def test_a_scale_of_the_wrong_shape_is_refused_with_the_checks_name():

@@ -20,9 +20,9 @@ from autograder.checks import (
     distinct_sizes,
     lengths_mask,
     normal,
-    ref,
     register,
 )
+from solutions import conventions, pooling
 
 
 def _pool_cases(rng):
@@ -74,7 +74,7 @@ def _near_optimum(rng):
     """Data and a bandwidth just off the minimum of the LOO loss, where dL/dh is about 1e-5
     of the loss: a finite difference's error (truncation plus rounding over the step) is then
     mostly far over the tolerance (see ``_loo_magnitudes``), an analytic gradient's is not."""
-    loo = ref("solutions.pooling:loo_loss_and_grad")
+    loo = pooling.loo_loss_and_grad
     while True:
         x = np.sort(rng.uniform(0, 5, 12))
         y = np.sin(2 * x) + 0.05 * normal(rng, 12)
@@ -103,7 +103,7 @@ def _loo_magnitudes(x, y, bandwidth):
     off = ~np.eye(n, dtype=bool)
     dist2 = ((xs[:, None, :] - xs[None, :, :]) ** 2).sum(-1)  # (n, n)
     scores = np.where(off, -dist2 / (2 * h * h), 0.0)  # (n, n)
-    weights = ref("solutions.conventions:masked_softmax")(scores, off)  # (n, n)
+    weights = conventions.masked_softmax(scores, off)  # (n, n)
     top = np.max(np.where(off, scores, -np.inf), axis=1)  # (n,), the max shift
     exponent = np.max(np.abs(top) + (weights * np.abs(scores)).sum(1))
     pred = weights @ y2  # (n, d_y)
@@ -141,7 +141,7 @@ CHAPTER = register(
         checks=(
             Check(
                 "average_pool",
-                "solutions.pooling:average_pool",
+                pooling.average_pool,
                 _pool_cases,
                 hints={
                     "nan": HINT_EMPTY,
@@ -150,13 +150,13 @@ CHAPTER = register(
                 mistakes=(
                     Mistake(
                         "you divided by n, not by the number of items present: count the True entries of the mask",
-                        lambda x, mask: ref("solutions.pooling:average_pool")(_mask_items(x, mask)),
+                        lambda x, mask: pooling.average_pool(_mask_items(x, mask)),
                     ),
                 ),
             ),
             Check(
                 "max_pool",
-                "solutions.pooling:max_pool",
+                pooling.max_pool,
                 _pool_cases,
                 hints={
                     "nan": HINT_EMPTY,
@@ -167,13 +167,13 @@ CHAPTER = register(
                     Mistake(
                         "masked items were set to 0, which wins the max when every value is negative: "
                         "set them to -inf instead (and give an empty sequence zeros)",
-                        lambda x, mask: ref("solutions.pooling:max_pool")(_mask_items(x, mask)),
+                        lambda x, mask: pooling.max_pool(_mask_items(x, mask)),
                     ),
                 ),
             ),
             Check(
                 "nadaraya_watson_weights",
-                "solutions.pooling:nadaraya_watson_weights",
+                pooling.nadaraya_watson_weights,
                 _nw_weights_cases,
                 outputs=("weights",),
                 hints={
@@ -184,15 +184,13 @@ CHAPTER = register(
                 mistakes=(
                     Mistake(
                         "the Gaussian kernel divides the squared distance by 2 h^2, not h^2",
-                        lambda xq, xk, h: ref("solutions.pooling:nadaraya_watson_weights")(
-                            xq, xk, h / math.sqrt(2)
-                        ),
+                        lambda xq, xk, h: pooling.nadaraya_watson_weights(xq, xk, h / math.sqrt(2)),
                     ),
                 ),
             ),
             Check(
                 "nadaraya_watson",
-                "solutions.pooling:nadaraya_watson",
+                pooling.nadaraya_watson,
                 _nw_cases,
                 outputs=("predictions",),
                 hints={
@@ -202,15 +200,13 @@ CHAPTER = register(
                 mistakes=(
                     Mistake(
                         "the Gaussian kernel divides the squared distance by 2 h^2, not h^2",
-                        lambda xq, xk, y, h: ref("solutions.pooling:nadaraya_watson")(
-                            xq, xk, y, h / math.sqrt(2)
-                        ),
+                        lambda xq, xk, y, h: pooling.nadaraya_watson(xq, xk, y, h / math.sqrt(2)),
                     ),
                 ),
             ),
             Check(
                 "loo_loss_and_grad",
-                "solutions.pooling:loo_loss_and_grad",
+                pooling.loo_loss_and_grad,
                 _loo_cases,
                 outputs=("loss", "dloss_dbandwidth"),
                 # the tolerance is 1e-15 (4.5 ulps) of each case's magnitudes: correct
@@ -234,7 +230,7 @@ CHAPTER = register(
                     Mistake(
                         "your gradient has the wrong sign: it is dL/dh, the direction that increases the loss",
                         lambda x, y, h: (lambda lg: (lg[0], -lg[1]))(
-                            ref("solutions.pooling:loo_loss_and_grad")(x, y, h)
+                            pooling.loo_loss_and_grad(x, y, h)
                         ),
                     ),
                 ),

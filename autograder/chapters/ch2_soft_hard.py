@@ -19,12 +19,15 @@ from autograder.checks import (
     Mistake,
     Seeded,
     distinct_sizes,
+    lazy_module,
     lengths_mask,
     normal,
-    ref,
     register,
     scaled_query,
 )
+
+# imported on first call: these reference modules import PyTorch (checks.LazyFunction)
+soft_hard = lazy_module("solutions.soft_hard")
 
 
 def _softmax_cases(rng):
@@ -186,7 +189,7 @@ CHAPTER = register(
         checks=(
             Check(
                 "masked_softmax",
-                "solutions.soft_hard:masked_softmax",
+                soft_hard.masked_softmax,
                 _softmax_cases,
                 outputs=("weights",),
                 hints={"nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT, "inf": HINT_MAX_SHIFT},
@@ -199,7 +202,7 @@ CHAPTER = register(
             ),
             Check(
                 "scaled_dot_score",
-                "solutions.soft_hard:scaled_dot_score",
+                soft_hard.scaled_dot_score,
                 _qk_cases,
                 outputs=("scores",),
                 hints={
@@ -208,11 +211,11 @@ CHAPTER = register(
                 mistakes=(
                     Mistake(
                         "you forgot to divide by sqrt(d)",
-                        lambda q, k: ref("solutions.soft_hard:dot_score")(q, k),
+                        lambda q, k: soft_hard.dot_score(q, k),
                     ),
                     Mistake(
                         "divide by sqrt(d), not by d",
-                        lambda q, k: ref("solutions.soft_hard:scaled_dot_score")(
+                        lambda q, k: soft_hard.scaled_dot_score(
                             np.asarray(q) / math.sqrt(np.shape(q)[-1]), k
                         ),
                     ),
@@ -220,7 +223,7 @@ CHAPTER = register(
             ),
             Check(
                 "additive_score",
-                "solutions.soft_hard:additive_score",
+                soft_hard.additive_score,
                 _additive_cases,
                 outputs=("scores",),
                 hints={
@@ -230,7 +233,7 @@ CHAPTER = register(
             ),
             Check(
                 "attention",
-                "solutions.soft_hard:attention",
+                soft_hard.attention,
                 _attention_cases,
                 outputs=("output", "weights"),
                 hints={
@@ -242,15 +245,13 @@ CHAPTER = register(
                 mistakes=(
                     Mistake(
                         "you forgot to divide the scores by sqrt(d_k)",
-                        scaled_query(
-                            "solutions.soft_hard:attention", 0, lambda a: np.shape(a[0])[-1]
-                        ),
+                        scaled_query(soft_hard.attention, 0, lambda a: np.shape(a[0])[-1]),
                     ),
                 ),
             ),
             Check(
                 "hard_attention",
-                "solutions.soft_hard:hard_attention",
+                soft_hard.hard_attention,
                 _hard_cases,
                 outputs=("output", "index"),
                 atol=0.0,
@@ -272,21 +273,17 @@ CHAPTER = register(
             ),
             Check(
                 "reinforce_grad",
-                "solutions.soft_hard:reinforce_grad",
+                soft_hard.reinforce_grad,
                 _reinforce_cases,
                 outputs=("grad",),
                 mistakes=(
                     Mistake(
                         "subtract the baseline: the estimate is (R - b) (onehot(z) - softmax(s))",
-                        lambda s, z, r, b=0.0: ref("solutions.soft_hard:reinforce_grad")(
-                            s, z, r, 0.0
-                        ),
+                        lambda s, z, r, b=0.0: soft_hard.reinforce_grad(s, z, r, 0.0),
                     ),
                     Mistake(
                         "the sign is flipped: d log p_z / d s = onehot(z) - softmax(s)",
-                        lambda s, z, r, b=0.0: (
-                            -ref("solutions.soft_hard:reinforce_grad")(s, z, r, b)
-                        ),
+                        lambda s, z, r, b=0.0: -soft_hard.reinforce_grad(s, z, r, b),
                     ),
                 ),
             ),

@@ -16,12 +16,14 @@ from autograder.checks import (
     Chapter,
     Check,
     Mistake,
-    fresh,
+    lazy_module,
     lengths_mask,
     normal,
-    ref,
     register,
 )
+
+# imported on first call: these reference modules import PyTorch (checks.LazyFunction)
+seq2seq = lazy_module("solutions.seq2seq")
 
 
 def _bahdanau_cases(rng):
@@ -152,14 +154,12 @@ def _luong_swapped(h_t, h, w_a, w_c, kind, mask=None):
     """h~ computed from [h_t; c_t] instead of [c_t; h_t]."""
     d = np.shape(h_t)[1]
     w_c = np.asarray(w_c)
-    return ref("solutions.seq2seq:luong_context")(
-        h_t, h, w_a, np.concatenate([w_c[d:], w_c[:d]]), kind, mask
-    )
+    return seq2seq.luong_context(h_t, h, w_a, np.concatenate([w_c[d:], w_c[:d]]), kind, mask)
 
 
 def _luong_concat_answer(case: Case):
-    h_t, h, w_a, w_c, v, mask = fresh(case)[0]
-    return ref("solutions.seq2seq:luong_context")(h_t, h, w_a, w_c, "concat", mask, v)
+    h_t, h, w_a, w_c, v, mask = case.fresh()[0]
+    return seq2seq.luong_context(h_t, h, w_a, w_c, "concat", mask, v)
 
 
 #: the outcome task: inputs are 1-5 digit phone numbers as in the training data
@@ -296,7 +296,7 @@ CHAPTER = register(
         checks=(
             Check(
                 "bahdanau_context",
-                "solutions.seq2seq:bahdanau_context",
+                seq2seq.bahdanau_context,
                 _bahdanau_cases,
                 outputs=("context", "weights"),
                 hints={
@@ -309,7 +309,7 @@ CHAPTER = register(
             ),
             Check(
                 "luong_context",
-                "solutions.seq2seq:luong_context",
+                seq2seq.luong_context,
                 _luong_cases,
                 outputs=("h_tilde", "weights"),
                 hints={
@@ -325,7 +325,7 @@ CHAPTER = register(
             ),
             Check(
                 "luong_concat_context",
-                "solutions.seq2seq:luong_context",
+                seq2seq.luong_context,
                 _luong_concat_cases,
                 outputs=("h_tilde", "weights"),
                 answer=_luong_concat_answer,
@@ -337,7 +337,7 @@ CHAPTER = register(
             ),
             Check(
                 "translate",
-                "solutions.seq2seq:make_translation_data",
+                seq2seq.make_translation_data,
                 _translate_cases,
                 outputs=("predictions",),
                 answer=_translate_answer,
@@ -354,7 +354,7 @@ CHAPTER = register(
             ),
             Check(
                 "translate_given_model",
-                "solutions.seq2seq:translate_given_model",
+                seq2seq.translate_given_model,
                 _given_model_cases,
                 outputs=("predictions",),
                 comparator={"kind": "tokens", "pad": 0, "eos": 2},

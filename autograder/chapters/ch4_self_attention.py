@@ -18,12 +18,15 @@ from autograder.checks import (
     Check,
     Mistake,
     distinct_sizes,
+    lazy_module,
     lengths_mask,
     normal,
-    ref,
     register,
     scaled_query,
 )
+
+# imported on first call: these reference modules import PyTorch (checks.LazyFunction)
+self_attention = lazy_module("solutions.self_attention")
 
 
 def _self_attention_cases(rng):
@@ -144,7 +147,7 @@ BIG_Q, BIG_K = 3000, 30000
 
 def _transposed_self_attention(x, w_q, w_k, w_v, mask=None):
     """Output and weights computed with W^T instead of W (queries as columns)."""
-    _, w = ref("solutions.self_attention:self_attention")(x, w_q, w_k, w_v, mask)
+    _, w = self_attention.self_attention(x, w_q, w_k, w_v, mask)
     wt = np.swapaxes(w, -1, -2)  # (..., n, n)
     return wt @ (np.asarray(x) @ np.asarray(w_v)), wt
 
@@ -169,7 +172,7 @@ CHAPTER = register(
         checks=(
             Check(
                 "self_attention",
-                "solutions.self_attention:self_attention",
+                self_attention.self_attention,
                 _self_attention_cases,
                 outputs=("output", "weights"),
                 hints={
@@ -181,16 +184,14 @@ CHAPTER = register(
                     Mistake(
                         "you forgot to divide the scores by sqrt(d_k)",
                         scaled_query(
-                            "solutions.self_attention:self_attention",
+                            self_attention.self_attention,
                             1,
                             lambda a: np.shape(a[1])[1],
                         ),
                     ),
                     Mistake(
                         "scale by sqrt(d_k), the width of the queries and keys, not sqrt(d_in)",
-                        lambda x, wq, wk, wv, mask=None: ref(
-                            "solutions.self_attention:self_attention"
-                        )(
+                        lambda x, wq, wk, wv, mask=None: self_attention.self_attention(
                             x,
                             np.asarray(wq) * math.sqrt(np.shape(wq)[1] / np.shape(wq)[0]),
                             wk,
@@ -206,7 +207,7 @@ CHAPTER = register(
             ),
             Check(
                 "causal_mask",
-                "solutions.self_attention:causal_mask",
+                self_attention.causal_mask,
                 _causal_cases,
                 outputs=("mask",),
                 hints={
@@ -215,7 +216,7 @@ CHAPTER = register(
                 mistakes=(
                     Mistake(
                         "query i may attend to keys j <= i (the past), so the mask is lower-triangular, not upper",
-                        lambda n: ref("solutions.self_attention:causal_mask")(n).T,
+                        lambda n: self_attention.causal_mask(n).T,
                     ),
                     Mistake(
                         "every position may attend to itself: the condition is j <= i, not j < i",
@@ -225,7 +226,7 @@ CHAPTER = register(
             ),
             Check(
                 "local_mask",
-                "solutions.self_attention:local_mask",
+                self_attention.local_mask,
                 _local_cases,
                 outputs=("mask",),
                 hints={
@@ -240,7 +241,7 @@ CHAPTER = register(
             ),
             Check(
                 "sinusoidal_positions",
-                "solutions.self_attention:sinusoidal_positions",
+                self_attention.sinusoidal_positions,
                 _positions_cases,
                 outputs=("positions",),
                 hints={
@@ -256,7 +257,7 @@ CHAPTER = register(
             ),
             Check(
                 "online_softmax_attention",
-                "solutions.self_attention:online_softmax_attention",
+                self_attention.online_softmax_attention,
                 _online_cases,
                 outputs=("output",),
                 rtol=1e-6,
@@ -273,7 +274,7 @@ CHAPTER = register(
                     Mistake(
                         "you forgot to divide the scores by sqrt(d_k)",
                         scaled_query(
-                            "solutions.self_attention:online_softmax_attention",
+                            self_attention.online_softmax_attention,
                             0,
                             lambda a: np.shape(a[0])[-1],
                         ),

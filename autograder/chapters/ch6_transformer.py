@@ -18,13 +18,17 @@ from autograder.checks import (
     Check,
     Mistake,
     distinct_sizes,
+    lazy_module,
     normal,
-    ref,
     register,
     scaled_query,
 )
 
-_CROSS = "solutions.transformer:cross_attention"
+# imported on first call: these reference modules import PyTorch (checks.LazyFunction)
+multihead = lazy_module("solutions.multihead")
+self_attention = lazy_module("solutions.self_attention")
+soft_hard = lazy_module("solutions.soft_hard")
+transformer = lazy_module("solutions.transformer")
 
 
 def _src_mask(rng, batch, n_src, empty=False):
@@ -147,19 +151,19 @@ def _queries_from_encoder(x, memory, w_q, w_k, w_v, w_o, num_heads=1, src_mask=N
     if np.shape(x)[-2] != np.shape(memory)[-2] or np.shape(x)[-1] != np.shape(memory)[-1]:
         raise ValueError("queries from the encoder give another shape: the shape hint covers it")
     swapped = None if src_mask is None else np.swapaxes(src_mask, -1, -2)
-    return ref(_CROSS)(memory, x, w_q, w_k, w_v, w_o, num_heads, swapped)
+    return transformer.cross_attention(memory, x, w_q, w_k, w_v, w_o, num_heads, swapped)
 
 
 def _scaled_by_sqrt_d_model(x, memory, w_q, w_k, w_v, w_o, num_heads=1, src_mask=None):
     """Scores divided by sqrt(d_model) instead of sqrt(d_h): the same as queries shrunk by
     sqrt(h) (different from the reference whenever h > 1)."""
     w_q = np.asarray(w_q, dtype=float) / math.sqrt(num_heads)
-    return ref(_CROSS)(x, memory, w_q, w_k, w_v, w_o, num_heads, src_mask)
+    return transformer.cross_attention(x, memory, w_q, w_k, w_v, w_o, num_heads, src_mask)
 
 
 def _inverted_src_mask(x, memory, w_q, w_k, w_v, w_o, num_heads=1, src_mask=None):
     flipped = None if src_mask is None else ~np.asarray(src_mask)
-    return ref(_CROSS)(x, memory, w_q, w_k, w_v, w_o, num_heads, flipped)
+    return transformer.cross_attention(x, memory, w_q, w_k, w_v, w_o, num_heads, flipped)
 
 
 def _decoder_mask_cases(rng):
@@ -173,11 +177,11 @@ def _decoder_mask_cases(rng):
 
 
 def _decoder_mask_inverted(tgt_lens, n):
-    return ~ref("solutions.transformer:decoder_mask")(tgt_lens, n)
+    return ~transformer.decoder_mask(tgt_lens, n)
 
 
 def _decoder_mask_causal_only(tgt_lens, n):
-    causal = ref("solutions.self_attention:causal_mask")(n)
+    causal = self_attention.causal_mask(n)
     return np.broadcast_to(causal, np.shape(tgt_lens) + (n, n))
 
 
@@ -185,7 +189,7 @@ def _decoder_mask_off_by_one(k):
     """The padding half right, the causal half shifted: j <= i + k instead of j <= i."""
 
     def outputs(tgt_lens, n):
-        padding = ref("solutions.self_attention:padding_mask")(tgt_lens, n)  # (..., 1, n)
+        padding = self_attention.padding_mask(tgt_lens, n)  # (..., 1, n)
         return np.tril(np.ones((n, n), dtype=bool), k) & padding
 
     return outputs
@@ -213,7 +217,7 @@ def _smoothing_cases(rng):
 def _smoothing_on_pad(logits, targets, smoothing, pad_index):
     import torch
 
-    loss = ref("solutions.transformer:label_smoothed_loss")(
+    loss = transformer.label_smoothed_loss(
         torch.from_numpy(np.asarray(logits, dtype=float)),
         torch.from_numpy(np.asarray(targets)),
         smoothing,
@@ -278,7 +282,7 @@ def _noam_cases(rng):
 
 
 def _noam_without_d(step, d_model, warmup, factor=1.0):
-    return ref("solutions.transformer:noam_rate")(step, 1, warmup, factor)
+    return transformer.noam_rate(step, 1, warmup, factor)
 
 
 def _table(rng, vocab, scale=2.0):
@@ -315,9 +319,7 @@ _SHRINK = np.log(
 
 
 def _beam_without_normalisation(log_probs, bos, eos, beam_size, max_len, alpha=1.0):
-    return ref("solutions.transformer:beam_search_table")(
-        log_probs, bos, eos, beam_size, max_len, 0.0
-    )
+    return transformer.beam_search_table(log_probs, bos, eos, beam_size, max_len, 0.0)
 
 
 def _beam_growing_after_eos(log_probs, bos, eos, beam_size, max_len, alpha=1.0):
@@ -338,8 +340,6 @@ def _beam_growing_after_eos(log_probs, bos, eos, beam_size, max_len, alpha=1.0):
 
 # ----------------------------------------------------------------------------------------
 # the decoder layer, teacher forcing and cached greedy decoding
-
-_T = "solutions.transformer:"
 
 
 def _layer(rng, d, d_ff, scale=1.0):
@@ -420,7 +420,7 @@ def _unscaled(stacked, num_heads):
 
 
 def _block_variant(
-    self_mask=lambda n: ref("solutions.self_attention:causal_mask")(n),
+    self_mask=lambda n: self_attention.causal_mask(n),
     unscaled=False,
     cross_from_decoder=False,
     residual=True,
@@ -429,7 +429,7 @@ def _block_variant(
     """``decoder_block`` built with one known mistake."""
 
     def outputs(y, memory, self_attn, cross_attn, w_1, b_1, w_2, b_2, num_heads, src_mask=None):
-        mha, norm = ref("solutions.multihead:multihead_attention"), ref(_T + "layer_norm")
+        mha, norm = multihead.multihead_attention, transformer.layer_norm
         if unscaled:
             self_attn, cross_attn = (
                 _unscaled(self_attn, num_heads),
@@ -449,7 +449,7 @@ def _block_variant(
         y = np.asarray(y, dtype=float)
         a = sublayer(y, lambda z: mha(z, z, *self_attn, num_heads, self_mask(y.shape[-2]))[0])
         b = sublayer(a, cross)
-        return sublayer(b, lambda z: ref(_T + "position_wise_ffn")(z, w_1, b_1, w_2, b_2))
+        return sublayer(b, lambda z: transformer.position_wise_ffn(z, w_1, b_1, w_2, b_2))
 
     return outputs
 
@@ -496,8 +496,8 @@ def _step_cases(rng):
 
 def _step_ignoring_the_cache(x_t, cache_k, cache_v, memory, *rest):
     """Attends over the new position only (as if the cache were empty), appends correctly."""
-    y_t, _, _ = ref(_T + "decoder_step")(x_t, cache_k[:, :0], cache_v[:, :0], memory, *rest)
-    _, k, v = ref(_T + "decoder_step")(x_t, cache_k, cache_v, memory, *rest)
+    y_t, _, _ = transformer.decoder_step(x_t, cache_k[:, :0], cache_v[:, :0], memory, *rest)
+    _, k, v = transformer.decoder_step(x_t, cache_k, cache_v, memory, *rest)
     return y_t, k, v
 
 
@@ -506,13 +506,13 @@ def _step_without_the_new_position(x_t, cache_k, cache_v, memory, self_attn, *re
     num_heads = rest[5]
     x_t = np.asarray(x_t, dtype=float)
     w_q, w_k, w_v, w_o = np.asarray(self_attn, dtype=float)
-    split, merge = ref("solutions.multihead:split_heads"), ref("solutions.multihead:merge_heads")
-    heads, _ = ref("solutions.soft_hard:attention")(
+    split, merge = multihead.split_heads, multihead.merge_heads
+    heads, _ = soft_hard.attention(
         split(x_t @ w_q, num_heads), split(cache_k, num_heads), split(cache_v, num_heads)
     )
-    a = ref(_T + "layer_norm")(x_t + merge(heads) @ w_o)
+    a = transformer.layer_norm(x_t + merge(heads) @ w_o)
     cross_attn, w_1, b_1, w_2, b_2, _, src_mask = rest
-    y_t = ref(_T + "_cross_and_ffn")(a, memory, cross_attn, w_1, b_1, w_2, b_2, num_heads, src_mask)
+    y_t = transformer._cross_and_ffn(a, memory, cross_attn, w_1, b_1, w_2, b_2, num_heads, src_mask)
     k = np.concatenate([cache_k, x_t @ w_k], axis=-2)
     v = np.concatenate([cache_v, x_t @ w_v], axis=-2)
     return y_t, k, v
@@ -521,7 +521,7 @@ def _step_without_the_new_position(x_t, cache_k, cache_v, memory, self_attn, *re
 def _step_unscaled(x_t, cache_k, cache_v, memory, self_attn, cross_attn, *rest):
     """No 1/sqrt(d_h) in either attention (w_q scaled up: the caches are unchanged)."""
     num_heads = rest[4]
-    return ref(_T + "decoder_step")(
+    return transformer.decoder_step(
         x_t,
         cache_k,
         cache_v,
@@ -561,14 +561,14 @@ def _greedy_cases(rng):
 def _greedy_at_position_zero(memory, embed, positions, *rest):
     """Every step adds the position vector of step 0."""
     frozen = np.broadcast_to(np.asarray(positions)[:1], np.shape(positions))
-    return ref(_T + "greedy_decode_cached")(memory, embed, frozen, *rest)
+    return transformer.greedy_decode_cached(memory, embed, frozen, *rest)
 
 
 def _greedy_caching_the_inputs(memory, embed, positions, w_out, *rest):
     """The right words, but a cache of the inputs x_s fed, not of their keys and values."""
-    tokens, _, _ = ref(_T + "greedy_decode_cached")(memory, embed, positions, w_out, *rest)
+    tokens, _, _ = transformer.greedy_decode_cached(memory, embed, positions, w_out, *rest)
     bos_id, max_len = rest[7], rest[8]  # after the six weights and num_heads
-    inputs = np.asarray(embed)[ref(_T + "shift_right")(tokens, bos_id)] + positions[:max_len]
+    inputs = np.asarray(embed)[transformer.shift_right(tokens, bos_id)] + positions[:max_len]
     return tokens, inputs, inputs
 
 
@@ -622,7 +622,7 @@ CHAPTER = register(
         checks=(
             Check(
                 "cross_attention",
-                _CROSS,
+                transformer.cross_attention,
                 _cross_cases,
                 outputs=("output", "weights"),
                 hints={
@@ -652,13 +652,15 @@ CHAPTER = register(
                     Mistake(
                         "you forgot to divide the scores by sqrt(d_h) = sqrt(d_model / h), the width "
                         "of one head",
-                        scaled_query(_CROSS, 2, lambda a: np.shape(a[2])[1] // a[6]),
+                        scaled_query(
+                            transformer.cross_attention, 2, lambda a: np.shape(a[2])[1] // a[6]
+                        ),
                     ),
                 ),
             ),
             Check(
                 "decoder_mask",
-                "solutions.transformer:decoder_mask",
+                transformer.decoder_mask,
                 _decoder_mask_cases,
                 outputs=("mask",),
                 rtol=0.0,
@@ -683,7 +685,7 @@ CHAPTER = register(
             ),
             Check(
                 "label_smoothed_cross_entropy",
-                "solutions.transformer:label_smoothed_cross_entropy",
+                transformer.label_smoothed_cross_entropy,
                 _smoothing_cases,
                 outputs=("loss",),
                 mistakes=(
@@ -712,14 +714,14 @@ CHAPTER = register(
             ),
             Check(
                 "noam_rate",
-                "solutions.transformer:noam_rate",
+                transformer.noam_rate,
                 _noam_cases,
                 outputs=("rate",),
                 mistakes=(Mistake("the rate is scaled by d_model ** -0.5 too", _noam_without_d),),
             ),
             Check(
                 "beam_search_table",
-                "solutions.transformer:beam_search_table",
+                transformer.beam_search_table,
                 _beam_cases,
                 outputs=("tokens", "scores"),
                 rtol=1e-9,
@@ -746,7 +748,7 @@ CHAPTER = register(
             ),
             Check(
                 "decoder_block",
-                _T + "decoder_block",
+                transformer.decoder_block,
                 _block_cases,
                 outputs=("output",),
                 hints={
@@ -777,7 +779,7 @@ CHAPTER = register(
             ),
             Check(
                 "shift_right",
-                _T + "shift_right",
+                transformer.shift_right,
                 _shift_cases,
                 outputs=("inputs",),
                 rtol=0.0,
@@ -809,7 +811,7 @@ CHAPTER = register(
             ),
             Check(
                 "teacher_forced_loss",
-                _T + "teacher_forced_loss",
+                transformer.teacher_forced_loss,
                 _loss_cases,
                 outputs=("loss", "grad"),
                 hints={
@@ -837,7 +839,7 @@ CHAPTER = register(
             ),
             Check(
                 "decoder_step",
-                _T + "decoder_step",
+                transformer.decoder_step,
                 _step_cases,
                 outputs=("output", "cache_k", "cache_v"),
                 hints={
@@ -864,7 +866,7 @@ CHAPTER = register(
             ),
             Check(
                 "greedy_decode_cached",
-                _T + "greedy_decode_cached",
+                transformer.greedy_decode_cached,
                 _greedy_cases,
                 outputs=("tokens", "cache_k", "cache_v"),
                 hints={

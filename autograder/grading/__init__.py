@@ -5,7 +5,7 @@ One concern per module:
 - `work`: `prepare` builds, once per assignment, everything a worker needs (`AssignmentWork`),
   from `public_files` (the release's public files), `limits` (the chapter's limits and intake
   caps, as `autograder.budgets` layers them) and `check_data` (every case and expected answer
-  for the seed, one `PreparedCase` each, encoded with the contract's one codec); `preparing`
+  for the seed, one `contract.Case` each, encoded by `autograder.casefile`); `preparing`
   runs it in a forked child; `jobs`: a `GradeJob` carries one submission's bytes. Work and
   jobs pickle.
 - `measure`: a chapter's reference time T, which its budgets derive from (a command).

@@ -2,19 +2,19 @@
 
 For each check call of the source notebook's test cells (``tasks_of``), every case of that
 check from the registry (``autograder.checks``: public cases, then the seed's hidden ones)
-with the reference's answer and the declared mistakes' answers (``PreparedCase``; neither ever
-leaves the trusted side), cached per process (``cases_for``); and what the sandbox is sent of
-them (``make_cases_payload``: the cases encoded with the contract's one codec, their arrays as
-one ``.npz``).
+made whole by ``checks.prepare`` (one ``contract.Case`` with the reference's answer and the
+declared mistakes' answers; neither ever leaves the trusted side), cached per process
+(``cases_for``); and what the sandbox is sent of them (``make_cases_payload``: the cases'
+arguments encoded with the codec's writer, ``autograder.casefile``, their arrays as one
+``.npz``).
 """
 
 from __future__ import annotations
 
 import threading
-from typing import NamedTuple
 
-from autograder import contract
-from autograder.checks import Case
+from autograder import casefile, frames
+from autograder.contract import Case
 
 _cache: dict = {}
 _cache_lock = threading.Lock()
@@ -30,27 +30,14 @@ def _cached(key, make):
         return _cache[key]
 
 
-class PreparedCase(NamedTuple):
-    """One case of one check as the trusted side holds it: the registry's `Case` (its name,
-    args and kwargs, sent to the sandbox encoded), whether it is hidden, the reference's
-    answer and the declared mistakes' answers (neither ever leaves this side)."""
-
-    case: Case
-    hidden: bool
-    expected: object
-    mistakes: dict
-
-
-def cases_for(reg, check: str, seed: int) -> list[PreparedCase]:
-    """Every case of one check: public cases first, then hidden."""
+def cases_for(reg, check: str, seed: int) -> list[Case]:
+    """Every case of one check, made whole (``checks.prepare``: the reference's answer and the
+    mistakes' answers, which never leave this side; only args and kwargs go to the sandbox,
+    encoded): public cases first, then hidden."""
 
     def make():
-        public = [(case, False) for case in reg.public_cases(check)]
-        hidden = [(case, True) for case in reg.hidden_cases(check, seed)]
-        return [
-            PreparedCase(case, hidden, reg.expected(check, case), reg.mistake_outputs(check, case))
-            for case, hidden in public + hidden
-        ]
+        public = [reg.prepare(check, case) for case in reg.public_cases(check)]
+        return public + [reg.prepare(check, c, hidden=True) for c in reg.hidden_cases(check, seed)]
 
     return _cached((reg.__name__, check, seed), make)
 
@@ -63,8 +50,7 @@ def tasks_of(spec) -> list[tuple[str, str, str]]:
 
 
 def make_cases_payload(spec, reg, seed: int) -> tuple[list, bytes, list]:
-    """(the tasks with their encoded cases, the cases' arrays as npz, [(case, hidden, expected,
-    mistakes)] per task)."""
+    """(the tasks with their encoded cases, the cases' arrays as npz, [Case] per task)."""
     arrays: dict = {}
     tasks, all_cases = [], []
     for _grade_id, check, function in tasks_of(spec):
@@ -72,10 +58,10 @@ def make_cases_payload(spec, reg, seed: int) -> tuple[list, bytes, list]:
         all_cases.append(cases)
         encoded = [
             {
-                "args": [contract.encode(a, arrays) for a in case.args],
-                "kwargs": {k: contract.encode(v, arrays) for k, v in case.kwargs.items()},
+                "args": [casefile.encode(a, arrays) for a in case.args],
+                "kwargs": {k: casefile.encode(v, arrays) for k, v in case.kwargs.items()},
             }
-            for case, *_ in cases
+            for case in cases
         ]
         tasks.append({"check": check, "function": function, "cases": encoded})
-    return tasks, contract.pack(arrays), all_cases
+    return tasks, frames.pack(arrays), all_cases

@@ -1,36 +1,53 @@
 """What a graded submission becomes: one typed result per test cell and per submission.
 
 These are what the workers send back (they pickle), what the gradebook records and what the
-CLI's summary table shows."""
+CLI's summary table shows. A case's outcome is a ``contract.Verdict`` (the one shape it has
+from the judge to the report); a test cell's points are derived from its verdicts, and a
+submission's automatic score from its cells' points: neither is ever set by hand."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import NamedTuple
+
+from autograder.contract import Verdict
 
 #: the reason for a failure on the trusted side (not the submission's): never recorded
 GRADER_ERROR = "grader error"
 
 
-class CaseVerdict(NamedTuple):
-    """One case of one check call: recorded in the gradebook's record as the JSON list
-    [check, case, hidden, passed] (the report reads it back in that order)."""
-
-    check: str
-    case: str
-    hidden: bool
-    passed: bool
-
-
 @dataclass
 class TaskResult:
+    """One test cell: its checks' verdicts, one per case (or one per check call that was not
+    graded), the feedback ``message`` and the failing cases' messages that are safe to show
+    (``wrong``). It earns its points when it has verdicts and every one passed."""
+
     grade_id: str
-    points: float
     max_points: float
     message: str
-    cases: list[CaseVerdict] = field(default_factory=list)
-    wrong: list = field(default_factory=list)  # the failing cases' messages (safe to show)
-    passed: bool = False
+    cases: list[Verdict] = field(default_factory=list)
+    wrong: list = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.cases) and all(v.passed for v in self.cases)
+
+    @property
+    def points(self) -> float:
+        return self.max_points if self.passed else 0.0
+
+    def to_record(self) -> dict:
+        """As the gradebook's record holds it: a case as the JSON list [check, case, hidden,
+        passed] (the report reads it back in that order; no message: a hidden case's full
+        message is shown only as ``contract.hidden_shown`` allows, in ``wrong``)."""
+        return {
+            "grade_id": self.grade_id,
+            "points": self.points,
+            "max_points": self.max_points,
+            "message": self.message,
+            "cases": [[v.check, v.case, v.hidden, v.passed] for v in self.cases],
+            "wrong": list(self.wrong),
+            "passed": self.passed,
+        }
 
 
 @dataclass
@@ -38,7 +55,7 @@ class SubmissionResult:
     student: str
     assignment: str
     seed: int
-    score: float = 0.0
+    score: float = 0.0  # ``points`` once graded; nbgrader's total once recorded (read_totals)
     max_score: float = 0.0
     reasons: list = field(default_factory=list)
     notes: list = field(default_factory=list)
@@ -62,8 +79,14 @@ class SubmissionResult:
         if note not in self.notes:
             self.notes.append(note)
 
+    @property
+    def points(self) -> float:
+        """The automatic score: the sum of the test cells' points."""
+        return float(sum(t.points for t in self.tasks))
+
     def to_record(self) -> dict:
         record = asdict(self)
         for name in self.UNRECORDED:
             record.pop(name)
+        record["tasks"] = [t.to_record() for t in self.tasks]
         return record

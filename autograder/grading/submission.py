@@ -27,13 +27,14 @@ def grade_submission(job: GradeJob, work: AssignmentWork) -> SubmissionResult:
         _grade(job, work, result)
     except Exception as err:  # noqa: BLE001 - contained: this submission only
         result.complete = False
-        result.tasks, result.score = [], 0.0
+        result.tasks = []
         where = traceback.extract_tb(err.__traceback__)[-1]
         result.add_reason(
             GRADER_ERROR,
             f"{type(err).__name__} in the grader at "
             f"{Path(where.filename).name}:{where.lineno}; rerun to retry",
         )
+    result.score = result.points  # derived here only (the gradebook's total replaces it)
     result.seconds = time.monotonic() - started
     return result
 

@@ -11,12 +11,12 @@ the feedback are the cell's own captured output and the grader's reason for stop
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
 
 from autograder import contract
-from autograder.grading.results import CaseVerdict, SubmissionResult, TaskResult
+from autograder.contract import Verdict
+from autograder.grading.check_data import tasks_of
+from autograder.grading.results import SubmissionResult, TaskResult
 from autograder.grading.run import RunRecord
-from autograder.grading.work import tasks_of
 
 #: an error code that is also a failure reason of its own
 ERROR_REASONS = {
@@ -72,95 +72,72 @@ def cell_error_text(code: str, source: str) -> str:
     return f"the cell raised {code}"
 
 
-@dataclass
-class CheckOutcome:
-    """What one check call of a test cell came to: the failing cases' messages (public and
-    hidden apart), a `CaseVerdict` per case (recorded in the gradebook's
-    record), and the one message that replaces them all when the task never ran."""
-
-    check: str
-    n_public: int = 0
-    n_hidden: int = 0
-    public: list = field(default_factory=list)
-    hidden: list = field(default_factory=list)
-    cases: list[CaseVerdict] = field(default_factory=list)
-    fatal: str | None = None
-
-
 def judge(spec, check_specs: dict, all_cases, record: RunRecord, result: SubmissionResult) -> None:
-    tasks = tasks_of(spec)
-    per_test: dict = {t.grade_id: [] for t in spec.tests}
-    for task_index, (grade_id, check, function) in enumerate(tasks):
-        cases = all_cases[task_index]
-        check_spec = check_specs[check]
-        outcome = CheckOutcome(check, n_hidden=sum(c.hidden for c in cases))
-        outcome.n_public = len(cases) - outcome.n_hidden
+    """Every case of every check call judged (``contract.judge``), into one `TaskResult` per
+    test cell; a task that never ran gets one fatal message for all its cases."""
+    per_test: dict = {t.grade_id: ([], [], []) for t in spec.tests}  # verdicts, lines, wrong
+    for task_index, (grade_id, check, function) in enumerate(tasks_of(spec)):
+        fatal = None
         if task_index in record.missing:
             what = MISSING[record.missing[task_index]]
             why = result.cell_error or (
                 "did the cell that defines it raise an error, or was it renamed?"
             )
-            outcome.fatal = f"{check}: `{function}` {what}: {why}"
+            fatal = f"{check}: `{function}` {what}: {why}"
             result.add_reason("missing function", f"`{function}` {what}")
         elif task_index in record.failed_tasks:
             reason, _detail = record.failed_tasks[task_index]  # the detail is not shown
             stopped = TASK_STOPPED.get(reason, "it was stopped")
-            outcome.fatal = f"{check}: stopped by the grader ({reason}: {stopped})"
+            fatal = f"{check}: stopped by the grader ({reason}: {stopped})"
             result.add_reason(reason, f"{check}: {stopped}")
-        for case_index, (case, hidden, expected, mistakes) in enumerate(cases):
+        verdicts = []
+        for case_index, case in enumerate(all_cases[task_index]):
             got = record.outcomes.get((task_index, case_index))
-            if outcome.fatal or got is None:
-                passed, message = False, outcome.fatal or f"case '{case.name}': no result"
-            else:
-                if got["kind"] == "error" and got["code"] in ERROR_REASONS:
-                    result.add_reason(
-                        ERROR_REASONS[got["code"]], f"{check}, case '{case.name}': {got['code']}"
-                    )
-                passed, message = contract.judge(
-                    check_spec, case.name, expected, got, mistakes, hidden
+            if fatal or got is None:
+                message = fatal or f"case '{case.name}': no result"
+                verdicts.append(Verdict(check, case.name, case.hidden, False, message))
+                continue
+            if got["kind"] == "error" and got["code"] in ERROR_REASONS:
+                result.add_reason(
+                    ERROR_REASONS[got["code"]], f"{check}, case '{case.name}': {got['code']}"
                 )
-            outcome.cases.append(CaseVerdict(check, case.name, hidden, passed))
-            if not passed:
-                (outcome.hidden if hidden else outcome.public).append(message)
-        per_test[grade_id].append(outcome)
+            verdicts.append(contract.judge(check_specs[check], case, got))
+        test_verdicts, lines, wrong = per_test[grade_id]
+        test_verdicts += verdicts
+        if fatal:
+            lines.append(fatal)
+            wrong.append(fatal)
+        else:
+            check_lines, check_wrong = _feedback(check, verdicts)
+            lines += check_lines
+            wrong += check_wrong
 
     for test in spec.tests:
-        outcomes = per_test[test.grade_id]
-        passed = bool(outcomes) and all(not o.public and not o.hidden for o in outcomes)
-        lines, wrong, cases = [], [], []
-        for o in outcomes:
-            cases += o.cases
-            if o.fatal:
-                lines.append(o.fatal)
-                wrong.append(o.fatal)
-                continue
-            if not o.public and not o.hidden:
-                lines.append(
-                    f"{o.check}: all {o.n_public} public and {o.n_hidden} hidden cases passed"
-                )
-            for hidden, n in ((False, o.n_public), (True, o.n_hidden)):
-                failures = o.hidden if hidden else o.public
-                if failures:
-                    lines.append(contract.summary(o.check, failures, n, hidden, shown=SHOWN))
-                if failures and hidden:  # what the summary shows of them, no more
-                    first, others = contract.hidden_shown(failures)
-                    wrong += [first] + others
-                else:
-                    wrong += failures
-        if not outcomes:
+        verdicts, lines, wrong = per_test[test.grade_id]
+        if not lines:
             lines.append("this test cell calls no check")
         result.tasks.append(
-            TaskResult(
-                test.grade_id,
-                test.points if passed else 0.0,
-                test.points,
-                "\n".join(lines),
-                cases,
-                wrong,
-                passed,
-            )
+            TaskResult(test.grade_id, test.points, "\n".join(lines), verdicts, wrong)
         )
-    result.score = float(sum(t.points for t in result.tasks))
+
+
+def _feedback(check: str, verdicts: list[Verdict]) -> tuple[list[str], list[str]]:
+    """(the feedback lines of one check call, the failing cases' messages safe to show)."""
+    n_hidden = sum(v.hidden for v in verdicts)
+    n_public = len(verdicts) - n_hidden
+    public = [v.message for v in verdicts if not v.passed and not v.hidden]
+    hidden = [v.message for v in verdicts if not v.passed and v.hidden]
+    if not public and not hidden:
+        return [f"{check}: all {n_public} public and {n_hidden} hidden cases passed"], []
+    lines, wrong = [], []
+    if public:
+        lines.append(contract.summary(check, public, n_public, False, shown=SHOWN))
+        wrong += public
+    if hidden:  # what the summary shows of them, no more
+        lines.append(contract.summary(check, hidden, n_hidden, True, shown=SHOWN))
+        first, others = contract.hidden_shown(hidden)
+        wrong += [first] + others
+    return lines, wrong
 
 
 def cell_outputs(program, record: RunRecord, result: SubmissionResult) -> None:
@@ -209,13 +186,10 @@ def not_graded(spec, result: SubmissionResult, reason: str, note: str) -> None:
     result.tasks = [
         TaskResult(
             test.grade_id,
-            0.0,
             test.points,
             f"not graded: {note}",
-            [CaseVerdict(c, "all cases", False, False) for c, _f in test.checks],
+            [Verdict(check, "all cases", False, False, note) for check, _f in test.checks],
             [note],
-            False,
         )
         for test in spec.tests
     ]
-    result.score = 0.0

@@ -39,7 +39,7 @@ class AssignmentWork:
     release_files: dict  # file name -> bytes (the public release folder, no notebook)
     tasks: list  # per task: {"check", "function", "cases": encoded}
     blob: bytes  # the cases' arrays (npz)
-    all_cases: list  # per task: [PreparedCase]
+    all_cases: list  # per task: [Case] (contract.Case, made whole by checks.prepare)
     check_specs: dict  # check name -> contract spec
     limits: Limits = DEFAULT_LIMITS
     sandboxed: bool = True

@@ -1,0 +1,95 @@
+"""The writer of the case format: case values encoded, ``public_cases.npz`` written (grader only).
+
+The one codec has two halves. Its reader (``contract.decode``, ``contract.load_cases``) ships
+to students inside the checker; this half, the writer, runs only on the trusted side: the
+release writes ``public_cases.npz`` with ``save_cases`` and the grader encodes every case it
+sends into the sandbox with ``encode``. It never ships and is never bound into the sandbox.
+A value is an array (numeric or boolean), a number, a bool, a string, None or a
+``contract.Seeded``, written as a small JSON spec plus an uncompressed ``.npz`` of arrays
+(never pickle); ``contract.decode`` reads it back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+
+from autograder.contract import FORMAT_VERSION, Case, Seeded, value
+from autograder.frames import pack
+
+__all__ = ["encode", "save_cases", "as_stored"]
+
+
+def encode(value, arrays: dict) -> dict:
+    """One case value as a JSON-able spec; arrays go into ``arrays`` under a fresh key."""
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "biuf":
+            raise TypeError(f"a case array must be numeric or boolean, not {value.dtype}")
+        key = f"a{len(arrays)}"
+        arrays[key] = value
+        return {"t": "array", "k": key}
+    if isinstance(value, Seeded):
+        return {"t": "seeded", "v": value.seed}
+    if isinstance(value, (bool, np.bool_)):
+        return {"t": "bool", "v": bool(value)}
+    if isinstance(value, (int, np.integer)):
+        return {"t": "int", "v": int(value)}
+    if isinstance(value, (float, np.floating)):
+        return {"t": "float", "v": repr(float(value))}  # a string, so nan and inf survive
+    if isinstance(value, str):
+        return {"t": "str", "v": value}
+    if value is None:
+        return {"t": "none"}
+    raise TypeError(
+        f"a case value of type {type(value).__name__} cannot be encoded: "
+        "use arrays, numbers, strings, None or Seeded"
+    )
+
+
+def as_stored(case: Case) -> Case:
+    """The case with its arguments as the reader gives them back (``contract.value``): what
+    the function sees, whichever way the case reaches it (a NumPy scalar becomes a Python
+    number; an argument that cannot be encoded fails here, before any grading)."""
+    arrays: dict = {}
+    args = [encode(a, arrays) for a in case.args]
+    kwargs = {k: encode(v, arrays) for k, v in case.kwargs.items()}
+    return dataclasses.replace(
+        case,
+        args=tuple(value(a, arrays) for a in args),
+        kwargs={k: value(v, arrays) for k, v in kwargs.items()},
+    )
+
+
+def save_cases(path, assignment: str, checks: dict) -> None:
+    """Write ``public_cases.npz``: checks is name -> {"spec", "cases": [Case]}, every case
+    with its ``expected`` answer (an ``Expected`` ships its scale) and its ``mistakes``."""
+    arrays: dict = {}
+    meta = {"version": FORMAT_VERSION, "assignment": assignment, "checks": {}}
+    for name, entry in checks.items():
+        cases = []
+        for case in entry["cases"]:
+            scale = getattr(case.expected, "scale", None)
+            cases.append(
+                {
+                    "name": case.name,
+                    "args": [encode(a, arrays) for a in case.args],
+                    "kwargs": {k: encode(v, arrays) for k, v in case.kwargs.items()},
+                    "expected": [encode(np.asarray(e), arrays) for e in case.expected],
+                    "scale": None
+                    if scale is None
+                    else [
+                        None if sc is None else encode(np.asarray(sc, dtype=np.float64), arrays)
+                        for sc in scale
+                    ],
+                    "mistakes": [
+                        {"hint": hint, "outputs": [encode(np.asarray(o), arrays) for o in outs]}
+                        for hint, outs in case.mistakes
+                    ],
+                }
+            )
+        meta["checks"][name] = {"spec": entry["spec"], "cases": cases}
+    arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    with open(path, "wb") as handle:
+        handle.write(pack(arrays))
