@@ -116,8 +116,17 @@ def back_arrows(sources: dict[str, str]) -> list[str]:
     return problems
 
 
+#: the course's folders inside the package: notebooks and what ``make release`` and grading
+#: write there (the checker copied beside each source notebook, students' files), not modules
+COURSE_FOLDERS = ("source", "release", "submitted", "autograded", "feedback", "exchange")
+
+
 def grader_sources() -> dict[str, str]:
-    return {module_name(p): p.read_text() for p in sorted(PACKAGE.rglob("*.py"))}
+    return {
+        module_name(p): p.read_text()
+        for p in sorted(PACKAGE.rglob("*.py"))
+        if p.relative_to(PACKAGE).parts[0] not in COURSE_FOLDERS
+    }
 
 
 def test_no_module_imports_from_a_layer_above_its_own():
