@@ -159,8 +159,7 @@ def test_no_shortcut_baseline_reaches_0_9_on_held_out_it(name, it_split):
     and its bag twin the same answer (one of them is wrong), a rule on positions or length
     a sentence and its position twin (one is wrong). Measured on each of the three data
     seeds: 0.500 for every baseline but the two bags of words, which name a word among four
-    (0.2475, 0.255 and 0.2525 or 0.2537); the test fails at 0.9. The 27 cases take about
-    26 s of CPU."""
+    (0.2475 to 0.255); the test fails at 0.9. The 27 cases take about 26 s of CPU."""
     train, test = it_split
     score = shortcuts.accuracy(ORDER_BLIND[name](train), test)
     assert score < 0.9, (name, score)
