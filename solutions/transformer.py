@@ -25,7 +25,8 @@ What this file builds, in the order the chapter derives it:
   ``greedy_decode_without_cache`` (the reference), ``beam_translate`` (``beam_search`` over
   the model).
 - ``train_translator`` trains a ``Translator`` on ``solutions.zh_en``'s generated
-  Chinese-English pairs with the smoothed loss and the Noam schedule, seeded and on one
+  Chinese-English pairs with the smoothed loss and the Noam schedule (or, as the warm-up
+  experiment's control, a constant rate at its peak), seeded and on one
   thread (``source_positions=False``: the control without source positions);
   ``evaluate_translator`` measures exact match and pronoun resolution, ``head_ablation``
   which attention heads the resolution needs.
