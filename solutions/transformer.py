@@ -25,7 +25,8 @@ What this file builds, in the order the chapter derives it:
   ``greedy_decode_without_cache`` (the reference), ``beam_translate`` (``beam_search`` over
   the model).
 - ``train_translator`` trains a ``Translator`` on ``solutions.zh_en``'s generated
-  Chinese-English pairs with the smoothed loss and the Noam schedule, seeded and on one
+  Chinese-English pairs with the smoothed loss and the Noam schedule (or, as the warm-up
+  experiment's control, a constant rate at its peak), seeded and on one
   thread (``source_positions=False``: the control without source positions);
   ``evaluate_translator`` measures exact match and pronoun resolution, ``head_ablation``
   which attention heads the resolution needs.
@@ -636,6 +637,7 @@ def train_translator(
     notes_every=50,
     num_decoder_layers=None,
     source_positions=True,
+    schedule="noam",
 ):
     """Train a ``Translator`` on fresh generated training pairs (``solutions.zh_en``).
 
@@ -644,6 +646,8 @@ def train_translator(
     smoothing mass on pad) and takes an Adam step (betas 0.9, 0.98) at the Noam rate
     ``noam_rate(step, d_model, warmup, lr_factor)`` (step 1-based), through
     ``solutions.training.train_loop`` (seeded, one CPU thread, deterministic).
+    ``schedule="constant"``: the Noam schedule's peak ``lr_factor / sqrt(d_model * warmup)``
+    at every step instead (no ramp, no decay: the warm-up experiment's control).
     Returns ``(model, history)``: the model in eval mode; history["loss"] and
     history["lr"], one entry per step.
     """
@@ -660,6 +664,13 @@ def train_translator(
         src, tgt = encode_batch(pairs)  # (B, n_src), (B, n_tgt)
         logits, _ = model(src, tgt[:, :-1])  # position t predicts word t + 1
         return label_smoothed_loss(logits, tgt[:, 1:], smoothing, ignore_index=PAD, pad_index=PAD)
+
+    if schedule not in ("noam", "constant"):
+        raise ValueError(f"expected schedule 'noam' or 'constant', got {schedule!r}")
+    peak = noam_rate(warmup, d_model, warmup, lr_factor)
+
+    def rate(step):  # step 0-based, as in batch_loss
+        return peak if schedule == "constant" else noam_rate(step + 1, d_model, warmup, lr_factor)
 
     return train_loop(
         lambda: Translator(
@@ -679,7 +690,7 @@ def train_translator(
         lr=1.0,  # the schedule is the whole rate: noam_rate already includes lr_factor
         betas=(0.9, 0.98),
         eps=1e-9,
-        lr_schedule=lambda step: noam_rate(step + 1, d_model, warmup, lr_factor),
+        lr_schedule=rate,
     )
 
 
@@ -747,15 +758,24 @@ def head_ablation(model: Translator, pairs) -> dict[str, np.ndarray]:
     return out
 
 
-def resolution_run(pairs, seed: int, num_heads: int, lr_factor: float, config: dict) -> float:
+def resolution_run(
+    pairs, seed: int, num_heads: int, lr_factor: float, config: dict, exact_pairs=()
+) -> dict:
     """Train one translator (``train_translator(seed=..., num_heads=..., lr_factor=...,
-    **config)``) and return the fraction of the pronoun sentences of ``pairs`` it resolves
-    (``resolution_margins`` > 0). A module-level function, so that a sweep can hand its runs
-    to other processes: each run is seeded and single-threaded, so where it runs does not
-    change its result."""
+    **config)``) and score it: "resolved", a bool per pronoun sentence of ``pairs`` in order
+    (``resolution_margins`` > 0), "resolution", their mean, and "exact_match", the fraction
+    of ``exact_pairs`` it translates exactly by greedy decoding (nan if there are none). A
+    module-level function, so that a sweep can hand its runs to other processes: each run is
+    seeded and single-threaded, so where it runs does not change its result."""
     torch.set_num_threads(1)
     model, _ = train_translator(seed=seed, num_heads=num_heads, lr_factor=lr_factor, **config)
-    return float(np.mean(resolution_margins(model, pairs) > 0))
+    exact = evaluate_translator(model, exact_pairs)["exact_match"] if exact_pairs else math.nan
+    resolved = resolution_margins(model, pairs) > 0
+    return {
+        "resolved": resolved.tolist(),
+        "resolution": float(np.mean(resolved)),
+        "exact_match": exact,
+    }
 
 
 @torch.no_grad()

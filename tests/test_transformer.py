@@ -31,6 +31,7 @@ from solutions.transformer import (
     label_smoothed_loss,
     noam_rate,
     resolution_margins,
+    resolution_run,
     sequence_log_prob,
     shift_right,
     teacher_forced_loss,
@@ -622,6 +623,34 @@ def test_training_is_seeded_and_records_one_loss_per_step():
     assert len(first["loss"]) == len(first["lr"]) == 5
     assert first["loss"] == again["loss"] and first["loss"] != other["loss"]
     np.testing.assert_allclose(first["lr"], noam_rate(np.arange(1, 6), 64, 200))
+
+
+def test_constant_schedule_holds_the_noam_peak_from_the_first_step():
+    """schedule="constant" (the warm-up experiment's control): every step at the Noam peak
+    lr_factor / sqrt(d w), no ramp and no decay; any other schedule name is refused."""
+    config = {**TRAINED, "steps": 4, "d_model": 32, "d_ff": 64, "warmup": 60}
+    _, run = train_translator(seed=3, schedule="constant", lr_factor=2.0, **config)
+    np.testing.assert_allclose(run["lr"], [2.0 / np.sqrt(32 * 60)] * 4, rtol=1e-12)
+    assert run["lr"][0] == pytest.approx(noam_rate(60, 32, 60, factor=2.0))
+    with pytest.raises(ValueError, match="schedule"):
+        train_translator(seed=3, schedule="cosine", **config)
+
+
+def test_resolution_run_scores_resolution_per_sentence_and_exact_match():
+    """What the chapter's control returns: one bool per pronoun sentence (in order, the
+    sentences without a pronoun skipped), their mean, and the exact match on other pairs
+    (nan when none are given)."""
+    config = {**TRAINED, "steps": 3, "d_model": 16, "d_ff": 32}
+    del config["num_heads"]  # an argument of its own
+    pairs = make_pairs(12, seed=18)
+    exact_pairs = make_pairs(6, seed=19, kinds=("reorder",))
+    out = resolution_run(pairs, 0, 2, 1.0, config, exact_pairs)
+    model, _ = train_translator(seed=0, num_heads=2, **config)
+    resolved = resolution_margins(model, pairs) > 0
+    assert out["resolved"] == resolved.tolist() and len(resolved) < len(pairs)
+    assert out["resolution"] == np.mean(resolved)
+    assert out["exact_match"] == evaluate_translator(model, exact_pairs)["exact_match"]
+    assert np.isnan(resolution_run(pairs, 0, 2, 1.0, config)["exact_match"])
 
 
 def test_resolution_margins_compare_the_antecedent_with_the_best_other_candidate():

@@ -141,10 +141,15 @@ ORDER_BLIND = {
 }
 
 
-@pytest.fixture(scope="module")
-def it_split():
-    return make_pairs(1200, seed=13, kinds=("it",)), make_pairs(
-        800, seed=14, split="test", kinds=("it",)
+# three data seeds: (training sample, held-out sample)
+IT_SPLIT_SEEDS = [(13, 14), (23, 24), (33, 34)]
+
+
+@pytest.fixture(scope="module", params=IT_SPLIT_SEEDS, ids=lambda s: f"data{s[0]}")
+def it_split(request):
+    train_seed, test_seed = request.param
+    return make_pairs(1200, seed=train_seed, kinds=("it",)), make_pairs(
+        800, seed=test_seed, split="test", kinds=("it",)
     )
 
 
@@ -152,9 +157,9 @@ def it_split():
 def test_no_shortcut_baseline_reaches_0_9_on_held_out_it(name, it_split):
     """The test split is closed under the twins: a rule on 1- and 2-grams gives a sentence
     and its bag twin the same answer (one of them is wrong), a rule on positions or length
-    a sentence and its position twin (one is wrong). Measured on this split: 0.500 for
-    every baseline (0.25 for the bag of words, which names a word among four); the test
-    fails at 0.9."""
+    a sentence and its position twin (one is wrong). Measured on each of the three data
+    seeds: 0.500 for every baseline but the two bags of words, which name a word among four
+    (0.2475 to 0.255); the test fails at 0.9. The 27 cases take about 26 s of CPU."""
     train, test = it_split
     score = shortcuts.accuracy(ORDER_BLIND[name](train), test)
     assert score < 0.9, (name, score)
