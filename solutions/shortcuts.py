@@ -99,17 +99,15 @@ mention_baseline.__doc__ = (
 length_baseline = _table_baseline(lambda p: len(p.source))
 length_baseline.__doc__ = "The commonest answer in training for each sentence length."
 position_baseline = _table_baseline(lambda p: (len(p.source), p.pronoun, p.candidates))
-position_baseline.__doc__ = (
-    "The commonest answer in training for each (length, pronoun index, candidate indices)."
-)
+position_baseline.__doc__ = "The commonest answer in training for each (length, pronoun index, candidate indices)."
 marker_table_baseline = _table_baseline(lambda p: ("被" in p.source, p.source[-1]))
-marker_table_baseline.__doc__ = "The commonest answer in training for each (被 present, last word)."
+marker_table_baseline.__doc__ = (
+    "The commonest answer in training for each (被 present, last word)."
+)
 marker_position_baseline = _table_baseline(
     lambda p: (p.source.index("被") if "被" in p.source else -1, p.source[-1])
 )
-marker_position_baseline.__doc__ = (
-    "The commonest answer in training for each (index of 被 or -1, last word): it reads a position."
-)
+marker_position_baseline.__doc__ = "The commonest answer in training for each (index of 被 or -1, last word): it reads a position."
 
 
 def bag_of_words_baseline(train_pairs, bigrams=False):
@@ -139,7 +137,10 @@ def bag_of_words_baseline(train_pairs, bigrams=False):
         out = []
         for p in _resolution(pairs):
             feats = features(p.source)
-            scored = [(-score(p, i, feats), p.source[i], c) for c, i in enumerate(p.candidates)]
+            scored = [
+                (-score(p, i, feats), p.source[i], c)
+                for c, i in enumerate(p.candidates)
+            ]
             out.append(min(scored)[2])
         return out
 
@@ -181,7 +182,10 @@ class _Bags(nn.Module):
         self.hidden = hidden
         self.head = (
             nn.Sequential(
-                nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, classes)
+                nn.ReLU(),
+                nn.Linear(hidden, hidden),
+                nn.ReLU(),
+                nn.Linear(hidden, classes),
             )
             if hidden
             else nn.Identity()
@@ -211,14 +215,18 @@ def _bag_baseline(train_pairs, features, hidden, steps, lr, l2, seed):
         for r, row in enumerate(known):
             ids[r, : len(row)] = torch.tensor(row, dtype=torch.long)
         # the mean pools over all the sentence's features; unseen ones add zero
-        return ids, torch.tensor([max(len(f), 1) for f in feature_lists], dtype=torch.float32)
+        return ids, torch.tensor(
+            [max(len(f), 1) for f in feature_lists], dtype=torch.float32
+        )
 
     ids, counts = encode(train_feats)
     y, has = _targets_and_mask(train, classes)
 
     def batch_loss(model, step):  # full batch: every training sentence at every step
         logits = model(ids, counts).masked_fill(~has, -1e9)
-        return nn.functional.cross_entropy(logits, y) + l2 * (model.table.weight**2).sum()
+        return (
+            nn.functional.cross_entropy(logits, y) + l2 * (model.table.weight**2).sum()
+        )
 
     model, _ = train_loop(
         lambda: _Bags(pad, classes, hidden), batch_loss, steps=steps, seed=seed, lr=lr
@@ -239,7 +247,9 @@ def _with_products(words):
     return grams + [(a, b) for i, a in enumerate(grams) for b in grams[i + 1 :]]
 
 
-def ngram_logistic_baseline(train_pairs, pairs=True, steps=100, lr=0.3, l2=1e-5, seed=0):
+def ngram_logistic_baseline(
+    train_pairs, pairs=True, steps=100, lr=0.3, l2=1e-5, seed=0
+):
     """Multinomial logistic regression over the candidates (the k-th mentioned, k = 0, 1,
     ...) on binary features: every 1- and 2-gram of the source and, with ``pairs=True``,
     every product of two of them (a feature pair that occurs together). Fitted full-batch
@@ -249,7 +259,9 @@ def ngram_logistic_baseline(train_pairs, pairs=True, steps=100, lr=0.3, l2=1e-5,
     return _bag_baseline(train_pairs, features, 0, steps, lr, l2, seed)
 
 
-def pooled_ngram_mlp_baseline(train_pairs, hidden=64, steps=200, lr=0.01, l2=1e-6, seed=0):
+def pooled_ngram_mlp_baseline(
+    train_pairs, hidden=64, steps=200, lr=0.01, l2=1e-6, seed=0
+):
     """An MLP on the mean of learned ``hidden``-wide embeddings of the source's 1- and
     2-grams (two ReLU layers), a softmax over the candidates; fitted as
     ``ngram_logistic_baseline``."""
@@ -267,7 +279,9 @@ class _BiGRU(nn.Module):
         packed = nn.utils.rnn.pack_padded_sequence(
             self.embed(src), lengths, batch_first=True, enforce_sorted=False
         )
-        _, last = self.gru(packed)  # (2, B, width): the forward and the backward final states
+        _, last = self.gru(
+            packed
+        )  # (2, B, width): the forward and the backward final states
         return self.out(torch.cat([last[0], last[1]], dim=-1))
 
 
@@ -296,7 +310,11 @@ def gru_baseline(train_pairs, width=32, steps=300, batch_size=64, lr=0.01, seed=
         return nn.functional.cross_entropy(logits, y[b])
 
     model, _ = train_loop(
-        lambda: _BiGRU(len(SOURCE_VOCAB), width, classes), batch_loss, steps=steps, seed=seed, lr=lr
+        lambda: _BiGRU(len(SOURCE_VOCAB), width, classes),
+        batch_loss,
+        steps=steps,
+        seed=seed,
+        lr=lr,
     )
 
     @torch.no_grad()

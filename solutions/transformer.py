@@ -69,7 +69,15 @@ from solutions.multihead import (
 from solutions.self_attention import causal_mask, padding_mask, sinusoidal_positions
 from solutions.soft_hard import attention
 from solutions.training import train_loop
-from solutions.zh_en import BOS, EOS, PAD, SOURCE_VOCAB, TARGET_VOCAB, encode_batch, make_pairs
+from solutions.zh_en import (
+    BOS,
+    EOS,
+    PAD,
+    SOURCE_VOCAB,
+    TARGET_VOCAB,
+    encode_batch,
+    make_pairs,
+)
 
 __all__ = [
     "cross_attention",
@@ -126,7 +134,9 @@ def decoder_mask(tgt_lens, n):
     tgt_lens: (...) integers in [0, n], the valid lengths of the target sequences; n: the
     padded length. Returns boolean (..., n, n): ``mask[..., i, j] = j <= i and j < len``.
     """
-    return causal_mask(n) & padding_mask(tgt_lens, n)  # (n, n) & (..., 1, n) -> (..., n, n)
+    return causal_mask(n) & padding_mask(
+        tgt_lens, n
+    )  # (n, n) & (..., 1, n) -> (..., n, n)
 
 
 def label_smoothed_loss(
@@ -154,12 +164,18 @@ def label_smoothed_loss(
     vocab = logits.shape[-1]
     keep = targets != ignore_index  # (...)
     if ((targets[keep] < 0) | (targets[keep] >= vocab)).any():
-        raise ValueError(f"expected targets in [0, {vocab}) or ignore_index = {ignore_index}")
+        raise ValueError(
+            f"expected targets in [0, {vocab}) or ignore_index = {ignore_index}"
+        )
     log_p = torch.log_softmax(logits[keep], dim=-1)  # (N, V)
-    uniform = torch.full((vocab,), 1.0 / vocab, dtype=log_p.dtype, device=log_p.device)  # (V,)
+    uniform = torch.full(
+        (vocab,), 1.0 / vocab, dtype=log_p.dtype, device=log_p.device
+    )  # (V,)
     if pad_index is not None:
         uniform[:] = 1.0 / (vocab - 1)
-        uniform[pad_index] = 0.0  # the pad class is never a right answer: it gets no mass
+        uniform[pad_index] = (
+            0.0  # the pad class is never a right answer: it gets no mass
+        )
     nll = -log_p.gather(-1, targets[keep][:, None]).squeeze(-1)  # (N,) -log p_y
     smooth = -(log_p * uniform).sum(-1)  # (N,) cross-entropy with u
     loss = (1 - smoothing) * nll + smoothing * smooth  # (N,) = H(q, p), q linear in eps
@@ -223,7 +239,9 @@ def beam_search(step_fn, bos, eos, beam_size, max_len, alpha=1.0):
     number of generated tokens, ties keep finishing order), and their scores (float array).
     """
     if beam_size < 1 or max_len < 1:
-        raise ValueError(f"expected beam_size >= 1 and max_len >= 1, got {beam_size} and {max_len}")
+        raise ValueError(
+            f"expected beam_size >= 1 and max_len >= 1, got {beam_size} and {max_len}"
+        )
     live = [[bos]]
     live_logp = np.zeros(1)
     finished: list[tuple[list[int], float]] = []
@@ -231,13 +249,17 @@ def beam_search(step_fn, bos, eos, beam_size, max_len, alpha=1.0):
         room = beam_size - len(finished)
         if room == 0 or not live:
             break
-        logp = np.asarray(step_fn(np.array(live, dtype=np.int64)), dtype=np.float64)  # (k, V)
+        logp = np.asarray(
+            step_fn(np.array(live, dtype=np.int64)), dtype=np.float64
+        )  # (k, V)
         if logp.ndim != 2 or logp.shape[0] != len(live):
             raise ValueError(
                 f"step_fn must return ({len(live)}, V) log-probabilities, got {logp.shape}"
             )
         total = (live_logp[:, None] + logp).ravel()  # (k V,) beam-major, token-minor
-        best = np.argsort(-total, kind="stable")[:room]  # stable: earlier candidate wins ties
+        best = np.argsort(-total, kind="stable")[
+            :room
+        ]  # stable: earlier candidate wins ties
         vocab = logp.shape[1]
         new_live, new_logp = [], []
         for c in best:
@@ -263,7 +285,9 @@ def beam_search_table(log_probs, bos, eos, beam_size, max_len, alpha=1.0):
     """
     log_probs = as_float(log_probs, "log_probs")
     if log_probs.ndim != 2 or log_probs.shape[0] != log_probs.shape[1]:
-        raise ValueError(f"expected a (V, V) table of log-probabilities, got {log_probs.shape}")
+        raise ValueError(
+            f"expected a (V, V) table of log-probabilities, got {log_probs.shape}"
+        )
     seqs, scores = beam_search(
         lambda prefixes: log_probs[prefixes[:, -1]], bos, eos, beam_size, max_len, alpha
     )
@@ -309,7 +333,12 @@ class TransformerDecoderBlock(nn.Module):
     """
 
     def __init__(
-        self, d_model: int, num_heads: int, d_ff: int, norm_first: bool = True, dropout: float = 0.0
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        norm_first: bool = True,
+        dropout: float = 0.0,
     ):
         super().__init__()
         self.norm_first = norm_first
@@ -321,15 +350,26 @@ class TransformerDecoderBlock(nn.Module):
 
     def _cross(self, y, memory, src_mask, cache):
         if cache is not None and len(cache.cross_kv):
-            memory = memory[:, :0]  # keys and values already cached: project nothing new
+            memory = memory[
+                :, :0
+            ]  # keys and values already cached: project nothing new
         return self.cross_attn(
             y, memory, mask=src_mask, cache=None if cache is None else cache.cross_kv
         )
 
-    def forward(self, y, memory, self_mask=None, src_mask=None, cache: DecoderCache | None = None):
+    def forward(
+        self,
+        y,
+        memory,
+        self_mask=None,
+        src_mask=None,
+        cache: DecoderCache | None = None,
+    ):
         self_kv = None if cache is None else cache.self_kv
         if self.norm_first:
-            a, w_self = self.self_attn(self.norm1(y), mask=self_mask, cache=self_kv)  # (B, n, d)
+            a, w_self = self.self_attn(
+                self.norm1(y), mask=self_mask, cache=self_kv
+            )  # (B, n, d)
             y = y + self.dropout(a)
             c, w_cross = self._cross(
                 self.norm2(y), memory, src_mask, cache
@@ -376,7 +416,9 @@ class EncoderDecoder(nn.Module):
         num_decoder_layers: int | None = None,
     ):
         super().__init__()
-        num_decoder_layers = num_layers if num_decoder_layers is None else num_decoder_layers
+        num_decoder_layers = (
+            num_layers if num_decoder_layers is None else num_decoder_layers
+        )
         self.encoder = nn.ModuleList(
             TransformerEncoderBlock(d_model, num_heads, d_ff, norm_first, dropout)
             for _ in range(num_layers)
@@ -396,11 +438,18 @@ class EncoderDecoder(nn.Module):
         return self.encoder_norm(x), weights
 
     def decode(
-        self, y, memory, self_mask=None, src_mask=None, caches: list[DecoderCache] | None = None
+        self,
+        y,
+        memory,
+        self_mask=None,
+        src_mask=None,
+        caches: list[DecoderCache] | None = None,
     ):
         w_self, w_cross = [], []
         for i, block in enumerate(self.decoder):
-            y, ws, wc = block(y, memory, self_mask, src_mask, None if caches is None else caches[i])
+            y, ws, wc = block(
+                y, memory, self_mask, src_mask, None if caches is None else caches[i]
+            )
             w_self.append(ws)
             w_cross.append(wc)
         return self.decoder_norm(y), w_self, w_cross
@@ -410,7 +459,9 @@ class EncoderDecoder(nn.Module):
         """An ``EncoderDecoder`` with the weights and dropout rate of ``nn.Transformer`` (ReLU
         activation; the rate is each block's, copied by its ``from_torch``)."""
         if not isinstance(model, nn.Transformer):
-            raise TypeError(f"expected a torch.nn.Transformer, got {type(model).__name__}")
+            raise TypeError(
+                f"expected a torch.nn.Transformer, got {type(model).__name__}"
+            )
         enc, dec = model.encoder.layers, model.decoder.layers
         first = enc[0]
         ours = cls(
@@ -423,8 +474,12 @@ class EncoderDecoder(nn.Module):
             num_decoder_layers=len(dec),
         )
         ours = ours.to(first.linear1.weight.dtype)
-        ours.encoder = nn.ModuleList(TransformerEncoderBlock.from_torch(layer) for layer in enc)
-        ours.decoder = nn.ModuleList(TransformerDecoderBlock.from_torch(layer) for layer in dec)
+        ours.encoder = nn.ModuleList(
+            TransformerEncoderBlock.from_torch(layer) for layer in enc
+        )
+        ours.decoder = nn.ModuleList(
+            TransformerDecoderBlock.from_torch(layer) for layer in dec
+        )
         for mine, theirs in (
             (ours.encoder_norm, model.encoder.norm),
             (ours.decoder_norm, model.decoder.norm),
@@ -481,32 +536,54 @@ class Translator(nn.Module):
         nn.init.normal_(self.src_embed.weight, std=d_model**-0.5)
         nn.init.normal_(self.tgt_embed.weight, std=d_model**-0.5)
         self.out_bias = nn.Parameter(torch.zeros(tgt_vocab))
-        positions = torch.from_numpy(sinusoidal_positions(max_len, d_model)).float()  # (max_len, d)
+        positions = torch.from_numpy(
+            sinusoidal_positions(max_len, d_model)
+        ).float()  # (max_len, d)
         self.register_buffer("positions", positions, persistent=False)
-        self.embed_dropout = nn.Dropout(check_dropout(dropout))  # on embeddings + positions
+        self.embed_dropout = nn.Dropout(
+            check_dropout(dropout)
+        )  # on embeddings + positions
         self.core = EncoderDecoder(
-            d_model, num_heads, num_layers, d_ff, norm_first, dropout, num_decoder_layers
+            d_model,
+            num_heads,
+            num_layers,
+            d_ff,
+            norm_first,
+            dropout,
+            num_decoder_layers,
         )
 
-    def _embed(self, table: nn.Embedding, tokens, start: int = 0, positions: bool = True):
+    def _embed(
+        self, table: nn.Embedding, tokens, start: int = 0, positions: bool = True
+    ):
         n = tokens.shape[-1]
         if start + n > self.max_len:
-            raise ValueError(f"sequence of length {start + n} exceeds max_len = {self.max_len}")
+            raise ValueError(
+                f"sequence of length {start + n} exceeds max_len = {self.max_len}"
+            )
         x = table(tokens) * math.sqrt(self.d_model)  # (B, n, d)
-        return self.embed_dropout(x + self.positions[start : start + n] if positions else x)
+        return self.embed_dropout(
+            x + self.positions[start : start + n] if positions else x
+        )
 
     def src_mask(self, src):
-        return torch.from_numpy(padding_mask(_valid_lens(src), src.shape[-1]))  # (B, 1, n_src)
+        return torch.from_numpy(
+            padding_mask(_valid_lens(src), src.shape[-1])
+        )  # (B, 1, n_src)
 
     def encode(self, src):
         """src (B, n_src) -> memory (B, n_src, d), src_mask (B, 1, n_src), encoder weights."""
         src_mask = self.src_mask(src)
-        x = self._embed(self.src_embed, src, positions=self.source_positions)  # (B, n_src, d)
+        x = self._embed(
+            self.src_embed, src, positions=self.source_positions
+        )  # (B, n_src, d)
         memory, weights = self.core.encode(x, src_mask)
         return memory, src_mask, weights
 
     def logits(self, y):
-        return y @ self.tgt_embed.weight.T + self.out_bias  # (B, n, V): tied output layer
+        return (
+            y @ self.tgt_embed.weight.T + self.out_bias
+        )  # (B, n, V): tied output layer
 
     def forward(self, src, tgt_in):
         memory, src_mask, w_enc = self.encode(src)
@@ -516,7 +593,11 @@ class Translator(nn.Module):
         y, w_self, w_cross = self.core.decode(
             self._embed(self.tgt_embed, tgt_in), memory, self_mask, src_mask
         )
-        return self.logits(y), {"encoder": w_enc, "decoder_self": w_self, "cross": w_cross}
+        return self.logits(y), {
+            "encoder": w_enc,
+            "decoder_self": w_self,
+            "cross": w_cross,
+        }
 
 
 # ----------------------------------------------------------------------------------------
@@ -544,7 +625,11 @@ def greedy_decode(model: Translator, src, max_len: int = 20):
     out, cross = [], []
     for step in range(max_len):
         y, _, w_cross = model.core.decode(
-            model._embed(model.tgt_embed, new, start=step), memory, None, src_mask, caches
+            model._embed(model.tgt_embed, new, start=step),
+            memory,
+            None,
+            src_mask,
+            caches,
         )  # (B, 1, d)
         new = model.logits(y)[:, -1].argmax(-1, keepdim=True)  # (B, 1)
         out.append(new.masked_fill(done[:, None], PAD))
@@ -595,7 +680,9 @@ def beam_translate(
             torch.from_numpy(causal_mask(tgt.shape[1])),
             src_mask,
         )
-        return torch.log_softmax(model.logits(y)[:, -1], dim=-1).double().numpy()  # (k, V)
+        return (
+            torch.log_softmax(model.logits(y)[:, -1], dim=-1).double().numpy()
+        )  # (k, V)
 
     return beam_search(step, BOS, EOS, beam_size, max_len, alpha)
 
@@ -610,7 +697,9 @@ def sequence_log_prob(model: Translator, src, target) -> float:
     """
     model.eval()
     target = torch.as_tensor(target)
-    tgt_in = torch.cat([torch.tensor([BOS]), target[:-1]])[None]  # (1, n): shifted right
+    tgt_in = torch.cat([torch.tensor([BOS]), target[:-1]])[
+        None
+    ]  # (1, n): shifted right
     logits, _ = model(torch.as_tensor(src)[None], tgt_in)  # (1, n, V)
     log_p = torch.log_softmax(logits[0], dim=-1).double()  # (n, V), as beam_translate
     return float(log_p[torch.arange(len(target)), target].sum())
@@ -663,14 +752,20 @@ def train_translator(
         )
         src, tgt = encode_batch(pairs)  # (B, n_src), (B, n_tgt)
         logits, _ = model(src, tgt[:, :-1])  # position t predicts word t + 1
-        return label_smoothed_loss(logits, tgt[:, 1:], smoothing, ignore_index=PAD, pad_index=PAD)
+        return label_smoothed_loss(
+            logits, tgt[:, 1:], smoothing, ignore_index=PAD, pad_index=PAD
+        )
 
     if schedule not in ("noam", "constant"):
         raise ValueError(f"expected schedule 'noam' or 'constant', got {schedule!r}")
     peak = noam_rate(warmup, d_model, warmup, lr_factor)
 
     def rate(step):  # step 0-based, as in batch_loss
-        return peak if schedule == "constant" else noam_rate(step + 1, d_model, warmup, lr_factor)
+        return (
+            peak
+            if schedule == "constant"
+            else noam_rate(step + 1, d_model, warmup, lr_factor)
+        )
 
     return train_loop(
         lambda: Translator(
@@ -712,7 +807,9 @@ def resolution_margins(model: Translator, pairs) -> np.ndarray:
     src, tgt = encode_batch(pairs)
     logits, _ = model(src, tgt[:, :-1])  # input position t predicts target word t + 1
     log_p = torch.log_softmax(logits.double(), dim=-1)  # (P, n_tgt, V)
-    at = log_p[torch.arange(len(pairs)), [p.answer for p in pairs]]  # (P, V): word i at row i
+    at = log_p[
+        torch.arange(len(pairs)), [p.answer for p in pairs]
+    ]  # (P, V): word i at row i
     margins = []
     for row, p in zip(at, pairs):
         ids = [TARGET_VOCAB.stoi[w] for w in p.choices]
@@ -768,8 +865,14 @@ def resolution_run(
     module-level function, so that a sweep can hand its runs to other processes: each run is
     seeded and single-threaded, so where it runs does not change its result."""
     torch.set_num_threads(1)
-    model, _ = train_translator(seed=seed, num_heads=num_heads, lr_factor=lr_factor, **config)
-    exact = evaluate_translator(model, exact_pairs)["exact_match"] if exact_pairs else math.nan
+    model, _ = train_translator(
+        seed=seed, num_heads=num_heads, lr_factor=lr_factor, **config
+    )
+    exact = (
+        evaluate_translator(model, exact_pairs)["exact_match"]
+        if exact_pairs
+        else math.nan
+    )
     resolved = resolution_margins(model, pairs) > 0
     return {
         "resolved": resolved.tolist(),
@@ -826,7 +929,11 @@ def position_wise_ffn(x, w_1, b_1, w_2, b_2):
 def _projections(stacked, name):
     """``(4, d, d)`` -> ``(w_q, w_k, w_v, w_o)``, or a ValueError that names the array."""
     stacked = as_float(stacked, name)
-    if stacked.ndim != 3 or stacked.shape[0] != 4 or stacked.shape[1] != stacked.shape[2]:
+    if (
+        stacked.ndim != 3
+        or stacked.shape[0] != 4
+        or stacked.shape[1] != stacked.shape[2]
+    ):
         raise ValueError(
             f"expected {name} of shape (4, d, d): w_q, w_k, w_v, w_o stacked, got {stacked.shape}"
         )
@@ -835,12 +942,20 @@ def _projections(stacked, name):
 
 def _cross_and_ffn(a, memory, cross_attn, w_1, b_1, w_2, b_2, num_heads, src_mask):
     """The last two lines of eq. {eq}`ch6-decoder-layer`: a (..., n, d) -> Y' (..., n, d)."""
-    c, _ = cross_attention(a, memory, *_projections(cross_attn, "cross_attn"), num_heads, src_mask)
-    b = layer_norm(a + c)  # B = LN_2(A + MHA(A, H; M_src)): queries from A, keys/values from H
-    return layer_norm(b + position_wise_ffn(b, w_1, b_1, w_2, b_2))  # Y' = LN_3(B + FFN(B))
+    c, _ = cross_attention(
+        a, memory, *_projections(cross_attn, "cross_attn"), num_heads, src_mask
+    )
+    b = layer_norm(
+        a + c
+    )  # B = LN_2(A + MHA(A, H; M_src)): queries from A, keys/values from H
+    return layer_norm(
+        b + position_wise_ffn(b, w_1, b_1, w_2, b_2)
+    )  # Y' = LN_3(B + FFN(B))
 
 
-def decoder_block(y, memory, self_attn, cross_attn, w_1, b_1, w_2, b_2, num_heads, src_mask=None):
+def decoder_block(
+    y, memory, self_attn, cross_attn, w_1, b_1, w_2, b_2, num_heads, src_mask=None
+):
     """One post-LN decoder layer, eq. {eq}`ch6-decoder-layer`.
 
     y:      (..., n_tgt, d) the target positions' states Y
@@ -859,7 +974,9 @@ def decoder_block(y, memory, self_attn, cross_attn, w_1, b_1, w_2, b_2, num_head
         y, y, *_projections(self_attn, "self_attn"), num_heads, causal_mask(n)
     )
     a = layer_norm(y + a)  # A = LN_1(Y + MHA(Y, Y; M_dec))
-    return _cross_and_ffn(a, memory, cross_attn, w_1, b_1, w_2, b_2, num_heads, src_mask)
+    return _cross_and_ffn(
+        a, memory, cross_attn, w_1, b_1, w_2, b_2, num_heads, src_mask
+    )
 
 
 def shift_right(targets, bos_id):
@@ -889,11 +1006,16 @@ def teacher_forced_loss(logits, targets, pad_id):
     """
     logits = as_float(logits, "logits")
     targets = np.asarray(targets)
-    loss = label_smoothed_cross_entropy(logits, targets, 0.0, pad_id)  # shapes checked there
+    loss = label_smoothed_cross_entropy(
+        logits, targets, 0.0, pad_id
+    )  # shapes checked there
     keep = targets != pad_id  # (..., n)
     grad = softmax(logits)  # (..., n, V)
     np.put_along_axis(
-        grad, targets[..., None], np.take_along_axis(grad, targets[..., None], -1) - 1, -1
+        grad,
+        targets[..., None],
+        np.take_along_axis(grad, targets[..., None], -1) - 1,
+        -1,
     )
     return loss, grad * keep[..., None] / max(int(keep.sum()), 1)
 
@@ -924,10 +1046,16 @@ def decoder_step(
     """
     x_t = as_float(x_t, "x_t")
     w_q, w_k, w_v, w_o = _projections(self_attn, "self_attn")
-    cache_k = np.concatenate([as_float(cache_k, "cache_k"), x_t @ w_k], axis=-2)  # (B, t+1, d)
-    cache_v = np.concatenate([as_float(cache_v, "cache_v"), x_t @ w_v], axis=-2)  # (B, t+1, d)
+    cache_k = np.concatenate(
+        [as_float(cache_k, "cache_k"), x_t @ w_k], axis=-2
+    )  # (B, t+1, d)
+    cache_v = np.concatenate(
+        [as_float(cache_v, "cache_v"), x_t @ w_v], axis=-2
+    )  # (B, t+1, d)
     q = split_heads(x_t @ w_q, num_heads)  # (B, h, 1, d_h)
-    heads, _ = attention(q, split_heads(cache_k, num_heads), split_heads(cache_v, num_heads))
+    heads, _ = attention(
+        q, split_heads(cache_k, num_heads), split_heads(cache_v, num_heads)
+    )
     a = layer_norm(x_t + merge_heads(heads) @ w_o)  # (B, 1, d): row t of A
     y_t = _cross_and_ffn(a, memory, cross_attn, w_1, b_1, w_2, b_2, num_heads, src_mask)
     return y_t, cache_k, cache_v
@@ -961,7 +1089,10 @@ def greedy_decode_cached(
     """
     memory, embed = as_float(memory, "memory"), as_float(embed, "embed")
     batch, d = memory.shape[0], embed.shape[1]
-    cache_k, cache_v = np.zeros((batch, 0, d)), np.zeros((batch, 0, d))  # (B, 0, d): empty
+    cache_k, cache_v = (
+        np.zeros((batch, 0, d)),
+        np.zeros((batch, 0, d)),
+    )  # (B, 0, d): empty
     layer = (self_attn, cross_attn, w_1, b_1, w_2, b_2)
     token = np.full(batch, bos_id)  # (B,)
     chosen = []

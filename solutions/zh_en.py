@@ -98,7 +98,13 @@ PLACES = {
     "山上": "on the mountain",
     "家": "at home",
 }
-VERBS = {"看见了": "saw", "画了": "drew", "拍了": "photographed", "找到了": "found", "喂了": "fed"}
+VERBS = {
+    "看见了": "saw",
+    "画了": "drew",
+    "拍了": "photographed",
+    "找到了": "found",
+    "喂了": "fed",
+}
 # noun -> (English, measure word); the objects of the "reorder" sentences
 NOUNS = {
     "蝴蝶": ("butterfly", "只"),
@@ -122,7 +128,11 @@ ANIMALS = {
     "马": "horse",
     "羊": "sheep",
 }
-ACTIONS = {"追了": ("chased", "chased"), "咬了": ("bit", "bitten"), "推了": ("pushed", "pushed")}
+ACTIONS = {
+    "追了": ("chased", "chased"),
+    "咬了": ("bit", "bitten"),
+    "推了": ("pushed", "pushed"),
+}
 # predicate -> (English, role): "agent" = the one that acted, "patient" = the one acted on
 ROLE_PREDICATES = {
     "累了": ("got tired", "agent"),
@@ -139,7 +149,12 @@ PEOPLE = {
     "小丽": ("Xiaoli", "她"),
     "妈妈": ("mum", "她"),
 }
-PEOPLE_VERBS = {"帮了": "helped", "谢了": "thanked", "叫了": "called", "等了": "waited for"}
+PEOPLE_VERBS = {
+    "帮了": "helped",
+    "谢了": "thanked",
+    "叫了": "called",
+    "等了": "waited for",
+}
 
 NOTES_SENTENCES = [
     ("知识 就是 力量", "knowledge is power"),
@@ -164,7 +179,9 @@ def _held_out() -> dict[str, frozenset]:
     animal_pairs = list(itertools.combinations(ANIMALS, 2))
     it = {
         (frozenset(pair), verb)
-        for (i, pair), (j, verb) in itertools.product(enumerate(animal_pairs), enumerate(ACTIONS))
+        for (i, pair), (j, verb) in itertools.product(
+            enumerate(animal_pairs), enumerate(ACTIONS)
+        )
         if (i + 2 * j) % 5 == 0
     }
     men = [p for p in PEOPLE if PEOPLE[p][1] == "他"]
@@ -177,7 +194,11 @@ def _held_out() -> dict[str, frozenset]:
         )
         if (i + j) % 4 == 0
     }
-    return {"reorder": frozenset(obj_place), "it": frozenset(it), "he_she": frozenset(he_she)}
+    return {
+        "reorder": frozenset(obj_place),
+        "it": frozenset(it),
+        "he_she": frozenset(he_she),
+    }
 
 
 HELD_OUT = _held_out()
@@ -214,7 +235,11 @@ def _pick(rng, options):
 
 
 def _reorder(rng) -> Pair:
-    subj, verb, noun = _pick(rng, list(SUBJECTS)), _pick(rng, list(VERBS)), _pick(rng, list(NOUNS))
+    subj, verb, noun = (
+        _pick(rng, list(SUBJECTS)),
+        _pick(rng, list(VERBS)),
+        _pick(rng, list(NOUNS)),
+    )
     time = _pick(rng, list(TIMES)) if rng.random() < 0.8 else None
     place = _pick(rng, list(PLACES)) if rng.random() < 0.8 else None
     english, measure = NOUNS[noun]
@@ -230,7 +255,9 @@ def _frame(time, place):
     """Optional time and place: (Chinese before the verb, English after the clause)."""
     zh_time = [time] if time else []
     zh_place = ["在", place] if place else []
-    en = (PLACES[place].split() if place else []) + (TIMES[time].split() if time else [])
+    en = (PLACES[place].split() if place else []) + (
+        TIMES[time].split() if time else []
+    )
     return zh_time, zh_place, en
 
 
@@ -241,7 +268,15 @@ def _clause(agent, patient, verb, passive, place):
     en_place = PLACES[place].split() if place else []
     if passive:  # 猫 被 狗 追了: the patient is mentioned first
         zh = [patient] + zh_place + ["被", agent, verb]
-        en = ["the", ANIMALS[patient], "was", *passive_en.split(), "by", "the", ANIMALS[agent]]
+        en = [
+            "the",
+            ANIMALS[patient],
+            "was",
+            *passive_en.split(),
+            "by",
+            "the",
+            ANIMALS[agent],
+        ]
         return zh, en + en_place, (patient, agent)
     zh = [agent] + zh_place + [verb, patient]
     return (
@@ -259,8 +294,20 @@ def _it_sentence(events, passive_last, predicate, time) -> Pair:
     one; passive_last: whether the passive clause comes second (it is the one 它 refers to)."""
     active, passive = events
     order = (active, passive) if passive_last else (passive, active)
-    clauses = [_clause(a, p, v, e is passive, place) for e in order for a, p, v, place in [e]]
-    source = [time, "，", *clauses[0][0], "，", *clauses[1][0], "，", "所以", "它", predicate]
+    clauses = [
+        _clause(a, p, v, e is passive, place) for e in order for a, p, v, place in [e]
+    ]
+    source = [
+        time,
+        "，",
+        *clauses[0][0],
+        "，",
+        *clauses[1][0],
+        "，",
+        "所以",
+        "它",
+        predicate,
+    ]
     mentions = clauses[0][2] + clauses[1][2]  # the four animals in order of mention
     english, role = ROLE_PREDICATES[predicate]
     agent, patient = order[1][:2]  # the last event's roles
@@ -278,7 +325,9 @@ def _it_sentence(events, passive_last, predicate, time) -> Pair:
         antecedent=mentions.index(meant),
         answer=1,
         choices=(ANIMALS[meant], *(ANIMALS[m] for m in others)),
-        twin=dict(events=events, passive_last=passive_last, predicate=predicate, time=time),
+        twin=dict(
+            events=events, passive_last=passive_last, predicate=predicate, time=time
+        ),
     )
 
 
@@ -320,7 +369,14 @@ def _he_she_sentence(first, second, subject, verb, time, place) -> Pair:
         antecedent=int(subject == second),
         answer=answer,
         choices=(PEOPLE[subject][0], PEOPLE[obj][0]),
-        twin=dict(first=first, second=second, subject=subject, verb=verb, time=time, place=place),
+        twin=dict(
+            first=first,
+            second=second,
+            subject=subject,
+            verb=verb,
+            time=time,
+            place=place,
+        ),
     )
 
 
@@ -369,7 +425,9 @@ def twins(pair: Pair) -> tuple[Pair, Pair, Pair]:
     t = pair.twin
     if pair.kind == "it":
         role = ROLE_PREDICATES[t["predicate"]][1]
-        same_slot = [p for p in ROLE_PREDICATES if ROLE_PREDICATES[p][1] == _FLIPPED_ROLE[role]]
+        same_slot = [
+            p for p in ROLE_PREDICATES if ROLE_PREDICATES[p][1] == _FLIPPED_ROLE[role]
+        ]
         other_pred = same_slot[list(ROLE_PREDICATES).index(t["predicate"]) % 2]
         bag = {**t, "passive_last": not t["passive_last"]}
         position = {**t, "predicate": other_pred}
@@ -381,11 +439,18 @@ def twins(pair: Pair) -> tuple[Pair, Pair, Pair]:
         position = {**t, "first": t["second"], "second": t["first"]}
         both = {**position, "subject": other}
         return tuple(_he_she_sentence(**a) for a in (bag, position, both))
-    raise ValueError(f"only 'it' and 'he_she' sentences have twins, got a {pair.kind!r} sentence")
+    raise ValueError(
+        f"only 'it' and 'he_she' sentences have twins, got a {pair.kind!r} sentence"
+    )
 
 
 def make_pairs(
-    n, seed, split="train", kinds=("reorder", "it", "he_she"), weights=None, notes_every=0
+    n,
+    seed,
+    split="train",
+    kinds=("reorder", "it", "he_she"),
+    weights=None,
+    notes_every=0,
 ):
     """Sample ``n`` sentence pairs.
 
@@ -413,7 +478,11 @@ def make_pairs(
     rng = np.random.default_rng(seed)
     pairs: list[Pair] = []
     while len(pairs) < n:
-        if split == "train" and notes_every and len(pairs) % notes_every == notes_every - 1:
+        if (
+            split == "train"
+            and notes_every
+            and len(pairs) % notes_every == notes_every - 1
+        ):
             zh, en = NOTES_SENTENCES[rng.integers(len(NOTES_SENTENCES))]
             pairs.append(Pair("notes", zh.split(), en.split()))
             continue
@@ -449,10 +518,14 @@ def wilcoxon_signed_rank(a, b, alternative="greater"):
         )
     d = a - b
     if alternative not in ("greater", "less", "two-sided"):
-        raise ValueError(f"expected 'greater', 'less' or 'two-sided', got {alternative!r}")
+        raise ValueError(
+            f"expected 'greater', 'less' or 'two-sided', got {alternative!r}"
+        )
     d = d[d != 0]
     if len(d) > 20:
-        raise ValueError(f"the exact test enumerates 2**n sign patterns; n = {len(d)} > 20")
+        raise ValueError(
+            f"the exact test enumerates 2**n sign patterns; n = {len(d)} > 20"
+        )
     if len(d) == 0:
         return 0.0, 1.0
     order = np.abs(d)
@@ -461,7 +534,11 @@ def wilcoxon_signed_rank(a, b, alternative="greater"):
     signs = np.array(list(itertools.product((0, 1), repeat=len(d))))  # (2**n, n)
     null = signs @ ranks  # W+ under every sign pattern
     greater, less = np.mean(null >= w - 1e-9), np.mean(null <= w + 1e-9)
-    p = {"greater": greater, "less": less, "two-sided": min(1.0, 2 * min(greater, less))}
+    p = {
+        "greater": greater,
+        "less": less,
+        "two-sided": min(1.0, 2 * min(greater, less)),
+    }
     return w, float(p[alternative])
 
 
@@ -498,7 +575,9 @@ class Vocab:
 
 
 def _all_words():
-    zh = set(SUBJECTS) | set(TIMES) | set(PLACES) | set(VERBS) | set(NOUNS) | set(PEOPLE)
+    zh = (
+        set(SUBJECTS) | set(TIMES) | set(PLACES) | set(VERBS) | set(NOUNS) | set(PEOPLE)
+    )
     zh |= set(ANIMALS) | set(ACTIONS) | set(ROLE_PREDICATES) | set(PEOPLE_VERBS)
     zh |= {"在", "一只", "一朵", "和", "被", "见面了", "，", "所以", "它", "他", "她"}
     en = {"a", "the", "and", "was", "by", "met", ",", "because"}
