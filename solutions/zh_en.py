@@ -33,8 +33,6 @@ What this file builds:
   event of an "it" sentence; {man, woman} with verb) that never occur in training; the
   test split is made of sentences that contain one, so held-out accuracy measures
   generalisation to new combinations of known words.
-- ``wilcoxon_signed_rank``: the exact paired test for comparing two resolvers over seeds
-  (the chapter no longer runs such a comparison; the test is kept, tested, for one).
 - ``make_pairs`` samples pairs; ``Vocab`` maps words to ids (0 = pad, 1 = bos, 2 = eos);
   ``encode_batch`` makes padded id tensors.
 """
@@ -62,7 +60,6 @@ __all__ = [
     "make_pairs",
     "twins",
     "encode_batch",
-    "wilcoxon_signed_rank",
 ]
 
 PAD, BOS, EOS = 0, 1, 2
@@ -494,52 +491,6 @@ def make_pairs(
             if split == "test" and kind != "reorder":
                 pairs.extend(twins(pair))  # twins keep the combination: held out too
     return pairs[:n]
-
-
-# ----------------------------------------------------------------------------------------
-# comparing runs
-
-
-def wilcoxon_signed_rank(a, b, alternative="greater"):
-    """Exact Wilcoxon signed-rank test of paired samples ``a``, ``b`` (e.g. one score per seed).
-
-    The differences ``a - b`` that are zero are dropped; the others are ranked by absolute
-    value (ties share their mean rank) and ``w`` is the sum of the ranks of the positive
-    ones. Under the null hypothesis (each difference as likely positive as negative) every
-    one of the ``2**n`` sign patterns over those ranks is equally likely; the p-value counts
-    them, so it is exact for small ``n`` and with ties. alternative: ``"greater"`` (a > b),
-    ``"less"`` or ``"two-sided"`` (twice the smaller tail, at most 1).
-    Returns ``(w, p)``; with no non-zero difference, ``(0.0, 1.0)``.
-    """
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if a.ndim != 1 or a.shape != b.shape or np.isnan(a).any() or np.isnan(b).any():
-        raise ValueError(
-            f"expected two paired 1-d samples of one length without NaN, got {a!r}, {b!r}"
-        )
-    d = a - b
-    if alternative not in ("greater", "less", "two-sided"):
-        raise ValueError(
-            f"expected 'greater', 'less' or 'two-sided', got {alternative!r}"
-        )
-    d = d[d != 0]
-    if len(d) > 20:
-        raise ValueError(
-            f"the exact test enumerates 2**n sign patterns; n = {len(d)} > 20"
-        )
-    if len(d) == 0:
-        return 0.0, 1.0
-    order = np.abs(d)
-    ranks = np.array([(order < x).sum() + ((order == x).sum() + 1) / 2 for x in order])
-    w = float(ranks[d > 0].sum())
-    signs = np.array(list(itertools.product((0, 1), repeat=len(d))))  # (2**n, n)
-    null = signs @ ranks  # W+ under every sign pattern
-    greater, less = np.mean(null >= w - 1e-9), np.mean(null <= w + 1e-9)
-    p = {
-        "greater": greater,
-        "less": less,
-        "two-sided": min(1.0, 2 * min(greater, less)),
-    }
-    return w, float(p[alternative])
 
 
 # ----------------------------------------------------------------------------------------

@@ -28,7 +28,6 @@ from solutions.zh_en import (
     encode_batch,
     make_pairs,
     twins,
-    wilcoxon_signed_rank,
 )
 
 
@@ -263,25 +262,3 @@ def test_make_pairs_is_deterministic_and_refuses_bad_arguments():
         make_pairs(3, seed=0, split="valid")
     with pytest.raises(ValueError, match="kinds"):
         make_pairs(3, seed=0, kinds=("poetry",))
-
-
-def test_wilcoxon_signed_rank_matches_hand_counted_sign_patterns():
-    # five positive differences: W+ = 1+2+3+4+5 = 15, reached by 1 of the 32 sign patterns
-    assert wilcoxon_signed_rank([1, 2, 3, 4, 5], [0, 0, 0, 0, 0]) == (15.0, 1 / 32)
-    # ranks 1-5, the smallest negative: W+ = 14; W+ >= 14 for {all} and {all but 1}: 2/32
-    w, p = wilcoxon_signed_rank([0.9, 0.5, 0.7, 0.6, 0.8], [1.0, 0.3, 0.4, 0.2, 0.3])
-    assert w == 14.0 and p == pytest.approx(2 / 32)
-    assert wilcoxon_signed_rank([0.9, 0.5, 0.7, 0.6, 0.8], [1.0, 0.3, 0.4, 0.2, 0.3], "less")[
-        1
-    ] == pytest.approx(31 / 32)
-    assert wilcoxon_signed_rank([0.9, 0.5, 0.7, 0.6, 0.8], [1.0, 0.3, 0.4, 0.2, 0.3], "two-sided")[
-        1
-    ] == pytest.approx(4 / 32)
-    # differences 1, -1, 2 (and a zero, dropped): ranks 1.5, 1.5, 3, W+ = 4.5; the eight
-    # sign patterns give W+ = 0, 1.5, 1.5, 3, 3, 4.5, 4.5, 6: three of them >= 4.5
-    assert wilcoxon_signed_rank([1, 0, 2, 5], [0, 1, 0, 5]) == (4.5, 3 / 8)
-    assert wilcoxon_signed_rank([1, 2], [1, 2]) == (0.0, 1.0)
-    with pytest.raises(ValueError, match="paired"):
-        wilcoxon_signed_rank([1, 2, 3], [1, 2])
-    with pytest.raises(ValueError, match="two-sided"):
-        wilcoxon_signed_rank([1], [0], alternative="both")
