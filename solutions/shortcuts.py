@@ -1,10 +1,10 @@
 """Shortcut baselines for the pronoun sentences of ``solutions.zh_en`` (chapter 6).
 
-Each baseline is fitted on training pairs and returns ``predict(pairs) -> list of ints``:
-for every pair with a pronoun (``pronoun >= 0``), in order, the index of the candidate it
-names as the antecedent (0 = the first mentioned). ``accuracy(predict, pairs)`` scores it
-against ``pair.antecedent``. They are the cheap rules a model could use instead of
-reading the sentence in order:
+Each baseline is fitted on training pairs and returns
+``predict(pairs) -> list of ints``: for every pair with a pronoun (``pronoun >= 0``), in
+order, the index of the candidate it names as the antecedent (0 = the first mentioned).
+``accuracy(predict, pairs)`` scores it against ``pair.antecedent``. They are the cheap
+rules a model could use instead of reading the sentence in order:
 
 - ``mention_baseline``: always the candidate mentioned k-th, k the most frequent answer
   in training (a first- or second-mention rule);
@@ -16,13 +16,13 @@ reading the sentence in order:
   resolves every 它;
 - ``marker_position_baseline``: the same with the index of 被 in place of its presence:
   a rule that reads one position, so it sees some of the order;
-- ``bag_of_words_baseline``: per candidate word, add-one log-odds of being meant alongside
-  each other word of the sentence (it names a word, not a position);
+- ``bag_of_words_baseline``: per candidate word, add-one log-odds of being meant
+  alongside each other word of the sentence (it names a word, not a position);
 - ``ngram_logistic_baseline``: logistic regression on the sentence's 1- and 2-grams and,
   with ``pairs=True``, on every product of two of them;
 - ``pooled_ngram_mlp_baseline``: an MLP on the mean of learned 1- and 2-gram embeddings;
-- ``gru_baseline``: a bidirectional GRU over the words, no attention, its two final states
-  into a linear layer.
+- ``gru_baseline``: a bidirectional GRU over the words, no attention, its two final
+  states into a linear layer.
 
 The last three are trained with Adam through ``solutions.training.train_loop`` (seeded,
 one thread, deterministic); all of them see only the Chinese source. Every one but
@@ -62,7 +62,8 @@ def _resolution(pairs):
 
 
 def accuracy(predict, pairs) -> float:
-    """The fraction of the pronoun pairs of ``pairs`` whose antecedent ``predict`` names."""
+    """The fraction of the pronoun pairs of ``pairs`` whose antecedent ``predict``
+    names."""
     truth = [p.antecedent for p in _resolution(pairs)]
     if not truth:
         raise ValueError("expected at least one pair with a pronoun to score")
@@ -70,7 +71,8 @@ def accuracy(predict, pairs) -> float:
 
 
 def _table_baseline(key):
-    """Majority answer per ``key(pair)`` in training; an unseen key: the overall majority."""
+    """Majority answer per ``key(pair)`` in training; an unseen key: the overall
+    majority."""
 
     def fit(train_pairs):
         votes: dict[object, Counter] = defaultdict(Counter)
@@ -99,7 +101,10 @@ mention_baseline.__doc__ = (
 length_baseline = _table_baseline(lambda p: len(p.source))
 length_baseline.__doc__ = "The commonest answer in training for each sentence length."
 position_baseline = _table_baseline(lambda p: (len(p.source), p.pronoun, p.candidates))
-position_baseline.__doc__ = "The commonest answer in training for each (length, pronoun index, candidate indices)."
+position_baseline.__doc__ = (
+    "The commonest answer in training for each (length, pronoun index, "
+    "candidate indices)."
+)
 marker_table_baseline = _table_baseline(lambda p: ("被" in p.source, p.source[-1]))
 marker_table_baseline.__doc__ = (
     "The commonest answer in training for each (被 present, last word)."
@@ -107,18 +112,22 @@ marker_table_baseline.__doc__ = (
 marker_position_baseline = _table_baseline(
     lambda p: (p.source.index("被") if "被" in p.source else -1, p.source[-1])
 )
-marker_position_baseline.__doc__ = "The commonest answer in training for each (index of 被 or -1, last word): it reads a position."
+marker_position_baseline.__doc__ = (
+    "The commonest answer in training for each (index of 被 or -1, last word): "
+    "it reads a position."
+)
 
 
 def bag_of_words_baseline(train_pairs, bigrams=False):
     """A resolver that sees only the multiset of source words (with ``bigrams=True``, of
     1- and 2-grams), fitted on ``train_pairs``.
 
-    For every (candidate word, feature of the sentence) it counts how often the candidate
-    was the antecedent and how often not; a sentence's candidate scores the sum of the
-    add-one log-odds over the sentence's features, and the highest score wins (ties: the
-    candidate whose word sorts first, a rule blind to order). It names a word, not a
-    mention: on 他/她 with ``bigrams=True`` the feature "， 他" tells it that the man acted.
+    For every (candidate word, feature of the sentence) it counts how often the
+    candidate was the antecedent and how often not; a sentence's candidate scores the
+    sum of the add-one log-odds over the sentence's features, and the highest score wins
+    (ties: the candidate whose word sorts first, a rule blind to order). It names a
+    word, not a mention: on 他/她 with ``bigrams=True`` the feature "， 他" tells it
+    that the man acted.
     """
     features = _ngrams if bigrams else set
     meant, other = Counter(), Counter()
@@ -147,7 +156,7 @@ def bag_of_words_baseline(train_pairs, bigrams=False):
     return predict
 
 
-# ----------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------
 # trained baselines: 1-2-gram features, pooled embeddings, a recurrent network
 
 
@@ -160,17 +169,19 @@ def _class_count(pairs):
 
 
 def _targets_and_mask(pairs, classes):
-    """(P,) antecedent indices and a (P, classes) mask of the candidates each pair has."""
+    """(P,) antecedent indices and a (P, classes) mask of the candidates each pair
+    has."""
     y = torch.tensor([p.antecedent for p in pairs])
     has = torch.tensor([[c < len(p.candidates) for c in range(classes)] for p in pairs])
     return y, has
 
 
 class _Bags(nn.Module):
-    """Logistic regression (``hidden = 0``: a weight per feature and class, summed over the
-    sentence's features) or pooled embeddings (the mean of the features' ``hidden``-wide
-    embeddings, then an MLP). Input: (B, K) feature ids, padded with ``n_features`` (a row
-    of zeros that is never trained) and the (B,) feature counts."""
+    """Logistic regression (``hidden = 0``: a weight per feature and class, summed over
+    the sentence's features) or pooled embeddings (the mean of the features'
+    ``hidden``-wide embeddings, then an MLP). Input: (B, K) feature ids, padded with
+    ``n_features`` (a row of zeros that is never trained) and the (B,) feature
+    counts."""
 
     def __init__(self, n_features, classes, hidden):
         super().__init__()
@@ -199,7 +210,8 @@ class _Bags(nn.Module):
 
 
 def _bag_baseline(train_pairs, features, hidden, steps, lr, l2, seed):
-    """Train ``_Bags`` full-batch on the training pairs' feature lists; unseen features -> 0."""
+    """Train ``_Bags`` full-batch on the training pairs' feature lists; unseen features
+    -> 0."""
     train = _resolution(train_pairs)
     classes = _class_count(train)
     index: dict = {}
@@ -250,11 +262,11 @@ def _with_products(words):
 def ngram_logistic_baseline(
     train_pairs, pairs=True, steps=100, lr=0.3, l2=1e-5, seed=0
 ):
-    """Multinomial logistic regression over the candidates (the k-th mentioned, k = 0, 1,
-    ...) on binary features: every 1- and 2-gram of the source and, with ``pairs=True``,
-    every product of two of them (a feature pair that occurs together). Fitted full-batch
-    with Adam (``steps``, ``lr``) and an L2 penalty ``l2``; a feature never seen in
-    training weighs nothing."""
+    """Multinomial logistic regression over the candidates (the k-th mentioned, k = 0,
+    1, ...) on binary features: every 1- and 2-gram of the source and, with
+    ``pairs=True``, every product of two of them (a feature pair that occurs together).
+    Fitted full-batch with Adam (``steps``, ``lr``) and an L2 penalty ``l2``; a feature
+    never seen in training weighs nothing."""
     features = _with_products if pairs else _ngrams
     return _bag_baseline(train_pairs, features, 0, steps, lr, l2, seed)
 
@@ -286,10 +298,10 @@ class _BiGRU(nn.Module):
 
 
 def gru_baseline(train_pairs, width=32, steps=300, batch_size=64, lr=0.01, seed=0):
-    """A bidirectional GRU (``width`` per direction) over the source words, no attention:
-    the two final states, concatenated, go through a linear layer to a softmax over the
-    candidates. Adam on minibatches of ``batch_size`` training pairs (drawn with a
-    generator seeded by ``seed``), ``steps`` updates."""
+    """A bidirectional GRU (``width`` per direction) over the source words, no
+    attention: the two final states, concatenated, go through a linear layer to a
+    softmax over the candidates. Adam on minibatches of ``batch_size`` training pairs
+    (drawn with a generator seeded by ``seed``), ``steps`` updates."""
     train = _resolution(train_pairs)
     classes = _class_count(train)
 

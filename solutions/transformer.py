@@ -5,25 +5,27 @@ What this file builds, in the order the chapter derives it:
 - NumPy, graded: ``cross_attention`` (queries from the decoder, keys and values from the
   encoder output, a source mask; chapter 5's ``multihead_attention``, imported),
   ``decoder_mask`` (causal AND target padding, chapter 4's masks combined),
-  ``label_smoothed_cross_entropy`` (cross-entropy against a smoothed target that gives the
-  pad class nothing and skips pad targets), ``noam_rate`` (linear warm-up, then
+  ``label_smoothed_cross_entropy`` (cross-entropy against a smoothed target that gives
+  the pad class nothing and skips pad targets), ``noam_rate`` (linear warm-up, then
   ``1/sqrt(step)`` decay) and ``beam_search`` over any step function returning
   log-probabilities, with length normalisation.
-- NumPy, graded: the decoder layer itself, eq. {eq}`ch6-decoder-layer` (``decoder_block``:
-  post-LN, causal self-attention, cross-attention, ``position_wise_ffn``, ``layer_norm``),
-  teacher forcing (``shift_right``, ``teacher_forced_loss`` with its gradient) and
-  ``greedy_decode_cached`` built on ``decoder_step``, which appends each step's key and
-  value to the cache and attends over every cached position.
-- Torch: ``TransformerDecoderBlock`` (masked self-attention, cross-attention, feed-forward,
-  each with a residual and a layer norm, pre- or post-LN; chapter 5's
-  ``MultiHeadAttention`` twice), ``EncoderDecoder`` (chapter 5's ``TransformerEncoderBlock``
-  stacked as the encoder; ``from_torch`` copies ``nn.Transformer``'s weights) and
+- NumPy, graded: the decoder layer itself, eq. {eq}`ch6-decoder-layer`
+  (``decoder_block``: post-LN, causal self-attention, cross-attention,
+  ``position_wise_ffn``, ``layer_norm``), teacher forcing (``shift_right``,
+  ``teacher_forced_loss`` with its gradient) and ``greedy_decode_cached`` built on
+  ``decoder_step``, which appends each step's key and value to the cache and attends
+  over every cached position.
+- Torch: ``TransformerDecoderBlock`` (masked self-attention, cross-attention,
+  feed-forward, each with a residual and a layer norm, pre- or post-LN; chapter 5's
+  ``MultiHeadAttention`` twice), ``EncoderDecoder`` (chapter 5's
+  ``TransformerEncoderBlock`` stacked as the encoder; ``from_torch`` copies
+  ``nn.Transformer``'s weights) and
   ``Translator``: embeddings scaled by sqrt(d_model), sinusoidal positions (chapter 4),
   an output layer tied to the target embedding.
 - Decoding: ``greedy_decode`` with a ``DecoderCache`` (the encoder's keys and values are
   projected once; self-attention keys and values grow by one row per step),
-  ``greedy_decode_without_cache`` (the reference), ``beam_translate`` (``beam_search`` over
-  the model).
+  ``greedy_decode_without_cache`` (the reference), ``beam_translate`` (``beam_search``
+  over the model).
 - ``train_translator`` trains a ``Translator`` on ``solutions.zh_en``'s generated
   Chinese-English pairs with the smoothed loss and the Noam schedule (or, as the warm-up
   experiment's control, a constant rate at its peak), seeded and on one
@@ -31,16 +33,18 @@ What this file builds, in the order the chapter derives it:
   ``evaluate_translator`` measures exact match and pronoun resolution, ``head_ablation``
   which attention heads the resolution needs.
 
-Conventions (``docs/conventions.md``): rows are items; masks are boolean, True = "may attend";
-NumPy weight matrices are used as ``x @ w``. ``nn.Transformer`` marks with True what may
-NOT be attended, so it gets ``~mask``.
+Conventions (``docs/conventions.md``): rows are items; masks are boolean, True = "may
+attend"; NumPy weight matrices are used as ``x @ w``. ``nn.Transformer`` marks with True
+what may NOT be attended, so it gets ``~mask``.
 
 Equation numbers refer to the chapter:
 
-- {eq}`ch6-cross`: ``CrossAttn(Y, H) = MultiHead(Y W_q, H W_k, H W_v)``: weights (n_tgt, n_src)
-- {eq}`ch6-decoder-mask`: decoder self-attention mask ``M_ij = [j <= i] and [j < len_tgt]``
-- {eq}`ch6-smoothing`: smoothed target ``q = (1 - eps) onehot(y) + eps u``, u uniform over the V - 1
-  non-pad classes; loss ``H(q, p) = KL(q || p) + H(q)``
+- {eq}`ch6-cross`: ``CrossAttn(Y, H) = MultiHead(Y W_q, H W_k, H W_v)``: weights (n_tgt,
+  n_src)
+- {eq}`ch6-decoder-mask`: decoder self-attention mask
+  ``M_ij = [j <= i] and [j < len_tgt]``
+- {eq}`ch6-smoothing`: smoothed target ``q = (1 - eps) onehot(y) + eps u``, u uniform
+  over the V - 1 non-pad classes; loss ``H(q, p) = KL(q || p) + H(q)``
 - {eq}`ch6-noam`: ``lr(s) = factor d^-1/2 min(s^-1/2, s w^-3/2)``
 - {eq}`ch6-length-norm`: beam score ``log P(y) / |y|^alpha``
 """
@@ -109,30 +113,35 @@ __all__ = [
 ]
 
 
-# ----------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------
 # NumPy: the graded functions, eqs. {eq}`ch6-cross` to {eq}`ch6-length-norm`
 
 
 def cross_attention(x, memory, w_q, w_k, w_v, w_o, num_heads=1, src_mask=None):
-    """Multi-head cross-attention, eq. {eq}`ch6-cross`: the decoder asks, the encoder answers.
+    """Multi-head cross-attention, eq. {eq}`ch6-cross`: the decoder asks, the encoder
+    answers.
 
     x:      (..., n_tgt, d) decoder states: the queries
     memory: (..., n_src, d_src) encoder output: the keys and the values
-    w_q:    (d, d_model); w_k, w_v: (d_src, d_model); w_o: (d_model, d_out), used as ``x @ w``
+    w_q:    (d, d_model); w_k, w_v: (d_src, d_model); w_o: (d_model, d_out), used as
+            ``x @ w``
     num_heads: h, a divisor of d_model.
-    src_mask: boolean, broadcastable to (..., n_tgt, n_src) (e.g. ``padding_mask(src_lens,
-          n_src)`` of shape (..., 1, n_src)), True = the source word may be attended.
-    Returns ``(output, weights)``: output (..., n_tgt, d_out), weights (..., h, n_tgt, n_src):
-    one distribution over the source words per target position and head.
+    src_mask: boolean, broadcastable to (..., n_tgt, n_src) (e.g.
+          ``padding_mask(src_lens, n_src)`` of shape (..., 1, n_src)), True = the source
+          word may be attended.
+    Returns ``(output, weights)``: output (..., n_tgt, d_out), weights (..., h, n_tgt,
+    n_src): one distribution over the source words per target position and head.
     """
     return multihead_attention(x, memory, w_q, w_k, w_v, w_o, num_heads, mask=src_mask)
 
 
 def decoder_mask(tgt_lens, n):
-    """The mask of the decoder's self-attention, eq. {eq}`ch6-decoder-mask`: causal AND target padding.
+    """The mask of the decoder's self-attention, eq. {eq}`ch6-decoder-mask`: causal AND
+    target padding.
 
-    tgt_lens: (...) integers in [0, n], the valid lengths of the target sequences; n: the
-    padded length. Returns boolean (..., n, n): ``mask[..., i, j] = j <= i and j < len``.
+    tgt_lens: (...) integers in [0, n], the valid lengths of the target sequences; n:
+    the padded length. Returns boolean (..., n, n):
+    ``mask[..., i, j] = j <= i and j < len``.
     """
     return causal_mask(n) & padding_mask(
         tgt_lens, n
@@ -149,17 +158,18 @@ def label_smoothed_loss(
     """Label-smoothed cross-entropy in torch (differentiable), eq. {eq}`ch6-smoothing`.
 
     logits: (..., V); targets: (...) ints; smoothing: eps in [0, 1).
-    The target distribution is ``q = (1 - eps) onehot(y) + eps u`` with u uniform over the
-    classes other than ``pad_index`` (over all V classes if ``pad_index`` is None, as in
-    ``F.cross_entropy(label_smoothing=eps)``). Positions whose target is ``ignore_index``
-    are skipped; the loss is the mean of ``-sum_k q_k log p_k`` over the others (0 if none).
+    The target distribution is ``q = (1 - eps) onehot(y) + eps u`` with u uniform over
+    the classes other than ``pad_index`` (over all V classes if ``pad_index`` is None,
+    as in ``F.cross_entropy(label_smoothing=eps)``). Positions whose target is
+    ``ignore_index`` are skipped; the loss is the mean of ``-sum_k q_k log p_k`` over
+    the others (0 if none).
     """
     if not 0 <= smoothing < 1:
         raise ValueError(f"expected a smoothing eps in [0, 1), got {smoothing}")
     if logits.shape[:-1] != targets.shape:
         raise ValueError(
-            f"expected logits (..., V) and targets (...) with the same leading shape, got "
-            f"logits {tuple(logits.shape)} and targets {tuple(targets.shape)}"
+            "expected logits (..., V) and targets (...) with the same leading shape, "
+            f"got logits {tuple(logits.shape)} and targets {tuple(targets.shape)}"
         )
     vocab = logits.shape[-1]
     keep = targets != ignore_index  # (...)
@@ -183,13 +193,15 @@ def label_smoothed_loss(
 
 
 def label_smoothed_cross_entropy(logits, targets, smoothing, pad_index):
-    """Label-smoothed cross-entropy that ignores padding, eq. {eq}`ch6-smoothing`, in NumPy.
+    """Label-smoothed cross-entropy that ignores padding, eq. {eq}`ch6-smoothing`, in
+    NumPy.
 
     logits: (..., V) scores; targets: (...) ints in [0, V); smoothing: eps in [0, 1);
     pad_index: the pad token's id. Targets equal to ``pad_index`` are skipped, and the
-    smoothing mass eps goes uniformly to the V - 1 other classes (the pad class gets none).
-    Returns the mean over the non-pad targets of ``-sum_k q_k log softmax(logits)_k`` with
-    ``q = (1 - eps) onehot(y) + eps u`` (a float; 0.0 if every target is pad).
+    smoothing mass eps goes uniformly to the V - 1 other classes (the pad class gets
+    none).
+    Returns the mean over the non-pad targets of ``-sum_k q_k log softmax(logits)_k``
+    with ``q = (1 - eps) onehot(y) + eps u`` (a float; 0.0 if every target is pad).
     """
     logits = as_float(logits, "logits")
     targets = np.asarray(targets)
@@ -197,7 +209,8 @@ def label_smoothed_cross_entropy(logits, targets, smoothing, pad_index):
         raise TypeError(f"expected integer targets, got dtype {targets.dtype}")
     if logits.ndim < 1 or logits.shape[:-1] != targets.shape:
         raise ValueError(
-            f"expected logits (..., V) and targets (...), got {logits.shape} and {targets.shape}"
+            "expected logits (..., V) and targets (...), "
+            f"got {logits.shape} and {targets.shape}"
         )
     loss = label_smoothed_loss(
         torch.from_numpy(np.asarray(logits, dtype=np.float64)),
@@ -219,7 +232,8 @@ def noam_rate(step, d_model, warmup, factor=1.0):
     step = np.asarray(step, dtype=np.float64)
     if (step < 1).any() or d_model < 1 or warmup < 1:
         raise ValueError(
-            f"expected step >= 1, d_model >= 1, warmup >= 1, got {step}, {d_model}, {warmup}"
+            "expected step >= 1, d_model >= 1, warmup >= 1, "
+            f"got {step}, {d_model}, {warmup}"
         )
     rate = factor * d_model**-0.5 * np.minimum(step**-0.5, step * warmup**-1.5)
     return float(rate) if rate.ndim == 0 else rate
@@ -228,15 +242,18 @@ def noam_rate(step, d_model, warmup, factor=1.0):
 def beam_search(step_fn, bos, eos, beam_size, max_len, alpha=1.0):
     """Beam search with length normalisation, eq. {eq}`ch6-length-norm`.
 
-    step_fn(prefixes) -> log-probabilities: prefixes is an int array (k, t) of the k live
-    beams (each starting with ``bos``), the result a (k, V) float array: log P(next | prefix).
-    At each step every live beam is extended by every token; the ``beam_size - #finished``
-    best extensions by total log-probability are kept (ties: the earlier beam, then the
-    smaller token id, wins). An extension ending in ``eos`` is finished and never grows
-    again; at ``max_len`` generated tokens the live beams are finished as they are.
-    Returns ``(sequences, scores)``: the finished beams (lists of token ids after ``bos``,
-    ``eos`` included when generated) sorted by ``score = log P / length^alpha`` (length =
-    number of generated tokens, ties keep finishing order), and their scores (float array).
+    step_fn(prefixes) -> log-probabilities: prefixes is an int array (k, t) of the k
+    live beams (each starting with ``bos``), the result a (k, V) float array: log P(next
+    | prefix).
+    At each step every live beam is extended by every token; the
+    ``beam_size - #finished`` best extensions by total log-probability are kept (ties:
+    the earlier beam, then the smaller token id, wins). An extension ending in ``eos``
+    is finished and never grows again; at ``max_len`` generated tokens the live beams
+    are finished as they are.
+    Returns ``(sequences, scores)``: the finished beams (lists of token ids after
+    ``bos``, ``eos`` included when generated) sorted by ``score = log P / length^alpha``
+    (length = number of generated tokens, ties keep finishing order), and their scores
+    (float array).
     """
     if beam_size < 1 or max_len < 1:
         raise ValueError(
@@ -254,7 +271,8 @@ def beam_search(step_fn, bos, eos, beam_size, max_len, alpha=1.0):
         )  # (k, V)
         if logp.ndim != 2 or logp.shape[0] != len(live):
             raise ValueError(
-                f"step_fn must return ({len(live)}, V) log-probabilities, got {logp.shape}"
+                f"step_fn must return ({len(live)}, V) log-probabilities, "
+                f"got {logp.shape}"
             )
         total = (live_logp[:, None] + logp).ravel()  # (k V,) beam-major, token-minor
         best = np.argsort(-total, kind="stable")[
@@ -276,12 +294,13 @@ def beam_search(step_fn, bos, eos, beam_size, max_len, alpha=1.0):
 
 
 def beam_search_table(log_probs, bos, eos, beam_size, max_len, alpha=1.0):
-    """``beam_search`` over a table: ``log_probs[a, b]`` = log P(next = b | last token = a).
+    """``beam_search`` over a table: ``log_probs[a, b]`` = log P(next = b | last token =
+    a).
 
     log_probs: (V, V) float. The same search as ``beam_search`` with
-    ``step_fn = lambda prefixes: log_probs[prefixes[:, -1]]``, returned as arrays (what the
-    grader compares): tokens int (k, max_len), each finished beam padded with -1, in the
-    order of ``beam_search``, and scores float (k,).
+    ``step_fn = lambda prefixes: log_probs[prefixes[:, -1]]``, returned as arrays (what
+    the grader compares): tokens int (k, max_len), each finished beam padded with -1, in
+    the order of ``beam_search``, and scores float (k,).
     """
     log_probs = as_float(log_probs, "log_probs")
     if log_probs.ndim != 2 or log_probs.shape[0] != log_probs.shape[1]:
@@ -297,7 +316,7 @@ def beam_search_table(log_probs, bos, eos, beam_size, max_len, alpha=1.0):
     return tokens, scores
 
 
-# ----------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------
 # torch modules
 
 
@@ -315,20 +334,21 @@ class DecoderCache:
 
 
 class TransformerDecoderBlock(nn.Module):
-    """A decoder layer: masked self-attention, cross-attention, feed-forward network, each
-    with a residual connection and a layer norm (pre-LN with ``norm_first=True``, else
-    post-LN, as in ``nn.TransformerDecoderLayer``).
+    """A decoder layer: masked self-attention, cross-attention, feed-forward network,
+    each with a residual connection and a layer norm (pre-LN with ``norm_first=True``,
+    else post-LN, as in ``nn.TransformerDecoderLayer``).
 
     ``forward(y, memory, self_mask=None, src_mask=None, cache=None)``: y (B, n_tgt, d),
-    memory (B, n_src, d), masks True = may attend, broadcastable to (B, n_tgt, n_tgt) and
-    (B, n_tgt, n_src). With a ``DecoderCache``, y holds only the new positions.
+    memory (B, n_src, d), masks True = may attend, broadcastable to (B, n_tgt, n_tgt)
+    and (B, n_tgt, n_src). With a ``DecoderCache``, y holds only the new positions.
     Returns y (B, n_tgt, d), self weights (B, h, n_tgt, n_past + n_tgt), cross weights
     (B, h, n_tgt, n_src), both before dropout.
 
-    ``dropout`` (p in [0, 1), default 0) acts where ``nn.TransformerDecoderLayer(dropout=p)``
-    puts it, in the same order: the self-attention weights, the self-attention output,
-    the cross-attention weights, the cross-attention output, the feed-forward hidden
-    activations, the feed-forward output (each output before its residual addition).
+    ``dropout`` (p in [0, 1), default 0) acts where
+    ``nn.TransformerDecoderLayer(dropout=p)`` puts it, in the same order: the
+    self-attention weights, the self-attention output, the cross-attention weights, the
+    cross-attention output, the feed-forward hidden activations, the feed-forward output
+    (each output before its residual addition).
     Only in training mode; p = 0 draws no random numbers.
     """
 
@@ -386,8 +406,8 @@ class TransformerDecoderBlock(nn.Module):
 
     @classmethod
     def from_torch(cls, layer: nn.TransformerDecoderLayer) -> TransformerDecoderBlock:
-        """A block with the weights and dropout rate of ``nn.TransformerDecoderLayer`` (ReLU
-        activation)."""
+        """A block with the weights and dropout rate of ``nn.TransformerDecoderLayer``
+        (ReLU activation)."""
         block = block_from_torch(cls, layer, nn.TransformerDecoderLayer)
         block.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
         block.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
@@ -396,8 +416,8 @@ class TransformerDecoderBlock(nn.Module):
 
 class EncoderDecoder(nn.Module):
     """The stack of ``nn.Transformer``: ``num_layers`` encoder blocks (chapter 5's
-    ``TransformerEncoderBlock``) and a final layer norm; ``num_decoder_layers`` (default:
-    ``num_layers``) decoder blocks and a final layer norm.
+    ``TransformerEncoderBlock``) and a final layer norm; ``num_decoder_layers``
+    (default: ``num_layers``) decoder blocks and a final layer norm.
 
     ``encode(x, src_mask)``: x (B, n_src, d) -> memory (B, n_src, d), per-layer weights.
     ``decode(y, memory, self_mask, src_mask, caches=None)`` -> (B, n_tgt, d), per-layer
@@ -456,8 +476,8 @@ class EncoderDecoder(nn.Module):
 
     @classmethod
     def from_torch(cls, model: nn.Transformer) -> EncoderDecoder:
-        """An ``EncoderDecoder`` with the weights and dropout rate of ``nn.Transformer`` (ReLU
-        activation; the rate is each block's, copied by its ``from_torch``)."""
+        """An ``EncoderDecoder`` with the weights and dropout rate of ``nn.Transformer``
+        (ReLU activation; the rate is each block's, copied by its ``from_torch``)."""
         if not isinstance(model, nn.Transformer):
             raise TypeError(
                 f"expected a torch.nn.Transformer, got {type(model).__name__}"
@@ -499,15 +519,15 @@ class Translator(nn.Module):
 
     The output layer reuses the target embedding matrix: logits = y E_tgt^T + b. Both
     embedding matrices are initialised with standard deviation 1/sqrt(d_model), so that
-    the tied logits start of order one (y leaves a layer norm with unit-variance entries);
-    on the way in, token embeddings are multiplied by sqrt(d_model), which gives them
-    norm about sqrt(d), the scale of the sinusoidal positions (norm sqrt(d/2)), instead
-    of norm 1 (see the chapter).
+    the tied logits start of order one (y leaves a layer norm with unit-variance
+    entries); on the way in, token embeddings are multiplied by sqrt(d_model), which
+    gives them norm about sqrt(d), the scale of the sinusoidal positions (norm
+    sqrt(d/2)), instead of norm 1 (see the chapter).
 
     ``dropout`` (p in [0, 1), default 0): the rate of every block (see
-    ``TransformerEncoderBlock`` and ``TransformerDecoderBlock``) and, as in Vaswani et al.
-    (section 5.4), of a dropout on the sums of the embeddings and the positions, source
-    and target. Only in training mode; p = 0 draws no random numbers.
+    ``TransformerEncoderBlock`` and ``TransformerDecoderBlock``) and, as in Vaswani et
+    al. (section 5.4), of a dropout on the sums of the embeddings and the positions,
+    source and target. Only in training mode; p = 0 draws no random numbers.
 
     ``forward(src, tgt_in)``: src (B, n_src), tgt_in (B, n_tgt) ids, 0 = pad.
     Returns logits (B, n_tgt, V_tgt) and a dict of attention weights: "encoder",
@@ -572,7 +592,8 @@ class Translator(nn.Module):
         )  # (B, 1, n_src)
 
     def encode(self, src):
-        """src (B, n_src) -> memory (B, n_src, d), src_mask (B, 1, n_src), encoder weights."""
+        """src (B, n_src) -> memory (B, n_src, d), src_mask (B, 1, n_src), encoder
+        weights."""
         src_mask = self.src_mask(src)
         x = self._embed(
             self.src_embed, src, positions=self.source_positions
@@ -600,16 +621,16 @@ class Translator(nn.Module):
         }
 
 
-# ----------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------
 # decoding
 
 
 @torch.no_grad()
 def greedy_decode(model: Translator, src, max_len: int = 20):
-    """Greedy decoding with a cache: the source is encoded once, each decoder layer projects
-    the encoder output into its cross-attention keys and values once (at the first step),
-    and each step feeds only the newest target token (self-attention keys and values grow
-    by one row per step).
+    """Greedy decoding with a cache: the source is encoded once, each decoder layer
+    projects the encoder output into its cross-attention keys and values once (at the
+    first step), and each step feeds only the newest target token (self-attention keys
+    and values grow by one row per step).
 
     src: (B, n_src) ids. Returns ``(tokens, cross)``: tokens (B, max_len), the words
     chosen after <bos>, <eos> included where chosen, <pad> after it and up to max_len;
@@ -644,8 +665,9 @@ def greedy_decode(model: Translator, src, max_len: int = 20):
 
 @torch.no_grad()
 def greedy_decode_without_cache(model: Translator, src, max_len: int = 20):
-    """The reference for ``greedy_decode``: re-runs the whole model (encoder included) on
-    the full prefix at every step. Returns tokens (B, max_len) as ``greedy_decode``."""
+    """The reference for ``greedy_decode``: re-runs the whole model (encoder included)
+    on the full prefix at every step. Returns tokens (B, max_len) as
+    ``greedy_decode``."""
     model.eval()
     tgt = torch.full((src.shape[0], 1), BOS)
     done = torch.zeros(src.shape[0], dtype=torch.bool)
@@ -665,8 +687,8 @@ def beam_translate(
 ):
     """``beam_search`` over the model for one source sentence ``src`` (n_src,) ids.
 
-    Returns ``(sequences, scores)`` as ``beam_search``; each step re-runs the decoder on the
-    live prefixes against the source encoded once.
+    Returns ``(sequences, scores)`` as ``beam_search``; each step re-runs the decoder on
+    the live prefixes against the source encoded once.
     """
     model.eval()
     memory, src_mask, _ = model.encode(torch.as_tensor(src)[None])  # (1, n_src, d)
@@ -690,9 +712,11 @@ def beam_translate(
 @torch.no_grad()
 def sequence_log_prob(model: Translator, src, target) -> float:
     """log P(target | src) under the model, eq. {eq}`ch6-teacher-forcing` summed: one
-    teacher-forced pass, the log-probability of each target token given the ones before it.
+    teacher-forced pass, the log-probability of each target token given the ones before
+    it.
 
-    src: (n_src,) ids; target: (n,) ids after <bos>, <eos> included if it is to be scored.
+    src: (n_src,) ids; target: (n,) ids after <bos>, <eos> included if it is to be
+    scored.
     The score ``beam_search`` gives a finished beam at ``alpha = 0`` is this number.
     """
     model.eval()
@@ -705,7 +729,7 @@ def sequence_log_prob(model: Translator, src, target) -> float:
     return float(log_p[torch.arange(len(target)), target].sum())
 
 
-# ----------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------
 # training and evaluation on the generated Chinese-English task
 
 
@@ -735,8 +759,9 @@ def train_translator(
     smoothing mass on pad) and takes an Adam step (betas 0.9, 0.98) at the Noam rate
     ``noam_rate(step, d_model, warmup, lr_factor)`` (step 1-based), through
     ``solutions.training.train_loop`` (seeded, one CPU thread, deterministic).
-    ``schedule="constant"``: the Noam schedule's peak ``lr_factor / sqrt(d_model * warmup)``
-    at every step instead (no ramp, no decay: the warm-up experiment's control).
+    ``schedule="constant"``: the Noam schedule's peak
+    ``lr_factor / sqrt(d_model * warmup)`` at every step instead (no ramp, no decay: the
+    warm-up experiment's control).
     Returns ``(model, history)``: the model in eval mode; history["loss"] and
     history["lr"], one entry per step.
     """
@@ -791,14 +816,15 @@ def train_translator(
 
 @torch.no_grad()
 def resolution_margins(model: Translator, pairs) -> np.ndarray:
-    """Pronoun resolution as a teacher-forced choice among the candidates, one number per pair.
+    """Pronoun resolution as a teacher-forced choice among the candidates, one number
+    per pair.
 
     For every pair with a pronoun, feed the reference translation up to the word that
-    names the antecedent (``pair.answer``) and compare the model's log-probability there of
-    the antecedent's word, ``choices[0]``, with the largest of the other candidates' words,
-    ``choices[1:]``: ``log p(choices[0]) - max log p(choices[1:])``. Positive = resolved.
-    Fluency errors elsewhere in the sentence do not count. Returns float (P,) for the P
-    pairs with ``pronoun >= 0``, in order.
+    names the antecedent (``pair.answer``) and compare the model's log-probability there
+    of the antecedent's word, ``choices[0]``, with the largest of the other candidates'
+    words, ``choices[1:]``: ``log p(choices[0]) - max log p(choices[1:])``. Positive =
+    resolved. Fluency errors elsewhere in the sentence do not count. Returns float (P,)
+    for the P pairs with ``pronoun >= 0``, in order.
     """
     pairs = [p for p in pairs if p.pronoun >= 0]
     if not pairs:
@@ -831,12 +857,13 @@ def head_ablation(model: Translator, pairs) -> dict[str, np.ndarray]:
     """Which attention heads the pronoun resolution uses: zero one head at a time.
 
     Zeroing head i of a ``MultiHeadAttention`` sets to zero the columns of its output
-    projection that read that head (``out_proj.weight[:, i d_h:(i + 1) d_h]``): the head's
-    contribution to the residual stream is gone, the other heads' are unchanged (the bias
-    stays). For every head the fraction of the pronoun pairs of ``pairs`` with a positive
-    ``resolution_margins`` is measured with that head zeroed, and the weights restored.
-    Returns {"encoder", "decoder_self", "cross"}: float arrays (layers, h), and "none": the
-    fraction with nothing zeroed.
+    projection that read that head (``out_proj.weight[:, i d_h:(i + 1) d_h]``): the
+    head's contribution to the residual stream is gone, the other heads' are unchanged
+    (the bias stays). For every head the fraction of the pronoun pairs of ``pairs`` with
+    a positive ``resolution_margins`` is measured with that head zeroed, and the weights
+    restored.
+    Returns {"encoder", "decoder_self", "cross"}: float arrays (layers, h), and "none":
+    the fraction with nothing zeroed.
     """
     out = {"none": float(np.mean(resolution_margins(model, pairs) > 0))}
     for part, layers in _attention_layers(model).items():
@@ -858,12 +885,14 @@ def head_ablation(model: Translator, pairs) -> dict[str, np.ndarray]:
 def resolution_run(
     pairs, seed: int, num_heads: int, lr_factor: float, config: dict, exact_pairs=()
 ) -> dict:
-    """Train one translator (``train_translator(seed=..., num_heads=..., lr_factor=...,
-    **config)``) and score it: "resolved", a bool per pronoun sentence of ``pairs`` in order
-    (``resolution_margins`` > 0), "resolution", their mean, and "exact_match", the fraction
-    of ``exact_pairs`` it translates exactly by greedy decoding (nan if there are none). A
-    module-level function, so that a sweep can hand its runs to other processes: each run is
-    seeded and single-threaded, so where it runs does not change its result."""
+    """Train one translator
+    (``train_translator(seed=..., num_heads=..., lr_factor=..., **config)``) and score
+    it: "resolved", a bool per pronoun sentence of ``pairs`` in order
+    (``resolution_margins`` > 0), "resolution", their mean, and "exact_match", the
+    fraction of ``exact_pairs`` it translates exactly by greedy decoding (nan if there
+    are none). A module-level function, so that a sweep can hand its runs to other
+    processes: each run is seeded and single-threaded, so where it runs does not change
+    its result."""
     torch.set_num_threads(1)
     model, _ = train_translator(
         seed=seed, num_heads=num_heads, lr_factor=lr_factor, **config
@@ -887,8 +916,8 @@ def evaluate_translator(model: Translator, pairs, max_len: int = 32):
 
     Returns a dict: "exact_match" (fraction of greedy outputs equal to the reference),
     "resolution" (among pairs with a pronoun: fraction with a positive
-    ``resolution_margins``, the teacher-forced choice among the candidates), "outputs" (lists of
-    English words) and "resolved" (bool per pronoun pair, in order).
+    ``resolution_margins``, the teacher-forced choice among the candidates), "outputs"
+    (lists of English words) and "resolved" (bool per pronoun pair, in order).
     """
     src, _ = encode_batch(pairs)
     tokens, _ = greedy_decode(model, src, max_len)
@@ -903,31 +932,33 @@ def evaluate_translator(model: Translator, pairs, max_len: int = 32):
     }
 
 
-# ----------------------------------------------------------------------------------------
-# NumPy: the decoder layer of eq. {eq}`ch6-decoder-layer`, teacher forcing and cached greedy
-# decoding (graded). Post-LN, as the equation; a layer norm here has no gain and no bias (the
-# initial state of ``nn.LayerNorm``). Each attention's four projections come stacked in one
-# array ``(4, d, d)``: ``w_q, w_k, w_v, w_o = self_attn``.
+# --------------------------------------------------------------------------------------
+# NumPy: the decoder layer of eq. {eq}`ch6-decoder-layer`, teacher forcing and cached
+# greedy decoding (graded). Post-LN, as the equation; a layer norm here has no gain and
+# no bias (the initial state of ``nn.LayerNorm``). Each attention's four projections
+# come stacked in one array ``(4, d, d)``: ``w_q, w_k, w_v, w_o = self_attn``.
 
 
 def layer_norm(x, eps=1e-5):
-    """Each row to mean 0 and variance 1: (..., d) -> (..., d), ``(x - mean) / sqrt(var + eps)``
-    over the last axis (the biased variance, as ``nn.LayerNorm``)."""
+    """Each row to mean 0 and variance 1: (..., d) -> (..., d),
+    ``(x - mean) / sqrt(var + eps)`` over the last axis (the biased variance, as
+    ``nn.LayerNorm``)."""
     x = as_float(x, "x")
     centred = x - x.mean(-1, keepdims=True)  # (..., d)
     return centred / np.sqrt((centred**2).mean(-1, keepdims=True) + eps)
 
 
 def position_wise_ffn(x, w_1, b_1, w_2, b_2):
-    """``FFN(z) = max(0, z W_1 + b_1) W_2 + b_2`` on every row: x (..., n, d), w_1 (d, d_ff),
-    b_1 (d_ff,), w_2 (d_ff, d), b_2 (d,) -> (..., n, d)."""
+    """``FFN(z) = max(0, z W_1 + b_1) W_2 + b_2`` on every row: x (..., n, d), w_1 (d,
+    d_ff), b_1 (d_ff,), w_2 (d_ff, d), b_2 (d,) -> (..., n, d)."""
     return (
         np.maximum(0.0, as_float(x, "x") @ w_1 + b_1) @ w_2 + b_2
     )  # (..., n, d_ff) -> (..., n, d)
 
 
 def _projections(stacked, name):
-    """``(4, d, d)`` -> ``(w_q, w_k, w_v, w_o)``, or a ValueError that names the array."""
+    """``(4, d, d)`` -> ``(w_q, w_k, w_v, w_o)``, or a ValueError that names the
+    array."""
     stacked = as_float(stacked, name)
     if (
         stacked.ndim != 3
@@ -935,13 +966,15 @@ def _projections(stacked, name):
         or stacked.shape[1] != stacked.shape[2]
     ):
         raise ValueError(
-            f"expected {name} of shape (4, d, d): w_q, w_k, w_v, w_o stacked, got {stacked.shape}"
+            f"expected {name} of shape (4, d, d): w_q, w_k, w_v, w_o stacked, "
+            f"got {stacked.shape}"
         )
     return tuple(stacked)
 
 
 def _cross_and_ffn(a, memory, cross_attn, w_1, b_1, w_2, b_2, num_heads, src_mask):
-    """The last two lines of eq. {eq}`ch6-decoder-layer`: a (..., n, d) -> Y' (..., n, d)."""
+    """The last two lines of eq. {eq}`ch6-decoder-layer`: a (..., n, d) -> Y' (..., n,
+    d)."""
     c, _ = cross_attention(
         a, memory, *_projections(cross_attn, "cross_attn"), num_heads, src_mask
     )
@@ -960,12 +993,14 @@ def decoder_block(
 
     y:      (..., n_tgt, d) the target positions' states Y
     memory: (..., n_src, d) the encoder output H
-    self_attn, cross_attn: (4, d, d) each, ``w_q, w_k, w_v, w_o`` stacked (used as ``x @ w``)
+    self_attn, cross_attn: (4, d, d) each, ``w_q, w_k, w_v, w_o`` stacked (used as
+    ``x @ w``)
     w_1 (d, d_ff), b_1 (d_ff,), w_2 (d_ff, d), b_2 (d,): the feed-forward network
-    num_heads: h, a divisor of d. src_mask: boolean, broadcastable to (..., n_tgt, n_src),
-    True = the source word may be attended; None = all.
-    Self-attention is causal (query i sees keys j <= i); the target's padding needs no mask
-    of its own here: a padded position is seen only by later, also padded, positions.
+    num_heads: h, a divisor of d. src_mask: boolean, broadcastable to (..., n_tgt,
+    n_src), True = the source word may be attended; None = all.
+    Self-attention is causal (query i sees keys j <= i); the target's padding needs no
+    mask of its own here: a padded position is seen only by later, also padded,
+    positions.
     Returns Y' (..., n_tgt, d).
     """
     y = as_float(y, "y")
@@ -983,13 +1018,14 @@ def shift_right(targets, bos_id):
     """The decoder's input under teacher forcing: ``[BOS, y_1, ..., y_{n-1}]``.
 
     targets: (..., n) ints, the words to predict (EOS and padding included). Returns the
-    same shape: BOS first, then every target but the last, so that input position t holds
-    y_{t-1} and predicts y_t ({eq}`ch6-teacher-forcing`).
+    same shape: BOS first, then every target but the last, so that input position t
+    holds y_{t-1} and predicts y_t ({eq}`ch6-teacher-forcing`).
     """
     targets = np.asarray(targets)
     if targets.ndim < 1 or not np.issubdtype(targets.dtype, np.integer):
         raise ValueError(
-            f"expected integer targets of shape (..., n), got {targets.dtype} {targets.shape}"
+            "expected integer targets of shape (..., n), "
+            f"got {targets.dtype} {targets.shape}"
         )
     bos = np.full(targets.shape[:-1] + (1,), bos_id, dtype=targets.dtype)  # (..., 1)
     return np.concatenate([bos, targets[..., :-1]], axis=-1)  # (..., n)
@@ -1002,7 +1038,8 @@ def teacher_forced_loss(logits, targets, pad_id):
     ``shift_right(targets)``; targets: (..., n) ints; pad_id: the padding token.
     Returns ``(loss, grad)``: loss = the mean of ``-log softmax(logits)[y]`` over the N
     positions whose target is not ``pad_id`` (0.0 if N = 0); grad (..., n, V) = d loss /
-    d logits = ``(softmax(logits) - onehot(y)) / N`` at those positions, 0 at the others.
+    d logits = ``(softmax(logits) - onehot(y)) / N`` at those positions, 0 at the
+    others.
     """
     logits = as_float(logits, "logits")
     targets = np.asarray(targets)
@@ -1038,9 +1075,11 @@ def decoder_step(
 
     x_t: (B, 1, d) the new position's input (embedding + position)
     cache_k, cache_v: (B, t, d) the keys ``x_s @ w_k`` and values ``x_s @ w_v`` of the t
-    earlier positions (t = 0 at the first step); the other arguments as ``decoder_block``.
-    The new position's key and value are appended to the cache and its query attends over
-    all t + 1 cached positions: no causal mask is needed, as every one is in the past.
+    earlier positions (t = 0 at the first step); the other arguments as
+    ``decoder_block``.
+    The new position's key and value are appended to the cache and its query attends
+    over all t + 1 cached positions: no causal mask is needed, as every one is in the
+    past.
     Returns ``(y_t, cache_k, cache_v)``: y_t (B, 1, d) equals the last row of
     ``decoder_block`` on the whole prefix; the caches are (B, t + 1, d).
     """
@@ -1077,15 +1116,17 @@ def greedy_decode_cached(
     max_len,
     src_mask=None,
 ):
-    """Greedy decoding with a one-layer decoder (``decoder_step``) and a key/value cache.
+    """Greedy decoding with a one-layer decoder (``decoder_step``) and a key/value
+    cache.
 
-    memory: (B, n_src, d) the encoder output; embed: (V, d) target embeddings; positions:
-    (>= max_len, d) position vectors; w_out: (d, V) output layer; bos_id: the first input;
-    the layer's weights, num_heads and src_mask as ``decoder_block``.
-    Step t (0-based) feeds ``embed[token] + positions[t]`` (token = BOS, then the word chosen
-    at step t - 1) and picks ``argmax(y_t @ w_out)``; exactly max_len steps (no stop at EOS).
-    Returns ``(tokens, cache_k, cache_v)``: tokens (B, max_len) ints, the words chosen; the
-    caches (B, max_len, d), one row per input fed.
+    memory: (B, n_src, d) the encoder output; embed: (V, d) target embeddings;
+    positions: (>= max_len, d) position vectors; w_out: (d, V) output layer; bos_id: the
+    first input; the layer's weights, num_heads and src_mask as ``decoder_block``.
+    Step t (0-based) feeds ``embed[token] + positions[t]`` (token = BOS, then the word
+    chosen at step t - 1) and picks ``argmax(y_t @ w_out)``; exactly max_len steps (no
+    stop at EOS).
+    Returns ``(tokens, cache_k, cache_v)``: tokens (B, max_len) ints, the words chosen;
+    the caches (B, max_len, d), one row per input fed.
     """
     memory, embed = as_float(memory, "memory"), as_float(embed, "embed")
     batch, d = memory.shape[0], embed.shape[1]

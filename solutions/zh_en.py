@@ -1,4 +1,5 @@
-"""A generated Chinese-English translation task (chapter 6, ``book/ch6_transformer.ipynb``).
+"""A generated Chinese-English translation task (chapter 6,
+``book/ch6_transformer.ipynb``).
 
 What this file builds:
 
@@ -7,28 +8,31 @@ What this file builds:
   (我 昨天 在 公园 看见了 一只 蝴蝶 -> I saw a butterfly in the park yesterday), so a
   translation has to read the source out of order;
   ``"it"``: a time, two events, then 所以 它 ("so it") and a predicate:
-  昨天 ， 狗 追了 猫 ， 马 被 熊 咬了 ， 所以 它 跑走了 "the horse ran away because the dog
-  chased the cat and the horse was bitten by the bear yesterday". One event is in the
-  active voice and one in the 被 passive, in either order, each optionally with a place;
-  the four animals differ. 它 is an animal of the *last* event: the predicate says which
-  role (the one that acted got tired or was pleased; the one acted on ran away or hid),
-  the last event's voice says which of its two mentions has that role. The English puts
-  the antecedent first, so the reference prefix before it ("the") tells nothing;
-  ``"he_she"``: a man and a woman, then two pronouns: 他 帮了 她 "he helped her" vs 她 帮了
-  他; which pronoun comes first decides who is the subject. That is a cue of one word and
-  its neighbour (the 2-gram "， 他"), so these sentences test reading a pronoun's gender,
-  not the order of the sentence. Optional time and place words vary the lengths.
-- Minimal pairs: ``make_pairs(..., split="test")`` returns every resolution sentence with
-  its *bag twin* and its *position twin*, and the twin of both. For 它 the bag twin
+  昨天 ， 狗 追了 猫 ， 马 被 熊 咬了 ， 所以 它 跑走了 "the horse ran away because the
+  dog chased the cat and the horse was bitten by the bear yesterday". One event is in
+  the active voice and one in the 被 passive, in either order, each optionally with a
+  place; the four animals differ. 它 is an animal of the *last* event: the predicate
+  says which role (the one that acted got tired or was pleased; the one acted on ran
+  away or hid), the last event's voice says which of its two mentions has that role. The
+  English puts the antecedent first, so the reference prefix before it ("the") tells
+  nothing;
+  ``"he_she"``: a man and a woman, then two pronouns: 他 帮了 她 "he helped her" vs 她
+  帮了 他; which pronoun comes first decides who is the subject. That is a cue of one
+  word and its neighbour (the 2-gram "， 他"), so these sentences test reading a
+  pronoun's gender, not the order of the sentence. Optional time and place words vary
+  the lengths.
+- Minimal pairs: ``make_pairs(..., split="test")`` returns every resolution sentence
+  with its *bag twin* and its *position twin*, and the twin of both. For 它 the bag twin
   swaps the two events (the same multiset of 1- and 2-grams, since each event sits
   between two commas; the other antecedent, and the other mention index); for 他/她 it
-  swaps the two pronouns (the same multiset of words). The position twin keeps the length
-  and the candidate positions and means the other candidate (the predicate of the other
-  role; the two people in the other order). On such a set every rule that sees only the
-  1- and 2-grams (for 他/她, only the words), or only the positions, is right on at most
-  half; ``solutions.shortcuts`` fits such rules, and others, on training sentences.
-- The lecture notes' own sentences (``NOTES_SENTENCES``): 知识就是力量 "knowledge is power"
-  and 这只蝴蝶真漂亮，停在花朵上，我很喜欢它 with "it" spelled out.
+  swaps the two pronouns (the same multiset of words). The position twin keeps the
+  length and the candidate positions and means the other candidate (the predicate of the
+  other role; the two people in the other order). On such a set every rule that sees
+  only the 1- and 2-grams (for 他/她, only the words), or only the positions, is right
+  on at most half; ``solutions.shortcuts`` fits such rules, and others, on training
+  sentences.
+- The lecture notes' own sentences (``NOTES_SENTENCES``): 知识就是力量 "knowledge is
+  power" and 这只蝴蝶真漂亮，停在花朵上，我很喜欢它 with "it" spelled out.
 - ``HELD_OUT``: combinations (object with place; {animal, animal} with verb, in either
   event of an "it" sentence; {man, woman} with verb) that never occur in training; the
   test split is made of sentences that contain one, so held-out accuracy measures
@@ -66,7 +70,7 @@ PAD, BOS, EOS = 0, 1, 2
 _SPECIALS = ["<pad>", "<bos>", "<eos>"]
 KINDS = ("reorder", "it", "he_she")
 
-# ----------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------
 # the lexicon: Chinese word -> English words
 
 SUBJECTS = {
@@ -114,7 +118,8 @@ NOUNS = {
     "玫瑰": ("rose", "朵"),
     "百合": ("lily", "朵"),
 }
-# the "it" sentences: animal acts on animal; Chinese verb -> (active, passive participle)
+# the "it" sentences: animal acts on animal; Chinese verb -> (active, passive
+# participle)
 ANIMALS = {
     "猫": "cat",
     "狗": "dog",
@@ -130,7 +135,8 @@ ACTIONS = {
     "咬了": ("bit", "bitten"),
     "推了": ("pushed", "pushed"),
 }
-# predicate -> (English, role): "agent" = the one that acted, "patient" = the one acted on
+# predicate -> (English, role): "agent" = the one that acted, "patient" = the one acted
+# on
 ROLE_PREDICATES = {
     "累了": ("got tired", "agent"),
     "很得意": ("was pleased", "agent"),
@@ -172,7 +178,8 @@ def _held_out() -> dict[str, frozenset]:
         for (i, n), (j, p) in itertools.product(enumerate(nouns), enumerate(places))
         if (i + 2 * j) % 5 == 0
     }
-    # {animal, animal} with an action: 28 pairs x 3 actions = 84 combinations, 17 held out
+    # {animal, animal} with an action: 28 pairs x 3 actions = 84 combinations, 17 held
+    # out
     animal_pairs = list(itertools.combinations(ANIMALS, 2))
     it = {
         (frozenset(pair), verb)
@@ -259,7 +266,8 @@ def _frame(time, place):
 
 
 def _clause(agent, patient, verb, passive, place):
-    """One event: (Chinese words, English words, the two animals in order of mention)."""
+    """One event: (Chinese words, English words, the two animals in order of
+    mention)."""
     active_en, passive_en = ACTIONS[verb]
     zh_place = ["在", place] if place else []
     en_place = PLACES[place].split() if place else []
@@ -287,8 +295,9 @@ def _clause(agent, patient, verb, passive, place):
 
 
 def _it_sentence(events, passive_last, predicate, time) -> Pair:
-    """events: two (agent, patient, verb, place) tuples, the active event and the passive
-    one; passive_last: whether the passive clause comes second (it is the one 它 refers to)."""
+    """events: two (agent, patient, verb, place) tuples, the active event and the
+    passive one; passive_last: whether the passive clause comes second (it is the one 它
+    refers to)."""
     active, passive = events
     order = (active, passive) if passive_last else (passive, active)
     clauses = [
@@ -412,9 +421,9 @@ _FLIPPED_ROLE = {"agent": "patient", "patient": "agent"}
 def twins(pair: Pair) -> tuple[Pair, Pair, Pair]:
     """The minimal-pair twins of a resolution sentence: (bag twin, position twin, both).
 
-    Bag twin, the other answer from the same bag: for 它 the two events swap places (each
-    sits between two commas, so the multiset of 1- and 2-grams stays the same; the last
-    event, hence the antecedent and its mention index, changes); for 他/她 the two
+    Bag twin, the other answer from the same bag: for 它 the two events swap places
+    (each sits between two commas, so the multiset of 1- and 2-grams stays the same; the
+    last event, hence the antecedent and its mention index, changes); for 他/她 the two
     pronouns swap places (the same multiset of words). Position twin: the same length,
     pronoun and candidate positions with the other candidate meant (the predicate of the
     other role; the two people swap order of mention).
@@ -453,10 +462,11 @@ def make_pairs(
 
     split: ``"train"`` keeps only pairs whose ``combination`` is not held out;
     ``"test"`` only pairs whose combination IS held out (``HELD_OUT``), so every test
-    sentence combines known words in a way never seen in training. In the test split each
-    sampled "it" or "he_she" sentence comes with its three ``twins`` (four sentences in a
-    row; the list is cut at ``n``), so no rule on 1- and 2-grams (for 他/她, on words),
-    positions or length beats one half on a list of whole groups of four.
+    sentence combines known words in a way never seen in training. In the test split
+    each sampled "it" or "he_she" sentence comes with its three ``twins`` (four
+    sentences in a row; the list is cut at ``n``), so no rule on 1- and 2-grams (for
+    他/她, on words), positions or length beats one half on a list of whole groups of
+    four.
     kinds: which kinds to sample, with probabilities ``weights`` (default uniform).
     notes_every: in the training split, replace every k-th pair by one of the notes' own
     sentences (``NOTES_SENTENCES``) so the model learns them; 0 = never.
@@ -493,12 +503,13 @@ def make_pairs(
     return pairs[:n]
 
 
-# ----------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------
 # vocabularies and tensors
 
 
 class Vocab:
-    """Words <-> ids: 0 = <pad>, 1 = <bos>, 2 = <eos>, then the words in a fixed order."""
+    """Words <-> ids: 0 = <pad>, 1 = <bos>, 2 = <eos>, then the words in a fixed
+    order."""
 
     def __init__(self, words):
         self.itos = _SPECIALS + sorted(set(words) - set(_SPECIALS))
