@@ -135,8 +135,9 @@ def _loo_cases(rng):
 CHAPTER = register(
     Chapter(
         "ch1_pooling",
-        # measured 2026-12-03 (`python -m autograder.grading.measure`, then in budgets.py):
-        # the solved notebook graded in a warm sandbox took 1.86, 0.10, 0.10 s (2 CPUs, load average 3.9); T = the slowest
+        # measured 2026-12-03 (`python -m autograder.grading.measure`, then in budgets.py): the
+        # solved notebook graded in a warm sandbox took 1.86, 0.10, 0.10 s (2 CPUs, load average
+        # 3.9); T = the slowest
         reference_seconds=1.9,
         checks=(
             Check(

@@ -183,8 +183,9 @@ def _reinforce_cases(rng):
 CHAPTER = register(
     Chapter(
         "ch2_soft_hard",
-        # measured 2026-12-03 (`python -m autograder.grading.measure`, then in budgets.py):
-        # the solved notebook graded in a warm sandbox took 0.19, 0.16, 0.16 s (2 CPUs, load average 4.0); T = the slowest
+        # measured 2026-12-03 (`python -m autograder.grading.measure`, then in budgets.py): the
+        # solved notebook graded in a warm sandbox took 0.19, 0.16, 0.16 s (2 CPUs, load average
+        # 4.0); T = the slowest
         reference_seconds=0.2,
         checks=(
             Check(

@@ -289,8 +289,9 @@ def write_translation_data(path) -> None:
 CHAPTER = register(
     Chapter(
         "ch3_seq2seq",
-        # measured 2026-12-03 (`python -m autograder.grading.measure`, then in budgets.py):
-        # the solved notebook graded in a warm sandbox took 4.22, 5.76, 6.16 s (2 CPUs, load average 4.3); T = the slowest
+        # measured 2026-12-03 (`python -m autograder.grading.measure`, then in budgets.py): the
+        # solved notebook graded in a warm sandbox took 4.22, 5.76, 6.16 s (2 CPUs, load average
+        # 4.3); T = the slowest
         reference_seconds=6.2,
         support_files={DATA_FILE: write_translation_data},
         checks=(

@@ -165,8 +165,9 @@ def _swap_sin_cos(n, d):
 CHAPTER = register(
     Chapter(
         "ch4_self_attention",
-        # measured 2026-12-03 (`python -m autograder.grading.measure`, then in budgets.py):
-        # the solved notebook graded in a warm sandbox took 3.38, 4.34, 5.06 s (2 CPUs, load average 4.7); T = the slowest
+        # measured 2026-12-03 (`python -m autograder.grading.measure`, then in budgets.py): the
+        # solved notebook graded in a warm sandbox took 3.38, 4.34, 5.06 s (2 CPUs, load average
+        # 4.7); T = the slowest
         reference_seconds=5.1,
         limits={"memory_bytes": MEMORY},
         checks=(

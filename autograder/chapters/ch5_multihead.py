@@ -161,8 +161,9 @@ def _params_per_head_full(d_model, num_heads, bias=True):
 CHAPTER = register(
     Chapter(
         "ch5_multihead",
-        # measured 2026-12-03 (`python -m autograder.grading.measure`, then in budgets.py):
-        # the solved notebook graded in a warm sandbox took 0.12, 0.12, 0.12 s (2 CPUs, load average 4.7); T = the slowest
+        # measured 2026-12-03 (`python -m autograder.grading.measure`, then in budgets.py): the
+        # solved notebook graded in a warm sandbox took 0.12, 0.12, 0.12 s (2 CPUs, load average
+        # 4.7); T = the slowest
         reference_seconds=0.12,
         checks=(
             Check(

@@ -616,8 +616,9 @@ def _loss_variant(count_pad=False, divide_by_all=False, sum_grad=False):
 CHAPTER = register(
     Chapter(
         "ch6_transformer",
-        # measured 2026-12-03 (`python -m autograder.grading.measure`, then in budgets.py):
-        # the solved notebook graded in a warm sandbox took 0.11, 0.10, 0.08 s (2 CPUs, load average 5.0); T = the slowest
+        # measured 2026-12-03 (`python -m autograder.grading.measure`, then in budgets.py): the
+        # solved notebook graded in a warm sandbox took 0.11, 0.10, 0.08 s (2 CPUs, load average
+        # 5.0); T = the slowest
         reference_seconds=0.11,
         checks=(
             Check(
