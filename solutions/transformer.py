@@ -751,6 +751,7 @@ def train_translator(
     num_decoder_layers=None,
     source_positions=True,
     schedule="noam",
+    holdout="combinations",
 ):
     """Train a ``Translator`` on fresh generated training pairs (``solutions.zh_en``).
 
@@ -762,6 +763,8 @@ def train_translator(
     ``schedule="constant"``: the Noam schedule's peak
     ``lr_factor / sqrt(d_model * warmup)`` at every step instead (no ramp, no decay: the
     warm-up experiment's control).
+    ``holdout``: the split that training draws from (``make_pairs``): ``"voice"`` also
+    leaves out the held-out pairs of predicate and voice.
     Returns ``(model, history)``: the model in eval mode; history["loss"] and
     history["lr"], one entry per step.
     """
@@ -774,6 +777,7 @@ def train_translator(
             kinds=kinds,
             weights=weights,
             notes_every=notes_every,
+            holdout=holdout,
         )
         src, tgt = encode_batch(pairs)  # (B, n_src), (B, n_tgt)
         logits, _ = model(src, tgt[:, :-1])  # position t predicts word t + 1

@@ -31,6 +31,11 @@ What this file builds:
   only the 1- and 2-grams (for 他/她, only the words), or only the positions, is right
   on at most half; ``solutions.shortcuts`` fits such rules, and others, on training
   sentences.
+- ``HELD_OUT_VOICE``, the composition split (``make_pairs(..., holdout="voice")``):
+  two (predicate, passive last) pairs that training never shows, 累了 and 躲起来了 after
+  a passive event. Each predicate's role shows after an active event, and what the
+  passive does to the order of mention shows with the other predicate of each role; a
+  test sentence needs the two together.
 - The lecture notes' own sentences (``NOTES_SENTENCES``): 知识就是力量 "knowledge is
   power" and 这只蝴蝶真漂亮，停在花朵上，我很喜欢它 with "it" spelled out.
 - ``HELD_OUT``: combinations (object with place; {animal, animal} with verb, in either
@@ -57,6 +62,7 @@ __all__ = [
     "KINDS",
     "NOTES_SENTENCES",
     "HELD_OUT",
+    "HELD_OUT_VOICE",
     "Pair",
     "Vocab",
     "SOURCE_VOCAB",
@@ -206,6 +212,12 @@ def _held_out() -> dict[str, frozenset]:
 
 
 HELD_OUT = _held_out()
+# The composition split (``make_pairs(..., holdout="voice")``): (predicate, whether the
+# last event is passive) pairs that no training sentence has. Each held-out predicate is
+# seen only with the active voice last, where its role shows; the passive is seen only
+# with the other predicate of its role. Their antecedents are the second and the first
+# mention of the passive event, so "always the k-th mention" scores one half.
+HELD_OUT_VOICE = frozenset({("累了", True), ("躲起来了", True)})
 
 
 @dataclass
@@ -405,6 +417,13 @@ def _he_she(rng) -> Pair:
 _MAKERS = {"reorder": _reorder, "it": _it, "he_she": _he_she}
 
 
+def _held_out_voice(pair: Pair) -> bool:
+    """Whether an "it" sentence has a held-out (predicate, passive last) pair."""
+    if pair.kind != "it":
+        return False
+    return (pair.twin["predicate"], pair.twin["passive_last"]) in HELD_OUT_VOICE
+
+
 def _held_out_pair(pair: Pair) -> bool:
     """Whether a pair belongs to the test split: its combination is held out (an "it"
     sentence: either of its two events' (pair of animals, action) is)."""
@@ -457,6 +476,7 @@ def make_pairs(
     kinds=("reorder", "it", "he_she"),
     weights=None,
     notes_every=0,
+    holdout="combinations",
 ):
     """Sample ``n`` sentence pairs.
 
@@ -470,6 +490,10 @@ def make_pairs(
     kinds: which kinds to sample, with probabilities ``weights`` (default uniform).
     notes_every: in the training split, replace every k-th pair by one of the notes' own
     sentences (``NOTES_SENTENCES``) so the model learns them; 0 = never.
+    holdout: ``"combinations"`` (the above) or ``"voice"``, the composition split:
+    training also leaves out every "it" sentence whose (predicate, passive last) is in
+    ``HELD_OUT_VOICE``, and the test split is exactly those "it" sentences (whatever
+    their animals; no twins, other kinds skipped).
     Returns a list of ``Pair``. Deterministic given ``seed``.
     """
     if split not in ("train", "test"):
@@ -482,6 +506,10 @@ def make_pairs(
     weights = np.asarray(weights, dtype=float)
     if weights.shape != (len(kinds),) or (weights < 0).any() or not weights.sum() > 0:
         raise ValueError(f"expected {len(kinds)} non-negative weights, got {weights!r}")
+    if holdout not in ("combinations", "voice"):
+        raise ValueError(
+            f"expected holdout 'combinations' or 'voice', got {holdout!r}"
+        )
     rng = np.random.default_rng(seed)
     pairs: list[Pair] = []
     while len(pairs) < n:
@@ -495,6 +523,14 @@ def make_pairs(
             continue
         kind = kinds[rng.choice(len(kinds), p=weights / weights.sum())]
         pair = _MAKERS[kind](rng)
+        if holdout == "voice":
+            if split == "train" and not (
+                _held_out_pair(pair) or _held_out_voice(pair)
+            ):
+                pairs.append(pair)
+            elif split == "test" and _held_out_voice(pair):
+                pairs.append(pair)
+            continue
         held = _held_out_pair(pair)
         if held == (split == "test"):
             pairs.append(pair)

@@ -636,6 +636,24 @@ def test_constant_schedule_holds_the_noam_peak_from_the_first_step():
         train_translator(seed=3, schedule="cosine", **config)
 
 
+def test_training_draws_from_the_split_it_is_given(monkeypatch):
+    """holdout="voice" (the composition experiment) reaches every batch; the default is the
+    split of held-out combinations."""
+    import solutions.transformer as transformer
+
+    seen = []
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs["holdout"])
+        return make_pairs(*args, **kwargs)
+
+    monkeypatch.setattr(transformer, "make_pairs", recording)
+    config = {**TRAINED, "steps": 2, "d_model": 16, "d_ff": 32}
+    train_translator(seed=3, holdout="voice", **config)
+    train_translator(seed=3, **config)
+    assert seen == ["voice", "voice", "combinations", "combinations"]
+
+
 def test_resolution_run_scores_resolution_per_sentence_and_exact_match():
     """What the chapter's control returns: one bool per pronoun sentence (in order, the
     sentences without a pronoun skipped), their mean, and the exact match on other pairs
