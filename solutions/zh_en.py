@@ -507,9 +507,7 @@ def make_pairs(
     if weights.shape != (len(kinds),) or (weights < 0).any() or not weights.sum() > 0:
         raise ValueError(f"expected {len(kinds)} non-negative weights, got {weights!r}")
     if holdout not in ("combinations", "voice"):
-        raise ValueError(
-            f"expected holdout 'combinations' or 'voice', got {holdout!r}"
-        )
+        raise ValueError(f"expected holdout 'combinations' or 'voice', got {holdout!r}")
     rng = np.random.default_rng(seed)
     pairs: list[Pair] = []
     while len(pairs) < n:
@@ -524,9 +522,7 @@ def make_pairs(
         kind = kinds[rng.choice(len(kinds), p=weights / weights.sum())]
         pair = _MAKERS[kind](rng)
         if holdout == "voice":
-            if split == "train" and not (
-                _held_out_pair(pair) or _held_out_voice(pair)
-            ):
+            if split == "train" and not (_held_out_pair(pair) or _held_out_voice(pair)):
                 pairs.append(pair)
             elif split == "test" and _held_out_voice(pair):
                 pairs.append(pair)
