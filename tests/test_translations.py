@@ -78,6 +78,31 @@ def test_catalogs_hold_every_message_the_sources_have():
     )
 
 
+def test_an_extraction_that_warns_fails_and_nothing_is_merged(monkeypatch):
+    """A notebook that failed to execute (for want of the CJK font, say) leaves its
+    captions out of the templates; merging those would mark their translations obsolete.
+    The extraction reads afresh and fails on any warning, and `update` then stops."""
+    import jupyter_book.sphinx
+
+    from tools import build_book
+
+    calls = []
+
+    def warned(*args, **kwargs):
+        calls.append(kwargs)
+        return 1  # what Sphinx returns when a warning was turned into an error
+
+    monkeypatch.setattr(jupyter_book.sphinx, "build_sphinx", warned)
+    assert build_book.build("en", "gettext") == 1
+    assert calls[0]["builder"] == "gettext"
+    assert calls[0]["freshenv"] and calls[0]["warningiserror"]
+
+    commands = []
+    monkeypatch.setattr(translations.subprocess, "call", lambda cmd: commands.append(cmd) or 1)
+    assert translations.update() == 1
+    assert len(commands) == 1 and commands[0][-2:] == ["--builder", "gettext"]
+
+
 def test_terminology_is_read_and_covers_the_core_terms():
     terms = {t.english: t for t in translations.read_terminology()}
     for english, chinese in [

@@ -69,7 +69,13 @@ def build(language: str, builder: str = "html") -> int:
         confoverrides=overrides,
         doctreedir=doctrees,
         builder=builder,
-        warningiserror=builder != "gettext",
+        # the templates come from a fresh reading every time, and any warning (a notebook
+        # that failed to execute, say for want of the CJK font) fails the extraction:
+        # otherwise its captions would be missing from the templates, sphinx-intl would
+        # mark their translations obsolete, and a pickled environment would keep them
+        # missing in the next extraction too
+        freshenv=builder == "gettext",
+        warningiserror=True,
         keep_going=True,
     )
     # myst-nb writes its copies of the outputs beside the output folder: for the Chinese
