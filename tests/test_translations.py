@@ -277,6 +277,16 @@ def test_chinese_in_italics_is_a_problem_but_bold_latin_italics_and_math_are_not
     assert problem.startswith("italic Chinese") and "*查询*" in problem
 
 
+def test_straight_quotes_in_chinese_prose_are_a_problem_but_not_in_code_or_english():
+    """Sphinx's smart quotes turn （"it"） into （”it”）: the Chinese edition writes “…”."""
+    source = 'A pronoun, 它 ("it"), and `s = "it"` in code.'
+    good = '一个代词，它（“it”），以及代码里的 `s = "it"`。'
+    assert translations.message_problems(source, good, False, []) == []
+    (problem,) = translations.message_problems(source, good.replace("“it”", '"it"'), False, [])
+    assert problem.startswith("straight quotes") and '"it"' in problem
+    assert translations.straight_quotes('He said "it".') == []  # no Chinese: not ours
+
+
 def test_the_search_dictionary_has_every_chinese_term_as_one_word():
     terms = translations.read_terminology()
     words = editions.search_dictionary_words(terms)

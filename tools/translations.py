@@ -23,7 +23,8 @@ fail the build until a translator has dealt with them (docs/translating.md).
   translation; and, for any term, a rendering listed under ``not`` (one that drifted in
   before: 瞥视 for glimpse, a bare "notebook") in the translation of a message that has the
   English term;
-- Chinese in *italics* (Chinese fonts have no italic face: emphasis is **bold**).
+- Chinese in *italics* (Chinese fonts have no italic face: emphasis is **bold**);
+- straight "quotes" in a Chinese translation's prose (smart quotes would make both ”).
 """
 
 from __future__ import annotations
@@ -64,6 +65,16 @@ def italic_chinese(msgstr: str) -> list[str]:
     """The *italic* spans of a translation that contain Chinese (math and code ignored)."""
     prose = NOT_PROSE.sub(lambda m: " " * len(m.group()), msgstr)
     return [m.group() for m in ITALIC.finditer(prose) if HAN.search(m.group(1))]
+
+
+def straight_quotes(msgstr: str) -> list[str]:
+    """The "quoted" spans of a Chinese translation's prose (math and code ignored): Sphinx's
+    smart quotes read a straight quote after a Chinese character as a closing one, so
+    （"it"） renders as （”it”）. The Chinese edition writes “…” itself."""
+    if not HAN.search(msgstr):
+        return []
+    prose = NOT_PROSE.sub(lambda m: " " * len(m.group()), msgstr)
+    return re.findall(r'"[^"\n]*"?', prose)
 
 
 def read_terminology(path: Path = TERMINOLOGY) -> list[Term]:
@@ -117,6 +128,9 @@ def message_problems(msgid: str, msgstr: str, fuzzy: bool, terms: list[Term]) ->
     italic = italic_chinese(msgstr)
     if italic:
         problems.append(f"italic Chinese {italic}: emphasise Chinese with **bold**")
+    quoted = straight_quotes(msgstr)
+    if quoted:
+        problems.append(f"straight quotes {quoted}: quote with “…” in Chinese")
     # a {term} role's text is prose (the reader sees it); other roles, math and code are not;
     # emphasis marks are not words ("*inverted* dropout" is the term "inverted dropout")
     prose = NOT_PROSE.sub(" ", TERM_ROLE.sub(lambda m: m.group(1), msgid)).replace("*", "")
