@@ -106,6 +106,7 @@ __all__ = [
     "greedy_decode_without_cache",
     "beam_translate",
     "train_translator",
+    "CHAPTER_MODEL",
     "resolution_margins",
     "head_ablation",
     "resolution_run",
@@ -731,6 +732,10 @@ def sequence_log_prob(model: Translator, src, target) -> float:
 
 # --------------------------------------------------------------------------------------
 # training and evaluation on the generated Chinese-English task
+
+# The configuration chapter 6 trains (with ``num_heads=4``; its pronoun control, its
+# composition run and tests/test_transformer.py's seeds of that run use it too)
+CHAPTER_MODEL = dict(steps=1000, d_model=64, num_layers=2, num_decoder_layers=1)
 
 
 def train_translator(

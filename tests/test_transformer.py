@@ -13,6 +13,7 @@ from torch import nn
 from solutions.multihead import MultiHeadAttention, TransformerEncoderBlock
 from solutions.self_attention import causal_mask, padding_mask, sinusoidal_positions
 from solutions.transformer import (
+    CHAPTER_MODEL,
     EncoderDecoder,
     TransformerDecoderBlock,
     Translator,
@@ -748,9 +749,9 @@ def test_trained_translator_translates_held_out_combinations_and_resolves_pronou
 
 @pytest.mark.slow
 def test_no_training_seed_composes_held_out_pairs_of_predicate_and_voice():
-    """The chapter's composition section: its model (CHAPTER_MODEL of the notebook, 4
-    heads, trained without the held-out pairs of predicate and voice) scored on those pairs,
-    for training seeds 0-7, two runs at a time (each seeded and single-threaded). Measured:
+    """The chapter's composition section: its model (CHAPTER_MODEL, 4 heads, trained
+    without the held-out pairs of predicate and voice) scored on those pairs, for training
+    seeds 0-7, two runs at a time (each seeded and single-threaded). Measured:
     0.430, 0.193, 0.580, 0.603, 0.747, 0.420, 0.153, 0.657, mean 0.473; the page says
     "between 15% and 75% ... (47% on average): a coin". No seed composes (each below 0.8,
     0.053 above the largest) and together they are a coin (mean within 0.1 of one half,
@@ -759,7 +760,7 @@ def test_no_training_seed_composes_held_out_pairs_of_predicate_and_voice():
     from concurrent.futures import ProcessPoolExecutor
 
     pairs = make_pairs(300, seed=999, split="test", kinds=("it",), holdout="voice")
-    config = dict(steps=1000, d_model=64, num_layers=2, num_decoder_layers=1, holdout="voice")
+    config = {**CHAPTER_MODEL, "holdout": "voice"}
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
         runs = [pool.submit(resolution_run, pairs, seed, 4, 1.0, config) for seed in range(8)]
         scores = [run.result()["resolution"] for run in runs]
