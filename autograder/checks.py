@@ -30,6 +30,7 @@ import dataclasses
 import importlib
 import math
 import os
+import pathlib
 import pkgutil
 import zlib
 from collections.abc import Callable
@@ -323,7 +324,70 @@ def expected(name: str, case: Case) -> contract.Expected:
     return contract.Expected(arrays, scales)
 
 
-def spec(name: str) -> dict:
+# ----------------------------------------------------------------------------------------
+# the hints in the student's language: one catalog per chapter, in gettext's format
+#
+# A hint is written once, in English, where the check declares it (``hints`` and
+# ``Mistake.hint``). Its Chinese lives in ``locale/zh_CN/LC_MESSAGES/checks/<assignment>.po``
+# (msgid: the English hint, exactly; msgstr: its translation), and the hints every chapter
+# shares (the ``HINT_*`` constants above) in ``checks/shared.po``. The Chinese release ships
+# its public cases with the Chinese hints; ``tools/translations.py`` writes the templates
+# (``update``) and reports a hint without a finished translation (``check``).
+
+LANGUAGES = ("en", "zh_CN")
+CATALOGS_ROOT = pathlib.Path(__file__).resolve().parents[1] / "locale"
+SHARED_HINTS = "shared"
+
+
+def hint_catalog_path(domain: str, language: str = "zh_CN") -> pathlib.Path:
+    """The .po file of a chapter's hints (domain: its assignment id) or of the shared ones."""
+    return CATALOGS_ROOT / language / "LC_MESSAGES" / "checks" / f"{domain}.po"
+
+
+def shared_hints() -> list[str]:
+    """The hints this module declares for every chapter (the ``HINT_*`` constants)."""
+    return [
+        value
+        for key, value in sorted(globals().items())
+        if key.startswith("HINT_") and isinstance(value, str)
+    ]
+
+
+def hint_texts(assignment: str) -> list[str]:
+    """Every hint a chapter's checks can show that is its own (not a shared one), in order."""
+    shared, texts = set(shared_hints()), []
+    for check in checks_for(assignment):
+        for text in [*check.hints.values(), *(m.hint for m in check.mistakes)]:
+            if text not in shared and text not in texts:
+                texts.append(text)
+    return texts
+
+
+_CATALOGS: dict = {}
+
+
+def _catalog(domain: str, language: str) -> dict:
+    key = (domain, language)
+    if key not in _CATALOGS:
+        from autograder.assignment_text import read_catalog
+
+        _CATALOGS[key] = read_catalog(hint_catalog_path(domain, language))
+    return _CATALOGS[key]
+
+
+def say(text: str, assignment: str, language: str = "en") -> str:
+    """A hint in the language of the notebook it is for; English where no finished
+    translation exists (``tools/translations.py check`` reports every such hint)."""
+    if language == "en" or not text:
+        return text
+    for domain in (assignment, SHARED_HINTS):
+        translated = _catalog(domain, language).get(text)
+        if translated:
+            return translated
+    return text
+
+
+def spec(name: str, language: str = "en") -> dict:
     """The public (JSON-able) part of a check: what ``contract.judge`` needs; it ships."""
     check = _get(name)
     return {
@@ -331,19 +395,22 @@ def spec(name: str) -> dict:
         "outputs": list(check.outputs),
         "rtol": check.rtol,
         "atol": check.atol,
-        "hints": dict(check.hints),
+        "hints": {k: say(v, check.assignment, language) for k, v in check.hints.items()},
         "comparator": dict(check.comparator),
     }
 
 
-def mistake_outputs(name: str, case: Case) -> list[tuple[str, tuple[np.ndarray, ...]]]:
+def mistake_outputs(
+    name: str, case: Case, language: str = "en"
+) -> list[tuple[str, tuple[np.ndarray, ...]]]:
     """(hint, normalised outputs) of every known mistake that applies to this case."""
-    out = []
-    for mistake in _get(name).mistakes:
+    check, out = _get(name), []
+    for mistake in check.mistakes:
         try:
-            out.append((mistake.hint, normalise(call(mistake.outputs, case))))
+            outputs = normalise(call(mistake.outputs, case))
         except (ValueError, TypeError, IndexError):
             continue  # this mistake has no meaning for this case (e.g. window - 1 < 0)
+        out.append((say(mistake.hint, check.assignment, language), outputs))
     return out
 
 

@@ -30,6 +30,8 @@ Options: ``--course DIR`` (a copy of the course, as the tests use), ``--only ID`
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import json
 import os
 import re
@@ -51,7 +53,7 @@ CHECK_MODULE = "attention_check.py"
 #: file; the grader's own modules, the case writer included, never ship)
 FORBIDDEN = re.compile(
     r"BEGIN SOLUTION|END SOLUTION|BEGIN HIDDEN TESTS|END HIDDEN TESTS|"
-    r"from solutions|import solutions|from autograder|import autograder"
+    r"from solutions|import solutions|from answers|import answers|from autograder|import autograder"
 )
 
 
@@ -63,12 +65,32 @@ class ReleaseError(RuntimeError):
 # step 1: the generated files next to the notebook
 
 
-def build_public_cases(assignment: str, path: Path) -> int:
-    """Write ``public_cases.npz`` for one assignment; returns the number of cases."""
+@functools.lru_cache(maxsize=8)
+def _public_cases(assignment: str) -> dict:
+    """check name -> its public cases, prepared (computed once per release)."""
+    return {
+        check.name: [checks.prepare(check.name, case) for case in checks.public_cases(check.name)]
+        for check in checks.checks_for(assignment)
+    }
+
+
+def build_public_cases(assignment: str, path: Path, language: str = "en") -> int:
+    """Write ``public_cases.npz`` for one assignment, its hints in ``language``; returns the
+    number of cases."""
     entries, total = {}, 0
-    for check in checks.checks_for(assignment):
-        cases = [checks.prepare(check.name, case) for case in checks.public_cases(check.name)]
-        entries[check.name] = {"spec": checks.spec(check.name), "cases": cases}
+    for name, cases in _public_cases(assignment).items():
+        if language != "en":  # the same cases, the known mistakes named in the language
+            cases = [
+                dataclasses.replace(
+                    case,
+                    mistakes=tuple(
+                        (checks.say(hint, assignment, language), outputs)
+                        for hint, outputs in case.mistakes
+                    ),
+                )
+                for case in cases
+            ]
+        entries[name] = {"spec": checks.spec(name, language), "cases": cases}
         total += len(cases)
     casefile.save_cases(path, assignment, entries)
     return total
@@ -234,6 +256,7 @@ def write_editions(assignment: str, released: Path, targets) -> Path:
         released, folder, ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints")
     )
     nbformat.write(chinese, folder / path.name)
+    build_public_cases(assignment, folder / contract.CASES_FILE, ZH)
     return folder
 
 

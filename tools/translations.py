@@ -1,6 +1,7 @@
 """The Chinese edition's catalogs: update them from the English sources, and check them.
 
     .venv/bin/python tools/translations.py update   # after changing English text
+    .venv/bin/python tools/translations.py hints    # the checks' hints alone (no book build)
     .venv/bin/python tools/translations.py check    # what `make test` checks (also run by
                                                     # tests/test_translations.py)
 
@@ -24,7 +25,9 @@ fail the build until a translator has dealt with them (docs/translating.md).
   before: 瞥视 for glimpse, a bare "notebook") in the translation of a message that has the
   English term;
 - Chinese in *italics* (Chinese fonts have no italic face: emphasis is **bold**);
-- straight "quotes" in a Chinese translation's prose (smart quotes would make both ”).
+- straight "quotes" in a Chinese translation's prose (smart quotes would make both ”);
+- a hint of a check (``autograder/checks.py``) without an entry in its catalog,
+  ``checks/<assignment>.po`` or ``checks/shared.po``, or an entry that is no check's hint.
 """
 
 from __future__ import annotations
@@ -173,6 +176,47 @@ def check(catalogs: Path = CATALOGS) -> list[str]:
     return report
 
 
+def hint_domains() -> list[tuple[str, list[str]]]:
+    """(catalog name, the English hints it must translate): each chapter's own hints, then
+    the shared ones (``autograder/checks.py``: one catalog per chapter in ``checks/``)."""
+    sys.path.insert(0, str(ROOT))
+    from autograder import checks
+
+    checks.load_chapters()
+    domains = [(assignment, checks.hint_texts(assignment)) for assignment in checks.ASSIGNMENTS]
+    return domains + [(checks.SHARED_HINTS, checks.shared_hints())]
+
+
+def hint_problems(catalogs: Path = CATALOGS) -> list[str]:
+    """Every hint a check can show with no entry in its catalog, and every entry that is no
+    check's hint (untranslated and fuzzy entries are ``check``'s, as in any catalog)."""
+    report = []
+    for domain, texts in hint_domains():
+        path = catalogs / "checks" / f"{domain}.po"
+        ids = {m.id for m in read_catalog(path) if m.id} if path.exists() else set()
+        where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        for text in texts:
+            if text not in ids:
+                report.append(f"{where}: {text[:70]!r}: missing (run update, then translate)")
+        for text in sorted(ids - set(texts)):
+            report.append(f"{where}: {text[:70]!r}: obsolete (no check shows it): delete it")
+    return report
+
+
+def write_hint_templates(dest: Path) -> None:
+    """One gettext template per hint catalog, ``dest/checks/<domain>.pot``."""
+    from babel.messages.catalog import Catalog
+    from babel.messages.pofile import write_po
+
+    (dest / "checks").mkdir(parents=True, exist_ok=True)
+    for domain, texts in hint_domains():
+        catalog = Catalog(project="Attention, derived", domain=domain)
+        for text in texts:
+            catalog.add(text, locations=[(f"autograder/chapters/{domain}.py", 0)])
+        with open(dest / "checks" / f"{domain}.pot", "wb") as handle:
+            write_po(handle, catalog, omit_header=False, no_location=True)
+
+
 def statistics(catalogs: Path = CATALOGS) -> dict[str, int]:
     counts = Counter()
     for path in sorted(catalogs.rglob("*.po")):
@@ -195,6 +239,7 @@ def update() -> int:
     from autograder.assignment_text import write_templates
 
     write_templates(ROOT / "_build" / "gettext" / "assignments", ROOT / "autograder" / "source")
+    write_hint_templates(ROOT / "_build" / "gettext")
     intl = Path(python).with_name("sphinx-intl")
     return subprocess.call(
         [
@@ -212,11 +257,18 @@ def update() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=("update", "check"))
+    parser.add_argument("command", choices=("update", "hints", "check"))
     args = parser.parse_args(argv)
     if args.command == "update":
         return update()
-    problems = check()
+    if args.command == "hints":  # the checks' hints alone: no book build needed
+        templates = ROOT / "_build" / "gettext-hints"
+        write_hint_templates(templates)
+        intl = Path(sys.executable).with_name("sphinx-intl")
+        return subprocess.call(
+            [str(intl), "update", "-p", str(templates), "-l", LANGUAGE, "-d", str(ROOT / "locale")]
+        )
+    problems = check() + hint_problems()
     for line in problems:
         print(line)
     print(f"{statistics()}; {len(problems)} problems")
