@@ -1,7 +1,10 @@
 """Chapter plug-in: Soft and hard attention (assignment ``ch2_soft_hard``).
 
 Its checks (inputs from a seed, reference, tolerance, hints, known mistakes), registered
-with ``autograder.checks.register``; the grader core never names this module.
+with ``autograder.checks.register``; the grader core never names this module. The page shows
+the softmax, attention and hard attention forward; the tasks are the next steps: the
+softmax's backward pass, attention's backward pass, sparsemax and sparsemax's backward pass
+(references in ``answers/ch2_soft_hard.py``).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import math
 
 import numpy as np
 
+from answers import ch2_soft_hard as answers
 from autograder.checks import (
     HINT_EMPTY,
     HINT_MAX_SHIFT,
@@ -17,167 +21,405 @@ from autograder.checks import (
     Chapter,
     Check,
     Mistake,
-    Seeded,
     distinct_sizes,
-    lazy_module,
     lengths_mask,
     normal,
     register,
-    scaled_query,
 )
+from solutions.conventions import masked_softmax
 
-# imported on first call: these reference modules import PyTorch (checks.LazyFunction)
-soft_hard = lazy_module("solutions.soft_hard")
+# ----------------------------------------------------------------------------------------
+# softmax_backward
 
 
-def _softmax_cases(rng):
+def _empty_row_mask(rng, n_q, n_k):
+    """(n_q, n_k): row 0 fully masked, row 1 every other key, the others random lengths."""
+    rows = np.ones((n_q, n_k), dtype=bool)
+    rows[1:] = lengths_mask(rng, n_q - 1, n_k)
+    rows[0] = False
+    rows[1, ::2] = False
+    return rows
+
+
+def _softmax_backward_cases(rng):
     n_q, n_k = distinct_sizes(rng, 3, 7, 2)
     causal = np.arange(5)[None, :] <= np.arange(5)[:, None]
-    rows = np.ones((4, n_k), dtype=bool)
-    rows[1] = False
-    rows[2, ::2] = False
-    return [
-        Case("no mask", (normal(rng, 2, n_q, n_k), None)),
-        Case("padding mask", (normal(rng, 2, n_q, n_k), lengths_mask(rng, 2, n_k)[:, None, :])),
-        Case("causal mask", (normal(rng, 5, 5), causal)),
-        Case("fully-masked row", (normal(rng, 4, n_k), rows)),
-        Case("large scores", (1000.0 * normal(rng, 3, n_k), None)),
-        Case("single key (n_k=1)", (normal(rng, 3, 1), np.array([[True], [False], [True]]))),
-    ]
+    single = np.array([[True], [False], [True]])
 
+    def weights(scores, mask=None):
+        return masked_softmax(scores, mask)
 
-def _score_zero_mask(scores, mask):
-    from solutions.soft_hard import softmax
-
-    if mask is None:
-        return softmax(np.asarray(scores))
-    full = np.broadcast_to(mask, np.shape(scores))
-    return softmax(np.where(full, scores, 0.0)) * full
-
-
-def _qk_cases(rng):
-    n_q, n_k = distinct_sizes(rng, 2, 7, 2)
-    return [
-        Case("non-square (n_q != n_k)", (normal(rng, n_q, 4), normal(rng, n_k, 4))),
-        Case("batch of 2", (normal(rng, 2, n_q, 8), normal(rng, 2, n_k, 8))),
-        Case("one query, one key, d=1", (normal(rng, 1, 1), normal(rng, 1, 1))),
-    ]
-
-
-def _additive_cases(rng):
-    n_q, n_k = distinct_sizes(rng, 2, 7, 2)
-    d_q, d_k, d_att = 3, 5, 4
-    w = lambda *s: normal(rng, *s) / 2  # noqa: E731 - moderate pre-activations
     return [
         Case(
-            "non-square, d_q != d_k",
+            "no mask, batch of 2 (n_q != n_k)",
+            (weights(normal(rng, 2, n_q, n_k)), normal(rng, 2, n_q, n_k)),
+        ),
+        Case(
+            "fully-masked row",
+            (weights(normal(rng, n_q, n_k), _empty_row_mask(rng, n_q, n_k)), normal(rng, n_q, n_k)),
+        ),
+        Case("causal mask", (weights(normal(rng, 5, 5), causal), normal(rng, 5, 5))),
+        # dP + c (one constant per row) has the same dS: the subtraction must cancel it
+        Case(
+            "a constant added to each row of dP",
             (
-                normal(rng, n_q, d_q),
-                normal(rng, n_k, d_k),
-                w(d_q, d_att),
-                w(d_k, d_att),
-                normal(rng, d_att),
+                weights(normal(rng, n_q, n_k)),
+                normal(rng, n_q, n_k) + 1000.0 * normal(rng, n_q, 1),
             ),
         ),
         Case(
-            "batch of 2",
-            (
-                normal(rng, 2, n_q, d_q),
-                normal(rng, 2, n_k, d_k),
-                w(d_q, 6),
-                w(d_k, 6),
-                normal(rng, 6),
-            ),
+            "nearly one-hot rows (large scores)",
+            (weights(30.0 * normal(rng, n_q, n_k)), normal(rng, n_q, n_k)),
         ),
+        Case("single key (n_k=1)", (weights(normal(rng, 3, 1), single), normal(rng, 3, 1))),
         Case(
-            "one query (n_q=1)",
-            (normal(rng, 1, 2), normal(rng, 4, 2), w(2, 3), w(2, 3), normal(rng, 3)),
+            "batch axes (2, 3)",
+            (weights(normal(rng, 2, 3, n_q, n_k)), normal(rng, 2, 3, n_q, n_k)),
         ),
     ]
 
 
-def _attention_cases(rng):
+def _softmax_backward_scale(weights, grad_weights):
+    """The size of the terms of dS = P dP - P sum(P dP) (|P| exact: the weights are given)."""
+    p, dp = np.abs(weights), np.abs(grad_weights)
+    return (p * (dp + np.sum(p * dp, axis=-1, keepdims=True)),)
+
+
+def _sm_no_subtraction(p, dp):
+    return np.asarray(p) * np.asarray(dp)
+
+
+def _sm_wrong_axis(p, dp):
+    p, dp = np.asarray(p, float), np.asarray(dp, float)
+    return p * (dp - np.sum(p * dp, axis=-2, keepdims=True))
+
+
+def _sm_log_softmax(p, dp):
+    p, dp = np.asarray(p, float), np.asarray(dp, float)
+    return dp - p * np.sum(dp, axis=-1, keepdims=True)
+
+
+def _sm_sign(p, dp):
+    return -answers.softmax_backward(p, dp)
+
+
+def _sm_unweighted(p, dp):
+    p, dp = np.asarray(p, float), np.asarray(dp, float)
+    return p * (dp - np.sum(dp, axis=-1, keepdims=True))
+
+
+HINT_NO_SUBTRACTION = (
+    "dS = P * dP keeps only the diagonal of the Jacobian dP_i/dS_j = P_i (delta_ij - P_j): "
+    "subtract P_i times sum_l P_il dP_il as well"
+)
+HINT_WRONG_AXIS = (
+    "the sum in dS_ij = P_ij (dP_ij - sum_l P_il dP_il) runs over the keys of row i: "
+    "axis=-1 (with keepdims=True), not over the queries"
+)
+HINT_LOG_SOFTMAX = (
+    "that is the backward pass of log-softmax (d log P_i / d S_j = delta_ij - P_j); the "
+    "softmax's own Jacobian is dP_i/dS_j = P_i (delta_ij - P_j): dS = P * (dP - sum(P * dP))"
+)
+HINT_SIGN = "the sign is flipped: dS = P * (dP - sum_l P_l dP_l), not P * (sum_l P_l dP_l - dP)"
+HINT_UNWEIGHTED = "the subtracted sum is weighted by the weights: sum_l P_il dP_il, not sum_l dP_il"
+
+# ----------------------------------------------------------------------------------------
+# attention_backward
+
+
+def _attention_backward_cases(rng):
     n_q, n_k = distinct_sizes(rng, 2, 7, 2)
-    rows = np.ones((n_q, n_k), dtype=bool)
-    rows[0] = False
     causal = np.arange(4)[None, :] <= np.arange(4)[:, None]
     return [
         Case(
-            "non-square, d_v != d_k",
-            (normal(rng, n_q, 4), normal(rng, n_k, 4), normal(rng, n_k, 3), None),
+            "non-square, d_v != d",
+            (normal(rng, n_q, 4), normal(rng, n_k, 4), normal(rng, n_k, 3), normal(rng, n_q, 3)),
         ),
         Case(
-            "padding mask, batch of 2",
+            "padding mask, batch axes (2, 2)",
             (
-                normal(rng, 2, n_q, 6),
-                normal(rng, 2, n_k, 6),
-                normal(rng, 2, n_k, 2),
-                lengths_mask(rng, 2, n_k)[:, None, :],
+                normal(rng, 2, 2, n_q, 6),
+                normal(rng, 2, 2, n_k, 6),
+                normal(rng, 2, 2, n_k, 2),
+                normal(rng, 2, 2, n_q, 2),
+                lengths_mask(rng, 2, n_k)[:, None, None, :],
             ),
         ),
         Case(
             "fully-masked row",
-            (normal(rng, n_q, 3), normal(rng, n_k, 3), normal(rng, n_k, 5), rows),
+            (
+                normal(rng, n_q, 3),
+                normal(rng, n_k, 3),
+                normal(rng, n_k, 5),
+                normal(rng, n_q, 5),
+                _empty_row_mask(rng, n_q, n_k),
+            ),
         ),
-        Case("causal mask", (normal(rng, 4, 8), normal(rng, 4, 8), normal(rng, 4, 8), causal)),
+        Case(
+            "causal mask",
+            (normal(rng, 4, 8), normal(rng, 4, 8), normal(rng, 4, 8), normal(rng, 4, 8), causal),
+        ),
+        Case(
+            "keys and values shared by a batch of 3 queries",
+            (
+                normal(rng, 3, n_q, 4),
+                normal(rng, n_k, 4),
+                normal(rng, n_k, 2),
+                normal(rng, 3, n_q, 2),
+            ),
+        ),
         # scores q.k / sqrt(d) of about +-10^4: exp overflows without the max shift
         Case(
             "large scores",
-            (100 * normal(rng, n_q, 4), 100 * normal(rng, n_k, 4), normal(rng, n_k, 3), None),
-        ),
-    ]
-
-
-def _hard_cases(rng):
-    from solutions.soft_hard import masked_softmax
-
-    n_q, n_k = distinct_sizes(rng, 3, 7, 2)
-    w = masked_softmax(2 * normal(rng, n_q, n_k))
-    # row 1 is empty and 12 rows follow it: a sampler that skips the empty row's draw reads
-    # every later row's uniform one step early, and (almost surely) picks another key somewhere
-    rows = np.ones((14, n_k), dtype=bool)
-    rows[1] = False
-    rows[2, 1::2] = False
-    w_masked = masked_softmax(normal(rng, 14, n_k), rows)
-    return [
-        Case("argmax (rng=None)", (w, normal(rng, n_k, 4), None)),
-        Case("sampled with rng", (w, normal(rng, n_k, 4), Seeded(int(rng.integers(2**31))))),
-        Case(
-            "sampled, batch of 2",
             (
-                masked_softmax(normal(rng, 2, n_q, n_k)),
-                normal(rng, 2, n_k, 3),
-                Seeded(int(rng.integers(2**31))),
+                100 * normal(rng, n_q, 4),
+                100 * normal(rng, n_k, 4),
+                normal(rng, n_k, 3),
+                normal(rng, n_q, 3),
             ),
         ),
-        Case("fully-masked row", (w_masked, normal(rng, n_k, 2), Seeded(int(rng.integers(2**31))))),
+        Case(
+            "one query, one key (n_q = n_k = 1)",
+            (normal(rng, 1, 3), normal(rng, 1, 3), normal(rng, 1, 2), normal(rng, 1, 2)),
+        ),
     ]
 
 
-def _skip_empty_draws(weights, values, rng=None):
-    """Inverse-CDF sampling that draws a uniform only for the rows that are not empty, so every
-    row after an empty one gets the next row's uniform."""
-    if rng is None:
-        raise ValueError("the argmax draws nothing: this mistake is about the sampled cases")
-    w = np.asarray(weights, dtype=float)
-    total = w.sum(axis=-1)  # (..., n_q)
-    full = total > 0
-    u = np.zeros(total.shape)
-    u[full] = rng.random(int(full.sum())) * total[full]  # in row order, the empty rows skipped
-    index = np.minimum(np.sum(np.cumsum(w, axis=-1) <= u[..., None], axis=-1), w.shape[-1] - 1)
-    index = np.where(full, index, -1)
-    onehot = (np.arange(w.shape[-1]) == index[..., None]).astype(float)  # (..., n_q, n_k)
-    return onehot @ np.asarray(values, dtype=float), index
+def _attention_backward_scale(q, k, v, grad_out, mask=None):
+    """The size of the terms each gradient sums: |P| widened by 1 + |S - max| (P comes from
+    exp), the terms of dS = P dP - P sum(P dP), then the products with |K|, |Q|, |dO|."""
+    q, k, v, d_out = (np.asarray(x, dtype=float) for x in (q, k, v, grad_out))
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    s = q @ np.swapaxes(k, -1, -2) * scale  # (..., n_q, n_k)
+    allowed = np.ones(s.shape, bool) if mask is None else np.broadcast_to(mask, s.shape)
+    top = np.max(np.where(allowed, s, -np.inf), axis=-1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    p = masked_softmax(s, mask)
+    with np.errstate(invalid="ignore"):
+        e = np.where(allowed, p * (1.0 + np.abs(s - top)), 0.0)  # (..., n_q, n_k)
+    a = np.abs(d_out) @ np.abs(np.swapaxes(v, -1, -2))  # (..., n_q, n_k): terms of dP
+    t = e * (a + np.sum(e * a, axis=-1, keepdims=True))  # (..., n_q, n_k): terms of dS
+    dq = t @ np.abs(k) * scale  # (..., n_q, d)
+    dk = np.swapaxes(t, -1, -2) @ np.abs(q) * scale  # (..., n_k, d)
+    dv = np.swapaxes(e, -1, -2) @ np.abs(d_out)  # (..., n_k, d_v)
+    return (
+        answers._sum_to(dq, q.shape),
+        answers._sum_to(dk, k.shape),
+        answers._sum_to(dv, v.shape),
+    )
 
 
-def _reinforce_cases(rng):
-    n = int(rng.integers(3, 7))
+def _attention_backward_with(ds_of=None, qk_scale=None, transpose_ds=True):
+    """attention_backward with one piece replaced: ``ds_of(P, dP)`` for the softmax backward,
+    ``qk_scale(d)`` for the factor of dQ and dK, dK from dS instead of dS^T."""
+
+    def wrong(q, k, v, grad_out, mask=None):
+        q, k, v, d_out = (np.asarray(x, dtype=float) for x in (q, k, v, grad_out))
+        d = q.shape[-1]
+        s = q @ np.swapaxes(k, -1, -2) / math.sqrt(d)
+        if not transpose_ds and s.shape[-1] != s.shape[-2]:
+            raise ValueError("dS without its transpose has another shape here")
+        p = masked_softmax(s, mask)
+        dv = np.swapaxes(p, -1, -2) @ d_out
+        dp = d_out @ np.swapaxes(v, -1, -2)
+        ds = (ds_of or answers.softmax_backward)(p, dp)
+        factor = qk_scale(d) if qk_scale else 1.0 / math.sqrt(d)
+        dq = ds @ k * factor
+        dk = (np.swapaxes(ds, -1, -2) if transpose_ds else ds) @ q * factor
+        return (
+            answers._sum_to(dq, q.shape),
+            answers._sum_to(dk, k.shape),
+            answers._sum_to(dv, v.shape),
+        )
+
+    return wrong
+
+
+HINT_ATT_UNSCALED = (
+    "you forgot the 1/sqrt(d) of the scores in dQ and dK: S = Q K^T / sqrt(d), so "
+    "dQ = dS K / sqrt(d) and dK = dS^T Q / sqrt(d)"
+)
+HINT_ATT_BY_D = (
+    "dQ and dK are divided by d: the scores are divided by sqrt(d), so is their gradient"
+)
+HINT_ATT_NO_SOFTMAX = (
+    "the softmax's backward pass is missing: dS = P * (dP - sum(P * dP)) (task 1), not dS = dP"
+)
+HINT_ATT_NO_SUBTRACTION = (
+    "your dS is P * dP: the softmax's backward pass lacks its subtraction, "
+    "dS = P * (dP - sum(P * dP)) (check task 1 first)"
+)
+HINT_ATT_LOG_SOFTMAX = (
+    "your dS is log-softmax's backward pass, dP - P * sum(dP): the softmax's is "
+    "P * (dP - sum(P * dP)) (check task 1 first)"
+)
+HINT_ATT_DS_NOT_TRANSPOSED = (
+    "dK = dS^T Q / sqrt(d): key j collects the gradient of column j of dS (transpose dS)"
+)
+
+# ----------------------------------------------------------------------------------------
+# sparsemax
+
+
+def _sparsemax_cases(rng):
+    n_q, n_k = distinct_sizes(rng, 3, 7, 2)
+    causal = np.arange(5)[None, :] <= np.arange(5)[:, None]
+    keys = np.ones(n_k, dtype=bool)
+    keys[rng.permutation(n_k)[: n_k // 2]] = False
     return [
-        Case("one choice, no baseline", (normal(rng, n), int(rng.integers(n)), 1.5, 0.0)),
-        Case("one choice, baseline", (normal(rng, n), int(rng.integers(n)), -0.5, 0.3)),
-        Case("batch of 3", (normal(rng, 3, n), rng.integers(0, n, 3), normal(rng, 3), 0.2)),
-        Case("reward equals baseline", (normal(rng, 2, n), rng.integers(0, n, 2), 0.7, 0.7)),
+        Case("no mask, batch of 2", (2.0 * normal(rng, 2, n_q, n_k), None)),
+        Case("fully-masked row", (2.0 * normal(rng, n_q, n_k), _empty_row_mask(rng, n_q, n_k))),
+        Case("causal mask", (normal(rng, 5, 5), causal)),
+        Case("one key mask shared by every query (n_k,)", (normal(rng, n_q, n_k), keys)),
+        # multiples of 1/2: equal scores, and a support edge exactly on tau
+        Case("ties", (0.5 * rng.integers(-2, 3, (4, n_k)).astype(float), None)),
+        Case("every key in the support (small spread)", (0.05 * normal(rng, n_q, n_k), None)),
+        Case("large scores", (1000.0 * normal(rng, n_q, n_k), None)),
+        Case("a large offset (1e6 + small scores)", (1e6 + 0.3 * normal(rng, n_q, n_k), None)),
+        Case("single key (n_k=1)", (normal(rng, 3, 1), np.array([[True], [False], [True]]))),
     ]
+
+
+def _sparsemax_scale(scores, mask=None):
+    """tau is a mean of the support's scores: an entry is computed from terms of the size of
+    the largest allowed |z| of its row (and 1, the simplex's sum)."""
+    z = np.asarray(scores, dtype=float)
+    allowed = np.ones(z.shape, bool) if mask is None else np.broadcast_to(mask, z.shape)
+    top = np.max(np.where(allowed, np.abs(z), 0.0), axis=-1, keepdims=True)
+    return (np.broadcast_to(1.0 + top, z.shape),)
+
+
+def _sparsemax_with(start=1, divide=True, clip=True, sort_descending=True):
+    """sparsemax with one step wrong: the support index j counted from ``start``, tau not
+    divided by k, no max(0, .), the scores sorted in increasing order."""
+
+    def wrong(scores, mask=None):
+        z = np.asarray(scores, dtype=float)
+        allowed = np.ones(z.shape, bool) if mask is None else np.broadcast_to(mask, z.shape)
+        z = np.where(allowed, z, -np.inf)
+        zs = -np.sort(-z, axis=-1) if sort_descending else np.sort(z, axis=-1)
+        j = np.arange(start, start + z.shape[-1])
+        with np.errstate(all="ignore"):
+            cs = np.cumsum(zs, axis=-1)
+            k = np.sum(1 + j * zs > cs, axis=-1, keepdims=True)
+            top = np.take_along_axis(cs, np.maximum(k - 1, 0), axis=-1)
+            tau = np.where(k > 0, top - 1, 0.0) / (np.maximum(k, 1) if divide else 1)
+            p = z - tau
+        return np.where(allowed, np.maximum(p, 0.0) if clip else p, 0.0)
+
+    return wrong
+
+
+def _sparsemax_masked_after(scores, mask=None):
+    z = np.asarray(scores, dtype=float)
+    out = answers.sparsemax(z)
+    return out if mask is None else np.where(mask, out, 0.0)
+
+
+def _sparsemax_masked_zero(scores, mask=None):
+    z = np.asarray(scores, dtype=float)
+    if mask is None:
+        return answers.sparsemax(z)
+    allowed = np.broadcast_to(mask, z.shape)
+    return answers.sparsemax(np.where(allowed, z, 0.0)) * allowed
+
+
+HINT_SPARSEMAX_VALUES = (
+    "p_i = max(z_i - tau, 0): sort the row in decreasing order, k is the largest j (counted "
+    "from 1) with 1 + j z_(j) > z_(1) + ... + z_(j), and tau = (z_(1) + ... + z_(k) - 1) / k"
+)
+HINT_SPARSEMAX_EMPTY = (
+    "a row with no allowed key has no support (k = 0): give it all zeros instead of dividing by k"
+)
+
+# ----------------------------------------------------------------------------------------
+# sparsemax_backward
+
+
+def _sparsemax_backward_cases(rng):
+    n_q, n_k = distinct_sizes(rng, 3, 7, 2)
+    return [
+        Case(
+            "batch of 2 (n_q != n_k)",
+            (answers.sparsemax(normal(rng, 2, n_q, n_k)), normal(rng, 2, n_q, n_k)),
+        ),
+        Case(
+            "fully-masked row",
+            (
+                answers.sparsemax(normal(rng, n_q, n_k), _empty_row_mask(rng, n_q, n_k)),
+                normal(rng, n_q, n_k),
+            ),
+        ),
+        Case(
+            "one-hot rows (support of size 1)",
+            (answers.sparsemax(20.0 * normal(rng, n_q, n_k)), normal(rng, n_q, n_k)),
+        ),
+        Case(
+            "every key in the support",
+            (answers.sparsemax(0.05 * normal(rng, n_q, n_k)), normal(rng, n_q, n_k)),
+        ),
+        Case(
+            "a constant added to each row of dP",
+            (
+                answers.sparsemax(normal(rng, n_q, n_k)),
+                normal(rng, n_q, n_k) + 1000.0 * normal(rng, n_q, 1),
+            ),
+        ),
+        Case(
+            "batch axes (2, 3)",
+            (answers.sparsemax(normal(rng, 2, 3, n_q, n_k)), normal(rng, 2, 3, n_q, n_k)),
+        ),
+        Case(
+            "single key (n_k=1)",
+            (np.array([[1.0], [0.0], [1.0]]), normal(rng, 3, 1)),
+        ),
+    ]
+
+
+def _sparsemax_backward_scale(weights, grad_weights):
+    """The terms of dS_i = dP_i - mean_S dP: |dP_i| and the mean of |dP| over the support."""
+    support = np.asarray(weights) > 0
+    dp = np.abs(np.asarray(grad_weights, dtype=float))
+    size = np.maximum(support.sum(axis=-1, keepdims=True), 1)
+    return (dp + np.sum(np.where(support, dp, 0.0), axis=-1, keepdims=True) / size,)
+
+
+def _spb_everywhere(p, dp):
+    support = np.asarray(p) > 0
+    dp = np.asarray(dp, dtype=float)
+    size = np.maximum(support.sum(axis=-1, keepdims=True), 1)
+    return dp - np.sum(np.where(support, dp, 0.0), axis=-1, keepdims=True) / size
+
+
+def _spb_mean_of_all(p, dp):
+    support = np.asarray(p) > 0
+    dp = np.asarray(dp, dtype=float)
+    return np.where(support, dp - dp.mean(axis=-1, keepdims=True), 0.0)
+
+
+def _spb_sum(p, dp):
+    support = np.asarray(p) > 0
+    dp = np.asarray(dp, dtype=float)
+    return np.where(support, dp - np.sum(np.where(support, dp, 0.0), -1, keepdims=True), 0.0)
+
+
+def _spb_weighted(p, dp):
+    p, dp = np.asarray(p, dtype=float), np.asarray(dp, dtype=float)
+    return np.where(p > 0, dp - np.sum(p * dp, axis=-1, keepdims=True), 0.0)
+
+
+HINT_SPB_OFF_SUPPORT = (
+    "a key outside the support (weight 0) gets gradient 0: sparsemax is flat there"
+)
+HINT_SPB_MEAN_ALL = "the mean runs over the support S = {j : P_j > 0} only, not over all n_k keys"
+HINT_SPB_SOFTMAX = (
+    "that is the softmax's backward pass: sparsemax's Jacobian is diag(s) - s s^T / |S| "
+    "(s: the support's indicator), so dS_i = dP_i - mean_{j in S} dP_j on the support"
+)
+HINT_SPB_SUM = "subtract the mean of dP over the support (divide the sum by |S|), not the sum"
+HINT_SPB_WEIGHTED = (
+    "the subtracted mean is unweighted: (1/|S|) sum_{j in S} dP_j, not sum_j P_j dP_j"
+)
 
 
 CHAPTER = register(
@@ -189,103 +431,112 @@ CHAPTER = register(
         reference_seconds=0.2,
         checks=(
             Check(
-                "masked_softmax",
-                soft_hard.masked_softmax,
-                _softmax_cases,
-                outputs=("weights",),
-                hints={"nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT, "inf": HINT_MAX_SHIFT},
+                "softmax_backward",
+                answers.softmax_backward,
+                _softmax_backward_cases,
+                outputs=("grad_scores",),
+                rtol=1e-12,
+                atol=1e-14,
+                scale=_softmax_backward_scale,
+                hints={
+                    "shape": "dS has the shape of the weights (..., n_q, n_k): keep the summed "
+                    "axis with keepdims=True",
+                    "values": "dS_ij = P_ij (dP_ij - sum_l P_il dP_il): the sum runs over the "
+                    "keys of row i",
+                },
                 mistakes=(
-                    Mistake(
-                        "masked keys must get weight exactly 0: give them a score of -inf (not 0) before the softmax",
-                        _score_zero_mask,
-                    ),
+                    Mistake(HINT_NO_SUBTRACTION, _sm_no_subtraction),
+                    Mistake(HINT_WRONG_AXIS, _sm_wrong_axis),
+                    Mistake(HINT_LOG_SOFTMAX, _sm_log_softmax),
+                    Mistake(HINT_SIGN, _sm_sign),
+                    Mistake(HINT_UNWEIGHTED, _sm_unweighted),
                 ),
             ),
             Check(
-                "scaled_dot_score",
-                soft_hard.scaled_dot_score,
-                _qk_cases,
-                outputs=("scores",),
+                "attention_backward",
+                answers.attention_backward,
+                _attention_backward_cases,
+                outputs=("dq", "dk", "dv"),
+                rtol=1e-12,
+                atol=1e-14,
+                scale=_attention_backward_scale,
                 hints={
-                    "transposed": "did you transpose K? scores = Q K^T / sqrt(d): queries are rows, keys are columns"
-                },
-                mistakes=(
-                    Mistake(
-                        "you forgot to divide by sqrt(d)",
-                        lambda q, k: soft_hard.dot_score(q, k),
-                    ),
-                    Mistake(
-                        "divide by sqrt(d), not by d",
-                        lambda q, k: soft_hard.scaled_dot_score(
-                            np.asarray(q) / math.sqrt(np.shape(q)[-1]), k
-                        ),
-                    ),
-                ),
-            ),
-            Check(
-                "additive_score",
-                soft_hard.additive_score,
-                _additive_cases,
-                outputs=("scores",),
-                hints={
-                    "transposed": "scores[..., i, j] scores query i against key j: shape (..., n_q, n_k)",
-                    "values": "s_ij = v . tanh(q_i W_q + k_j W_k): broadcast (n_q, 1, d_att) + (1, n_k, d_att)",
-                },
-            ),
-            Check(
-                "attention",
-                soft_hard.attention,
-                _attention_cases,
-                outputs=("output", "weights"),
-                hints={
-                    "arity": "return a pair (output, weights)",
+                    "arity": "return three gradients (dq, dk, dv)",
                     "nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT,
-                    "weights.transposed": "did you transpose K? weights are (..., n_q, n_k): one row per query",
-                    "output.shape": "output = weights @ v has shape (..., n_q, d_v)",
+                    "dq.shape": "dq has the shape of q (..., n_q, d): dQ = dS K / sqrt(d)",
+                    "dk.shape": "dk has the shape of k (..., n_k, d): dK = dS^T Q / sqrt(d), "
+                    "summed over the batch axes k was broadcast along",
+                    "dv.shape": "dv has the shape of v (..., n_k, d_v): dV = P^T dO, summed "
+                    "over the batch axes v was broadcast along",
                 },
                 mistakes=(
+                    Mistake(HINT_ATT_UNSCALED, _attention_backward_with(qk_scale=lambda d: 1.0)),
+                    Mistake(HINT_ATT_BY_D, _attention_backward_with(qk_scale=lambda d: 1.0 / d)),
+                    Mistake(HINT_ATT_NO_SOFTMAX, _attention_backward_with(ds_of=lambda p, dp: dp)),
+                    Mistake(HINT_ATT_NO_SUBTRACTION, _attention_backward_with(_sm_no_subtraction)),
+                    Mistake(HINT_ATT_LOG_SOFTMAX, _attention_backward_with(_sm_log_softmax)),
                     Mistake(
-                        "you forgot to divide the scores by sqrt(d_k)",
-                        scaled_query(soft_hard.attention, 0, lambda a: np.shape(a[0])[-1]),
+                        HINT_ATT_DS_NOT_TRANSPOSED, _attention_backward_with(transpose_ds=False)
                     ),
                 ),
             ),
             Check(
-                "hard_attention",
-                soft_hard.hard_attention,
-                _hard_cases,
-                outputs=("output", "index"),
-                atol=0.0,
+                "sparsemax",
+                answers.sparsemax,
+                _sparsemax_cases,
+                outputs=("weights",),
+                rtol=1e-12,
+                atol=1e-14,
+                scale=_sparsemax_scale,
+                hints={"nan": HINT_SPARSEMAX_EMPTY, "values": HINT_SPARSEMAX_VALUES},
+                mistakes=(
+                    Mistake(
+                        "off by one in the support size: count j from 1 "
+                        "(1 + j z_(j) > z_(1) + ... + z_(j) with j = 1, ..., n_k)",
+                        _sparsemax_with(start=0),
+                    ),
+                    Mistake(
+                        "tau = (z_(1) + ... + z_(k) - 1) / k: divide by the support size k",
+                        _sparsemax_with(divide=False),
+                    ),
+                    Mistake(
+                        "keys below the threshold get 0: p_i = max(z_i - tau, 0)",
+                        _sparsemax_with(clip=False),
+                    ),
+                    Mistake(
+                        "sort each row in decreasing order: z_(1) is the largest score",
+                        _sparsemax_with(sort_descending=False),
+                    ),
+                    Mistake(
+                        "masked keys must not enter the sort or the threshold: give them a "
+                        "score of -inf before sparsemax, not zero weight after it",
+                        _sparsemax_masked_after,
+                    ),
+                    Mistake(
+                        "masked keys must not enter the support: give them a score of -inf "
+                        "(not 0) before sorting",
+                        _sparsemax_masked_zero,
+                    ),
+                ),
+            ),
+            Check(
+                "sparsemax_backward",
+                answers.sparsemax_backward,
+                _sparsemax_backward_cases,
+                outputs=("grad_scores",),
+                rtol=1e-12,
+                atol=1e-14,
+                scale=_sparsemax_backward_scale,
                 hints={
-                    "arity": "return a pair (output, index)",
-                    "index.values": "with rng=None take the argmax; with an rng draw u = rng.random(weights.shape[:-1]) "
-                    "once and pick the first j whose cumulative weight exceeds u * (row sum); "
-                    "a row of zeros gets index -1",
-                    "output.values": "output[..., i, :] = values[..., index_i, :] (zeros where index is -1)",
+                    "values": "on the support S = {j : P_j > 0}: dS_i = dP_i - mean_{j in S} "
+                    "dP_j; off the support dS_i = 0",
                 },
                 mistakes=(
-                    Mistake(
-                        "draw one uniform for every query, the fully masked ones too: "
-                        "u = rng.random(weights.shape[:-1]), so the samples are the ones the grader "
-                        "reproduces from the same seed",
-                        _skip_empty_draws,
-                    ),
-                ),
-            ),
-            Check(
-                "reinforce_grad",
-                soft_hard.reinforce_grad,
-                _reinforce_cases,
-                outputs=("grad",),
-                mistakes=(
-                    Mistake(
-                        "subtract the baseline: the estimate is (R - b) (onehot(z) - softmax(s))",
-                        lambda s, z, r, b=0.0: soft_hard.reinforce_grad(s, z, r, 0.0),
-                    ),
-                    Mistake(
-                        "the sign is flipped: d log p_z / d s = onehot(z) - softmax(s)",
-                        lambda s, z, r, b=0.0: -soft_hard.reinforce_grad(s, z, r, b),
-                    ),
+                    Mistake(HINT_SPB_OFF_SUPPORT, _spb_everywhere),
+                    Mistake(HINT_SPB_MEAN_ALL, _spb_mean_of_all),
+                    Mistake(HINT_SPB_SOFTMAX, lambda p, dp: answers.softmax_backward(p, dp)),
+                    Mistake(HINT_SPB_SUM, _spb_sum),
+                    Mistake(HINT_SPB_WEIGHTED, _spb_weighted),
                 ),
             ),
         ),
