@@ -115,10 +115,64 @@ def nadaraya_watson(x_query, x_keys, y_values, bandwidth):
     return np.einsum("ij,j...->i...", a, y)
 
 
-def masked_softmax(scores, mask=None):
-    scores = np.asarray(scores, dtype=float)
-    allowed = np.ones(scores.shape, bool) if mask is None else np.broadcast_to(mask, scores.shape)
-    return _log_domain_weights(scores, allowed)
+def softmax_backward(weights, grad_weights):
+    """The full Jacobian diag(P) - P P^T of each row, applied with einsum."""
+    p, dp = np.asarray(weights, dtype=float), np.asarray(grad_weights, dtype=float)
+    jacobian = np.einsum("...i,ij->...ij", p, np.eye(p.shape[-1])) - np.einsum(
+        "...i,...j->...ij", p, p
+    )
+    return np.einsum("...ij,...i->...j", jacobian, dp)
+
+
+def _reduce_to(grad, shape):
+    while grad.ndim > len(shape):
+        grad = grad.sum(axis=0)
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
+    return grad.sum(axis=axes, keepdims=True)
+
+
+def attention_backward(q, k, v, grad_out, mask=None):
+    """Log-domain weights, einsum products, the scale applied to the scores' gradient."""
+    q, k, v, d_out = (np.asarray(x, dtype=float) for x in (q, k, v, grad_out))
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2], d_out.shape[:-2])
+    qb, kb, vb, ob = (np.broadcast_to(x, batch + x.shape[-2:]) for x in (q, k, v, d_out))
+    scores = np.einsum("...id,...jd->...ij", qb, kb) / math.sqrt(q.shape[-1])
+    allowed = np.broadcast_to(True if mask is None else mask, scores.shape)
+    p = _log_domain_weights(scores, allowed)
+    dp = np.einsum("...ie,...je->...ij", ob, vb)
+    ds = (p * dp - p * np.einsum("...ij,...ij->...i", p, dp)[..., None]) / math.sqrt(q.shape[-1])
+    return (
+        _reduce_to(np.einsum("...ij,...jd->...id", ds, kb), q.shape),
+        _reduce_to(np.einsum("...ij,...id->...jd", ds, qb), k.shape),
+        _reduce_to(np.einsum("...ij,...ie->...je", p, ob), v.shape),
+    )
+
+
+def sparsemax(scores, mask=None):
+    """Michelot's projection: start from every allowed key, drop the keys at or below tau,
+    recompute tau, until the support stops changing (no sort)."""
+    z = np.asarray(scores, dtype=float)
+    allowed = np.broadcast_to(True if mask is None else mask, z.shape)
+    support = allowed.copy()
+    while True:
+        size = support.sum(axis=-1, keepdims=True)
+        tau = (np.where(support, z, 0.0).sum(axis=-1, keepdims=True) - 1) / np.maximum(size, 1)
+        kept = support & (z > tau)
+        if np.array_equal(kept, support):
+            break
+        support = kept
+    return np.where(support, z - tau, 0.0)
+
+
+def sparsemax_backward(weights, grad_weights):
+    """The Jacobian diag(s) - s s^T / |S| of each row, applied with einsum."""
+    s = (np.asarray(weights) > 0).astype(float)
+    dp = np.asarray(grad_weights, dtype=float)
+    size = np.maximum(s.sum(axis=-1), 1.0)[..., None, None]
+    jacobian = np.einsum("...i,ij->...ij", s, np.eye(s.shape[-1])) - (
+        np.einsum("...i,...j->...ij", s, s) / size
+    )
+    return np.einsum("...ij,...i->...j", jacobian, dp)
 
 
 def label_smoothed_cross_entropy(logits, targets, smoothing, pad_index):
@@ -137,7 +191,10 @@ def label_smoothed_cross_entropy(logits, targets, smoothing, pad_index):
 VARIANTS = {
     "loo_loss_and_grad": loo_loss_and_grad,
     "nadaraya_watson": nadaraya_watson,
-    "masked_softmax": masked_softmax,
+    "softmax_backward": softmax_backward,
+    "attention_backward": attention_backward,
+    "sparsemax": sparsemax,
+    "sparsemax_backward": sparsemax_backward,
     "label_smoothed_cross_entropy": label_smoothed_cross_entropy,
 }
 

@@ -186,8 +186,9 @@ def _attention_backward_cases(rng):
 
 
 def _attention_backward_scale(q, k, v, grad_out, mask=None):
-    """The size of the terms each gradient sums: |P| widened by 1 + |S - max| (P comes from
-    exp), the terms of dS = P dP - P sum(P dP), then the products with |K|, |Q|, |dO|."""
+    """The size of the terms each gradient sums: |P| widened by 1 + |S| + |max S| (P is exp
+    of S - max S: an ulp of either is an error of that size in the exponent), the terms of
+    dS = P dP - P sum(P dP), then the products with |K|, |Q|, |dO|."""
     q, k, v, d_out = (np.asarray(x, dtype=float) for x in (q, k, v, grad_out))
     scale = 1.0 / math.sqrt(q.shape[-1])
     s = q @ np.swapaxes(k, -1, -2) * scale  # (..., n_q, n_k)
@@ -196,7 +197,7 @@ def _attention_backward_scale(q, k, v, grad_out, mask=None):
     top = np.where(np.isfinite(top), top, 0.0)
     p = masked_softmax(s, mask)
     with np.errstate(invalid="ignore"):
-        e = np.where(allowed, p * (1.0 + np.abs(s - top)), 0.0)  # (..., n_q, n_k)
+        e = np.where(allowed, p * (1.0 + np.abs(s) + np.abs(top)), 0.0)  # (..., n_q, n_k)
     a = np.abs(d_out) @ np.abs(np.swapaxes(v, -1, -2))  # (..., n_q, n_k): terms of dP
     t = e * (a + np.sum(e * a, axis=-1, keepdims=True))  # (..., n_q, n_k): terms of dS
     dq = t @ np.abs(k) * scale  # (..., n_q, d)
