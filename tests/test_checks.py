@@ -97,10 +97,10 @@ def test_cases_hold_only_contract_types_and_hidden_differ_from_public(name):
 
 def test_edge_cases_are_present():
     names = {n: [c.name for c in checks.public_cases(n)] for n in NAMES}
-    assert "fully-masked row" in names["masked_softmax"]
-    assert "fully-masked row" in names["attention"]
+    assert "fully-masked row" in names["softmax_backward"]
+    assert "fully-masked row" in names["attention_backward"]
     assert any("n=1" in c for c in names["average_pool"])
-    for case in checks.public_cases("scaled_dot_score")[:2]:
+    for case in checks.public_cases("attention_backward")[:2]:
         assert case.args[0].shape[-2] != case.args[1].shape[-2]  # n_q != n_k catches a transpose
 
 
@@ -134,14 +134,17 @@ def _first_failure(name, fn, hidden=False):
     raise AssertionError(f"{name}: the wrong implementation passed every case")
 
 
-def test_transposed_k_gets_the_transpose_hint():
-    def transposed(q, k):
-        return (np.asarray(k) @ np.swapaxes(q, -1, -2)) / math.sqrt(np.shape(q)[-1])  # K Q^T
+def test_a_transposed_gradient_gets_the_transpose_diagnosis_and_its_hint():
+    reference = checks.REGISTRY["attention_backward"].reference
 
-    case, message = _first_failure("scaled_dot_score", transposed)
-    n_q, n_k = case.args[0].shape[-2], case.args[1].shape[-2]
-    assert f"expected scores of shape {case.args[0].shape[:-2] + (n_q, n_k)}" in message
-    assert "did you transpose K?" in message
+    def transposed(q, k, v, grad_out, mask=None):
+        dq, dk, dv = reference(q, k, v, grad_out, mask)
+        return np.swapaxes(dq, -1, -2), dk, dv  # (d, n_q): dQ^T
+
+    case, message = _first_failure("attention_backward", transposed)
+    assert f"expected dq of shape {case.args[0].shape}" in message
+    assert "the last two axes look swapped" in message
+    assert "dq has the shape of q (..., n_q, d)" in message
 
 
 def test_missing_sqrt_scaling_is_named():
@@ -157,15 +160,19 @@ def test_missing_sqrt_scaling_is_named():
 
 
 def test_nan_on_fully_masked_rows_is_located_and_explained():
-    def naive(scores, mask=None):
-        s = np.asarray(scores, dtype=float)
+    reference = checks.REGISTRY["softmax_backward"].reference
+
+    def naive(q, k, v, grad_out, mask=None):
+        s = np.asarray(q) @ np.swapaxes(k, -1, -2) / math.sqrt(np.shape(q)[-1])
         if mask is not None:
             s = np.where(mask, s, -np.inf)
         e = np.exp(s - s.max(axis=-1, keepdims=True))
-        return e / e.sum(axis=-1, keepdims=True)
+        p = e / e.sum(axis=-1, keepdims=True)
+        ds = reference(p, np.asarray(grad_out) @ np.swapaxes(v, -1, -2)) / math.sqrt(q.shape[-1])
+        return ds @ k, np.swapaxes(ds, -1, -2) @ q, np.swapaxes(p, -1, -2) @ grad_out
 
     with np.errstate(invalid="ignore"):
-        case, message = _first_failure("masked_softmax", naive)
+        case, message = _first_failure("attention_backward", naive)
     assert case.name == "padding mask" or "masked" in case.name or "key" in case.name
     assert "contains NaN" in message and "at index" in message
     assert "guard the division" in message
@@ -211,19 +218,21 @@ def test_a_shape_that_spells_the_inputs_is_never_echoed(ndim_like_expected):
     """A submission that returns np.zeros((0, <input digits>...)) reads no input back: the
     message names the expected shape, the number of axes sent and which axes differ."""
 
-    def spell(q, k):
-        shape = _spelled_inputs(q, k)
-        if ndim_like_expected:  # as many axes as the expected scores, every one a digit
-            shape = (0, *shape[1 : np.ndim(q)])
+    def spell(weights, grad_weights):
+        shape = _spelled_inputs(weights, np.asarray(weights)[..., 1:])
+        if ndim_like_expected:  # as many axes as the expected gradient, every one a digit
+            shape = (0, *shape[1 : np.ndim(weights)])
+        else:  # one axis more than the expected gradient
+            shape += (0,) * (np.ndim(weights) + 1 - len(shape))
         return np.zeros(shape)
 
-    for case in checks.hidden_cases("scaled_dot_score", 3):
-        expected = checks.expected("scaled_dot_score", case)
+    for case in checks.hidden_cases("softmax_backward", 3):
+        expected = checks.expected("softmax_backward", case)
         got = checks.normalise(checks.call(spell, case))
-        message = checks.compare("scaled_dot_score", case, expected, got).message
+        message = checks.compare("softmax_backward", case, expected, got).message
         sent = {str(d) for d in got[0].shape if d > 9}
         assert sent and not (set(re.findall(r"\d+", message)) & sent), message
-        assert f"expected scores of shape {expected[0].shape}" in message
+        assert f"expected grad_scores of shape {expected[0].shape}" in message
         if ndim_like_expected:
             axes = ", ".join(str(i) for i in range(expected[0].ndim - 1))
             assert f"differs at axes {axes} and {expected[0].ndim - 1}." in message, message
@@ -255,10 +264,10 @@ def test_token_predictions_of_a_wrong_shape_are_not_echoed():
 
 
 def test_wrong_arity_and_none_are_explained():
-    case = checks.public_cases("attention")[0]
-    exp = checks.expected("attention", case)
-    verdict = checks.compare("attention", case, exp, exp[:1])
-    assert not verdict.passed and "expected 2 outputs (output, weights), got 1" in verdict.message
+    case = checks.public_cases("attention_backward")[0]
+    exp = checks.expected("attention_backward", case)
+    verdict = checks.compare("attention_backward", case, exp, exp[:1])
+    assert not verdict.passed and "expected 3 outputs (dq, dk, dv), got 1" in verdict.message
     with pytest.raises(ValueError, match="forget a `return`"):
         checks.normalise(None)
     with pytest.raises(ValueError, match="not numeric"):
@@ -324,15 +333,15 @@ def test_messages_hold_no_input_or_expected_values():
     """Every message is built from fixed text and numbers computed from the arrays: no entry
     of an input, of the expected answer or of the returned value appears in it."""
 
-    def off_by_a_bit(q, k, v, mask=None):
-        out, w = checks.REGISTRY["attention"].reference(q, k, v, mask)
-        return out + 0.25, w
+    def off_by_a_bit(q, k, v, grad_out, mask=None):
+        dq, dk, dv = checks.REGISTRY["attention_backward"].reference(q, k, v, grad_out, mask)
+        return dq + 0.25, dk, dv
 
     seen = 0
-    for case in checks.hidden_cases("attention", 9):
-        exp = checks.expected("attention", case)
+    for case in checks.hidden_cases("attention_backward", 9):
+        exp = checks.expected("attention_backward", case)
         got = checks.normalise(off_by_a_bit(*case.args))
-        message = checks.compare("attention", case, exp, got).message
+        message = checks.compare("attention_backward", case, exp, got).message
         assert "max error 0.25" in message and "first wrong entry at index" in message
         values = {
             f"{x:.6g}"
@@ -349,10 +358,12 @@ def test_a_failure_reads_the_same_in_the_public_check_the_hidden_check_and_the_g
     and the grader's judge (contract.judge on a sandbox outcome) word a failure identically."""
     from autograder import grading
 
-    def transposed(q, k):
-        return np.asarray(k) @ np.swapaxes(q, -1, -2) / math.sqrt(np.shape(q)[-1])
+    def log_softmax_backward(weights, grad_weights):  # a known mistake
+        p, dp = np.asarray(weights), np.asarray(grad_weights)
+        return dp - p * dp.sum(axis=-1, keepdims=True)
 
-    name = "scaled_dot_score"
+    transposed = log_softmax_backward
+    name = "softmax_backward"
     path = tmp_path / "public_cases.npz"
     release.build_public_cases("ch2_soft_hard", path)
     with pytest.raises(contract.CheckFailed) as public:
@@ -372,39 +383,40 @@ def test_a_failure_reads_the_same_in_the_public_check_the_hidden_check_and_the_g
     assert str(hidden.value) == contract.summary(
         name, hidden_lines, len(graded) - n_public, hidden=True
     )
-    assert "did you transpose K?" in str(hidden.value)
+    assert "the backward pass of log-softmax" in str(hidden.value)
 
 
 def test_run_hidden_fails_with_a_summary_and_no_values():
-    def transposed(q, k):
-        return np.asarray(k) @ np.swapaxes(q, -1, -2) / math.sqrt(np.shape(q)[-1])
+    def log_softmax_backward(weights, grad_weights):  # a known mistake
+        p, dp = np.asarray(weights), np.asarray(grad_weights)
+        return dp - p * dp.sum(axis=-1, keepdims=True)
 
     with pytest.raises(AssertionError) as info:
-        checks.run_hidden("scaled_dot_score", transposed, seed=1)
+        checks.run_hidden("softmax_backward", log_softmax_backward, seed=1)
     message = str(info.value)
     assert re.search(r"hidden check failed on \d+ of \d+ cases", message)
-    assert "did you transpose K?" in message
+    assert "the backward pass of log-softmax" in message
     assert "BEGIN HIDDEN" not in message and "run_hidden" not in message
 
-    def crashes(q, k):
+    def crashes(weights, grad_weights):
         raise IndexError("tuple index out of range")
 
     with pytest.raises(AssertionError, match="raised IndexError"):
-        checks.run_hidden("scaled_dot_score", crashes, seed=1)
+        checks.run_hidden("softmax_backward", crashes, seed=1)
 
 
 def test_hidden_seed_comes_from_the_environment(monkeypatch):
     calls = []
 
-    def spy(q, k):
-        calls.append(np.asarray(q).copy())
-        return checks.REGISTRY["scaled_dot_score"].reference(q, k)
+    def spy(weights, grad_weights):
+        calls.append(np.asarray(grad_weights).copy())
+        return checks.REGISTRY["softmax_backward"].reference(weights, grad_weights)
 
     monkeypatch.setenv(checks.HIDDEN_SEED_ENV, "41")
-    checks.run_hidden("scaled_dot_score", spy)
+    checks.run_hidden("softmax_backward", spy)
     first = [c.copy() for c in calls]
     calls.clear()
-    checks.run_hidden("scaled_dot_score", spy, seed=41)
+    checks.run_hidden("softmax_backward", spy, seed=41)
     assert all(np.array_equal(a, b) for a, b in zip(first, calls))
 
 
@@ -462,24 +474,24 @@ def test_public_cases_round_trip_without_pickle(tmp_path):
 
 def test_student_check_passes_a_correct_function(ch2_cases, capsys):
     contract.check(
-        "masked_softmax",
-        checks.REGISTRY["masked_softmax"].reference,
+        "softmax_backward",
+        checks.REGISTRY["softmax_backward"].reference,
         cases_path=str(ch2_cases),
     )
-    assert "masked_softmax: all 6 public cases passed" in capsys.readouterr().out
+    assert "softmax_backward: all 7 public cases passed" in capsys.readouterr().out
 
 
 def test_student_check_messages(ch2_cases):
-    def unscaled(q, k, v, mask=None):
-        from solutions.soft_hard import attention
-
-        return attention(q, k, v, mask, score="dot")
+    def unscaled(q, k, v, grad_out, mask=None):
+        reference = checks.REGISTRY["attention_backward"].reference
+        dq, dk, dv = reference(q, k, v, grad_out, mask)
+        return dq * math.sqrt(np.shape(q)[-1]), dk * math.sqrt(np.shape(q)[-1]), dv
 
     with pytest.raises(contract.CheckFailed) as info:
-        contract.check("attention", unscaled, cases_path=str(ch2_cases))
+        contract.check("attention_backward", unscaled, cases_path=str(ch2_cases))
     message = str(info.value)
-    assert message.startswith("attention: ") and "public cases failed" in message
-    assert "forgot to divide the scores by sqrt(d_k)" in message
+    assert message.startswith("attention_backward: ") and "public cases failed" in message
+    assert "forgot the 1/sqrt(d) of the scores in dQ and dK" in message
     rendered = info.value._render_traceback_()  # what Jupyter shows instead of a traceback
     assert "Traceback" not in "\n".join(rendered) and "contract.py" not in "\n".join(rendered)
 
@@ -487,13 +499,13 @@ def test_student_check_messages(ch2_cases):
         raise NotImplementedError()
 
     with pytest.raises(contract.CheckFailed, match="not implemented yet"):
-        contract.check("masked_softmax", stub, cases_path=str(ch2_cases))
+        contract.check("sparsemax", stub, cases_path=str(ch2_cases))
 
     def buggy(scores, mask=None):
         return scores[5, 5, 5, 5]
 
     with pytest.raises(contract.CheckFailed) as info:
-        contract.check("masked_softmax", buggy, cases_path=str(ch2_cases))
+        contract.check("sparsemax", buggy, cases_path=str(ch2_cases))
     assert "raised IndexError" in str(info.value) and "`return scores[5, 5, 5, 5]`" in str(
         info.value
     )
@@ -501,7 +513,7 @@ def test_student_check_messages(ch2_cases):
     with pytest.raises(contract.CheckFailed, match="no public check called 'attentoin'"):
         contract.check("attentoin", unscaled, cases_path=str(ch2_cases))
     with pytest.raises(contract.CheckFailed, match="returned value is None"):
-        contract.check("masked_softmax", lambda s, m=None: None, cases_path=str(ch2_cases))
+        contract.check("sparsemax", lambda s, m=None: None, cases_path=str(ch2_cases))
 
 
 def test_student_check_imports_nothing_from_the_course(ch2_cases, tmp_path):
@@ -514,19 +526,17 @@ def test_student_check_imports_nothing_from_the_course(ch2_cases, tmp_path):
     script = (
         "import sys, numpy as np\n"
         "from attention_check import check\n"
-        "def masked_softmax(s, mask=None):\n"
-        "    s = np.asarray(s, float); mask = np.ones(s.shape, bool) if mask is None else np.broadcast_to(mask, s.shape)\n"
-        "    z = np.where(mask, s, -np.inf); m = z.max(-1, keepdims=True); m = np.where(np.isfinite(m), m, 0)\n"
-        "    e = np.where(mask, np.exp(z - m), 0); t = e.sum(-1, keepdims=True)\n"
-        "    return e / np.where(t > 0, t, 1)\n"
-        "check('masked_softmax', masked_softmax)\n"
+        "def softmax_backward(p, dp):\n"
+        "    p, dp = np.asarray(p, float), np.asarray(dp, float)\n"
+        "    return p * (dp - (p * dp).sum(-1, keepdims=True))\n"
+        "check('softmax_backward', softmax_backward)\n"
         "assert not any(m == 'solutions' or m.startswith(('solutions.', 'autograder')) for m in sys.modules), sorted(sys.modules)\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", script], cwd=folder, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
-    assert "all 6 public cases passed" in result.stdout
+    assert "all 7 public cases passed" in result.stdout
 
 
 # ----------------------------------------------------------------------------------------

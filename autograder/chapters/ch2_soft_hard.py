@@ -178,9 +178,16 @@ def _attention_backward_cases(rng):
                 normal(rng, n_q, 3),
             ),
         ),
+        # the one key gets weight 1 (no gradient reaches the scores) or, masked, 0
         Case(
-            "one query, one key (n_q = n_k = 1)",
-            (normal(rng, 1, 3), normal(rng, 1, 3), normal(rng, 1, 2), normal(rng, 1, 2)),
+            "single key (n_k=1), one query masked",
+            (
+                normal(rng, 2, 3),
+                normal(rng, 1, 3),
+                normal(rng, 1, 2),
+                normal(rng, 2, 2),
+                np.array([[True], [False]]),
+            ),
         ),
     ]
 
