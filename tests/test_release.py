@@ -150,13 +150,44 @@ def test_release_contents(released, assignment):
     assert not re.search(r"\{(eq|ref|doc|cite|term)[a-z:]*\}`", text)
 
 
+def _assert_same_cases_with_hints_in_chinese(assignment, english, chinese):
+    """The two editions' public cases: the same cases, answers and known mistakes' outputs;
+    the hints (of the spec and of the known mistakes) in each edition's language."""
+    en, zh = contract.load_cases(english), contract.load_cases(chinese)
+    assert list(en) == list(zh)
+
+    def same(a, b):
+        return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
+
+    for name in en:
+        spec = en[name]["spec"]
+        assert {k: v for k, v in zh[name]["spec"].items() if k != "hints"} == {
+            k: v for k, v in spec.items() if k != "hints"
+        }
+        assert zh[name]["spec"]["hints"] == {
+            k: checks.say(v, assignment, "zh_CN") for k, v in spec["hints"].items()
+        }
+        for a, b in zip(en[name]["cases"], zh[name]["cases"], strict=True):
+            assert a.name == b.name and len(a.args) == len(b.args)
+            for x, y in zip([*a.args, *a.expected], [*b.args, *b.expected]):
+                assert same(x, y) if isinstance(x, np.ndarray) else x == y
+            assert [checks.say(h, assignment, "zh_CN") for h, _ in a.mistakes] == [
+                h for h, _ in b.mistakes
+            ]
+            for (_h, xs), (_g, ys) in zip(a.mistakes, b.mistakes, strict=True):
+                assert all(same(x, y) for x, y in zip(xs, ys, strict=True))
+
+
 @pytest.mark.parametrize("assignment", checks.ASSIGNMENTS)
 def test_chinese_release_has_the_same_files_and_cells(released, assignment):
     english = released / "release" / assignment
     chinese = released / "release" / "zh_CN" / assignment
     assert {p.name for p in chinese.iterdir()} == {p.name for p in english.iterdir()}
-    for name in ("public_cases.npz", release.CHECK_MODULE, release.GUIDE_ZH):
+    for name in (release.CHECK_MODULE, release.GUIDE_ZH):
         assert (chinese / name).read_bytes() == (english / name).read_bytes()
+    _assert_same_cases_with_hints_in_chinese(
+        assignment, english / contract.CASES_FILE, chinese / contract.CASES_FILE
+    )
     en = nbformat.read(english / f"{assignment}.ipynb", as_version=4)
     zh = nbformat.read(chinese / f"{assignment}.ipynb", as_version=4)
     assert [(c.get("id"), c.cell_type) for c in zh.cells] == [
