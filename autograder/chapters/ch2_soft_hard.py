@@ -204,7 +204,9 @@ def _attention_backward_scale(q, k, v, grad_out, mask=None):
     top = np.where(np.isfinite(top), top, 0.0)
     p = masked_softmax(s, mask)
     with np.errstate(invalid="ignore"):
-        e = np.where(allowed, p * (1.0 + np.abs(s) + np.abs(top)), 0.0)  # (..., n_q, n_k)
+        # + 1e-300: a weight that underflows to a subnormal (exp of about -745) has no
+        # relative precision; two honest orders of operations differ there by a few 1e-324
+        e = np.where(allowed, p * (1.0 + np.abs(s) + np.abs(top)) + 1e-300, 0.0)
     a = np.abs(d_out) @ np.abs(np.swapaxes(v, -1, -2))  # (..., n_q, n_k): terms of dP
     t = e * (a + np.sum(e * a, axis=-1, keepdims=True))  # (..., n_q, n_k): terms of dS
     dq = t @ np.abs(k) * scale  # (..., n_q, d)
