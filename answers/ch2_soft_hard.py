@@ -14,7 +14,7 @@ what it does not compute:
 Conventions (``docs/conventions.md``): queries are rows, weights are (..., n_q, n_k) with rows
 summing to 1 over the allowed keys; masks are boolean, True = may attend, broadcastable to
 (..., n_q, n_k); a row with no allowed key has all-zero weights, a zero output and passes no
-gradient. Equation numbers (1)-(6) are those of the assignment's task text.
+gradient. Equation numbers (1)-(7) are those of the assignment's task text.
 """
 
 from __future__ import annotations
