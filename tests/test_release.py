@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -137,15 +138,29 @@ def test_release_contents(released, assignment):
         release.scan(folder) == []
         and release.scan_zip(released / "release" / f"{assignment}.zip") == []
     )
-    # the Chinese guide beside the notebook names every function the student writes
-    assert f"{assignment}/{release.GUIDE_ZH}" in names
-    guide = (folder / release.GUIDE_ZH).read_text(encoding="utf-8")
-    assert guide.startswith(f"# {assignment}：作业使用说明")
-    for check in checks.checks_for(assignment):
-        assert f"`{check.name}`" in guide
-    # what the notebook needs, read from its imports: only ch3 trains a PyTorch model
-    assert ("PyTorch" in guide) == (assignment == "ch3_seq2seq")
-    assert "“读懂检查给出的信息”" in guide  # the messages page by its own Chinese title
+    # each edition's guide beside the notebook names every function the student writes
+    # (the stubs, not a given wrapper), says `jupyter lab` and ships a requirements.txt
+    for edition, guide_name in release.GUIDES.items():
+        where = folder if edition == "en" else released / "release" / edition / assignment
+        listed = {p.name for p in where.iterdir()}
+        assert guide_name in listed and not (set(release.GUIDES.values()) - {guide_name}) & listed
+        guide = (where / guide_name).read_text(encoding="utf-8")
+        assert guide.startswith(f"# {assignment}")
+        for name in release.functions_to_write(
+            json.loads((where / f"{assignment}.ipynb").read_text(encoding="utf-8"))
+        ):
+            assert f"`{name}`" in guide
+        assert "jupyter lab" in guide and "jupyter notebook" not in guide
+        # what the notebook needs, read from its imports: only ch3 trains a PyTorch model
+        assert ("PyTorch" in guide) == (assignment == "ch3_seq2seq")
+        wanted = (where / "requirements.txt").read_text().split()
+        assert wanted == [release.pinned(p) for p in ("numpy", "jupyterlab")] + (
+            [release.pinned("torch")] if assignment == "ch3_seq2seq" else []
+        )
+    assert f"{assignment}/README.md" in names
+    assert "“读懂检查给出的信息”" in (
+        released / "release" / "zh_CN" / assignment / release.GUIDE_ZH
+    ).read_text(encoding="utf-8")  # the messages page by its own Chinese title
     # the released notebook shows no MyST role raw (Jupyter would print it as typed)
     assert not re.search(r"\{(eq|ref|doc|cite|term)[a-z:]*\}`", text)
 
@@ -154,9 +169,25 @@ def test_release_contents(released, assignment):
 def test_chinese_release_has_the_same_files_and_cells(released, assignment):
     english = released / "release" / assignment
     chinese = released / "release" / "zh_CN" / assignment
-    assert {p.name for p in chinese.iterdir()} == {p.name for p in english.iterdir()}
-    for name in ("public_cases.npz", release.CHECK_MODULE, release.GUIDE_ZH):
+    assert {p.name for p in chinese.iterdir()} - {release.GUIDE_ZH} == {
+        p.name for p in english.iterdir()
+    } - {"README.md"}
+    for name in (release.CHECK_MODULE, "requirements.txt"):
         assert (chinese / name).read_bytes() == (english / name).read_bytes()
+    # the same cases and answers; the known mistakes and hints in Chinese
+    en_cases = contract.load_cases(english / "public_cases.npz")
+    zh_cases = contract.load_cases(chinese / "public_cases.npz")
+    assert sorted(en_cases) == sorted(zh_cases)
+    han = re.compile(r"[\u4e00-\u9fff]")
+    for name, en_entry in en_cases.items():
+        zh_entry = zh_cases[name]
+        assert set(zh_entry["spec"]["hints"]) == set(en_entry["spec"]["hints"])
+        assert all(han.search(text) for text in zh_entry["spec"]["hints"].values()), name
+        assert len(zh_entry["cases"]) == len(en_entry["cases"])
+        for a, b in zip(en_entry["cases"], zh_entry["cases"]):
+            assert all(np.array_equal(x, y) for x, y in zip(a.expected, b.expected))
+            assert len(a.mistakes) == len(b.mistakes)
+            assert all(han.search(hint) for hint, _ in b.mistakes), (name, a.name)
     en = nbformat.read(english / f"{assignment}.ipynb", as_version=4)
     zh = nbformat.read(chinese / f"{assignment}.ipynb", as_version=4)
     assert [(c.get("id"), c.cell_type) for c in zh.cells] == [
