@@ -3,7 +3,9 @@
 ``python -m autograder collect <id> FILE.zip`` (`collect`) decides every student on its own,
 so no member, and no student, can stop the others (nbgrader's ``zip_collect`` stops the
 whole collection on a student's second file without timestamps, and its extractor let a
-member named like a folder block a real file):
+member named like a folder block a real file). Who a notebook belongs to comes from the
+roster (nbgrader's ``student`` table: ``id``, ``lms_user_id``; `read_roster`) and the LMS's
+own ids in its download's layout, never from a file name or display name a student chose:
 
 - `extract_zip` unpacks the notebooks of the zip into ``downloaded/<id>/extracted/<archive
   name>/``, each to a numbered file of its own. A member is refused, with a message that
@@ -12,19 +14,33 @@ member named like a folder block a real file):
   absurdly long; it is encrypted; it repeats a name already unpacked (the first is kept); it
   is an archive itself; or it unpacks to more than `MAX_MEMBER_BYTES` (the declared size is
   checked first and the bytes are counted while unpacking, so a header that lies changes
-  nothing), or the archive to more than `MAX_TOTAL_BYTES`. A file that is not a notebook is
-  skipped, with a message.
-- each notebook's name in the archive is matched with ``DEFAULT_REGEXP`` (``--regexp``:
-  another, with the named groups ``student_id``, ``file_id`` and optionally ``timestamp``,
-  matched against ``/`` + the member's path): a name that does not match is skipped with a
-  message saying the names expected (`expected_name`); a student id that is not a plain
-  name (``..``, ``<script>``, a slash, spaces...) is refused, since it would become
-  ``submitted/<student id>/``; a timestamp that is not a date skips that file only.
-- `choose`: a student with several files (resubmissions, ``<id> (1).ipynb``) keeps the
-  newest, by the name's timestamp or else the member's date in the archive, and a message
-  names the file kept and each one dropped.
-- the kept file becomes ``submitted/<student>/<id>/<id>.ipynb``, with ``timestamp.txt``
-  when its name gave a timestamp (what nbgrader's ``zip_collect`` writes).
+  nothing), or the archive to more than `MAX_TOTAL_BYTES`. A file that is not a notebook,
+  and macOS's ``__MACOSX/`` and ``._*`` metadata, are skipped with a message.
+- `recognise` tells the layout from the members' names (``--layout`` forces one), and
+  `Identify` names each notebook's student:
+  - Canvas (flat ``<sortable name>_[LATE_]<user id>_<submission id>_<file name>``): the
+    Canvas user id, looked up in the roster's ``lms_user_id``. The names on both sides of
+    the ids are the student's, so every place the ids could be is tried: a name that could
+    be two roster users' is refused.
+  - Moodle (folders ``<full name>_<participant id>_assignsubmission_file_/``): the
+    participant id, looked up in ``lms_user_id``; whatever the files inside are named.
+  - Blackboard (``<assignment>_<username>_attempt_<date>_<file name>`` and a receipt
+    ``...attempt_<date>.txt``): the username, a roster ``id``, after the assignment's name
+    (the one the roster's usernames agree on, or ``--lms-assignment``).
+  - plain (nbgrader's ``<student id>_[<anything>_]<id>.ipynb``): trusts the names, so only
+    with a roster, for archives the instructor made: the roster id that leaves exactly
+    ``_<id>.ipynb``, else the one id that fits ``_<anything>_<id>.ipynb``; two, or none,
+    refused. ``--regexp`` sets another pattern (groups ``student_id``, a roster id,
+    ``file_id``, optionally ``timestamp``).
+  An LMS id not on the roster is refused, saying how to import it, or with
+  ``--enroll-unknown`` becomes a student of that id (refused if the id is another's).
+- `choose_lms`: one submission per student (Blackboard: the newest attempt by Blackboard's
+  date); of several notebooks, the one the student named ``<id>.ipynb`` (Canvas's
+  ``<id>-N.ipynb``), else the student is refused with the names. `choose` (plain): the
+  newest file, by the name's timestamp or else the member's date. Each names what it kept
+  and dropped.
+- the kept file becomes ``submitted/<student>/<id>/<id>.ipynb`` (a message when it replaces
+  another), with ``timestamp.txt`` when a plain name gave a timestamp (as ``zip_collect``).
 """
 
 from __future__ import annotations
@@ -233,9 +249,7 @@ ROSTER_COLUMN = {
     "blackboard": "the Blackboard username as its id",
 }
 
-#: Canvas: ``<sortable name>_[LATE_]<user id>_<submission id>_<original name>``; each ``_``
-#: where such a tail could start (the sortable name is the student's, so may hold ``_1_2_``)
-CANVAS_TAIL = re.compile(r"_(?=(LATE_)?([0-9]+)_([0-9]+)_([^/]+)\Z)")
+#: Canvas: ``<sortable name>_[LATE_]<user id>_<submission id>_<original name>`` (`_canvas_ids`)
 #: Moodle: a folder ``<full name>_<participant id>_assignsubmission_<plugin>_/`` (Moodle
 #: writes the full name with its ``_`` as spaces; the id is the digits before the suffix)
 MOODLE_FOLDER = re.compile(r"(?P<name>.*)_(?P<id>[0-9]+)_assignsubmission_(?P<plugin>[a-z]+)_\Z")
@@ -248,21 +262,33 @@ BLACKBOARD = re.compile(
 )
 
 
+def _digits(token: str) -> bool:
+    return token.isascii() and token.isdigit()
+
+
 def _canvas_ids(name: str) -> list[tuple[str, bool, str]]:
-    """Each (user id, late, original name) a top-level Canvas name could mean."""
-    found = []
-    for match in CANVAS_TAIL.finditer(name):
-        if match.start() == 0 or "/" in name:
-            continue
-        late, user, _submission, original = match.groups()
-        if user not in [f[0] for f in found]:
-            found.append((user, bool(late), original))
-    return found
+    """Each (user id, late, original name) a top-level Canvas name could mean: the sortable
+    name before the ids and the original name after them are the student's, so may hold
+    ``_1_2_`` themselves. One pass over the ``_``-separated parts (a name is hostile)."""
+    if "/" in name:
+        return []
+    parts = name.split("_")
+    starts = [0]
+    for part in parts[:-1]:
+        starts.append(starts[-1] + len(part) + 1)
+    found: dict[str, tuple[str, bool, str]] = {}
+    for i in range(1, len(parts)):
+        late = parts[i] == "LATE"
+        j = i + 1 if late else i
+        if j + 2 < len(parts) and _digits(parts[j]) and _digits(parts[j + 1]):
+            if starts[i] > 1 and parts[j] not in found and name[starts[j + 2] :]:
+                found[parts[j]] = (parts[j], late, name[starts[j + 2] :])
+    return list(found.values())
 
 
 def _votes(name: str) -> str | None:
     """The LMS layout a member's name has, if any."""
-    if is_macos_metadata(name) or name.endswith("/"):
+    if is_macos_metadata(name) or name.endswith("/") or len(name.encode()) > MAX_NAME_BYTES:
         return None
     if "/" in name:
         return "moodle" if MOODLE_FOLDER.match(name.split("/")[0]) else None

@@ -8,9 +8,20 @@ that names it and says why; the honest ones (and the first of the duplicates) ar
 nothing is written outside the course, and inside it only under ``submitted/`` (the
 collected notebooks) and the staging folder ``downloaded/<id>/``.
 
-Then one small archive per rule of `collect.choose` and the names: a student's several files
-(the newest kept, the message naming each), a folder-shaped member before the real file, a
-browser's ``name (1).ipynb``, a name that does not match, the name's timestamp.
+Then one small archive per rule of `collect.choose` and the plain layout's names (with a
+roster): a student's several files (the newest kept, the message naming each), a
+folder-shaped member before the real file, a browser's ``name (1).ipynb``, a name that fits
+no roster id, the name's timestamp.
+
+Then who a notebook belongs to: the roster and the LMS's own ids, never a name a student
+chose. One test per bug seen when the name was the identity (``test_seen_*``, each failing
+on the old collect): ids with ``_``, a file named for another student in one's Moodle
+folder, a "resubmission" named for another student, Canvas's and Moodle's own names, and
+``__MACOSX/._*``. One archive per LMS laid out as that LMS lays it out (Canvas, Moodle,
+Blackboard), each with ids holding ``_``, an impersonating file name, a resubmission, a late
+submission, ``__MACOSX/._`` members, a student not on the roster and two notebooks for one
+student: exact placements and messages. The plain layout with and without a roster,
+``--enroll-unknown``, ``--layout`` and a notebook replaced.
 """
 
 from __future__ import annotations
