@@ -349,6 +349,10 @@ def expected_name(assignment: str) -> str:
     return f"<student id>_{assignment}.ipynb or <student id>_<anything>_{assignment}.ipynb"
 
 
+class NotFiled(Exception):
+    """A notebook filed under no student, and why (the whole message)."""
+
+
 class Identify:
     """Who each member belongs to, in one layout: ``(Candidate, None)`` or ``(None, the
     message saying why the member is refused or skipped)``."""
@@ -362,92 +366,74 @@ class Identify:
             self.prefix = lms_assignment or self._blackboard_prefix(names)
 
     def __call__(self, member: Member, shown: str):
-        return getattr(self, self.layout)(member, shown)
+        try:
+            return getattr(self, self.layout)(member, shown), None
+        except NotFiled as why:
+            return None, str(why)
 
-    # the nbgrader student of an LMS id
-    def student(self, key: str, shown: str):
+    def student(self, key: str, shown: str) -> tuple[str, str]:
+        """(the nbgrader id of the LMS id ``key``, how messages name the student)."""
         label = f"{LMS_ID[self.layout]} {key}"
         if self.layout == "blackboard":
             fits = (key,) if key in self.roster.ids else ()
         else:
             fits = self.roster.lms.get(key, ())
         if len(fits) == 1:
-            return fits[0], f"{fits[0]} ({label})", None
+            return fits[0], f"{fits[0]} ({label})"
         if len(fits) > 1:
-            return (
-                None,
-                "",
-                (
-                    f"refused {shown}: the roster gives the lms_user_id {key} to {len(fits)} "
-                    f"students ({', '.join(fits)}); correct the roster"
-                ),
+            raise NotFiled(
+                f"refused {shown}: the roster gives the lms_user_id {key} to {len(fits)} "
+                f"students ({', '.join(fits)}); correct the roster"
             )
         if not self.enroll_unknown:
-            return (
-                None,
-                "",
-                (
-                    f"refused {shown}: {label} is not on the roster (import it with `nbgrader db "
-                    f"student import students.csv`, {ROSTER_COLUMN[self.layout]}; or collect "
-                    "with --enroll-unknown)"
-                ),
+            raise NotFiled(
+                f"refused {shown}: {label} is not on the roster (import it with `nbgrader db "
+                f"student import students.csv`, {ROSTER_COLUMN[self.layout]}; or collect "
+                "with --enroll-unknown)"
             )
         if not PLAIN_NAME.match(key):
-            return (
-                None,
-                "",
-                (
-                    f"refused {shown}: {label} is not on the roster, and its id is not a plain name "
-                    "to enroll it under"
-                ),
+            raise NotFiled(
+                f"refused {shown}: {label} is not on the roster, and its id is not a plain "
+                "name to enroll it under"
             )
         if key in self.roster.ids:
-            return (
-                None,
-                "",
-                (
-                    f"refused {shown}: {label} is not on the roster, and the nbgrader id {key} "
-                    "is another student's"
-                ),
+            raise NotFiled(
+                f"refused {shown}: {label} is not on the roster, and the nbgrader id {key} "
+                "is another student's"
             )
         self.enroll[key] = None if self.layout == "blackboard" else key
-        return key, f"{key} ({label}, enrolled)", None
+        return key, f"{key} ({label}, enrolled)"
 
     def canvas(self, member: Member, shown: str):
         fits = _canvas_ids(member.name)
         if not fits:
-            return None, (
+            raise NotFiled(
                 f"skipped {shown}: not named as Canvas names a submission's file "
                 "(<name>_[LATE_]<user id>_<submission id>_<file name>, not in a folder)"
             )
-        known = [f for f in fits if f[0] in self.roster.lms]
-        if len(known) > 1 or (not known and len(fits) > 1):
-            users = ", ".join(f[0] for f in (known or fits))
-            return None, (
-                f"refused {shown}: its name could belong to the Canvas users {users} (the "
-                "name before the ids and the file name after them are the student's); "
-                "collect it by hand"
+        if len(fits) > 1:  # even one roster user among strangers: the stranger may be the
+            # uploader, whose display name holds the roster user's id
+            raise NotFiled(
+                f"refused {shown}: its name could belong to the Canvas users "
+                f"{', '.join(f[0] for f in fits)} (the name before the ids and the file name "
+                "after them are the student's); collect it by hand"
             )
-        user, late, original = (known or fits)[0]
-        student, who, why = self.student(user, shown)
-        if why:
-            return None, why
-        return Candidate(student, member, None, who, original, None, late), None
+        user, late, original = fits[0]
+        student, who = self.student(user, shown)
+        return Candidate(student, member, None, who, original, None, late)
 
     def moodle(self, member: Member, shown: str):
         folder, _, rest = member.name.partition("/")
         match = MOODLE_FOLDER.match(folder)
         if not match or not rest:
-            return None, (
+            raise NotFiled(
                 f"skipped {shown}: not in a Moodle submission folder "
                 "(<full name>_<participant id>_assignsubmission_file_/)"
             )
         if match["plugin"] != "file":
-            return None, f"skipped {shown}: not a file submission ({match['plugin']})"
-        student, who, why = self.student(match["id"], shown)
-        if why:
-            return None, why
-        return Candidate(student, member, None, who, rest), None
+            raise NotFiled(f"skipped {shown}: not a file submission ({match['plugin']})")
+        student, who = self.student(match["id"], shown)
+        return Candidate(student, member, None, who, rest)
 
     def _blackboard_prefix(self, names) -> str | None:
         """The assignment's name as Blackboard writes it before ``_<username>``: the one most
@@ -468,20 +454,20 @@ class Identify:
     def blackboard(self, member: Member, shown: str):
         match = BLACKBOARD.match(member.name)
         if not match or match["receipt"]:
-            return None, (
+            raise NotFiled(
                 f"skipped {shown}: not named as Blackboard names a submission's file "
                 "(<assignment>_<username>_attempt_<date>_<file name>, not in a folder)"
             )
         stem = match["stem"]
         if self.prefix is not None:
             if not stem.startswith(f"{self.prefix}_") or len(stem) == len(self.prefix) + 1:
-                return None, (
+                raise NotFiled(
                     f"refused {shown}: its name does not start with the assignment's name "
                     f"{self.prefix!r} and _ (--lms-assignment sets it)"
                 )
             username = stem[len(self.prefix) + 1 :]
         else:
-            return None, (
+            raise NotFiled(
                 f"refused {shown}: the username cannot be told from the assignment's name in "
                 "the file names (no student of the archive is on the roster; give the name "
                 "with --lms-assignment)"
@@ -489,15 +475,15 @@ class Identify:
         try:
             attempt = datetime.datetime.strptime(match["date"], "%Y-%m-%d-%H-%M-%S")
         except ValueError:
-            return None, f"skipped {shown}: its attempt's date {match['date']!r} is not a date"
-        student, who, why = self.student(username, shown)
-        if why:
-            return None, why
-        return Candidate(student, member, None, who, match["original"], attempt), None
+            raise NotFiled(
+                f"skipped {shown}: its attempt's date {match['date']!r} is not a date"
+            ) from None
+        student, who = self.student(username, shown)
+        return Candidate(student, member, None, who, match["original"], attempt)
 
     def plain(self, member: Member, shown: str):
         if not self.roster.ids:
-            return None, (
+            raise NotFiled(
                 f"refused {shown}: the plain layout ({expected_name(self.assignment)}) "
                 "trusts names, so it needs the roster (nbgrader db student import)"
             )
@@ -510,13 +496,13 @@ class Identify:
         loose_fits = [r for r in fits if loose.match(name, len(r) + 1)]
         chosen = exact_fits or loose_fits
         if len(chosen) == 1:
-            return Candidate(chosen[0], member, None, chosen[0]), None
+            return Candidate(chosen[0], member, None, chosen[0])
         if chosen:
-            return None, (
+            raise NotFiled(
                 f"refused {shown}: its name fits the roster ids {', '.join(sorted(chosen))} "
                 f"({expected_name(self.assignment)})"
             )
-        return None, (
+        raise NotFiled(
             f"refused {shown}: its name is not {expected_name(self.assignment)} for a "
             "student id on the roster"
         )
@@ -526,19 +512,19 @@ class Identify:
 
         match = self.regexp.match(f"/{member.name}")
         if not match:
-            return None, f"skipped {shown}: its name does not match the --regexp pattern"
+            raise NotFiled(f"skipped {shown}: its name does not match the --regexp pattern")
         fields = match.groupdict()
         student = fields.get("student_id")
         if not isinstance(student, str) or not PLAIN_NAME.match(student):
-            return None, (
+            raise NotFiled(
                 f"refused {shown}: its student id {student!r} is not a plain name (letters, "
                 "digits and ._@+-, starting with a letter or digit)"
             )
         if student not in self.roster.ids:
-            return None, f"refused {shown}: its student id {student!r} is not on the roster"
+            raise NotFiled(f"refused {shown}: its student id {student!r} is not on the roster")
         file_id = fields.get("file_id") or ""
         if file_id.removesuffix(".ipynb") != self.assignment:
-            return None, (
+            raise NotFiled(
                 f"skipped {shown}: it is not {self.assignment}.ipynb (its name says {file_id!r})"
             )
         stamp = None
@@ -546,10 +532,10 @@ class Identify:
             try:
                 stamp = parse_utc(fields["timestamp"]).replace(tzinfo=None)
             except (ValueError, OverflowError):
-                return None, (
+                raise NotFiled(
                     f"skipped {shown}: its timestamp {fields['timestamp']!r} is not a date"
-                )
-        return Candidate(student, member, stamp, student), None
+                ) from None
+        return Candidate(student, member, stamp, student)
 
 
 def _shown(name: str) -> str:

@@ -469,6 +469,8 @@ def test_a_canvas_download(tmp_path, empty_gradebook):
             (f"zedz_1077_5007_{NB}", b"not on the roster", OLD),
             # oscar (1088) set his name to "o 1012 7": his name now holds ab_12's user id
             (f"o_1012_7_1088_5008_{NB}", b"oscar's", OLD),
+            # the same from a student not on the roster (1066)
+            (f"z_1012_3_1066_5009_{NB}", b"a stranger's", OLD),
         ],
     )
     assert code == 0
@@ -479,14 +481,17 @@ def test_a_canvas_download(tmp_path, empty_gradebook):
         "dan": b"dan's",
     }
     assert err == [
-        "lms.zip: 9 of 10 members are named as Canvas names them",
+        "lms.zip: 10 of 11 members are named as Canvas names them",
         "lms.zip: read as a Canvas download",
         f"skipped '__MACOSX/._ab12_1012_5001_{NB}' from lms.zip: macOS metadata "
         "(__MACOSX/, ._*), not a submission",
         f"refused 'zedz_1077_5007_{NB}': Canvas user 1077 "
         + NOT_ON_ROSTER.format("the Canvas user id in its lms_user_id column"),
         f"refused 'o_1012_7_1088_5008_{NB}': its name could belong to the Canvas users "
-        "1012, 1088 (the name before the ids and the file name after them are the "
+        "1012, 7, 1088 (the name before the ids and the file name after them are the "
+        "student's); collect it by hand",
+        f"refused 'z_1012_3_1066_5009_{NB}': its name could belong to the Canvas users "
+        "1012, 3, 1066 (the name before the ids and the file name after them are the "
         "student's); collect it by hand",
         "ab_34 (Canvas user 1034): submitted late (Canvas's LATE mark)",
         f"dan (Canvas user 1050): 2 notebooks ('{NB}', 'scratch.ipynb'); kept '{NB}' "
