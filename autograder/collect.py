@@ -286,36 +286,48 @@ def _canvas_ids(name: str) -> list[tuple[str, bool, str]]:
     return list(found.values())
 
 
-def _votes(name: str) -> str | None:
-    """The LMS layout a member's name has, if any."""
+def _looks_like(name: str) -> set[str]:
+    """The LMS layouts a member's name has (a hostile name may have several)."""
     if is_macos_metadata(name) or name.endswith("/") or len(name.encode()) > MAX_NAME_BYTES:
-        return None
-    if "/" in name:
-        return "moodle" if MOODLE_FOLDER.match(name.split("/")[0]) else None
+        return set()
+    found = set()
+    if "/" in name and MOODLE_FOLDER.match(name.split("/")[0]):
+        found.add("moodle")
     if BLACKBOARD.match(name):
-        return "blackboard"
-    return "canvas" if _canvas_ids(name) else None
+        found.add("blackboard")
+    if _canvas_ids(name):
+        found.add("canvas")
+    return found
 
 
 def recognise(names: list[str]) -> tuple[str | None, str]:
-    """(the layout, why) from the members' names: the LMS layout most members have (a
-    student's own file names can add one vote at most to another layout); ``plain`` when no
-    member has an LMS's layout; None when two layouts tie."""
+    """(the layout, why) from the members' names: the one LMS layout every member that has
+    one has; ``plain`` when none has; None when members disagree. A student names some
+    members (Canvas's original names, files inside a Moodle folder), so an archive whose
+    members look like two layouts is not guessed at: a name made to look like another LMS's
+    would be read by that LMS's rules, under another student's id."""
     counts = {layout: 0 for layout in LAYOUTS[:3]}
+    odd = []
     for name in names:
-        layout = _votes(name)
-        if layout:
+        found = _looks_like(name)
+        for layout in found:
             counts[layout] += 1
-    ranked = sorted(counts.items(), key=lambda item: -item[1])
-    (best, most), (second, next_most) = ranked[0], ranked[1]
-    if most == 0:
+        if len(found) > 1:
+            odd.append(name)
+    seen = [layout for layout in LAYOUTS[:3] if counts[layout]]
+    if not seen:
         return "plain", "no member is named as Canvas, Moodle or Blackboard name them"
-    if most == next_most:
+    if len(seen) > 1 or odd:
+        shown = ", ".join(f"{LAYOUT_NAMES[layout]} {counts[layout]}" for layout in seen)
         return None, (
-            f"as many members are named as {LAYOUT_NAMES[best]} as {LAYOUT_NAMES[second]} name "
-            "them; give the layout with --layout"
+            f"its members are named as more than one LMS names them ({shown}"
+            + (f"; {_shown(odd[0])} as several" if odd else "")
+            + "): a student's file name may imitate another LMS; give the layout with --layout"
         )
-    return best, f"{most} of {len(names)} members are named as {LAYOUT_NAMES[best]} names them"
+    layout = seen[0]
+    return layout, (
+        f"{counts[layout]} of {len(names)} members are named as {LAYOUT_NAMES[layout]} names them"
+    )
 
 
 def archive_names(path: Path) -> list[str]:

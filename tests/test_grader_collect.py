@@ -701,3 +701,27 @@ def test_the_layout_can_be_forced_and_a_recollection_says_what_it_replaced(
         f"'ab12_1012_5002_{NB}'",
     ]
     assert _submitted(course) == {"ab_12": b"again"}
+
+
+def test_a_file_name_imitating_another_lms_stops_the_guess_not_the_student(
+    tmp_path, empty_gradebook
+):
+    """Mallory's Canvas file, named as Blackboard names ab_12's attempt, would be ab_12's if
+    the archive were read as Blackboard's: an archive whose members look like two LMSs is
+    not guessed at (exit 2, nothing written); with ``--layout canvas`` it is mallory's."""
+    course = _roster(tmp_path / "course", {"ab_12": "1012", "mallory": "1099"}, empty_gradebook)
+    forged = f"mallorym_1099_5003_Ch1_ab_12_attempt_2026-02-01-00-00-00_{NB}"
+    archive = _zip(
+        tmp_path / "lms.zip", [(f"ab12_1012_5001_{NB}", b"ab_12's", OLD), (forged, b"hers", NEW)]
+    )
+    code, out, err = _cli_collect(course, archive)
+    assert code == 2 and out == ""
+    assert err.splitlines() == [
+        "lms.zip: its members are named as more than one LMS names them (Canvas 2, "
+        f"Blackboard 1; {forged!r} as several): a student's file name may imitate another "
+        "LMS; give the layout with --layout"
+    ]
+    assert not (course / "submitted").exists()
+    code, out, err = _cli_collect(course, archive, "--layout", "canvas")
+    assert code == 0, err
+    assert _submitted(course) == {"ab_12": b"ab_12's", "mallory": b"hers"}
