@@ -16,14 +16,16 @@ own ids in its download's layout, never from a file name or display name a stude
   checked first and the bytes are counted while unpacking, so a header that lies changes
   nothing), or the archive to more than `MAX_TOTAL_BYTES`. A file that is not a notebook,
   and macOS's ``__MACOSX/`` and ``._*`` metadata, are skipped with a message.
-- `recognise` tells the layout from the members' names (``--layout`` forces one), and
+- `recognise` tells the layout from the members' names (``--layout`` forces one; members
+  named as two LMSs name them are not guessed at), and
   `Identify` names each notebook's student:
   - Canvas (flat ``<sortable name>_[LATE_]<user id>_<submission id>_<file name>``): the
     Canvas user id, looked up in the roster's ``lms_user_id``. The names on both sides of
-    the ids are the student's, so every place the ids could be is tried: a name that could
-    be two roster users' is refused.
+    the ids are the student's, so every place the ids could be is tried: a name that reads
+    as more than one user id is refused.
   - Moodle (folders ``<full name>_<participant id>_assignsubmission_file_/``): the
-    participant id, looked up in ``lms_user_id``; whatever the files inside are named.
+    participant id (Moodle makes one per assignment), looked up in ``lms_user_id``;
+    whatever the files inside are named.
   - Blackboard (``<assignment>_<username>_attempt_<date>_<file name>`` and a receipt
     ``...attempt_<date>.txt``): the username, a roster ``id``, after the assignment's name
     (the one the roster's usernames agree on, or ``--lms-assignment``).
@@ -316,7 +318,10 @@ def recognise(names: list[str]) -> tuple[str | None, str]:
             odd.append(name)
     seen = [layout for layout in LAYOUTS[:3] if counts[layout]]
     if not seen:
-        return "plain", "no member is named as Canvas, Moodle or Blackboard name them"
+        return "plain", (
+            "no member is named as Canvas, Moodle or Blackboard name them: the file names "
+            "are trusted (the plain layout, for an archive you made)"
+        )
     if len(seen) > 1 or odd:
         shown = ", ".join(f"{LAYOUT_NAMES[layout]} {counts[layout]}" for layout in seen)
         return None, (

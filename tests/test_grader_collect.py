@@ -638,7 +638,8 @@ def test_the_plain_layout_takes_the_longest_roster_id_and_refuses_the_rest(
     assert _submitted(course) == {"ab": b"ab's", "ab_12": b"ab_12's", "ab_34": b"ab_34's"}
     expected = f"<student id>_{NB} or <student id>_<anything>_{NB}"
     assert err == [
-        "lms.zip: no member is named as Canvas, Moodle or Blackboard name them",
+        "lms.zip: no member is named as Canvas, Moodle or Blackboard name them: the file "
+        "names are trusted (the plain layout, for an archive you made)",
         "lms.zip: read as a plain (<student id>_<id>.ipynb) download",
         f"refused 'ab_12_try2_{NB}': its name fits the roster ids ab, ab_12 ({expected})",
         f"refused 'zed_{NB}': its name is not {expected} for a student id on the roster",
