@@ -697,7 +697,20 @@ def collect(
     messages.extend(chosen)
     new = {s: lms for s, lms in identify.enroll.items() if s in kept}
     if new:
-        _enroll(course, new)
+        try:
+            _enroll(course, new)
+        except Exception as err:  # the gradebook's own errors: sqlalchemy's, alembic's, OS's
+            for student in new:
+                messages.append(
+                    f"refused {kept.pop(student).who}: it could not be added to the gradebook "
+                    f"({type(err).__name__}: {str(err)[:200]})"
+                )
+        else:
+            messages.extend(
+                f"{kept[student].who}: added to the gradebook as the student {student} "
+                "(--enroll-unknown)"
+                for student in sorted(new)
+            )
     for student, candidate in sorted(kept.items()):
         folder = course / "submitted" / student / assignment
         folder.mkdir(parents=True, exist_ok=True)

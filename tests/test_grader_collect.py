@@ -676,10 +676,12 @@ def test_enroll_unknown_adds_the_lms_id_as_a_student_unless_the_id_is_taken(
     )
     assert code == 0
     assert _submitted(course) == {"1077": b"zed's"}
-    assert (
+    assert err[2:] == [
         f"refused 'yy_1066_5008_{NB}': Canvas user 1066 is not on the roster, and the nbgrader "
-        "id 1066 is another student's"
-    ) in err
+        "id 1066 is another student's",
+        "1077 (Canvas user 1077, enrolled): added to the gradebook as the student 1077 "
+        "(--enroll-unknown)",
+    ]
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         assert gb.find_student("1077").lms_user_id == "1077"
         assert gb.find_student("1066").lms_user_id == "5"
