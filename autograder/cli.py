@@ -237,13 +237,9 @@ def cmd_report(args) -> int:
     return 0
 
 
-def collect_layouts() -> tuple[str, ...]:
+def build_parser() -> argparse.ArgumentParser:
     from autograder.collect import LAYOUTS
 
-    return LAYOUTS
-
-
-def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m autograder", description=__doc__.split("\n")[0]
     )
@@ -298,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     collect.add_argument("archive")
     collect.add_argument(
         "--layout",
-        choices=collect_layouts(),
+        choices=LAYOUTS,
         help="the archive's layout (default: recognised from its members' names): a Canvas, "
         "Moodle or Blackboard download, or plain <student id>_<id>.ipynb (trusts the names: "
         "for archives the instructor made; needs the roster)",
