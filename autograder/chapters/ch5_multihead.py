@@ -85,11 +85,11 @@ def _layer_cases(rng, extra):
             (normal(rng, 2, 3, n_q, 4), normal(rng, 2, 3, n_kv, 4), *_layer(rng, 4, 4, 8, 8), 4),
             rng.random((n_q, n_kv)) < 0.8,
         ),
-        # query and key projections 30 times larger: each head's scores are about +-10^3,
+        # query and key projections 100 times larger: each head's scores are about +-10^4,
         # and exp overflows without the max shift
         (
             "large scores, 3 heads",
-            (normal(rng, 2, n_q, 6), normal(rng, 2, n_kv, 6), *_layer(rng, 6, 6, 12, 12, 30.0), 3),
+            (normal(rng, 2, n_q, 6), normal(rng, 2, n_kv, 6), *_layer(rng, 6, 6, 12, 12, 100.0), 3),
             None,
         ),
     ]
@@ -110,7 +110,12 @@ def _gates(rng, name, shape, h):
         return (gates,)
     if name.startswith("batch axes"):
         return (rng.uniform(-1.0, 2.0, (3, h)),)  # (3, h) broadcast over the first axis
-    return (rng.uniform(-1.0, 2.0, shape[:-2] + (h,)),)
+    gates = rng.uniform(-1.0, 2.0, shape[:-2] + (h,))
+    if name.startswith("large scores"):
+        # a negative gate: inside a saturated softmax a positive one changes nothing, so
+        # gating the scores would look like ignoring the gates
+        gates[..., 0] = -rng.uniform(0.5, 1.0)
+    return (gates,)
 
 
 def _gated_cases(rng):
@@ -287,6 +292,38 @@ def _backward_with(**wrong):
     return outputs
 
 
+def _backward_scale(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, grad_out, mask=None):
+    """The size of the terms each gradient sums (docs/conventions.md, "Numbers"): the
+    backward pass on absolute values (|x|, |W|, |G|, the weights P), the softmax's terms
+    times 1 + max |S| (a weight exp(s - max) carries the rounding of its exponent s)."""
+    q, k, v, weights, heads = _heads(x_q, x_kv, w_q, w_k, w_v, num_heads, mask)
+    scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])  # (..., h, n_q, n_kv)
+    exponent = 1.0 + np.max(np.abs(scores), initial=0.0)
+    q, k, v = np.abs(q), np.abs(k), np.abs(v)
+    # a weight that underflows to a subnormal keeps only a few bits: its error is absolute,
+    # about the smallest normal number, whatever its size
+    weights = weights + np.finfo(np.float64).tiny
+    x_q, x_kv = np.abs(np.asarray(x_q, float)), np.abs(np.asarray(x_kv, float))
+    w_q, w_k, w_v, w_o = (np.abs(np.asarray(w, float)) for w in (w_q, w_k, w_v, w_o))
+    g = np.abs(np.asarray(grad_out, float))
+    merged = answers._from_heads(weights @ v) * exponent  # (..., n_q, d_model)
+    d_heads = answers._to_heads(g @ w_o.T, num_heads)  # (..., h, n_q, d_h)
+    d_weights = d_heads @ np.swapaxes(v, -1, -2)  # (..., h, n_q, n_kv)
+    row = np.sum(weights * d_weights, axis=-1, keepdims=True)
+    d_scores = weights * (d_weights + row) * exponent / math.sqrt(q.shape[-1])
+    dq = answers._from_heads(d_scores @ k)
+    dk = answers._from_heads(np.swapaxes(d_scores, -1, -2) @ q)
+    dv = answers._from_heads(np.swapaxes(weights, -1, -2) @ d_heads) * exponent
+    return (
+        dq @ w_q.T,
+        dk @ w_k.T + dv @ w_v.T,
+        answers._summed_outer(x_q, dq),
+        answers._summed_outer(x_kv, dk),
+        answers._summed_outer(x_kv, dv),
+        answers._summed_outer(merged, g),
+    )
+
+
 # ----------------------------------------------------------------------------------------
 # known mistakes, task 4: the cost model
 
@@ -418,6 +455,11 @@ CHAPTER = register(
                 answers.multihead_backward,
                 _grad_cases,
                 outputs=BACKWARD_OUTPUTS,
+                # ulps of the terms each gradient sums (_backward_scale): the weights' rounding
+                # grows with the scores, and dS = P * (dP - rowsum(P * dP)) cancels
+                rtol=1e-9,
+                atol=1e-13,
+                scale=_backward_scale,
                 hints={
                     "arity": "return six gradients (dx_q, dx_kv, dw_q, dw_k, dw_v, dw_o)",
                     "nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT,
