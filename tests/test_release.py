@@ -150,13 +150,32 @@ def test_release_contents(released, assignment):
     assert not re.search(r"\{(eq|ref|doc|cite|term)[a-z:]*\}`", text)
 
 
+def _same_value(a, b) -> bool:
+    """Two values of a case (arrays, numbers, None, strings, seeds) are the same."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a), np.asarray(b)
+        return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    return type(a) is type(b) and a == b
+
+
 @pytest.mark.parametrize("assignment", checks.ASSIGNMENTS)
 def test_chinese_release_has_the_same_files_and_cells(released, assignment):
     english = released / "release" / assignment
     chinese = released / "release" / "zh_CN" / assignment
     assert {p.name for p in chinese.iterdir()} == {p.name for p in english.iterdir()}
-    for name in ("public_cases.npz", release.CHECK_MODULE, release.GUIDE_ZH):
+    for name in (release.CHECK_MODULE, release.GUIDE_ZH):
         assert (chinese / name).read_bytes() == (english / name).read_bytes()
+    # the same cases, answers and known mistakes; only the hints are in the edition's language
+    en_cases, zh_cases = (contract.load_cases(d / "public_cases.npz") for d in (english, chinese))
+    assert sorted(en_cases) == sorted(zh_cases)
+    for name, entry in en_cases.items():
+        pairs = list(zip(entry["cases"], zh_cases[name]["cases"], strict=True))
+        for a, b in pairs:
+            assert a.name == b.name and len(a.mistakes) == len(b.mistakes)
+            arrays = [list(a.args), list(a.expected)] + [list(m[1]) for m in a.mistakes]
+            others = [list(b.args), list(b.expected)] + [list(m[1]) for m in b.mistakes]
+            for x, y in zip(arrays, others, strict=True):
+                assert all(_same_value(u, v) for u, v in zip(x, y, strict=True))
     en = nbformat.read(english / f"{assignment}.ipynb", as_version=4)
     zh = nbformat.read(chinese / f"{assignment}.ipynb", as_version=4)
     assert [(c.get("id"), c.cell_type) for c in zh.cells] == [
