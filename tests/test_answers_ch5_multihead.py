@@ -439,3 +439,23 @@ def test_importance_built_on_a_wrong_gated_function_is_told_apart():
     assert not all(v.passed for v in _judged(IMPORTANCE, by_linearity(plugin._gates_tiled)))
     tiled = [v for v in _judged(GATED, plugin._gates_tiled) if not v.passed]
     assert any(_hint(GATED, "the gate of feature j") in v.message for v in tiled)
+
+
+def test_gating_the_weights_or_the_values_is_the_same_answer_and_passes():
+    """xi_h P_h V_h = (xi_h P_h) V_h = P_h (xi_h V_h): a gate on a head's weights, or on its
+    value columns, is the same computation, not a mistake; both pass every case."""
+
+    def on_weights(x_q, x_kv, w_q, w_k, w_v, w_o, h, gates, mask=None):
+        _q, _k, v, weights, _heads_out = _heads(x_q, x_kv, w_q, w_k, w_v, h, mask)
+        gated = np.asarray(gates)[..., None, None] * weights  # (..., h, n_q, n_kv)
+        return answers._from_heads(gated @ v) @ w_o
+
+    def on_values(x_q, x_kv, w_q, w_k, w_v, w_o, h, gates, mask=None):
+        d_h = np.shape(w_v)[1] // h
+        column_gates = np.repeat(np.asarray(gates), d_h, axis=-1)[..., None, :]  # (..., 1, d)
+        _q, _k, _v, weights, _heads_out = _heads(x_q, x_kv, w_q, w_k, w_v, h, mask)
+        v = answers._to_heads(column_gates * (np.asarray(x_kv, float) @ w_v), h)
+        return answers._from_heads(weights @ v) @ w_o
+
+    for fn in (on_weights, on_values):
+        assert all(v.passed for v in _judged(GATED, fn)), fn.__name__

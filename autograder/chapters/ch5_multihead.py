@@ -59,8 +59,10 @@ def _empty_row_mask(rng, batch, n_q, n_kv):
 
 
 def _layer_cases(rng, extra):
-    """The cases the three attention checks share; ``extra(shape_of_output, h)`` gives
-    each case's last argument(s): the gates or the output's gradient."""
+    """The cases the three attention checks share: self- and cross-attention, a fully-masked
+    row, n_q = 1 without a batch axis, two batch axes, scores of 10^4.
+    ``extra(rng, case name, the output's shape, h)`` gives each case's last argument: the
+    gates or the output's gradient."""
     n_q, n_kv = distinct_sizes(rng, 2, 7, 2)
     x = normal(rng, 2, n_q, 6)
     cases = [
