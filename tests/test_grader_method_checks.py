@@ -182,6 +182,16 @@ def _unshifted_heads(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads=1, mask=None):
     return merge_heads(out) @ w_o, w
 
 
+def _unshifted_gated_heads(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, gates, mask=None):
+    from solutions.multihead import merge_heads, split_heads
+
+    q, k, v = (
+        split_heads(np.asarray(x) @ w, num_heads) for x, w in ((x_q, w_q), (x_kv, w_k), (x_kv, w_v))
+    )
+    out, _w = _unshifted(q, k, v, None if mask is None else np.expand_dims(mask, -3))
+    return merge_heads(np.asarray(gates)[..., None, None] * out) @ w_o
+
+
 @pytest.mark.parametrize(
     ("name", "unshifted"),
     [
@@ -190,7 +200,7 @@ def _unshifted_heads(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads=1, mask=None):
             "self_attention",
             lambda x, w_q, w_k, w_v, mask=None: _unshifted(x @ w_q, x @ w_k, x @ w_v, mask),
         ),
-        ("multihead_attention", _unshifted_heads),
+        ("gated_multihead_attention", _unshifted_gated_heads),
         ("cross_attention", _unshifted_heads),
     ],
 )

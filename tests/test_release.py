@@ -179,6 +179,42 @@ def _code_without_text(source: str) -> str:
     return ast.dump(tree)
 
 
+def _assert_same_cases_with_hints_in_chinese(assignment, english, chinese):
+    """The two editions' public cases: the same cases, answers and known mistakes' outputs;
+    the hints (of the spec and of the known mistakes) in each edition's language, every
+    Chinese one translated."""
+    en, zh = contract.load_cases(english), contract.load_cases(chinese)
+    assert list(en) == list(zh)
+    han = re.compile(r"[\u4e00-\u9fff]")
+
+    def same(a, b):
+        if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+            a, b = np.asarray(a), np.asarray(b)
+            return (
+                a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
+            )
+        return type(a) is type(b) and a == b
+
+    for name in en:
+        spec = en[name]["spec"]
+        assert {k: v for k, v in zh[name]["spec"].items() if k != "hints"} == {
+            k: v for k, v in spec.items() if k != "hints"
+        }
+        assert zh[name]["spec"]["hints"] == {
+            k: checks.say(v, assignment, "zh_CN") for k, v in spec["hints"].items()
+        }
+        assert all(han.search(text) for text in zh[name]["spec"]["hints"].values()), name
+        for a, b in zip(en[name]["cases"], zh[name]["cases"], strict=True):
+            assert a.name == b.name and len(a.args) == len(b.args)
+            assert all(same(x, y) for x, y in zip([*a.args, *a.expected], [*b.args, *b.expected]))
+            assert [checks.say(h, assignment, "zh_CN") for h, _ in a.mistakes] == [
+                h for h, _ in b.mistakes
+            ]
+            assert all(han.search(h) for h, _ in b.mistakes), (name, a.name)
+            for (_h, xs), (_g, ys) in zip(a.mistakes, b.mistakes, strict=True):
+                assert all(same(x, y) for x, y in zip(xs, ys, strict=True))
+
+
 @pytest.mark.parametrize("assignment", checks.ASSIGNMENTS)
 def test_chinese_release_has_the_same_files_and_cells(released, assignment):
     english = released / "release" / assignment
@@ -188,20 +224,9 @@ def test_chinese_release_has_the_same_files_and_cells(released, assignment):
     } - {"README.md"}
     for name in (release.CHECK_MODULE, "requirements.txt"):
         assert (chinese / name).read_bytes() == (english / name).read_bytes()
-    # the same cases and answers; the known mistakes and hints in Chinese
-    en_cases = contract.load_cases(english / "public_cases.npz")
-    zh_cases = contract.load_cases(chinese / "public_cases.npz")
-    assert sorted(en_cases) == sorted(zh_cases)
-    han = re.compile(r"[\u4e00-\u9fff]")
-    for name, en_entry in en_cases.items():
-        zh_entry = zh_cases[name]
-        assert set(zh_entry["spec"]["hints"]) == set(en_entry["spec"]["hints"])
-        assert all(han.search(text) for text in zh_entry["spec"]["hints"].values()), name
-        assert len(zh_entry["cases"]) == len(en_entry["cases"])
-        for a, b in zip(en_entry["cases"], zh_entry["cases"]):
-            assert all(np.array_equal(x, y) for x, y in zip(a.expected, b.expected))
-            assert len(a.mistakes) == len(b.mistakes)
-            assert all(han.search(hint) for hint, _ in b.mistakes), (name, a.name)
+    _assert_same_cases_with_hints_in_chinese(
+        assignment, english / contract.CASES_FILE, chinese / contract.CASES_FILE
+    )
     en = nbformat.read(english / f"{assignment}.ipynb", as_version=4)
     zh = nbformat.read(chinese / f"{assignment}.ipynb", as_version=4)
     assert [(c.get("id"), c.cell_type) for c in zh.cells] == [
