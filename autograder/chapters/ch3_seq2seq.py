@@ -116,7 +116,7 @@ def _coverage_cases(rng):
         case("fully-masked row", 3, n, lengths_mask(rng, 3, n, empty=True)),
         case("first step: zero coverage", 2, n, earlier=0),
         case("a late step: coverage up to about 10", 2, n, earlier=12, d_att=3),
-        case("large scores (|v| about 300): shift before exp", 3, n, v_gain=300.0),
+        case("large scores (|v| in the thousands): shift before exp", 3, n, v_gain=2000.0),
         case("one source word (n = 1)", 2, 1),
     ]
 
@@ -191,7 +191,7 @@ def _location_cases(rng):
         case("a sharp previous alignment (one-hot a_{t-1})", 3, n, 4, 5, prev=one_hot),
         case("a source shorter than the filter (n = 2 < r = 5)", 2, 2, 3, 5),
         case("one filter of width 1 (k = 1, r = 1)", 2, n, 1, 1),
-        case("large scores (|v| about 300): shift before exp", 2, n, 3, 3, v_gain=300.0),
+        case("large scores (|v| in the thousands): shift before exp", 2, n, 3, 3, v_gain=2000.0),
         case("one source word (n = 1)", 2, 1, 2, 3),
     ]
 
@@ -202,19 +202,32 @@ def _location_flipped(s_prev, h, prev, w_s, w_h, filters, w_f, v, mask=None):
     return answers.location_aware_context(s_prev, h, prev, w_s, w_h, filters, w_f, v, mask)
 
 
-def _location_shifted(direction):
-    """'full' convolution cut to n entries: f_i centred (r - 1)/2 positions off i."""
+def _location_shifted(end):
+    """np.convolve(a, F, 'full') cut to its first (``end`` "first") or last n entries
+    instead of those from p = (r - 1)/2 on: the features are centred p positions off i."""
 
     def outputs(s_prev, h, prev, w_s, w_h, filters, w_f, v, mask=None):
-        p = (np.shape(filters)[1] - 1) // 2
+        prev, filters = np.asarray(prev, dtype=np.float64), np.asarray(filters)
+        (n, r), p = (prev.shape[1], filters.shape[1]), (filters.shape[1] - 1) // 2
         if p == 0:
             raise ValueError("r = 1: no shift")
-        prev = np.asarray(prev, dtype=np.float64)
-        padded = np.pad(prev, ((0, 0), (p, p)))
-        shifted = padded[:, : prev.shape[1]] if direction > 0 else padded[:, 2 * p :]
-        return answers.location_aware_context(s_prev, h, shifted, w_s, w_h, filters, w_f, v, mask)
+        start = 0 if end == "first" else 2 * p
+        padded = np.pad(prev, ((0, 0), (2 * p, 2 * p)))  # padded[:, j + 2p] = a_j
+        # full[k] = sum_m F_m a_(k - m), k = start .. start + n - 1
+        features = sum(
+            padded[:, start + 2 * p - m : start + 2 * p - m + n, None] * filters[:, m]
+            for m in range(r)
+        )  # (B, n, k)
+        return _location_with(features, s_prev, h, w_s, w_h, w_f, v, mask)
 
     return outputs
+
+
+def _location_with(features, s_prev, h, w_s, w_h, w_f, v, mask):
+    """The location-aware score and context with the given features (B, n, k)."""
+    query = (np.asarray(s_prev) @ w_s)[:, None, :]
+    scores = np.tanh(query + np.asarray(h) @ w_h + features @ w_f) @ v
+    return answers._attend(scores, np.asarray(h, dtype=np.float64), mask)
 
 
 def _location_circular(s_prev, h, prev, w_s, w_h, filters, w_f, v, mask=None):
@@ -225,9 +238,7 @@ def _location_circular(s_prev, h, prev, w_s, w_h, filters, w_f, v, mask=None):
         raise ValueError("r = 1: no shift")
     taps = np.stack([np.roll(prev, p - m, axis=-1) for m in range(filters.shape[1])], -1)
     features = taps @ filters.T  # (B, n, k): sum_m F_jm a_{(i + p - m) mod n}
-    query = (np.asarray(s_prev) @ w_s)[:, None, :]
-    scores = np.tanh(query + np.asarray(h) @ w_h + features @ w_f) @ v
-    return answers._attend(scores, np.asarray(h, dtype=np.float64), mask)
+    return _location_with(features, s_prev, h, w_s, w_h, w_f, v, mask)
 
 
 def _location_after_tanh(s_prev, h, prev, w_s, w_h, filters, w_f, v, mask=None):
@@ -537,8 +548,8 @@ CHAPTER = register(
                         "the filter unflipped (a correlation, as np.correlate) reverses it",
                         _location_flipped,
                     ),
-                    Mistake(_HINT_SAME, _location_shifted(+1)),
-                    Mistake(_HINT_SAME, _location_shifted(-1)),
+                    Mistake(_HINT_SAME, _location_shifted("first")),
+                    Mistake(_HINT_SAME, _location_shifted("last")),
                     Mistake(
                         "zero padding: positions outside the source read 0; np.roll wraps "
                         "the last words around to the first",
