@@ -155,8 +155,17 @@ def test_chinese_release_has_the_same_files_and_cells(released, assignment):
     english = released / "release" / assignment
     chinese = released / "release" / "zh_CN" / assignment
     assert {p.name for p in chinese.iterdir()} == {p.name for p in english.iterdir()}
-    for name in ("public_cases.npz", release.CHECK_MODULE, release.GUIDE_ZH):
+    for name in (release.CHECK_MODULE, release.GUIDE_ZH):
         assert (chinese / name).read_bytes() == (english / name).read_bytes()
+    # the same public cases; only their hints are in the notebook's language (checks.say)
+    en_cases, zh_cases = (contract.load_cases(f / "public_cases.npz") for f in (english, chinese))
+    assert en_cases.keys() == zh_cases.keys()
+    for name in en_cases:
+        assert en_cases[name]["spec"]["outputs"] == zh_cases[name]["spec"]["outputs"]
+        for a, b in zip(en_cases[name]["cases"], zh_cases[name]["cases"], strict=True):
+            assert a.name == b.name and len(a.mistakes) == len(b.mistakes)
+            for x, y in zip([*a.args, *a.expected], [*b.args, *b.expected], strict=True):
+                assert (x is None and y is None) or np.array_equal(x, y)
     en = nbformat.read(english / f"{assignment}.ipynb", as_version=4)
     zh = nbformat.read(chinese / f"{assignment}.ipynb", as_version=4)
     assert [(c.get("id"), c.cell_type) for c in zh.cells] == [
