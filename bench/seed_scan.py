@@ -187,6 +187,32 @@ def multihead_backward(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, grad_out, mask=
     return dx_q, dx_kv, dw_q, dw_k, dw_v, dw_o
 
 
+def coverage_context(s_prev, h, coverage, w_s, w_h, w_c, v, mask=None):
+    """ch3: einsum for every product, the coverage term as an outer product, log-domain
+    weights."""
+    h = np.asarray(h, dtype=float)
+    pre = (
+        np.einsum("bd,da->ba", np.asarray(s_prev, dtype=float), w_s)[:, None, :]
+        + np.einsum("bnd,da->bna", h, w_h)
+        + np.multiply.outer(np.asarray(coverage, dtype=float), np.asarray(w_c))
+    )
+    weights = masked_softmax(np.einsum("bna,a->bn", np.tanh(pre), v), mask)
+    return np.einsum("bn,bnd->bd", weights, h), weights
+
+
+def location_aware_context(s_prev, h, prev_weights, w_s, w_h, filters, w_f, v, mask=None):
+    """ch3: np.convolve per sentence and filter ('full', its centred n entries), log-domain
+    weights."""
+    h, prev = np.asarray(h, dtype=float), np.asarray(prev_weights, dtype=float)
+    filters = np.asarray(filters, dtype=float)
+    n, p = prev.shape[1], (filters.shape[1] - 1) // 2
+    f = np.array([[np.convolve(row, fj, mode="full")[p : p + n] for fj in filters] for row in prev])
+    pre = (np.asarray(s_prev, dtype=float) @ w_s)[:, None, :] + h @ w_h
+    scores = np.tanh(pre + np.swapaxes(f, 1, 2) @ w_f) @ v  # (B, n)
+    weights = masked_softmax(scores, mask)
+    return np.einsum("bn,bnd->bd", weights, h), weights
+
+
 VARIANTS = {
     "gated_multihead_attention": gated_multihead_attention,
     "multihead_backward": multihead_backward,
@@ -194,6 +220,8 @@ VARIANTS = {
     "nadaraya_watson": nadaraya_watson,
     "masked_softmax": masked_softmax,
     "label_smoothed_cross_entropy": label_smoothed_cross_entropy,
+    "coverage_context": coverage_context,
+    "location_aware_context": location_aware_context,
 }
 
 
