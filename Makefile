@@ -9,6 +9,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 RUFF   := $(VENV)/bin/ruff
 A      ?=
+ARGS   ?=
 
 # The Debian packages each target needs, listed here and nowhere else (a test extends a list
 # on the command line, e.g. make book BOOK_PACKAGES="fonts-wqy-microhei some-absent-package").
@@ -52,9 +53,10 @@ release: $(STAMP)
 book: require-book release
 	$(PY) tools/build_book.py
 
-## grade: grade every submission of one assignment, e.g. make grade A=ch5_multihead
+## grade: grade every submission of one assignment, e.g. make grade A=ch5_multihead; the
+## grader's options in ARGS, e.g. make grade A=ch5_multihead ARGS="--force --workers 4"
 grade: require-grade $(STAMP)
-	$(PY) -m autograder grade $(A)
+	$(PY) -m autograder grade $(A) $(ARGS)
 
 ## lint: ruff check and ruff format --check over the whole tree; fails on any finding
 lint: $(STAMP)

@@ -149,16 +149,111 @@ def needs_translation(paragraph: str) -> bool:
 
 
 def messages(notebook) -> list[str]:
-    """The paragraphs of ``notebook``'s prose cells a translator translates, in order."""
+    """What a translator translates, in order: the paragraphs of ``notebook``'s prose cells,
+    and the docstrings' paragraphs and the comments of its stubs (``code_messages``)."""
     seen, out = set(), []
     for cell in notebook["cells"]:
-        if not is_prose_cell(cell):
+        if is_prose_cell(cell):
+            found = [p for p in paragraphs(_cell_text(cell)) if needs_translation(p)]
+        elif is_stub_cell(cell):
+            found = code_messages(_cell_text(cell))
+        else:
             continue
-        for paragraph in paragraphs(_cell_text(cell)):
-            if needs_translation(paragraph) and paragraph not in seen:
-                seen.add(paragraph)
-                out.append(paragraph)
+        for message in found:
+            if message not in seen:
+                seen.add(message)
+                out.append(message)
     return out
+
+
+# The stubs: a solution cell's code outside its solution region (the signature, the
+# docstring, comments) is what the student reads of a task; the Chinese edition gives its
+# docstrings and comments in Chinese. Only the stubs: a locked cell is restored from the
+# source when graded, and a test cell is the instructor's.
+SOLUTION_REGION = re.compile(
+    r"^[ \t]*### BEGIN SOLUTION.*?^[ \t]*### END SOLUTION[^\n]*\n?", re.M | re.S
+)
+NBGRADER_MARKER = re.compile(r"YOUR CODE HERE|BEGIN SOLUTION|END SOLUTION|HIDDEN TESTS")
+OPENING_QUOTE = re.compile(r"""[rRuU]{0,2}("{3}|'{3}|"|')""")
+
+
+def is_stub_cell(cell) -> bool:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return cell["cell_type"] == "code" and bool(meta.get("solution")) and not meta.get("grade")
+
+
+def _parts(code: str):
+    """``code`` without its solution region, its docstrings (``ast.Expr`` nodes) and its
+    comments as (line, column, text), those a translator translates."""
+    import ast
+    import io
+    import tokenize
+
+    code = SOLUTION_REGION.sub("", code)
+    try:
+        tree = ast.parse(code)
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (SyntaxError, tokenize.TokenError):
+        return code, [], []
+    docstrings = []
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            value = body[0].value
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                docstrings.append(body[0])
+    comments = []
+    for token in tokens:
+        text = token.string.lstrip("#").strip()
+        if token.type == tokenize.COMMENT and needs_translation(text):
+            if not NBGRADER_MARKER.search(text):
+                comments.append((token.start[0], token.start[1], text))
+    return code, docstrings, comments
+
+
+def _docstring_paragraphs(expr) -> list[str]:
+    import inspect
+
+    return paragraphs(inspect.cleandoc(expr.value.value))
+
+
+def code_messages(code: str) -> list[str]:
+    """The docstring paragraphs and comments of a stub a translator translates."""
+    _, docstrings, comments = _parts(code)
+    found = [p for d in docstrings for p in _docstring_paragraphs(d) if needs_translation(p)]
+    return found + [text for _, _, text in comments]
+
+
+def translate_code(code: str, catalog: dict) -> str:
+    """A stub with its docstrings and comments translated (code, names and layout kept).
+    A cell that still has its solution region is the instructor's: left as it is."""
+    if SOLUTION_REGION.search(code):
+        return code
+    code, docstrings, comments = _parts(code)
+    lines = code.split("\n")
+    for row, col, text in comments:
+        lines[row - 1] = lines[row - 1][:col] + "# " + catalog.get(text, text)
+    # docstrings from the last to the first, so that each one's line numbers stay right
+    for expr in sorted(docstrings, key=lambda e: e.lineno, reverse=True):
+        first, last, col = expr.lineno - 1, expr.end_lineno - 1, expr.col_offset
+        opening = OPENING_QUOTE.match(lines[first][col:])
+        if opening is None:
+            continue
+        prefix = lines[first][col : col + opening.start(1)]
+        parts = [
+            catalog.get(p, p) if needs_translation(p) else p for p in _docstring_paragraphs(expr)
+        ]
+        text = "\n\n".join(parts)
+        if "\\" in text and "r" not in prefix.lower():
+            prefix = "r" + prefix  # a translation's LaTeX: no escapes in a docstring
+        indent = " " * col
+        body = text.split("\n")
+        new = [lines[first][:col] + prefix + '"""' + body[0]]
+        if len(body) > 1:
+            new += [indent + line if line else "" for line in body[1:]] + [indent]
+        new[-1] += '"""' + lines[last][expr.end_col_offset :]
+        lines[first : last + 1] = new
+    return "\n".join(lines)
 
 
 def _cell_text(cell) -> str:
@@ -233,6 +328,8 @@ def translate_notebook(notebook, catalog: dict, targets: Targets):
                 catalog[p] if needs_translation(p) else p for p in paragraphs(_cell_text(cell))
             ]
             set_text(cell, resolve_roles("\n\n".join(parts), targets, "zh_CN"))
+        elif is_stub_cell(cell):
+            set_text(cell, translate_code(_cell_text(cell), catalog))
     return translated
 
 

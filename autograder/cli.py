@@ -1,9 +1,11 @@
 """``python -m autograder``: grade, collect, feedback, export, report.
 
     grade <id> [--workers N] [--student S]... [--force] [--cluster tcp://host:8786] [--no-sandbox]
-    collect <id> ARCHIVE.zip [--regexp R]   import an LMS download: each student's newest
-                                            <student>_[..._]<id>.ipynb; hostile members and
-                                            ids refused (autograder/collect.py)
+    collect <id> ARCHIVE.zip [--layout L] [--enroll-unknown] [--lms-assignment NAME] [--regexp R]
+                                            import an LMS download (Canvas, Moodle,
+                                            Blackboard; or plain <student>_<id>.ipynb): each
+                                            student by the roster and the LMS's ids, hostile
+                                            members refused (autograder/collect.py)
     feedback <id>                           nbgrader generate_feedback
     export <id> --csv FILE                  nbgrader export (CSV)
     report <id> [--out FILE]                one HTML page for the instructor
@@ -168,9 +170,10 @@ def cmd_grade(args) -> int:
 
 
 def cmd_collect(args) -> int:
-    """Each student's newest notebook of an LMS download into ``submitted/``, every archive
-    member and id checked on the way (autograder/collect.py): a hostile or misnamed member
-    is refused or skipped with a message that says why, the rest collected."""
+    """Each student's notebook of an LMS download into ``submitted/``, the student told by
+    the roster and the LMS's ids in the download's layout, every archive member checked on
+    the way (autograder/collect.py): a hostile, ambiguous or unknown member is refused or
+    skipped with a message that says why, the rest collected. Exit 1 if none was."""
     import zipfile
 
     from autograder import collect
@@ -182,14 +185,32 @@ def cmd_collect(args) -> int:
     if not zipfile.is_zipfile(archive):
         print(f"error: {archive} is not a zip archive (an LMS download is one)", file=sys.stderr)
         return 2
-    students, messages = collect.collect(Path(args.course), args.assignment, archive, args.regexp)
+    layout = args.layout
+    if layout is None:
+        layout, why = collect.recognise(collect.archive_names(archive))
+        print(f"{archive.name}: {why}", file=sys.stderr)
+        if layout is None:
+            return 2
+    if args.regexp and layout != "plain":
+        print("error: --regexp is for the plain layout only", file=sys.stderr)
+        return 2
+    print(f"{archive.name}: read as a {collect.LAYOUT_NAMES[layout]} download", file=sys.stderr)
+    students, messages = collect.collect(
+        Path(args.course),
+        args.assignment,
+        archive,
+        args.regexp,
+        layout=layout,
+        enroll_unknown=args.enroll_unknown,
+        lms_assignment=args.lms_assignment,
+    )
     for message in messages:
         print(message, file=sys.stderr)
     print(
         f"collected {len(students)} submission(s) of {args.assignment} into "
         f"{Path(args.course) / 'submitted'}: {', '.join(students) or 'none'}"
     )
-    return 0
+    return 0 if students else 1
 
 
 def cmd_feedback(args) -> int:
@@ -217,6 +238,8 @@ def cmd_report(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from autograder.collect import LAYOUTS
+
     parser = argparse.ArgumentParser(
         prog="python -m autograder", description=__doc__.split("\n")[0]
     )
@@ -270,9 +293,28 @@ def build_parser() -> argparse.ArgumentParser:
     collect.add_argument("assignment")
     collect.add_argument("archive")
     collect.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        help="the archive's layout (default: recognised from its members' names): a Canvas, "
+        "Moodle or Blackboard download, or plain <student id>_<id>.ipynb (trusts the names: "
+        "for archives the instructor made; needs the roster)",
+    )
+    collect.add_argument(
+        "--enroll-unknown",
+        action="store_true",
+        help="add a student the roster lacks to the gradebook under its LMS id (default: "
+        "refuse its files, saying how to import the roster)",
+    )
+    collect.add_argument(
+        "--lms-assignment",
+        metavar="NAME",
+        help="Blackboard: the assignment's name as it starts the file names (default: told "
+        "from the roster's usernames)",
+    )
+    collect.add_argument(
         "--regexp",
-        help="the pattern of a member's path (with a leading /), with the groups student_id, "
-        "file_id and optionally timestamp (default: <student>_[<anything>_]<id>.ipynb)",
+        help="plain layout: the pattern of a member's path (with a leading /), with the groups "
+        "student_id (a roster id), file_id and optionally timestamp",
     )
     collect.set_defaults(run=cmd_collect)
 

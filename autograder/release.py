@@ -10,10 +10,11 @@ For every assignment id, in order:
 2. run the real ``nbgrader generate_assignment <id> --force`` through nbgrader's Python API
    with the course's ``nbgrader_config.py`` (gradebook ``autograder/gradebook.db``);
 3. make the released notebook readable in Jupyter (the book's ``{eq}``/``{ref}`` roles
-   written as the site shows them, ``autograder/assignment_text.py``), write the Chinese
-   guide ``使用说明.md``, and zip ``release/<id>/`` into ``release/<id>.zip``;
+   written as the site shows them, ``autograder/assignment_text.py``), write the student's
+   guide (``README.md``; the Chinese edition's is ``使用说明.md``) with the student's
+   ``requirements.txt``, and zip ``release/<id>/`` into ``release/<id>.zip``;
 4. the Chinese edition of the assignment: ``release/zh_CN/<id>/``, the same files with the
-   notebook's prose translated (``locale/zh_CN/LC_MESSAGES/assignments/<id>.po``; a
+   notebook's prose, the checks' hints and the guide in Chinese (``locale/zh_CN/LC_MESSAGES/assignments/<id>.po``; a
    paragraph without a translation fails the release), zipped into ``release/zh_CN/<id>.zip``
    (the same file name as the English zip, so the exercise page's instructions hold);
    the cells, their ids, metadata and code are the English notebook's, so both are graded
@@ -108,68 +109,153 @@ def write_support_files(assignment: str, folder: Path) -> list[Path]:
     return written
 
 
-# The short Chinese guide next to the notebook in every release (docs/translating.md): the
-# exercise page's instructions, for students who read the Chinese edition. Generated, so the
-# file names and the functions to write are always this assignment's.
-GUIDE_ZH = "使用说明.md"
-GUIDE_ZH_TEXT = """# {assignment}：作业使用说明
+# The student's guide next to the notebook, one per edition (the English zip carries
+# README.md, the Chinese one 使用说明.md): the exercise page's instructions, short. Generated,
+# so the file names and the functions to write are always this assignment's.
+GUIDES = {"en": "README.md", "zh_CN": "使用说明.md"}
+GUIDE_ZH = GUIDES["zh_CN"]
+GUIDE_TEXT = {
+    "en": """# {assignment}: how to do this assignment
+
+This is the assignment of chapter {chapter} of the course *Attention, derived*. This guide is
+the short form of the chapter's exercise page on the course site, which also gives the math
+each task needs.
+
+## Files
+
+- `{assignment}.ipynb`: the notebook you complete;
+- `{cases}`: the data of the public checks (inputs and reference outputs, no reference code);
+- `{check_module}`: the module that runs the public checks (NumPy only);
+- `requirements.txt`: what the notebook needs, pinned.
+
+## Steps
+
+1. Unzip, then open the notebook from inside this folder, so that it finds its check data.
+   In a new environment:
+
+       python3 -m venv .venv
+       .venv/bin/pip install -r requirements.txt
+       .venv/bin/jupyter lab {assignment}.ipynb
+
+   {environment}
+2. Replace the stub under each `YOUR CODE HERE` marker (it raises `NotImplementedError`) with
+   your code. Keep the names and parameters: the checks call your functions by name. The
+   functions you write:
+{functions}
+3. Run all cells (*Run → Run All Cells*). Each test cell calls your function on the inputs in
+   `{cases}` and compares what it returns with the reference outputs at the tolerance its
+   message states; nothing is downloaded and no reference code ships. The site's page
+   "{messages_page}" explains the messages you will meet most often.
+4. When every public check passes, hand in the notebook as your instructor asks. Grading runs
+   the same public checks and hidden ones on fresh random inputs at the same tolerances, so
+   make your functions right for every shape their docstrings allow. A written answer is
+   graded by hand.
+""",
+    "zh_CN": """# {assignment}：作业使用说明
 
 这是课程 *Attention, derived* 第 {chapter} 章的作业。本说明是练习页面的简短中文版；完整的说明
-（包括每道题对应的公式）见课程网站中文版“练习”部分的第 {chapter} 章练习页面。
+（包括每道题需要的数学）见课程网站中文版“练习”部分的第 {chapter} 章练习页面。
 
 ## 文件
 
 - `{assignment}.ipynb`：作业笔记本，你要完成的就是它；
 - `{cases}`：公开检查的数据（输入与参考输出，不含任何参考代码）；
-- `{check_module}`：运行公开检查的模块，只依赖 NumPy。
+- `{check_module}`：运行公开检查的模块，只依赖 NumPy；
+- `requirements.txt`：笔记本需要的软件包及其版本。
 
 ## 步骤
 
-1. 解压后从这个文件夹里打开笔记本，这样它才能找到检查数据：`jupyter notebook {assignment}.ipynb`。
+1. 解压后从这个文件夹里打开笔记本，这样它才能找到检查数据。在一个新环境里：
+
+       python3 -m venv .venv
+       .venv/bin/pip install -r requirements.txt
+       .venv/bin/jupyter lab {assignment}.ipynb
+
    {environment}
 2. 把每个 `YOUR CODE HERE` 标记下的占位代码（它会抛出 `NotImplementedError`）替换成你的实现。
-   不要改动函数名和参数：检查按名字调用这些函数。本次作业要实现的函数：
+   不要改动函数名和参数：检查按名字调用这些函数。本次作业要你编写的函数：
 {functions}
 3. 运行全部单元格（*Run → Run All Cells*）。每个检查单元格用 `{cases}` 中的输入调用你的函数，
-   并在消息给出的容差内与参考输出比较；不联网，也不含参考代码。检查信息是英文的：课程网站
-   “练习”部分的“{messages_page}”一页用中文解释了最常见的信息，以及每种信息指向的错误。
+   并在消息给出的容差内与参考输出比较；不联网，也不含参考代码。课程网站“练习”部分的
+   “{messages_page}”一页解释了最常见的信息，以及每种信息指向的错误。
 4. 所有公开检查都通过后，按教师的要求提交笔记本。评分时会重新运行这些公开检查，并在新的随机
    输入上运行隐藏检查（容差相同），所以函数要对文档字符串允许的每一种形状都正确，而不只是
-   通过公开用例。最后一题是简短的书面回答，由教师人工评分。
-"""
-
-
-ENVIRONMENT_ZH = "任何装有 Python 3.11、NumPy 和 Jupyter 的环境都可以"
-TORCH_ZH = "；本次作业还需要 PyTorch（`torch`），课程的 `requirements.txt` 里有它"
+   通过公开用例。书面回答由教师人工评分。
+""",
+}
+ENVIRONMENT = {
+    "en": "Any environment with Python 3.11, NumPy and JupyterLab works{torch}.",
+    "zh_CN": "任何装有 Python 3.11、NumPy 和 JupyterLab 的环境都可以{torch}。",
+}
+TORCH = {
+    "en": "; this assignment also needs PyTorch (`torch`, the CPU build is enough)",
+    "zh_CN": "；本次作业还需要 PyTorch（`torch`，CPU 版即可）",
+}
 MESSAGES_PAGE = ("exercises/checker_messages", "Reading the checks' messages")
+#: the student's requirements.txt: what a released notebook needs, pinned to the versions the
+#: course is tested with (tests/test_release.py compares them with the course's .venv)
+STUDENT_REQUIREMENTS = ("numpy", "jupyterlab")
+STUDENT_REQUIREMENTS_TORCH = ("torch",)
 
 
-def write_chinese_guide(assignment: str, folder: Path) -> Path:
-    """``使用说明.md`` in ``folder``: the Chinese guide to this assignment. What it needs
-    (PyTorch or not) is read from what the notebook imports; the title of the messages page
-    is that page's own translation, so neither can drift from the truth."""
-    functions = "\n".join(f"   - `{check.name}`" for check in checks.chapter(assignment).checks)
+def functions_to_write(notebook: dict) -> list[str]:
+    """The functions a released notebook asks for: those its stubs define (a solution cell
+    that raises ``NotImplementedError``), in order; not the given wrappers that call them."""
+    import ast
+
+    names = []
+    for cell in notebook["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] != "code" or "raise NotImplementedError" not in source:
+            continue
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.FunctionDef) and any(
+                isinstance(inner, ast.Raise) for inner in ast.walk(node)
+            ):
+                names.append(node.name)
+    return names
+
+
+def pinned(package: str) -> str:
+    """``package==<the version installed here>``: the course's .venv is what it is tested on."""
+    from importlib.metadata import version
+
+    return f"{package}=={version(package).split('+')[0]}"
+
+
+def write_guide(assignment: str, folder: Path, language: str) -> Path:
+    """The student's guide (``GUIDES[language]``) and ``requirements.txt`` in ``folder``.
+    What the notebook needs (PyTorch or not) is read from what it imports; the title of the
+    messages page is that page's own translation, so neither can drift from the truth."""
     notebook = json.loads((folder / f"{assignment}.ipynb").read_text(encoding="utf-8"))
     imports = set()
     for cell in notebook["cells"]:
         if cell["cell_type"] == "code":
             imports |= imported_packages("".join(cell["source"]))
     page, title = MESSAGES_PAGE
-    messages_page = assignment_text.read_catalog(
-        assignment_text.ZH_CATALOGS / "book" / f"{page}.po"
-    ).get(title)
-    if not messages_page:
-        raise ReleaseError(f"the title {title!r} of book/{page}.md has no Chinese translation")
-    path = folder / GUIDE_ZH
+    if language != "en":
+        title = assignment_text.read_catalog(
+            assignment_text.ZH_CATALOGS / "book" / f"{page}.po"
+        ).get(title)
+        if not title:
+            raise ReleaseError(f"the title of book/{page}.md has no Chinese translation")
+    needs_torch = "torch" in imports
+    packages = STUDENT_REQUIREMENTS + (STUDENT_REQUIREMENTS_TORCH if needs_torch else ())
+    (folder / "requirements.txt").write_text(
+        "".join(pinned(p) + "\n" for p in packages), encoding="utf-8"
+    )
+    for name in GUIDES.values():  # one guide per edition: the other edition's is not here
+        (folder / name).unlink(missing_ok=True)
+    path = folder / GUIDES[language]
     path.write_text(
-        GUIDE_ZH_TEXT.format(
+        GUIDE_TEXT[language].format(
             assignment=assignment,
             chapter=int(re.match(r"ch(\d+)_", assignment).group(1)),
             cases=contract.CASES_FILE,
             check_module=CHECK_MODULE,
-            functions=functions,
-            environment=ENVIRONMENT_ZH + (TORCH_ZH if "torch" in imports else "") + "。",
-            messages_page=messages_page,
+            functions="\n".join(f"   - `{name}`" for name in functions_to_write(notebook)),
+            environment=ENVIRONMENT[language].format(torch=TORCH[language] if needs_torch else ""),
+            messages_page=title,
         ),
         encoding="utf-8",
     )
@@ -324,8 +410,9 @@ def release(course: Path = COURSE, only: list[str] | None = None, log=print) -> 
         generate(course, assignment)
         released = course / "release" / assignment
         targets = targets or assignment_text.book_targets()
-        write_chinese_guide(assignment, released)
+        write_guide(assignment, released, "en")
         chinese = write_editions(assignment, released, targets)
+        write_guide(assignment, chinese, ZH)
         zip_path = make_zip(released)
         zh_zip = make_zip(chinese)
         problems = scan(released) + scan_zip(zip_path) + scan(chinese) + scan_zip(zh_zip)

@@ -115,6 +115,14 @@ def nadaraya_watson(x_query, x_keys, y_values, bandwidth):
     return np.einsum("ij,j...->i...", a, y)
 
 
+def masked_softmax(scores, mask=None):
+    """Log-domain masked softmax weights (the variants of coverage and location-aware
+    attention use it)."""
+    scores = np.asarray(scores, dtype=float)
+    allowed = np.ones(scores.shape, bool) if mask is None else np.broadcast_to(mask, scores.shape)
+    return _log_domain_weights(scores, allowed)
+
+
 def softmax_backward(weights, grad_weights):
     """The full Jacobian diag(P) - P P^T of each row, applied with einsum."""
     p, dp = np.asarray(weights, dtype=float), np.asarray(grad_weights, dtype=float)
@@ -188,7 +196,88 @@ def label_smoothed_cross_entropy(logits, targets, smoothing, pad_index):
     return float(loss[keep].sum() / keep.sum()) if keep.any() else 0.0
 
 
+def _head_loop(x_q, x_kv, w_q, w_k, w_v, num_heads, mask):
+    """Per head h (a loop over column blocks): q, k, v and log-domain weights P."""
+    x_q, x_kv = np.asarray(x_q, dtype=float), np.asarray(x_kv, dtype=float)
+    d_h = np.shape(w_q)[1] // num_heads
+    for h in range(num_heads):
+        cols = slice(h * d_h, (h + 1) * d_h)
+        q, k, v = x_q @ w_q[:, cols], x_kv @ w_k[:, cols], x_kv @ w_v[:, cols]
+        scores = np.einsum("...id,...jd->...ij", q, k) / math.sqrt(d_h)
+        allowed = (
+            np.ones(scores.shape, bool) if mask is None else np.broadcast_to(mask, scores.shape)
+        )
+        yield cols, q, k, v, _log_domain_weights(scores, allowed)
+
+
+def gated_multihead_attention(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, gates, mask=None):
+    """A loop over heads, sum_h xi_h head_h W_o^h, log-domain weights."""
+    gates = np.asarray(gates, dtype=float)
+    return sum(
+        gates[..., h, None, None] * np.einsum("...ij,...jd->...id", p, v) @ w_o[cols]
+        for h, (cols, _q, _k, v, p) in enumerate(
+            _head_loop(x_q, x_kv, w_q, w_k, w_v, num_heads, mask)
+        )
+    )
+
+
+def _rows(a):
+    """(..., n, d) -> (N, d): every batch axis and item one row."""
+    return np.reshape(a, (-1, np.shape(a)[-1]))
+
+
+def multihead_backward(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, grad_out, mask=None):
+    """A loop over heads, log-domain weights, einsum sums; the weights' gradients block by
+    block."""
+    x_q, x_kv = np.asarray(x_q, dtype=float), np.asarray(x_kv, dtype=float)
+    g = np.asarray(grad_out, dtype=float)
+    dx_q, dx_kv = np.zeros(x_q.shape), np.zeros(x_kv.shape)
+    dw_q, dw_k, dw_v, dw_o = (np.zeros(np.shape(w)) for w in (w_q, w_k, w_v, w_o))
+    for cols, q, k, v, p in _head_loop(x_q, x_kv, w_q, w_k, w_v, num_heads, mask):
+        head = np.einsum("...ij,...jd->...id", p, v)
+        dw_o[cols] = np.einsum("nd,no->do", _rows(head), _rows(g))
+        d_head = g @ w_o[cols].T
+        dp = np.einsum("...id,...jd->...ij", d_head, v)
+        ds = p * (dp - np.einsum("...ij,...ij->...i", p, dp)[..., None]) / math.sqrt(q.shape[-1])
+        dq, dk = ds @ k, np.einsum("...ij,...id->...jd", ds, q)
+        dv = np.einsum("...ij,...id->...jd", p, d_head)
+        dx_q += dq @ w_q[:, cols].T
+        dx_kv += dk @ w_k[:, cols].T + dv @ w_v[:, cols].T
+        dw_q[:, cols] = np.einsum("ni,nd->id", _rows(x_q), _rows(dq))
+        dw_k[:, cols] = np.einsum("ni,nd->id", _rows(x_kv), _rows(dk))
+        dw_v[:, cols] = np.einsum("ni,nd->id", _rows(x_kv), _rows(dv))
+    return dx_q, dx_kv, dw_q, dw_k, dw_v, dw_o
+
+
+def coverage_context(s_prev, h, coverage, w_s, w_h, w_c, v, mask=None):
+    """ch3: einsum for every product, the coverage term as an outer product, log-domain
+    weights."""
+    h = np.asarray(h, dtype=float)
+    pre = (
+        np.einsum("bd,da->ba", np.asarray(s_prev, dtype=float), w_s)[:, None, :]
+        + np.einsum("bnd,da->bna", h, w_h)
+        + np.multiply.outer(np.asarray(coverage, dtype=float), np.asarray(w_c))
+    )
+    weights = masked_softmax(np.einsum("bna,a->bn", np.tanh(pre), v), mask)
+    return np.einsum("bn,bnd->bd", weights, h), weights
+
+
+def location_aware_context(s_prev, h, prev_weights, w_s, w_h, filters, w_f, v, mask=None):
+    """ch3: np.convolve per sentence and filter ('full', its centred n entries), log-domain
+    weights."""
+    h, prev = np.asarray(h, dtype=float), np.asarray(prev_weights, dtype=float)
+    filters = np.asarray(filters, dtype=float)
+    n, p = prev.shape[1], (filters.shape[1] - 1) // 2
+    f = np.array([[np.convolve(row, fj, mode="full")[p : p + n] for fj in filters] for row in prev])
+    pre = (np.asarray(s_prev, dtype=float) @ w_s)[:, None, :] + h @ w_h
+    scores = np.tanh(pre + np.swapaxes(f, 1, 2) @ w_f) @ v  # (B, n)
+    weights = masked_softmax(scores, mask)
+    return np.einsum("bn,bnd->bd", weights, h), weights
+
+
 VARIANTS = {
+    "gated_multihead_attention": gated_multihead_attention,
+    "multihead_backward": multihead_backward,
     "loo_loss_and_grad": loo_loss_and_grad,
     "nadaraya_watson": nadaraya_watson,
     "softmax_backward": softmax_backward,
@@ -196,6 +285,8 @@ VARIANTS = {
     "sparsemax": sparsemax,
     "sparsemax_backward": sparsemax_backward,
     "label_smoothed_cross_entropy": label_smoothed_cross_entropy,
+    "coverage_context": coverage_context,
+    "location_aware_context": location_aware_context,
 }
 
 

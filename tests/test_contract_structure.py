@@ -128,10 +128,11 @@ def test_a_reference_is_the_function_itself_and_loading_the_registry_imports_no_
     for check in checks.REGISTRY.values():
         fn = check.reference
         resolved = fn.resolve() if isinstance(fn, checks.LazyFunction) else fn
-        # a chapter's shown code (solutions) or its answer key (answers: the exercises' steps)
-        packages = ("solutions.", "answers.")
-        assert callable(resolved) and resolved.__module__.startswith(packages), check.name
-        assert checks.reference_name(fn).startswith(packages), check.name
+        # the chapter's code (solutions) or the answer key of its exercises (answers)
+        assert callable(resolved) and resolved.__module__.startswith(("solutions.", "answers.")), (
+            check.name
+        )
+        assert checks.reference_name(fn).startswith(("solutions.", "answers.")), check.name
     for path in sorted((PACKAGE / "chapters").glob("ch*.py")):
         assert not re.search(r'"solutions\.\w+:', path.read_text()), path.name
     probe = "import sys; from autograder import checks; print('torch' in sys.modules)"

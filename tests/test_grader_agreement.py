@@ -131,13 +131,16 @@ def test_report_page_shows_histogram_pass_rates_and_messages(courses):
 
 
 def test_collect_imports_an_lms_zip(courses, tmp_path):
+    """A Canvas download: the student is the roster entry with that Canvas user id."""
     import zipfile
 
+    from nbgrader.api import Gradebook
+
     course = courses["ours"]
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        gb.update_or_create_student("newstudent", lms_user_id="4242")
     archive = tmp_path / "download.zip"
     with zipfile.ZipFile(archive, "w") as zf:
-        zf.write(
-            course / "submitted" / "right" / A / f"{A}.ipynb", f"newstudent_attempt1_{A}.ipynb"
-        )
+        zf.write(course / "submitted" / "right" / A / f"{A}.ipynb", f"studentnew_4242_9_{A}.ipynb")
     assert cli.main(["--course", str(course), "collect", A, str(archive)]) == 0
     assert (course / "submitted" / "newstudent" / A / f"{A}.ipynb").is_file()

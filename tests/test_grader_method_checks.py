@@ -71,7 +71,7 @@ def test_an_online_softmax_that_builds_the_full_matrix_loses_the_task(tmp_path, 
 
 
 # ch3_seq2seq: test-translate (3, accuracy of the trained model), test-translate-given-model
-# (2, the greedy decoding of random models the grader supplies); 15 auto-graded points.
+# (2, the greedy decoding of random models the grader supplies); 18 auto-graded points.
 RULE = """
 def translate(src, max_len=None, model=None):  # reads the words by rule, never runs a model
     words = "zero one two three four five six seven eight nine".split()
@@ -113,10 +113,10 @@ def test_a_translate_that_ignores_the_given_model_loses_the_given_model_points(
         )
     out = grading.grade_assignment(course, a, workers=1)
     results = {r.student: r for r in out["graded"]}
-    assert (results["greedy"].score, results["greedy"].reasons) == (15.0, [])
+    assert (results["greedy"].score, results["greedy"].reasons) == (18.0, [])
     for student in ("rule", "own-model"):
         result = results[student]
-        assert (result.score, result.reasons) == (13.0, []), result.notes
+        assert (result.score, result.reasons) == (16.0, []), result.notes
         tasks = {t.grade_id: t for t in result.tasks}
         assert tasks["test-translate"].passed
         given = tasks["test-translate-given-model"]
@@ -191,6 +191,16 @@ def _unshifted_heads(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads=1, mask=None):
     return merge_heads(out) @ w_o, w
 
 
+def _unshifted_gated_heads(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, gates, mask=None):
+    from solutions.multihead import merge_heads, split_heads
+
+    q, k, v = (
+        split_heads(np.asarray(x) @ w, num_heads) for x, w in ((x_q, w_q), (x_kv, w_k), (x_kv, w_v))
+    )
+    out, _w = _unshifted(q, k, v, None if mask is None else np.expand_dims(mask, -3))
+    return merge_heads(np.asarray(gates)[..., None, None] * out) @ w_o
+
+
 @pytest.mark.parametrize(
     ("name", "unshifted"),
     [
@@ -199,7 +209,7 @@ def _unshifted_heads(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads=1, mask=None):
             "self_attention",
             lambda x, w_q, w_k, w_v, mask=None: _unshifted(x @ w_q, x @ w_k, x @ w_v, mask),
         ),
-        ("multihead_attention", _unshifted_heads),
+        ("gated_multihead_attention", _unshifted_gated_heads),
         ("cross_attention", _unshifted_heads),
     ],
 )

@@ -270,6 +270,26 @@ def test_sandbox_command_isolates_network_course_files_and_uid(tmp_path, bubblew
     assert "gradebook" not in joined
     # the private /tmp is mounted before every bind, so a virtualenv under /tmp stays visible
     assert command.index("--tmpfs") < command.index("--ro-bind")
+    # and no bind lands where the run would see the checkout's place: not in its /tmp, not in
+    # a home (site-packages outside the interpreter's prefix go to a fixed folder)
+    targets = [command[i + 2] for i, arg in enumerate(command) if arg == "--ro-bind"]
+    assert not [t for t in targets if t.startswith(repo + "/.venv")], targets
+
+
+def test_site_packages_outside_the_prefix_are_bound_at_a_fixed_place():
+    """A checkout under /tmp (or in a home) must not show in the run's /tmp: its virtualenv's
+    site-packages are bound at /site/<n>, and the zygote is told those paths."""
+    from autograder.sandbox import command as sandbox_command_module
+
+    prefix = "/opt/python/3.11"
+    site = [
+        f"{prefix}/lib/python3.11/site-packages",
+        "/tmp/clone/.venv/lib/python3.11/site-packages",
+    ]
+    placed = sandbox_command_module.site_inside(prefix, site)
+    assert placed == [(site[0], site[0]), (site[1], "/site/1")]
+    args = sandbox_command_module._python_binds(prefix, site)
+    assert args[-3:] == ["--ro-bind", site[1], "/site/1"] and "/tmp/clone" not in args[:-2]
 
 
 def test_summary_table_lists_reasons():

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -24,7 +25,7 @@ import numpy as np
 import pytest
 import torch
 
-from autograder import checks, contract, release
+from autograder import assignment_text, checks, contract, release
 
 COURSE = Path(release.__file__).resolve().parent
 CONTRACT_REGEX = re.compile(r"check\(\s*[\"'](\w+)[\"']\s*,\s*(\w+)\s*\)")
@@ -137,27 +138,62 @@ def test_release_contents(released, assignment):
         release.scan(folder) == []
         and release.scan_zip(released / "release" / f"{assignment}.zip") == []
     )
-    # the Chinese guide beside the notebook names every function the student writes
-    assert f"{assignment}/{release.GUIDE_ZH}" in names
-    guide = (folder / release.GUIDE_ZH).read_text(encoding="utf-8")
-    assert guide.startswith(f"# {assignment}：作业使用说明")
-    for check in checks.checks_for(assignment):
-        assert f"`{check.name}`" in guide
-    # what the notebook needs, read from its imports: only ch3 trains a PyTorch model
-    assert ("PyTorch" in guide) == (assignment == "ch3_seq2seq")
-    assert "“读懂检查给出的信息”" in guide  # the messages page by its own Chinese title
+    # each edition's guide beside the notebook names every function the student writes
+    # (the stubs, not a given wrapper), says `jupyter lab` and ships a requirements.txt
+    for edition, guide_name in release.GUIDES.items():
+        where = folder if edition == "en" else released / "release" / edition / assignment
+        listed = {p.name for p in where.iterdir()}
+        assert guide_name in listed and not (set(release.GUIDES.values()) - {guide_name}) & listed
+        guide = (where / guide_name).read_text(encoding="utf-8")
+        assert guide.startswith(f"# {assignment}")
+        for name in release.functions_to_write(
+            json.loads((where / f"{assignment}.ipynb").read_text(encoding="utf-8"))
+        ):
+            assert f"`{name}`" in guide
+        assert "jupyter lab" in guide and "jupyter notebook" not in guide
+        # what the notebook needs, read from its imports: only ch3 trains a PyTorch model
+        assert ("PyTorch" in guide) == (assignment == "ch3_seq2seq")
+        wanted = (where / "requirements.txt").read_text().split()
+        assert wanted == [release.pinned(p) for p in ("numpy", "jupyterlab")] + (
+            [release.pinned("torch")] if assignment == "ch3_seq2seq" else []
+        )
+    assert f"{assignment}/README.md" in names
+    assert "“读懂检查给出的信息”" in (
+        released / "release" / "zh_CN" / assignment / release.GUIDE_ZH
+    ).read_text(encoding="utf-8")  # the messages page by its own Chinese title
     # the released notebook shows no MyST role raw (Jupyter would print it as typed)
     assert not re.search(r"\{(eq|ref|doc|cite|term)[a-z:]*\}`", text)
 
 
+def _code_without_text(source: str) -> str:
+    """The program a cell holds: its syntax tree with every docstring emptied (comments are
+    not in the tree)."""
+    import ast
+
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            if isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+                body[0].value.value = ""
+    return ast.dump(tree)
+
+
 def _assert_same_cases_with_hints_in_chinese(assignment, english, chinese):
     """The two editions' public cases: the same cases, answers and known mistakes' outputs;
-    the hints (of the spec and of the known mistakes) in each edition's language."""
+    the hints (of the spec and of the known mistakes) in each edition's language, every
+    Chinese one translated."""
     en, zh = contract.load_cases(english), contract.load_cases(chinese)
     assert list(en) == list(zh)
+    han = re.compile(r"[\u4e00-\u9fff]")
 
     def same(a, b):
-        return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
+        if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+            a, b = np.asarray(a), np.asarray(b)
+            return (
+                a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
+            )
+        return type(a) is type(b) and a == b
 
     for name in en:
         spec = en[name]["spec"]
@@ -167,13 +203,14 @@ def _assert_same_cases_with_hints_in_chinese(assignment, english, chinese):
         assert zh[name]["spec"]["hints"] == {
             k: checks.say(v, assignment, "zh_CN") for k, v in spec["hints"].items()
         }
+        assert all(han.search(text) for text in zh[name]["spec"]["hints"].values()), name
         for a, b in zip(en[name]["cases"], zh[name]["cases"], strict=True):
             assert a.name == b.name and len(a.args) == len(b.args)
-            for x, y in zip([*a.args, *a.expected], [*b.args, *b.expected]):
-                assert same(x, y) if isinstance(x, np.ndarray) else x == y
+            assert all(same(x, y) for x, y in zip([*a.args, *a.expected], [*b.args, *b.expected]))
             assert [checks.say(h, assignment, "zh_CN") for h, _ in a.mistakes] == [
                 h for h, _ in b.mistakes
             ]
+            assert all(han.search(h) for h, _ in b.mistakes), (name, a.name)
             for (_h, xs), (_g, ys) in zip(a.mistakes, b.mistakes, strict=True):
                 assert all(same(x, y) for x, y in zip(xs, ys, strict=True))
 
@@ -182,8 +219,10 @@ def _assert_same_cases_with_hints_in_chinese(assignment, english, chinese):
 def test_chinese_release_has_the_same_files_and_cells(released, assignment):
     english = released / "release" / assignment
     chinese = released / "release" / "zh_CN" / assignment
-    assert {p.name for p in chinese.iterdir()} == {p.name for p in english.iterdir()}
-    for name in (release.CHECK_MODULE, release.GUIDE_ZH):
+    assert {p.name for p in chinese.iterdir()} - {release.GUIDE_ZH} == {
+        p.name for p in english.iterdir()
+    } - {"README.md"}
+    for name in (release.CHECK_MODULE, "requirements.txt"):
         assert (chinese / name).read_bytes() == (english / name).read_bytes()
     _assert_same_cases_with_hints_in_chinese(
         assignment, english / contract.CASES_FILE, chinese / contract.CASES_FILE
@@ -193,9 +232,19 @@ def test_chinese_release_has_the_same_files_and_cells(released, assignment):
     assert [(c.get("id"), c.cell_type) for c in zh.cells] == [
         (c.get("id"), c.cell_type) for c in en.cells
     ]
+    stubs = 0
     for a, b in zip(en.cells, zh.cells):
-        if a.cell_type == "code" or a.metadata.get("nbgrader", {}).get("solution"):
+        if assignment_text.is_stub_cell(a):
+            # the same code: only its docstrings and comments are Chinese
+            stubs += 1
+            assert _code_without_text(a.source) == _code_without_text(b.source)
+            assert {k: v for k, v in a.metadata.items() if k != "nbgrader"} == {
+                k: v for k, v in b.metadata.items() if k != "nbgrader"
+            }
+            assert re.search(r"[\u4e00-\u9fff]", b.source), b.source[:200]
+        elif a.cell_type == "code" or a.metadata.get("nbgrader", {}).get("solution"):
             assert a.source == b.source and a.metadata == b.metadata
+    assert stubs
     assert re.search(r"[\u4e00-\u9fff]", zh.cells[0].source)
     with zipfile.ZipFile(released / "release" / "zh_CN" / f"{assignment}.zip") as zf:
         names = set(zf.namelist())

@@ -10,8 +10,10 @@ import math
 
 import numpy as np
 
+from answers import ch3_seq2seq as answers
 from autograder.checks import (
     HINT_EMPTY,
+    HINT_MAX_SHIFT,
     Case,
     Chapter,
     Check,
@@ -19,147 +21,339 @@ from autograder.checks import (
     lazy_module,
     lengths_mask,
     normal,
+    normalise,
     register,
 )
+from solutions.conventions import masked_softmax
 
 # imported on first call: these reference modules import PyTorch (checks.LazyFunction)
 seq2seq = lazy_module("solutions.seq2seq")
 
 
-def _bahdanau_cases(rng):
-    n_in = int(rng.integers(4, 7))
+# ----------------------------------------------------------------------------------------
+# tasks 1-4: attention with a memory of the earlier steps (coverage, location features)
+
+
+def _rows(rng, *shape, sharpness=2.0):
+    """Random attention rows: a softmax over the last axis of N(0, sharpness^2) scores."""
+    e = np.exp(sharpness * normal(rng, *shape))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _w(rng, a, b):
+    return normal(rng, a, b) / math.sqrt(a)
+
+
+def _coverage_loss_cases(rng):
+    n = int(rng.integers(4, 7))
+    t = int(rng.integers(3, 6))
+    steps = lengths_mask(rng, 3, t)[:, :, None]  # (B, T, 1)
+    words = lengths_mask(rng, 3, n)[:, None, :]  # (B, 1, n)
+    both = steps & words
+    both[0] = False  # a sentence with nothing that counts
+    centre = np.arange(t)[:, None] * (n - 1) / max(t - 1, 1)  # (T, 1): a diagonal
+    window = np.abs(np.arange(n)[None, :] - centre) <= 1.0  # (T, n): local windows
+    local = _rows(rng, 2, t, n) * rng.uniform(0.4, 1.0, size=(2, t, 1))  # rows sum below 1
+    return [
+        Case(f"no mask, T = {t} steps over n = {n} words", (_rows(rng, 2, t, n), None)),
+        Case("padded output steps, mask (B, T, 1)", (_rows(rng, 3, t, n), steps)),
+        Case(
+            "padded source words, mask (B, 1, n), weights that leaked onto the padding",
+            (_rows(rng, 3, t, n), words),
+        ),
+        Case("both masks (B, T, n), a sentence fully masked", (_rows(rng, 3, t, n), both)),
+        Case(
+            "a window per step, mask (B, T, n), rows summing to less than 1",
+            (local, np.broadcast_to(window, (2, t, n)).copy()),
+        ),
+        Case("sharp weights (near one-hot)", (_rows(rng, 3, t + 2, n, sharpness=8.0), None)),
+        Case("one step (T = 1): no coverage yet", (_rows(rng, 2, 1, n), None)),
+        Case("one source word (n = 1)", (np.ones((2, t, 1)), None)),
+    ]
+
+
+def _coverage_loss_including_step(weights, mask=None):
+    """c_t summed over t' <= t: the step's own weights in its coverage."""
+    weights = np.where(mask, weights, 0.0) if mask is not None else np.asarray(weights)
+    return np.minimum(weights, np.cumsum(weights, axis=-2)).sum(axis=(-2, -1))
+
+
+def _coverage_loss_max(weights, mask=None):
+    weights = np.where(mask, weights, 0.0) if mask is not None else np.asarray(weights)
+    return np.maximum(weights, answers.coverage_vectors(weights)).sum(axis=(-2, -1))
+
+
+def _coverage_loss_mask_in_loss_only(weights, mask=None):
+    """The mask applied to the loss terms, but masked weights still added to the coverage."""
+    if mask is None:
+        raise ValueError("no mask: the same as the reference")
+    terms = np.minimum(weights, answers.coverage_vectors(np.asarray(weights)))
+    return np.where(mask, terms, 0.0).sum(axis=(-2, -1))
+
+
+def _coverage_cases(rng):
+    n = int(rng.integers(4, 7))
     d_dec, d_enc, d_att = 5, 6, 4
-    w = lambda a, b: normal(rng, a, b) / math.sqrt(a)  # noqa: E731
+
+    def case(name, b, n, mask=None, earlier=3, v_gain=1.0, d_att=d_att):
+        coverage = _rows(rng, earlier, b, n).sum(axis=0) if earlier else np.zeros((b, n))
+        if mask is not None:
+            coverage = coverage * mask  # the earlier steps never attended to padding
+        args = (
+            normal(rng, b, d_dec),
+            normal(rng, b, n, d_enc),
+            coverage,
+            _w(rng, d_dec, d_att),
+            _w(rng, d_enc, d_att),
+            normal(rng, d_att),
+            v_gain * normal(rng, d_att),
+            mask,
+        )
+        return Case(name, args)
+
     return [
-        Case(
-            "no mask, d_dec != d_enc",
-            (
-                normal(rng, 2, d_dec),
-                normal(rng, 2, n_in, d_enc),
-                w(d_dec, d_att),
-                w(d_enc, d_att),
-                normal(rng, d_att),
-                None,
-            ),
-        ),
-        Case(
-            "padding mask",
-            (
-                normal(rng, 3, d_dec),
-                normal(rng, 3, n_in, d_enc),
-                w(d_dec, d_att),
-                w(d_enc, d_att),
-                normal(rng, d_att),
-                lengths_mask(rng, 3, n_in),
-            ),
-        ),
-        Case(
-            "fully-masked row",
-            (
-                normal(rng, 3, d_dec),
-                normal(rng, 3, n_in, d_enc),
-                w(d_dec, 3),
-                w(d_enc, 3),
-                normal(rng, 3),
-                lengths_mask(rng, 3, n_in, empty=True),
-            ),
-        ),
-        Case(
-            "one source word (n_in=1)",
-            (normal(rng, 2, 4), normal(rng, 2, 1, 3), w(4, 2), w(3, 2), normal(rng, 2), None),
-        ),
+        case("no mask, d_dec != d_enc, coverage of 3 earlier steps", 2, n),
+        case("padding mask", 3, n, lengths_mask(rng, 3, n)),
+        case("fully-masked row", 3, n, lengths_mask(rng, 3, n, empty=True)),
+        case("first step: zero coverage", 2, n, earlier=0),
+        case("a late step: coverage up to about 10", 2, n, earlier=12, d_att=3),
+        case("large scores (|v| in the thousands): shift before exp", 3, n, v_gain=2000.0),
+        case("one source word (n = 1)", 2, 1),
     ]
 
 
-def _luong_cases(rng):
-    n_in = int(rng.integers(4, 7))
-    d = 4
-    w = lambda a, b: normal(rng, a, b) / math.sqrt(a)  # noqa: E731
+def _coverage_without_feature(s_prev, h, coverage, w_s, w_h, w_c, v, mask=None):
+    """Bahdanau's score alone: the coverage never enters it."""
+    zero = np.zeros(np.shape(coverage))
+    return answers.coverage_context(s_prev, h, zero, w_s, w_h, w_c, v, mask)
+
+
+def _coverage_after_tanh(s_prev, h, coverage, w_s, w_h, w_c, v, mask=None):
+    """v . (tanh(s W_s + h_i W_h) + c_i w_c): the coverage term outside the tanh."""
+    query = (np.asarray(s_prev) @ w_s)[:, None, :]
+    scores = np.tanh(query + np.asarray(h) @ w_h) @ v + np.asarray(coverage) * (w_c @ v)
+    return answers._attend(scores, np.asarray(h, dtype=np.float64), mask)
+
+
+def _coverage_without_w_c(s_prev, h, coverage, w_s, w_h, w_c, v, mask=None):
+    """c_i added to every unit of the tanh's argument, not c_i w_c."""
+    return answers.coverage_context(s_prev, h, coverage, w_s, w_h, np.ones_like(w_c), v, mask)
+
+
+def _coverage_softmax_over_batch(s_prev, h, coverage, w_s, w_h, w_c, v, mask=None):
+    """The softmax over the sentences of the batch (axis 0) instead of the positions."""
+    if np.shape(h)[0] < 2:
+        raise ValueError("one sentence: no batch axis to confuse")
+    query = (np.asarray(s_prev) @ w_s)[:, None, :]
+    feature = np.asarray(coverage)[..., None] * np.asarray(w_c)
+    scores = np.tanh(query + np.asarray(h) @ w_h + feature) @ v  # (B, n)
+    weights = masked_softmax(scores.T, None if mask is None else np.asarray(mask).T).T
+    return np.einsum("bn,bnd->bd", weights, h), weights
+
+
+def _unmasked(fn, mask_arg):
+    """``fn`` with its mask dropped (positional argument ``mask_arg``)."""
+
+    def outputs(*args):
+        if args[mask_arg] is None:
+            raise ValueError("no mask: the same as the reference")
+        return fn(*args[:mask_arg], None)
+
+    return outputs
+
+
+def _location_cases(rng):
+    n = int(rng.integers(5, 8))
+    d_dec, d_enc, d_att = 4, 5, 6
+
+    def case(name, b, n, k, r, mask=None, prev=None, v_gain=1.0):
+        if prev is None:
+            prev = _rows(rng, b, n)
+        if mask is not None:  # the previous step attended to the real words only
+            prev = masked_softmax(np.log(prev), mask)
+        args = (
+            normal(rng, b, d_dec),
+            normal(rng, b, n, d_enc),
+            prev,
+            _w(rng, d_dec, d_att),
+            _w(rng, d_enc, d_att),
+            normal(rng, k, r),  # asymmetric: a flipped filter differs
+            _w(rng, k, d_att) * 2.0,
+            v_gain * normal(rng, d_att),
+            mask,
+        )
+        return Case(name, args)
+
+    one_hot = np.eye(n)[rng.integers(0, n, size=3)]  # (3, n)
     return [
-        Case(
-            "dot, no mask",
-            (normal(rng, 2, d), normal(rng, 2, n_in, d), None, w(2 * d, d), "dot", None),
-        ),
-        Case(
-            "general, padding mask",
-            (
-                normal(rng, 3, d),
-                normal(rng, 3, n_in, d),
-                w(d, d),
-                w(2 * d, d),
-                "general",
-                lengths_mask(rng, 3, n_in),
-            ),
-        ),
-        Case(
-            "dot, fully-masked row",
-            (
-                normal(rng, 3, d),
-                normal(rng, 3, n_in, d),
-                None,
-                w(2 * d, d),
-                "dot",
-                lengths_mask(rng, 3, n_in, empty=True),
-            ),
-        ),
-        Case(
-            "general, one source word (n_in=1)",
-            (normal(rng, 2, 3), normal(rng, 2, 1, 3), w(3, 3), w(6, 3), "general", None),
-        ),
+        case("no mask, k = 3 filters of width r = 5", 2, n, 3, 5),
+        case("padding mask", 3, n, 2, 3, lengths_mask(rng, 3, n)),
+        case("fully-masked row", 3, n, 2, 3, lengths_mask(rng, 3, n, empty=True)),
+        case("a sharp previous alignment (one-hot a_{t-1})", 3, n, 4, 5, prev=one_hot),
+        case("a source shorter than the filter (n = 2 < r = 5)", 2, 2, 3, 5),
+        case("one filter of width 1 (k = 1, r = 1)", 2, n, 1, 1),
+        case("large scores (|v| in the thousands): shift before exp", 2, n, 3, 3, v_gain=2000.0),
+        case("one source word (n = 1)", 2, 1, 2, 3),
     ]
 
 
-def _luong_concat_cases(rng):
-    n_in = int(rng.integers(4, 7))
-    d, d_att = 4, 5
-    w = lambda a, b: normal(rng, a, b) / math.sqrt(a)  # noqa: E731
+def _location_flipped(s_prev, h, prev, w_s, w_h, filters, w_f, v, mask=None):
+    """Correlation: the filter is not flipped."""
+    filters = np.asarray(filters)[:, ::-1]
+    return answers.location_aware_context(s_prev, h, prev, w_s, w_h, filters, w_f, v, mask)
+
+
+def _location_shifted(end):
+    """np.convolve(a, F, 'full') cut to its first (``end`` "first") or last n entries
+    instead of those from p = (r - 1)/2 on: the features are centred p positions off i."""
+
+    def outputs(s_prev, h, prev, w_s, w_h, filters, w_f, v, mask=None):
+        prev, filters = np.asarray(prev, dtype=np.float64), np.asarray(filters)
+        (n, r), p = (prev.shape[1], filters.shape[1]), (filters.shape[1] - 1) // 2
+        if p == 0:
+            raise ValueError("r = 1: no shift")
+        start = 0 if end == "first" else 2 * p
+        padded = np.pad(prev, ((0, 0), (2 * p, 2 * p)))  # padded[:, j + 2p] = a_j
+        # full[k] = sum_m F_m a_(k - m), k = start .. start + n - 1
+        features = sum(
+            padded[:, start + 2 * p - m : start + 2 * p - m + n, None] * filters[:, m]
+            for m in range(r)
+        )  # (B, n, k)
+        return _location_with(features, s_prev, h, w_s, w_h, w_f, v, mask)
+
+    return outputs
+
+
+def _location_with(features, s_prev, h, w_s, w_h, w_f, v, mask):
+    """The location-aware score and context with the given features (B, n, k)."""
+    query = (np.asarray(s_prev) @ w_s)[:, None, :]
+    scores = np.tanh(query + np.asarray(h) @ w_h + features @ w_f) @ v
+    return answers._attend(scores, np.asarray(h, dtype=np.float64), mask)
+
+
+def _location_circular(s_prev, h, prev, w_s, w_h, filters, w_f, v, mask=None):
+    """np.roll for the shifts: the convolution wraps around the ends instead of reading 0."""
+    prev, filters = np.asarray(prev, dtype=np.float64), np.asarray(filters)
+    p = (filters.shape[1] - 1) // 2
+    if p == 0:
+        raise ValueError("r = 1: no shift")
+    taps = np.stack([np.roll(prev, p - m, axis=-1) for m in range(filters.shape[1])], -1)
+    features = taps @ filters.T  # (B, n, k): sum_m F_jm a_{(i + p - m) mod n}
+    return _location_with(features, s_prev, h, w_s, w_h, w_f, v, mask)
+
+
+def _location_after_tanh(s_prev, h, prev, w_s, w_h, filters, w_f, v, mask=None):
+    """v . (tanh(s W_s + h_i W_h) + f_i W_f): the location term outside the tanh."""
+    features = answers.location_features(prev, filters)
+    query = (np.asarray(s_prev) @ w_s)[:, None, :]
+    scores = np.tanh(query + np.asarray(h) @ w_h) @ v + features @ w_f @ v
+    return answers._attend(scores, np.asarray(h, dtype=np.float64), mask)
+
+
+def _location_without_features(s_prev, h, prev, w_s, w_h, filters, w_f, v, mask=None):
+    """Bahdanau's score alone: the location features never enter it."""
+    zero = np.zeros(np.shape(prev))
+    return answers.location_aware_context(s_prev, h, zero, w_s, w_h, filters, w_f, v, mask)
+
+
+def _steps_cases(rng):
+    n = int(rng.integers(4, 7))
+    t = int(rng.integers(3, 6))
+    d_dec, d_enc, d_att = 5, 6, 4
+
+    def case(name, b, t, n, mask=None, c_gain=2.0):
+        args = (
+            normal(rng, b, t, d_dec),
+            normal(rng, b, n, d_enc),
+            _w(rng, d_dec, d_att),
+            _w(rng, d_enc, d_att),
+            c_gain * normal(rng, d_att),
+            2.0 * normal(rng, d_att),
+            mask,
+        )
+        return Case(name, args)
+
     return [
-        Case(
-            "no mask",
-            (
-                normal(rng, 2, d),
-                normal(rng, 2, n_in, d),
-                w(2 * d, d_att),
-                w(2 * d, d),
-                normal(rng, d_att),
-                None,
-            ),
-        ),
-        Case(
-            "padding mask",
-            (
-                normal(rng, 3, d),
-                normal(rng, 3, n_in, d),
-                w(2 * d, d_att),
-                w(2 * d, d),
-                normal(rng, d_att),
-                lengths_mask(rng, 3, n_in),
-            ),
-        ),
-        Case(
-            "fully-masked row",
-            (
-                normal(rng, 3, d),
-                normal(rng, 3, n_in, d),
-                w(2 * d, 3),
-                w(2 * d, d),
-                normal(rng, 3),
-                lengths_mask(rng, 3, n_in, empty=True),
-            ),
-        ),
+        case(f"no mask, T = {t} steps over n = {n} words", 2, t, n),
+        case("padding mask", 3, t, n, lengths_mask(rng, 3, n)),
+        case("fully-masked row", 3, t, n, lengths_mask(rng, 3, n, empty=True)),
+        case("many steps (T = 12 > n): the coverage grows past 1", 2, 12, n),
+        case("one step (T = 1): zero coverage, zero loss", 2, 1, n),
+        case("one source word (n = 1)", 2, t, 1),
     ]
 
 
-def _luong_swapped(h_t, h, w_a, w_c, kind, mask=None):
-    """h~ computed from [h_t; c_t] instead of [c_t; h_t]."""
-    d = np.shape(h_t)[1]
-    w_c = np.asarray(w_c)
-    return seq2seq.luong_context(h_t, h, w_a, np.concatenate([w_c[d:], w_c[:d]]), kind, mask)
+def _steps_with(context=answers.coverage_context, loss=answers.coverage_loss, update="add"):
+    """The steps loop with the given callees; ``update``: how the coverage is carried on."""
+
+    def outputs(s, h, w_s, w_h, w_c, v, mask=None):
+        s, h = np.asarray(s, dtype=np.float64), np.asarray(h, dtype=np.float64)
+        coverage, steps = np.zeros(h.shape[:-1]), []
+        for t in range(s.shape[1]):
+            _, weights = context(s[:, t], h, coverage, w_s, w_h, w_c, v, mask)
+            steps.append(weights)
+            if update == "add":
+                coverage = coverage + weights
+            elif update == "replace":
+                coverage = weights
+        weights = np.stack(steps, axis=1)
+        return weights, loss(weights)
+
+    return outputs
 
 
-def _luong_concat_answer(case: Case):
-    h_t, h, w_a, w_c, v, mask = case.fresh()[0]
-    return seq2seq.luong_context(h_t, h, w_a, w_c, "concat", mask, v)
+_HINT_OWN_STEP = (
+    "c_t sums the steps before t (t' < t): with a_t in its own coverage, min(a_t, c_t) is "
+    "a_t and the loss is just the total weight"
+)
+_HINT_SUM = "sum over the steps and positions, do not average: sum_t sum_i min(a_ti, c_ti)"
+_HINT_NO_COVERAGE = (
+    "the weights are those of attention without coverage: add c_i w_c inside the tanh"
+)
+_HINT_AFTER_TANH = (
+    "the coverage term goes inside the tanh: e_i = v . tanh(s_prev W_s + h_i W_h + c_i w_c)"
+)
+_HINT_W_C = "the coverage enters as c_i times the vector w_c (d_att,), not c_i added to every unit"
+_HINT_BATCH_AXIS = (
+    "the softmax runs over the source positions (the last axis), not over the sentences"
+)
+_HINT_MASK = "apply the mask: a padded source word gets weight 0"
+_HINT_SAME = (
+    "a 'same' convolution is centred: f_i reads a_(i-p) .. a_(i+p), p = (r - 1)/2; "
+    "np.convolve(a, F, 'full')[:n] shifts it by p positions"
+)
+
+
+def _told_apart(*mistakes):
+    """The mistakes, each named only on the cases where its outputs differ from those of
+    every mistake before it (where two agree, the judge names the first: one hint per
+    result, and a declared mistake is never shown another's hint)."""
+
+    def outputs(index):
+        def fn(*args):
+            mine = normalise(mistakes[index].outputs(*args))
+            for earlier in mistakes[:index]:
+                try:
+                    theirs = normalise(earlier.outputs(*args))
+                except (ValueError, TypeError, IndexError):
+                    continue
+                if len(theirs) == len(mine) and all(
+                    a.shape == b.shape and np.allclose(a, b, rtol=1e-6, atol=1e-9)
+                    for a, b in zip(theirs, mine)
+                ):
+                    raise ValueError("the same result as an earlier mistake")
+            return mine
+
+        return fn
+
+    return tuple(Mistake(m.hint, outputs(i)) for i, m in enumerate(mistakes))
+
+
+#: the known mistakes of tasks 1 and 2, as the steps of task 4 show them (a caller is
+#: judged on its own work: these name the callee at fault)
+_CALLEE_AT_FAULT = (
+    "fix task {task} first: your result is what this loop gives with a {name} that {what}"
+)
 
 
 #: the outcome task: inputs are 1-5 digit phone numbers as in the training data
@@ -296,45 +490,167 @@ CHAPTER = register(
         support_files={DATA_FILE: write_translation_data},
         checks=(
             Check(
-                "bahdanau_context",
-                seq2seq.bahdanau_context,
-                _bahdanau_cases,
-                outputs=("context", "weights"),
+                "coverage_loss",
+                answers.coverage_loss,
+                _coverage_loss_cases,
+                outputs=("loss",),
                 hints={
-                    "arity": "return a pair (context, weights)",
-                    "nan": HINT_EMPTY,
-                    "context.shape": "the context is one weighted sum of encoder states per sentence: (B, d_enc)",
-                    "weights.transposed": "weights are (B, n_in): one row per sentence in the batch",
-                    "weights.values": "e_tj = v . tanh(s_prev W_s + h_j W_h), then a masked softmax over j",
+                    "shape": "one loss per sentence: sum over the steps and the positions, (B,)",
+                    "values": "c_t = a_1 + ... + a_(t-1) (zero at the first step), then the sum "
+                    "of min(a_ti, c_ti) over t and i; a masked entry counts as weight 0",
                 },
-            ),
-            Check(
-                "luong_context",
-                seq2seq.luong_context,
-                _luong_cases,
-                outputs=("h_tilde", "weights"),
-                hints={
-                    "arity": "return a pair (h_tilde, weights)",
-                    "nan": HINT_EMPTY,
-                    "weights.values": "dot: h_t . h_j; general: (h_t W_a) . h_j; no scaling in Luong's scores",
-                },
-                mistakes=(
+                mistakes=_told_apart(
+                    Mistake(_HINT_OWN_STEP, _coverage_loss_including_step),
                     Mistake(
-                        "concatenate the context first: h~ = tanh([c_t; h_t] W_c)", _luong_swapped
+                        "the loss takes the minimum, min(a_ti, c_ti): it is large only where "
+                        "both the weight and the coverage are",
+                        _coverage_loss_max,
+                    ),
+                    Mistake(
+                        _HINT_SUM,
+                        lambda w, mask=None: answers.coverage_loss(w, mask) / np.shape(w)[-2],
+                    ),
+                    Mistake(
+                        _HINT_SUM,
+                        lambda w, mask=None: (
+                            answers.coverage_loss(w, mask) / (np.shape(w)[-2] * np.shape(w)[-1])
+                        ),
+                    ),
+                    Mistake(
+                        "apply the mask: a masked entry counts as weight 0 (it broadcasts "
+                        "to (B, T, n))",
+                        _unmasked(answers.coverage_loss, 1),
+                    ),
+                    Mistake(
+                        "zero the masked weights before the coverage sum: a masked entry adds "
+                        "nothing to the later steps' coverage either, not only to the loss",
+                        _coverage_loss_mask_in_loss_only,
                     ),
                 ),
             ),
             Check(
-                "luong_concat_context",
-                seq2seq.luong_context,
-                _luong_concat_cases,
-                outputs=("h_tilde", "weights"),
-                answer=_luong_concat_answer,
+                "coverage_context",
+                answers.coverage_context,
+                _coverage_cases,
+                outputs=("context", "weights"),
                 hints={
-                    "arity": "return a pair (h_tilde, weights)",
-                    "nan": HINT_EMPTY,
-                    "weights.values": "score_j = v . tanh([h_t; h_j] W_a): the first d rows of W_a act on h_t",
+                    "arity": "return a pair (context, weights)",
+                    "nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT,
+                    "inf": HINT_MAX_SHIFT,
+                    "context.shape": "the context is one weighted sum of encoder states per "
+                    "sentence: (B, d_enc)",
+                    "weights.transposed": "weights are (B, n): one row per sentence",
+                    "weights.values": "e_i = v . tanh(s_prev W_s + h_i W_h + c_i w_c), then a "
+                    "masked softmax over the positions i",
                 },
+                mistakes=_told_apart(
+                    Mistake(_HINT_NO_COVERAGE, _coverage_without_feature),
+                    Mistake(_HINT_AFTER_TANH, _coverage_after_tanh),
+                    Mistake(_HINT_W_C, _coverage_without_w_c),
+                    Mistake(_HINT_BATCH_AXIS, _coverage_softmax_over_batch),
+                    Mistake(_HINT_MASK, _unmasked(answers.coverage_context, 7)),
+                ),
+            ),
+            Check(
+                "location_aware_context",
+                answers.location_aware_context,
+                _location_cases,
+                outputs=("context", "weights"),
+                hints={
+                    "arity": "return a pair (context, weights)",
+                    "nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT,
+                    "inf": HINT_MAX_SHIFT,
+                    "ValueError": "the features have one row per source position, (B, n, k), "
+                    "even when n < r (np.convolve's 'same' mode returns max(n, r) values): pad "
+                    "a_(t-1) with (r - 1)/2 zeros on each side",
+                    "context.shape": "the context is one weighted sum of encoder states per "
+                    "sentence: (B, d_enc)",
+                    "weights.transposed": "weights are (B, n): one row per sentence",
+                    "weights.values": "f_ij = sum_m F_jm a_(i+p-m) with p = (r - 1)/2 and zeros "
+                    "outside the source, then e_i = v . tanh(s_prev W_s + h_i W_h + f_i W_f)",
+                },
+                mistakes=_told_apart(
+                    Mistake(
+                        "a convolution flips the filter: f_ij = sum_m F_jm a_(i+p-m); sliding "
+                        "the filter unflipped (a correlation, as np.correlate) reverses it",
+                        _location_flipped,
+                    ),
+                    Mistake(_HINT_SAME, _location_shifted("first")),
+                    Mistake(_HINT_SAME, _location_shifted("last")),
+                    Mistake(
+                        "zero padding: positions outside the source read 0; np.roll wraps "
+                        "the last words around to the first",
+                        _location_circular,
+                    ),
+                    Mistake(
+                        "the location term goes inside the tanh: e_i = v . tanh(s_prev W_s + "
+                        "h_i W_h + f_i W_f)",
+                        _location_after_tanh,
+                    ),
+                    Mistake(
+                        "the weights are those of attention without location features: add "
+                        "f_i W_f inside the tanh, f = F * a_(t-1)",
+                        _location_without_features,
+                    ),
+                    Mistake(_HINT_MASK, _unmasked(answers.location_aware_context, 8)),
+                ),
+            ),
+            Check(
+                "coverage_attention_steps",
+                answers.coverage_attention_steps,
+                _steps_cases,
+                outputs=("weights", "loss"),
+                hints={
+                    "arity": "return a pair (weights, loss)",
+                    "nan": HINT_EMPTY,
+                    "weights.shape": "weights are (B, T, n): stack the steps on axis 1",
+                    "loss.shape": "one coverage loss per sentence: (B,)",
+                    "values": "if coverage_context and coverage_loss pass their checks, look at "
+                    "the loop: start from zero coverage, attend with the sum of the earlier "
+                    "steps' weights, then add this step's weights",
+                },
+                mistakes=_told_apart(
+                    Mistake(
+                        "the weights are those of attention without coverage: add each step's "
+                        "weights to the coverage after the step (or, if coverage_context "
+                        "ignores its coverage argument, task 2's check names that)",
+                        _steps_with(update="none"),
+                    ),
+                    Mistake(
+                        "accumulate: the coverage is the sum of all the earlier steps' "
+                        "weights, c_(t+1) = c_t + a_t, not the last step's weights alone",
+                        _steps_with(update="replace"),
+                    ),
+                    Mistake(
+                        _HINT_OWN_STEP + " (the loss of step t is taken before a_t is added)",
+                        _steps_with(loss=_coverage_loss_including_step),
+                    ),
+                    *(
+                        Mistake(
+                            _CALLEE_AT_FAULT.format(task=2, name="coverage_context", what=what),
+                            _steps_with(context=fn),
+                        )
+                        for what, fn in (
+                            ("adds the coverage after the tanh", _coverage_after_tanh),
+                            ("adds c_i without w_c", _coverage_without_w_c),
+                            ("takes the softmax over the batch", _coverage_softmax_over_batch),
+                            ("ignores the mask", _unmasked(answers.coverage_context, 7)),
+                        )
+                    ),
+                    *(
+                        Mistake(
+                            _CALLEE_AT_FAULT.format(task=1, name="coverage_loss", what=what),
+                            _steps_with(loss=fn),
+                        )
+                        for what, fn in (
+                            ("takes max(a, c) for min(a, c)", _coverage_loss_max),
+                            (
+                                "averages over the steps",
+                                lambda w: answers.coverage_loss(w) / np.shape(w)[-2],
+                            ),
+                        )
+                    ),
+                ),
             ),
             Check(
                 "translate",

@@ -1,7 +1,10 @@
 """Chapter plug-in: Multi-head attention (assignment ``ch5_multihead``).
 
 Its checks (inputs from a seed, reference, tolerance, hints, known mistakes), registered
-with ``autograder.checks.register``; the grader core never names this module.
+with ``autograder.checks.register``; the grader core never names this module. The references
+are the answer key's (``answers/ch5_multihead.py``): the chapter shows the forward pass, the
+assignment asks for a gate on every head, the heads' importance, the backward pass and the
+memory the backward pass keeps.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import math
 
 import numpy as np
 
+from answers import ch5_multihead as answers
 from autograder.checks import (
     HINT_EMPTY,
     HINT_MAX_SHIFT,
@@ -18,216 +22,519 @@ from autograder.checks import (
     Check,
     Mistake,
     distinct_sizes,
-    lazy_module,
     normal,
     register,
 )
+from solutions.conventions import masked_softmax
 
-# imported on first call: these reference modules import PyTorch (checks.LazyFunction)
-multihead = lazy_module("solutions.multihead")
-
-
-def _split_cases(rng):
-    n = int(rng.integers(3, 6))
-    return [
-        Case("batch of 2, 3 heads", (normal(rng, 2, n, 12), 3)),
-        Case("no batch axis, 2 heads", (normal(rng, n, 8), 2)),
-        Case("head width 1", (normal(rng, 2, 3, n, 6), 6)),
-        Case("one head", (normal(rng, n, 4), 1)),
-    ]
+# ----------------------------------------------------------------------------------------
+# inputs
 
 
-def _merge_cases(rng):
-    n = int(rng.integers(3, 6))
-    return [
-        Case("batch of 2, 3 heads", (normal(rng, 2, 3, n, 4),)),
-        Case("no batch axis, 2 heads", (normal(rng, 2, n, 5),)),
-        Case("one head", (normal(rng, 1, n, 3),)),
-        Case("single item (n=1)", (normal(rng, 4, 1, 2),)),
-    ]
+def _weights(rng, d_in, d_out, large=1.0):
+    """(d_in, d_out) projection of unit-variance outputs (times ``large``)."""
+    return large * normal(rng, d_in, d_out) / math.sqrt(d_in)
 
 
-def _mha_cases(rng):
+def _layer(rng, d_q, d_kv, d_model, d_out, large=1.0):
+    """w_q, w_k, w_v, w_o; ``large`` multiplies w_q and w_k (scores about large^2)."""
+    return (
+        _weights(rng, d_q, d_model, large),
+        _weights(rng, d_kv, d_model, large),
+        _weights(rng, d_kv, d_model),
+        _weights(rng, d_model, d_out),
+    )
+
+
+def _causal(n):
+    return np.arange(n)[None, :] <= np.arange(n)[:, None]
+
+
+def _empty_row_mask(rng, batch, n_q, n_kv):
+    """(batch, n_q, n_kv): random padding of the keys, and one query row with no key."""
+    mask = rng.random((batch, n_q, n_kv)) < 0.7
+    mask[..., 0] = True  # every other row keeps a key
+    mask[0, -1] = False  # the last query of the first sequence: nothing allowed
+    return mask
+
+
+def _layer_cases(rng, extra):
+    """The cases the three attention checks share: self- and cross-attention, a fully-masked
+    row, n_q = 1 without a batch axis, two batch axes, scores of 10^4.
+    ``extra(rng, case name, the output's shape, h)`` gives each case's last argument: the
+    gates or the output's gradient."""
     n_q, n_kv = distinct_sizes(rng, 2, 7, 2)
-    d_model = 12
-    w = lambda a, b: normal(rng, a, b) / math.sqrt(a)  # noqa: E731
-    causal = np.arange(n_q)[None, :] <= np.arange(n_q)[:, None]
-    rows = np.ones((n_q, n_kv), dtype=bool)
-    rows[0] = False
     x = normal(rng, 2, n_q, 6)
-    return [
-        Case(
-            "self-attention, causal, batch of 2",
-            (x, x, w(6, d_model), w(6, d_model), w(6, d_model), w(d_model, 6), 3, causal),
+    cases = [
+        ("self-attention, causal, batch of 2", (x, x, *_layer(rng, 6, 6, 12, 12), 3), _causal(n_q)),
+        (
+            "cross-attention, n_q != n_kv, d_out != d_model",
+            (normal(rng, 2, n_q, 5), normal(rng, 2, n_kv, 7), *_layer(rng, 5, 7, 12, 8), 4),
+            None,
         ),
-        Case(
-            "cross-attention, n_q != n_kv",
-            (
-                normal(rng, n_q, 5),
-                normal(rng, n_kv, 7),
-                w(5, d_model),
-                w(7, d_model),
-                w(7, d_model),
-                w(d_model, 4),
-                4,
-                None,
-            ),
+        (
+            "padded keys and a fully-masked row",
+            (normal(rng, 2, n_q, 6), normal(rng, 2, n_kv, 6), *_layer(rng, 6, 6, 8, 8), 2),
+            _empty_row_mask(rng, 2, n_q, n_kv),
         ),
-        Case(
-            "fully-masked row",
-            (
-                normal(rng, n_q, 6),
-                normal(rng, n_kv, 6),
-                w(6, 8),
-                w(6, 8),
-                w(6, 8),
-                w(8, 6),
-                2,
-                rows,
-            ),
+        (
+            "one head, one query (n_q=1), no batch axis",
+            (normal(rng, 1, 4), normal(rng, n_kv, 4), *_layer(rng, 4, 4, 6, 6), 1),
+            None,
         ),
-        Case(
-            "one head",
-            (
-                normal(rng, n_q, 4),
-                normal(rng, n_kv, 4),
-                w(4, 6),
-                w(4, 6),
-                w(4, 6),
-                w(6, 4),
-                1,
-                None,
-            ),
+        (
+            "batch axes (2, 3), one mask for every sequence",
+            (normal(rng, 2, 3, n_q, 4), normal(rng, 2, 3, n_kv, 4), *_layer(rng, 4, 4, 8, 8), 4),
+            rng.random((n_q, n_kv)) < 0.8,
         ),
         # query and key projections 100 times larger: each head's scores are about +-10^4,
         # and exp overflows without the max shift
-        Case(
+        (
             "large scores, 3 heads",
+            (normal(rng, 2, n_q, 6), normal(rng, 2, n_kv, 6), *_layer(rng, 6, 6, 12, 12, 100.0), 3),
+            None,
+        ),
+    ]
+    out = []
+    for name, args, mask in cases:
+        x_q, h, w_o = args[0], args[6], args[5]
+        shape = np.shape(x_q)[:-1] + (np.shape(w_o)[1],)  # the output's
+        out.append(Case(name, (*args, *extra(rng, name, shape, h)), {"mask": mask}))
+    return out
+
+
+def _gates(rng, name, shape, h):
+    if name.startswith("self-attention"):
+        return (rng.uniform(-1.0, 2.0, h),)  # (h,): one gate per head for every sequence
+    if name.startswith("padded"):
+        gates = rng.uniform(0.5, 2.0, (2, h))  # (B, h): one set per sequence
+        gates[0, 1] = 0.0  # a pruned head
+        return (gates,)
+    if name.startswith("batch axes"):
+        return (rng.uniform(-1.0, 2.0, (3, h)),)  # (3, h) broadcast over the first axis
+    gates = rng.uniform(-1.0, 2.0, shape[:-2] + (h,))
+    if name.startswith("large scores"):
+        # a negative gate: inside a saturated softmax a positive one changes nothing, so
+        # gating the scores would look like ignoring the gates
+        gates[..., 0] = -rng.uniform(0.5, 1.0)
+    return (gates,)
+
+
+def _gated_cases(rng):
+    cases = _layer_cases(rng, _gates)
+    # the gates' own batch axes broadcast against the inputs': (3, 1, h) with a batch of 2
+    x = normal(rng, 2, 3, 6)
+    cases.append(
+        Case(
+            "gates (3, 1, h) broadcast over a batch of 2",
+            (x, x, *_layer(rng, 6, 6, 12, 12), 3, rng.uniform(-1.0, 2.0, (3, 1, 3))),
+        )
+    )
+    return cases
+
+
+def _grad_out(rng, name, shape, h):
+    return (normal(rng, *shape),)
+
+
+def _grad_cases(rng):
+    return _layer_cases(rng, _grad_out)
+
+
+# ----------------------------------------------------------------------------------------
+# known mistakes, task 1: where the gate goes
+
+
+def _heads(x_q, x_kv, w_q, w_k, w_v, num_heads, mask, score_gates=None):
+    """q, k, v (..., h, n, d_h), weights and heads of eq. ch5-head; ``score_gates``
+    (..., h) multiplies each head's scores (a mistake)."""
+    q, k, v = (
+        answers._to_heads(np.asarray(x, float) @ w, num_heads)
+        for x, w in ((x_q, w_q), (x_kv, w_k), (x_kv, w_v))
+    )
+    scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])  # (..., h, n_q, n_kv)
+    if score_gates is not None:
+        scores = np.asarray(score_gates)[..., None, None] * scores
+    shared = None if mask is None else np.expand_dims(mask, -3)
+    weights = masked_softmax(scores, shared)
+    return q, k, v, weights, weights @ v
+
+
+def _gates_tiled(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, gates, mask=None):
+    """Feature j gated by gates[j % h] (np.tile) instead of gates[j // d_h] (np.repeat)."""
+    *_, heads = _heads(x_q, x_kv, w_q, w_k, w_v, num_heads, mask)
+    gates = np.asarray(gates)
+    d_h = heads.shape[-1]
+    tiled = np.tile(gates, (1,) * (gates.ndim - 1) + (d_h,))[..., None, :]  # (..., 1, d_model)
+    return (tiled * answers._from_heads(heads)) @ w_o
+
+
+def _gates_after_output(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, gates, mask=None):
+    """The output's features, in h blocks, gated after W_o instead of the heads before it."""
+    *_, heads = _heads(x_q, x_kv, w_q, w_k, w_v, num_heads, mask)
+    out = answers._from_heads(heads) @ w_o  # (..., n_q, d_out)
+    if out.shape[-1] % num_heads:
+        raise ValueError("d_out is not a multiple of h: this mistake has no meaning here")
+    gated = answers._to_heads(out, num_heads) * np.asarray(gates)[..., None, None]
+    return answers._from_heads(gated)
+
+
+def _gates_on_scores(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, gates, mask=None):
+    """Each head's scores multiplied by its gate (inside the softmax)."""
+    *_, heads = _heads(x_q, x_kv, w_q, w_k, w_v, num_heads, mask, score_gates=gates)
+    return answers._from_heads(heads) @ w_o
+
+
+def _gates_ignored(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, gates, mask=None):
+    """Plain multi-head attention: the gates never used."""
+    ones = np.ones(np.shape(gates))
+    return answers.gated_multihead_attention(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, ones, mask)
+
+
+# ----------------------------------------------------------------------------------------
+# known mistakes, task 2: how the per-example derivatives become one score per head
+
+
+def _per_example(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, grad_out, mask):
+    """(..., h) terms G * (head_h W_o^h), not yet summed: (..., h, n_q, d_out)."""
+    *_, heads = _heads(x_q, x_kv, w_q, w_k, w_v, num_heads, mask)
+    blocks = np.asarray(w_o).reshape(num_heads, -1, np.shape(w_o)[1])  # (h, d_h, d_out)
+    return np.asarray(grad_out)[..., None, :, :] * (heads @ blocks)  # (..., h, n_q, d_out)
+
+
+def _importance_signed(*args, mask=None):
+    terms = _per_example(*args, mask)
+    return terms.sum(axis=(-2, -1)).reshape(-1, args[6]).mean(axis=0)
+
+
+def _importance_abs_after_mean(*args, mask=None):
+    return np.abs(_importance_signed(*args, mask=mask))
+
+
+def _importance_summed(*args, mask=None):
+    terms = _per_example(*args, mask)
+    return np.abs(terms.sum(axis=(-2, -1))).reshape(-1, args[6]).sum(axis=0)
+
+
+def _importance_abs_terms(*args, mask=None):
+    terms = _per_example(*args, mask)
+    return np.abs(terms).sum(axis=(-2, -1)).reshape(-1, args[6]).mean(axis=0)
+
+
+def _importance_mean_terms(*args, mask=None):
+    terms = _per_example(*args, mask)
+    return np.abs(terms.mean(axis=(-2, -1))).reshape(-1, args[6]).mean(axis=0)
+
+
+# ----------------------------------------------------------------------------------------
+# known mistakes, task 3: the backward pass with one step wrong
+
+
+def _backward(
+    x_q,
+    x_kv,
+    w_q,
+    w_k,
+    w_v,
+    w_o,
+    num_heads,
+    grad_out,
+    mask=None,
+    *,
+    scaled=True,
+    row_term=True,
+    key_path=True,
+    value_path=True,
+    swap=True,
+    mask_backward=True,
+    transpose_dw_o=False,
+):
+    """``multihead_backward`` with one of its steps switched off or done wrong."""
+    x_q, x_kv = np.asarray(x_q, float), np.asarray(x_kv, float)
+    grad_out = np.asarray(grad_out, float)
+    q, k, v, weights, heads = _heads(x_q, x_kv, w_q, w_k, w_v, num_heads, mask)
+    if not mask_backward:  # the weights recomputed without the mask
+        *_, weights, _unused = _heads(x_q, x_kv, w_q, w_k, w_v, num_heads, None)
+    root = math.sqrt(q.shape[-1]) if scaled else 1.0
+    dw_o = answers._summed_outer(answers._from_heads(heads), grad_out)
+    if transpose_dw_o:  # square W_o only: otherwise the shape's own hint names it
+        if dw_o.shape[0] != dw_o.shape[1]:
+            raise ValueError("a transposed dW_o of another shape: the shape check names it")
+        dw_o = dw_o.T
+    d_merged = grad_out @ np.asarray(w_o).T  # (..., n_q, d_model)
+    if swap:
+        d_heads = answers._to_heads(d_merged, num_heads)
+    else:  # a plain reshape to (..., h, n_q, d_h)
+        n, width = d_merged.shape[-2:]
+        d_heads = d_merged.reshape(d_merged.shape[:-2] + (num_heads, n, width // num_heads))
+    d_weights = d_heads @ np.swapaxes(v, -1, -2)
+    dv = np.swapaxes(weights, -1, -2) @ d_heads
+    row = np.sum(weights * d_weights, axis=-1, keepdims=True) if row_term else 0.0
+    d_scores = weights * (d_weights - row)
+    dq = answers._from_heads(d_scores @ k / root)
+    dk = answers._from_heads(np.swapaxes(d_scores, -1, -2) @ q / root)
+    dv = answers._from_heads(dv)
+    dx_kv = (dk @ np.asarray(w_k).T if key_path else 0.0) + (
+        dv @ np.asarray(w_v).T if value_path else 0.0
+    )
+    return (
+        dq @ np.asarray(w_q).T,
+        dx_kv,
+        answers._summed_outer(x_q, dq),
+        answers._summed_outer(x_kv, dk),
+        answers._summed_outer(x_kv, dv),
+        dw_o,
+    )
+
+
+def _backward_with(**wrong):
+    def outputs(*args, **kwargs):
+        return _backward(*args, **kwargs, **wrong)
+
+    return outputs
+
+
+def _backward_scale(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, grad_out, mask=None):
+    """The size of the terms each gradient sums (docs/conventions.md, "Numbers"): the
+    backward pass on absolute values (|x|, |W|, |G|, the weights P), the softmax's terms
+    times 1 + max |S| (a weight exp(s - max) carries the rounding of its exponent s)."""
+    q, k, v, weights, heads = _heads(x_q, x_kv, w_q, w_k, w_v, num_heads, mask)
+    scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])  # (..., h, n_q, n_kv)
+    exponent = 1.0 + np.max(np.abs(scores), initial=0.0)
+    q, k, v = np.abs(q), np.abs(k), np.abs(v)
+    # a weight that underflows to a subnormal keeps only a few bits: its error is absolute,
+    # about the smallest normal number, whatever its size
+    weights = weights + np.finfo(np.float64).tiny
+    x_q, x_kv = np.abs(np.asarray(x_q, float)), np.abs(np.asarray(x_kv, float))
+    w_q, w_k, w_v, w_o = (np.abs(np.asarray(w, float)) for w in (w_q, w_k, w_v, w_o))
+    g = np.abs(np.asarray(grad_out, float))
+    merged = answers._from_heads(weights @ v) * exponent  # (..., n_q, d_model)
+    d_heads = answers._to_heads(g @ w_o.T, num_heads)  # (..., h, n_q, d_h)
+    d_weights = d_heads @ np.swapaxes(v, -1, -2)  # (..., h, n_q, n_kv)
+    row = np.sum(weights * d_weights, axis=-1, keepdims=True)
+    d_scores = weights * (d_weights + row) * exponent / math.sqrt(q.shape[-1])
+    dq = answers._from_heads(d_scores @ k)
+    dk = answers._from_heads(np.swapaxes(d_scores, -1, -2) @ q)
+    dv = answers._from_heads(np.swapaxes(weights, -1, -2) @ d_heads) * exponent
+    return (
+        dq @ w_q.T,
+        dk @ w_k.T + dv @ w_v.T,
+        answers._summed_outer(x_q, dq),
+        answers._summed_outer(x_kv, dk),
+        answers._summed_outer(x_kv, dv),
+        answers._summed_outer(merged, g),
+    )
+
+
+# ----------------------------------------------------------------------------------------
+# known mistakes, task 4: the cost model
+
+
+def _bytes_without_heads(batch, num_heads, n, d_model, itemsize, recompute):
+    return answers.attention_backward_bytes(batch, 1, n, d_model, itemsize, recompute)
+
+
+def _bytes_weights_per_query(batch, num_heads, n, d_model, itemsize, recompute):
+    if recompute:
+        raise ValueError("the same count as the reference when P is recomputed")
+    return answers.attention_backward_bytes(batch, num_heads, n, d_model, itemsize, True)
+
+
+def _bytes_full_width_heads(batch, num_heads, n, d_model, itemsize, recompute):
+    rows = batch * num_heads * n * (1 if recompute else n)
+    return int(itemsize * (4 * batch * num_heads * n * d_model + rows))
+
+
+def _bytes_without_output(batch, num_heads, n, d_model, itemsize, recompute):
+    rows = batch * num_heads * n * (1 if recompute else n)
+    return int(itemsize * (3 * batch * n * d_model + rows))
+
+
+def _bytes_cases(rng):
+    return [
+        Case("one sequence, one head, weights stored", (1, 1, 8, 4, 4, False)),
+        Case("8 heads, weights stored, float32", (2, 8, 64, 128, 4, False)),
+        Case("8 heads, logsumexp only, float32", (2, 8, 64, 128, 4, True)),
+        Case("32 heads of 128, n = 4096, bfloat16, weights stored", (1, 32, 4096, 4096, 2, False)),
+        Case("32 heads of 128, n = 4096, bfloat16, logsumexp only", (1, 32, 4096, 4096, 2, True)),
+        Case(
+            "random sizes",
             (
-                normal(rng, n_q, 6),
-                normal(rng, n_kv, 6),
-                100 * w(6, d_model),
-                100 * w(6, d_model),
-                w(6, d_model),
-                w(d_model, 6),
-                3,
-                None,
+                int(rng.integers(1, 9)),
+                int(rng.choice([2, 4, 8, 16])),
+                int(rng.integers(2, 2049)),
+                int(rng.choice([2, 4, 8])) * 64,
+                int(rng.choice([2, 4, 8])),
+                bool(rng.integers(2)),
             ),
         ),
     ]
 
 
-def _mha_wrong_scale(*args, **kwargs):
-    """Scores scaled by sqrt(d_model) instead of sqrt(d_head)."""
-    args = list(args)
-    d_model, h = np.shape(args[2])[1], args[6]
-    args[2] = np.asarray(args[2]) * math.sqrt(d_model / h) / math.sqrt(d_model)
-    return multihead.multihead_attention(*args, **kwargs)
-
-
-def _split_no_swap(x, num_heads):
-    x = np.asarray(x)
-    n, d = x.shape[-2:]
-    return x.reshape(x.shape[:-2] + (num_heads, n, d // num_heads))
-
-
-def _merge_no_swap(x):
-    x = np.asarray(x)
-    h, n, d_h = x.shape[-3:]
-    return x.reshape(x.shape[:-3] + (n, h * d_h))
-
-
-def _param_cases(rng):
-    return [
-        Case("d_model=512, 8 heads", (512, 8, True)),
-        Case("no biases", (64, 4, False)),
-        Case("one head", (10, 1, True)),
-        Case("random size", (int(rng.integers(2, 9)) * 6, 6, bool(rng.integers(2)))),
-    ]
-
-
-def _params_without_output(d_model, num_heads, bias=True):
-    return 3 * d_model * d_model + (3 * d_model if bias else 0)
-
-
-def _params_per_head_full(d_model, num_heads, bias=True):
-    return (
-        num_heads * (3 * d_model * d_model + (3 * d_model if bias else 0))
-        + d_model * d_model
-        + (d_model if bias else 0)
-    )
-
+BACKWARD_OUTPUTS = ("dx_q", "dx_kv", "dw_q", "dw_k", "dw_v", "dw_o")
+SUM_THE_BATCH = (
+    "a weight's gradient has the weight's shape: sum x^T dY over every batch axis and every item"
+)
 
 CHAPTER = register(
     Chapter(
         "ch5_multihead",
-        # measured 2026-12-03 (`python -m autograder.grading.measure`, then in budgets.py): the
-        # solved notebook graded in a warm sandbox took 0.12, 0.12, 0.12 s (2 CPUs, load average
-        # 4.7); T = the slowest
-        reference_seconds=0.12,
+        # measured 2026-12-05 (`python -m autograder.grading.measure`) on a machine shared by
+        # six builds (2 CPUs, load average 8 to 12): runs 2.69, 0.39, 0.33 s and 4.54, 0.47,
+        # 0.36 s. The first run of every chapter was slow at that load (ch2_soft_hard, recorded
+        # at 0.2 s, measured 4.27, 0.45, 0.46 s beside it), so T = the slowest warm run, 0.5 s;
+        # measure again on a quiet machine
+        reference_seconds=0.5,
         checks=(
             Check(
-                "split_heads",
-                multihead.split_heads,
-                _split_cases,
-                outputs=("heads",),
-                hints={"shape": "(..., n, d) -> (..., h, n, d / h)"},
-                mistakes=(
-                    Mistake(
-                        "a plain reshape to (..., h, n, d/h) mixes items across heads: reshape to "
-                        "(..., n, h, d/h) first, then swap axes -3 and -2",
-                        _split_no_swap,
-                    ),
-                ),
-            ),
-            Check(
-                "merge_heads",
-                multihead.merge_heads,
-                _merge_cases,
-                outputs=("merged",),
-                hints={"shape": "(..., h, n, d_h) -> (..., n, h * d_h)"},
-                mistakes=(
-                    Mistake(
-                        "a plain reshape mixes items across heads: swap axes -3 and -2 to (..., n, h, d_h) "
-                        "first, then reshape",
-                        _merge_no_swap,
-                    ),
-                ),
-            ),
-            Check(
-                "multihead_attention",
-                multihead.multihead_attention,
-                _mha_cases,
-                outputs=("output", "weights"),
+                "gated_multihead_attention",
+                answers.gated_multihead_attention,
+                _gated_cases,
+                outputs=("output",),
                 hints={
-                    "arity": "return a pair (output, weights)",
+                    "shape": "the output is (..., n_q, d_out), its batch axes those of the inputs "
+                    "and the gates broadcast together",
                     "nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT,
-                    "weights.shape": "weights are (..., h, n_q, n_kv): one (n_q, n_kv) matrix per head",
-                    "weights.transposed": "did you transpose K, or forget to move the head axis before the sequence axis?",
                 },
                 mistakes=(
                     Mistake(
-                        "scale each head's scores by sqrt(d_head) = sqrt(d_model / h), not sqrt(d_model)",
-                        _mha_wrong_scale,
+                        "the gate of feature j of the merged heads is that of head j // d_h "
+                        "(np.repeat), not j % h (np.tile): head h owns a block of d_h features",
+                        _gates_tiled,
+                    ),
+                    Mistake(
+                        "gate each head's output before W_o: gating the output's features after "
+                        "W_o mixes every head into every block",
+                        _gates_after_output,
+                    ),
+                    Mistake(
+                        "the gate multiplies the head's output, not its scores: a gate inside the "
+                        "softmax changes the head's weights instead of scaling what it returns",
+                        _gates_on_scores,
+                    ),
+                    Mistake(
+                        "your output does not depend on the gates: multiply head h by gates[..., h]",
+                        _gates_ignored,
                     ),
                 ),
             ),
             Check(
-                "multihead_param_count",
-                multihead.multihead_param_count,
-                _param_cases,
-                outputs=("count",),
+                "head_importance",
+                answers.head_importance,
+                _grad_cases,
+                outputs=("importance",),
+                hints={
+                    "shape": "one score per head: (h,), averaged over every batch axis",
+                    "nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT,
+                },
+                mistakes=(
+                    Mistake(
+                        "take the absolute value of each example's derivative: I_h averages "
+                        "|dL/dxi_h|, so examples of opposite sign do not cancel",
+                        _importance_signed,
+                    ),
+                    Mistake(
+                        "take the absolute value of each example's derivative before averaging "
+                        "over the batch, not of the average",
+                        _importance_abs_after_mean,
+                    ),
+                    Mistake(
+                        "average over the batch, do not sum: I_h is a mean over examples",
+                        _importance_summed,
+                    ),
+                    Mistake(
+                        "dL/dxi_h is the inner product <G, head_h W_o^h>: sum the products over "
+                        "(n_q, d_out) first, then take its absolute value, not of every term",
+                        _importance_abs_terms,
+                    ),
+                    Mistake(
+                        "dL/dxi_h sums the products over every query and output feature of the "
+                        "example; it does not average them",
+                        _importance_mean_terms,
+                    ),
+                ),
+            ),
+            Check(
+                "multihead_backward",
+                answers.multihead_backward,
+                _grad_cases,
+                outputs=BACKWARD_OUTPUTS,
+                # ulps of the terms each gradient sums (_backward_scale): the weights' rounding
+                # grows with the scores, and dS = P * (dP - rowsum(P * dP)) cancels
+                rtol=1e-9,
+                atol=1e-13,
+                scale=_backward_scale,
+                hints={
+                    "arity": "return six gradients (dx_q, dx_kv, dw_q, dw_k, dw_v, dw_o)",
+                    "nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT,
+                    "dw_o.transposed": "dW_o = M^T G (the merged heads transposed, times the "
+                    "output's gradient): (d_model, d_out), like W_o",
+                    "dw_q.shape": SUM_THE_BATCH,
+                    "dw_k.shape": SUM_THE_BATCH,
+                    "dw_v.shape": SUM_THE_BATCH,
+                    "dw_o.shape": SUM_THE_BATCH,
+                },
+                mistakes=(
+                    Mistake(
+                        "the scores are divided by sqrt(d_h): so are their gradients, "
+                        "dQ = dS K / sqrt(d_h) and dK = dS^T Q / sqrt(d_h)",
+                        _backward_with(scaled=False),
+                    ),
+                    Mistake(
+                        "the softmax's Jacobian has two terms: dS = P * (dP - rowsum(P * dP)), "
+                        "you kept only P * dP",
+                        _backward_with(row_term=False),
+                    ),
+                    Mistake(
+                        "x_kv feeds the values too: dx_kv = dK W_k^T + dV W_v^T",
+                        _backward_with(value_path=False),
+                    ),
+                    Mistake(
+                        "x_kv feeds the keys too: dx_kv = dK W_k^T + dV W_v^T",
+                        _backward_with(key_path=False),
+                    ),
+                    Mistake(
+                        "split the merged gradient G W_o^T into heads as the forward pass did: "
+                        "reshape to (..., n_q, h, d_h), then swap the head and item axes",
+                        _backward_with(swap=False),
+                    ),
+                    Mistake(
+                        "use the masked weights in the backward pass too: a masked key has "
+                        "P = 0 and gets no gradient",
+                        _backward_with(mask_backward=False),
+                    ),
+                    Mistake(
+                        "dW_o = M^T G (d_model x d_out), not its transpose G^T M",
+                        _backward_with(transpose_dw_o=True),
+                    ),
+                ),
+            ),
+            Check(
+                "attention_backward_bytes",
+                answers.attention_backward_bytes,
+                _bytes_cases,
+                outputs=("bytes",),
                 rtol=0.0,
                 atol=0.0,
                 mistakes=(
                     Mistake(
-                        "count the output projection W_o (d_model x d_model, plus its bias) too",
-                        _params_without_output,
+                        "every head has its own weights and its own logsumexp: B h n^2 weights, "
+                        "B h n statistics",
+                        _bytes_without_heads,
                     ),
                     Mistake(
-                        "each head projects to d_model / h features, not d_model: the h heads together "
-                        "have the parameters of one full-width head",
-                        _params_per_head_full,
+                        "the weights are n x n per sequence and head: B h n^2 numbers, not B h n",
+                        _bytes_weights_per_query,
+                    ),
+                    Mistake(
+                        "a head is d_model / h wide: Q, K, V and O are B n d_model numbers "
+                        "each over all heads, not B h n d_model",
+                        _bytes_full_width_heads,
+                    ),
+                    Mistake(
+                        "the backward pass reads the output O too (for rowsum(dO * O)): keep Q, "
+                        "K, V and O",
+                        _bytes_without_output,
                     ),
                 ),
             ),

@@ -120,12 +120,31 @@ def _system_binds() -> list[str]:
     return args
 
 
+SITE_DIR = "/site"  # inside the sandbox: the site-packages outside the interpreter's prefix
+
+
+def site_inside(prefix: str, site: list[str]) -> list[tuple[str, str]]:
+    """(path on the machine, path in the sandbox) of each site-packages folder: where it is
+    when the interpreter's prefix or /usr holds it, else at ``SITE_DIR/<n>``, so that a run
+    never sees where the checkout or its virtualenv lives (under /tmp it would stand in the
+    run's own /tmp, in a home its owner's name)."""
+    placed = []
+    for path in site:
+        if path.startswith(prefix + "/") or path.startswith("/usr/"):
+            placed.append((path, path))
+        else:
+            placed.append((path, f"{SITE_DIR}/{len(placed)}"))
+    return placed
+
+
 def _python_binds(prefix: str, site: list[str]) -> list[str]:
     """The interpreter's prefix and the site-packages, where /usr does not hold them already."""
     args = [] if prefix.startswith("/usr/") else _bind_with_parents(prefix)
-    for path in site:
-        if not path.startswith(prefix + "/") and not path.startswith("/usr/"):
-            args += _bind_with_parents(path)
+    moved = [(path, inside) for path, inside in site_inside(prefix, site) if path != inside]
+    if moved:
+        args += ["--perms", "0755", "--dir", SITE_DIR]
+    for path, inside in moved:
+        args += ["--ro-bind", path, inside]
     return args
 
 
@@ -222,7 +241,13 @@ def sandbox_command(
         *_environment(),
         *_worker_binds(),
         *([] if uid is None or bwrap_as_slot else as_uid(uid)),
-        *_zygote_argv(interpreter, site, control_fd, preload, sandboxed=True),
+        *_zygote_argv(
+            interpreter,
+            [inside for _, inside in site_inside(prefix, site)],
+            control_fd,
+            preload,
+            sandboxed=True,
+        ),
     ]
     if bwrap_as_slot:
         # the slot uid's own keyrings on the machine outlive every process, and the zygote in
