@@ -331,6 +331,15 @@ class FigureDescriptions(SphinxTransform):
                 for image in images:
                     image["alt"] = description
                     image["alt_source"] = description
+            if self.app.builder.name == "gettext":
+                # the message extraction sees the doctree after myst-nb kept one rendering
+                # of each output, for this builder the text: the descriptions go in as
+                # paragraphs of their own (this builder writes only the catalogs)
+                for description in descriptions:
+                    paragraph = nodes.paragraph(description, description)
+                    paragraph.source = cell.source or self.document["source"]
+                    paragraph.line = cell.line or 1
+                    cell += paragraph
 
 
 class UntranslatedMessages(SphinxTransform):
