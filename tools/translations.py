@@ -24,6 +24,9 @@ fail the build until a translator has dealt with them (docs/translating.md).
   translation; and, for any term, a rendering listed under ``not`` (one that drifted in
   before: 瞥视 for glimpse, a bare "notebook") in the translation of a message that has the
   English term;
+- a ``*`` or ``**`` of a translation that pairs with nothing (the reader would see it):
+  the message is parsed as the book parses it, with CommonMark's flanking rules made
+  CJK-friendly (``editions.cjk_friendly_emphasis``);
 - Chinese in *italics* (Chinese fonts have no italic face: emphasis is **bold**);
 - straight "quotes" in a Chinese translation's prose (smart quotes would make both ”);
 - a hint of a check (``autograder/checks.py``) without an entry in its catalog,
@@ -44,7 +47,7 @@ sys.path.insert(0, str(ROOT / "book" / "_ext"))
 # what is not prose (math, code, roles, links): the build's own definition, so the
 # terminology check and the build's untranslated-message check read messages alike; the
 # terminology table is read by the build too (the Chinese search's user dictionary)
-from editions import NOT_PROSE, Term  # noqa: E402
+from editions import NOT_PROSE, Term, cjk_friendly_emphasis  # noqa: E402
 from editions import read_terminology as read_terminology_table  # noqa: E402
 
 LANGUAGE = "zh_CN"
@@ -68,6 +71,31 @@ def italic_chinese(msgstr: str) -> list[str]:
     """The *italic* spans of a translation that contain Chinese (math and code ignored)."""
     prose = NOT_PROSE.sub(lambda m: " " * len(m.group()), msgstr)
     return [m.group() for m in ITALIC.finditer(prose) if HAN.search(m.group(1))]
+
+
+_INLINE_PARSER = None
+
+
+def emphasis(text: str) -> tuple[int, list[str]]:
+    """How many emphasised spans (**bold** and *italic*) ``text`` renders, and the runs of
+    ``*`` that pair with nothing and would be shown as asterisks (outside code and math).
+    Parsed as the book parses it: CommonMark, ``$...$`` math, and the CJK-friendly
+    flanking rules of ``editions.cjk_friendly_emphasis``."""
+    global _INLINE_PARSER
+    if _INLINE_PARSER is None:
+        from markdown_it import MarkdownIt
+        from mdit_py_plugins.dollarmath import dollarmath_plugin
+
+        cjk_friendly_emphasis()
+        _INLINE_PARSER = MarkdownIt("commonmark").use(dollarmath_plugin, double_inline=True)
+    spans, stray = 0, []
+    for block in _INLINE_PARSER.parse(text):
+        for token in block.children or []:
+            if token.type in ("strong_open", "em_open"):
+                spans += 1
+            elif token.type == "text" and "*" in token.content:
+                stray += re.findall(r"\S*\*+\S*", token.content)
+    return spans, stray
 
 
 def straight_quotes(msgstr: str) -> list[str]:
@@ -112,8 +140,11 @@ def read_catalog(path: Path):
         return read_po(handle, locale=LANGUAGE)
 
 
-def message_problems(msgid: str, msgstr: str, fuzzy: bool, terms: list[Term]) -> list[str]:
-    """Why this entry would not be a finished translation (empty list: it is)."""
+def message_problems(
+    msgid: str, msgstr: str, fuzzy: bool, terms: list[Term], markdown: bool = True
+) -> list[str]:
+    """Why this entry would not be a finished translation (empty list: it is).
+    ``markdown``: the message is MyST text (a page's), not a figure's plain text."""
     if not msgstr:
         return ["untranslated"]
     problems = (
@@ -127,6 +158,12 @@ def message_problems(msgid: str, msgstr: str, fuzzy: bool, terms: list[Term]) ->
             problems.append(
                 f"{kind} not kept: missing {sorted(map(str, missing.elements()))}, "
                 f"new {sorted(map(str, extra.elements()))}"
+            )
+    if markdown:
+        stray = emphasis(msgstr)[1]
+        if stray and not emphasis(msgid)[1]:
+            problems.append(
+                f"unpaired emphasis {stray}: a ** or * that pairs with nothing (shown as asterisks)"
             )
     italic = italic_chinese(msgstr)
     if italic:
@@ -169,7 +206,11 @@ def check(catalogs: Path = CATALOGS) -> list[str]:
             if not message.id:
                 continue
             problems = message_problems(
-                message.id, message.string, message.fuzzy, [] if figures else terms
+                message.id,
+                message.string,
+                message.fuzzy,
+                [] if figures else terms,
+                markdown=not figures,
             )
             for problem in problems:
                 report.append(f"{path.relative_to(ROOT)}: {message.id[:70]!r}: {problem}")

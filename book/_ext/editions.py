@@ -25,6 +25,23 @@ False``), see docs/translating.md. This extension adds what that mechanism lacks
 - **Chinese search finds Chinese words.** The Chinese edition's search index is segmented
   by jieba with the terminology's Chinese terms as its user dictionary
   (``chinese_search_dictionary``), so 暂退法 or 束搜索 finds the pages that use it.
+- **Bold and italics pair next to Chinese.** CommonMark decides whether a ``**`` opens or
+  closes from the characters around it, and assumes words are separated by spaces: in
+  ``一个**{term}`键 <key>`**（它的`` neither ``**`` qualifies (punctuation on one side, a
+  Chinese character on the other), so the reader saw the asterisks. The parser treats a
+  CJK character beside a delimiter run as it treats a space there
+  (``cjk_friendly_emphasis``, the rule of the markdown-cjk-friendly proposal), in both
+  editions; ``tools/translations.py check`` parses every message with the same rule and
+  reports a ``*`` left unpaired.
+- **Every figure has a description.** A code cell's figures get their alt text from
+  the cell's metadata, ``"figure_descriptions"``: one English description per figure it
+  shows, in order (``FigureDescriptions``). Sphinx extracts an image's alt text as a
+  message of the page's catalog, so the Chinese edition describes its figures in
+  Chinese; a figure without a description fails the build (a screen reader would read
+  the image's file name).
+- **The page's source in its language.** The page's "download source" button offers
+  ``_sources/<page>.ipynb``; in a translated edition that notebook's markdown cells are
+  translated from the page's catalog (``sources_in_this_language``), its code the same.
 - **A language switch on every page**, in the article header next to the download
   button, that leads to the same page in the other edition. The English edition is the
   site's root; the Chinese one is its ``zh/`` folder (``EDITIONS``).
@@ -192,6 +209,61 @@ def chinese_search_dictionary(app: Sphinx, config) -> None:
     }
 
 
+# ----------------------------------------------------------------------------------------
+# emphasis next to Chinese (CommonMark's flanking rules assume words separated by spaces)
+
+_CJK = re.compile(
+    "[\u1100-\u11ff\u2e80-\u2fdf\u2ff0-\u303f\u3040-\u31ff\u3200-\u9fff"
+    "\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef"
+    "\U00020000-\U0003ffff]"
+)
+
+
+def is_cjk(char: str) -> bool:
+    """A Chinese, Japanese or Korean character, or CJK (full-width) punctuation."""
+    return bool(_CJK.match(char))
+
+
+def _cjk_friendly_scan_delims(self, start: int, canSplitWord: bool):
+    """markdown-it's ``StateInline.scanDelims`` with the flanking rules of the
+    markdown-cjk-friendly proposal: a run of ``*`` followed by punctuation still opens
+    when a CJK character precedes it, and one preceded by punctuation still closes when a
+    CJK character follows it (CommonMark asks for a space or punctuation on that side,
+    which Chinese does not write). Nothing changes where no CJK character touches the run.
+    """
+    from markdown_it.common.utils import isMdAsciiPunct, isPunctChar, isWhiteSpace
+    from markdown_it.rules_inline.state_inline import Scanned
+
+    pos, maximum, marker = start, self.posMax, self.src[start]
+    last = self.src[start - 1] if start > 0 else " "
+    while pos < maximum and self.src[pos] == marker:
+        pos += 1
+    following = self.src[pos] if pos < maximum else " "
+    last_punct = isMdAsciiPunct(ord(last)) or isPunctChar(last)
+    next_punct = isMdAsciiPunct(ord(following)) or isPunctChar(following)
+    last_space, next_space = isWhiteSpace(ord(last)), isWhiteSpace(ord(following))
+    left_flanking = not next_space and (
+        not next_punct or last_space or last_punct or is_cjk(last)
+    )
+    right_flanking = not last_space and (
+        not last_punct or next_space or next_punct or is_cjk(following)
+    )
+    if canSplitWord:
+        can_open, can_close = left_flanking, right_flanking
+    else:
+        can_open = left_flanking and (not right_flanking or last_punct)
+        can_close = right_flanking and (not left_flanking or next_punct)
+    return Scanned(can_open, can_close, pos - start)
+
+
+def cjk_friendly_emphasis() -> None:
+    """Make every markdown-it parser of this process pair ``**``/``*`` next to CJK text
+    (MyST's and myst-nb's, hence the pages, the notebooks and the catalogs' messages)."""
+    from markdown_it.rules_inline.state_inline import StateInline
+
+    StateInline.scanDelims = _cjk_friendly_scan_delims
+
+
 def is_default(language: str | None) -> bool:
     return (language or "en") == next(iter(EDITIONS))
 
@@ -210,6 +282,66 @@ class MathIsNotAMessage(SphinxTransform):
             node["translatable"] = False
 
 
+FIGURE_DESCRIPTIONS = "figure_descriptions"  # the code cell's metadata key
+
+
+class FigureDescriptions(SphinxTransform):
+    """Give each figure a code cell shows its description as alt text.
+
+    The descriptions are the cell's ``metadata["figure_descriptions"]``, one per figure
+    (an output with an image; myst-nb keeps every rendering of one output in one
+    ``mime_bundle``, the English PNG and the Chinese one alike). Runs before ``Locale``
+    (20), so the alt text is a message of the page's catalog, and the Chinese edition
+    replaces it by its translation.
+    """
+
+    default_priority = 15
+
+    def apply(self, **kwargs) -> None:
+        for cell in self.document.findall(nodes.container):
+            if cell.get("nb_element") != "cell_code":
+                continue
+            figures: list[list[nodes.image]] = []
+            for output in cell.findall(nodes.container):
+                if output.get("nb_element") == "mime_bundle":
+                    images = list(output.findall(nodes.image))
+                    if images:
+                        figures.append(images)
+            lone = [
+                image
+                for image in cell.findall(nodes.image)
+                if not any(image in figure for figure in figures)
+            ]
+            figures += [[image] for image in lone]
+            descriptions = (cell.get("cell_metadata") or {}).get(
+                FIGURE_DESCRIPTIONS, []
+            )
+            if len(descriptions) != len(figures):
+                logger.warning(
+                    "a code cell shows %d figure(s) and describes %d: give it one "
+                    "description per figure in its metadata %r (the figures' alt text)",
+                    len(figures),
+                    len(descriptions),
+                    FIGURE_DESCRIPTIONS,
+                    location=cell,
+                    type="editions",
+                    subtype="figure_description",
+                )
+            for images, description in zip(figures, descriptions):
+                for image in images:
+                    image["alt"] = description
+                    image["alt_source"] = description
+            if self.app.builder.name == "gettext":
+                # the message extraction sees the doctree after myst-nb kept one rendering
+                # of each output, for this builder the text: the descriptions go in as
+                # paragraphs of their own (this builder writes only the catalogs)
+                for description in descriptions:
+                    paragraph = nodes.paragraph(description, description)
+                    paragraph.source = cell.source or self.document["source"]
+                    paragraph.line = cell.line or 1
+                    cell += paragraph
+
+
 class UntranslatedMessages(SphinxTransform):
     """In a translated edition, warn about every message Sphinx left in English.
 
@@ -223,7 +355,13 @@ class UntranslatedMessages(SphinxTransform):
         if is_default(self.config.language):
             return
         for node, message in extract_messages(self.document):
-            if node.get("translated") or not english_words(message):
+            if isinstance(node, nodes.image):
+                # Locale replaces an image's alt text without marking the node translated
+                if node.get("alt") != node.get("alt_source") or not english_words(
+                    message
+                ):
+                    continue
+            elif node.get("translated") or not english_words(message):
                 continue
             logger.warning(
                 "untranslated message (add or update its msgstr in locale/%s/LC_MESSAGES/%s.po,"
@@ -332,6 +470,208 @@ class FiguresInThisLanguage(SphinxPostTransform):
                 )
 
 
+# ----------------------------------------------------------------------------------------
+# the page's source in the edition's language (the "download source" button)
+
+_FENCE = re.compile(r"^(\s*)(`{3,}|~{3,}|:{3,})\s*(.*)$")
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_ITEM = re.compile(r"^(\s*)([-*+]|\d+[.)])\s+(.*)$")
+# directives whose body is prose (translated), the others (math, code, includes) are kept
+PROSE_DIRECTIVES = {
+    "admonition",
+    "note",
+    "tip",
+    "hint",
+    "important",
+    "warning",
+    "caution",
+    "attention",
+    "danger",
+    "error",
+    "seealso",
+    "margin",
+    "dropdown",
+    "epigraph",
+}
+
+
+def translate_markdown(text: str, translate) -> str:
+    """``text`` (MyST Markdown) with each message replaced by ``translate(message)``.
+
+    A message is what Sphinx extracts into the catalogs: a paragraph (its lines joined by
+    spaces), a heading, a list item's paragraph, a table cell, an admonition's title.
+    Math, code, directives other than admonitions, labels and comments are kept as they
+    are, and so is a message ``translate`` returns unchanged (it has no translation).
+    """
+    lines = text.split("\n")
+    out: list[str] = []
+    i = 0
+
+    def is_block_start(line: str) -> bool:
+        """A line that ends a paragraph: blank, a fence, math, a table, a quote, a
+        comment, a label ``(name)=``, a heading or a list item."""
+        stripped = line.strip()
+        return (
+            not stripped
+            or stripped.startswith(("$$", "|", ">", "%", "+++"))
+            or (stripped.startswith("(") and stripped.endswith(")="))
+            or bool(_FENCE.match(line) or _HEADING.match(line) or _ITEM.match(line))
+        )
+
+    while i < len(lines):
+        line = lines[i]
+        stripped = line.strip()
+        fence = _FENCE.match(line)
+        if fence:
+            indent, marks, info = fence.groups()
+            closing = re.compile(rf"^\s*{re.escape(marks[0])}{{{len(marks)},}}\s*$")
+            j = i + 1
+            while j < len(lines) and not closing.match(lines[j]):
+                j += 1
+            body = lines[i + 1 : j]
+            directive = re.match(r"\{([\w-]+)\}\s*(.*)", info)
+            if directive and directive[1] in PROSE_DIRECTIVES:
+                title = directive[2].strip()
+                head = f"{indent}{marks}{{{directive[1]}}}"
+                out.append(f"{head} {translate(title)}" if title else head)
+                options = 0
+                while options < len(body) and body[options].strip().startswith(":"):
+                    options += 1
+                out += body[:options]
+                out += translate_markdown("\n".join(body[options:]), translate).split(
+                    "\n"
+                )
+            else:
+                out.append(line)
+                out += body
+            if j < len(lines):
+                out.append(lines[j])
+            i = j + 1
+            continue
+        if stripped.startswith(">"):  # a block quote: its content, quoted again
+            j = i
+            while j < len(lines) and lines[j].strip().startswith(">"):
+                j += 1
+            inner = "\n".join(re.sub(r"^\s*> ?", "", quoted) for quoted in lines[i:j])
+            out += [
+                "> " + quoted if quoted else ">"
+                for quoted in translate_markdown(inner, translate).split("\n")
+            ]
+            i = j
+            continue
+        if stripped.startswith("$$"):
+            j = i
+            if stripped.count("$$") < 2:  # a block: up to the line that closes it
+                j = i + 1
+                while j < len(lines) and "$$" not in lines[j]:
+                    j += 1
+            out += lines[i : j + 1]
+            i = j + 1
+            continue
+        heading = _HEADING.match(line)
+        if heading:
+            out.append(f"{heading[1]} {translate(heading[2])}")
+            i += 1
+            continue
+        if stripped.startswith("|"):
+            cells = stripped.strip("|").split("|")
+            if all(re.fullmatch(r"\s*:?-+:?\s*", c) for c in cells):
+                out.append(line)
+            else:
+                out.append(
+                    "| " + " | ".join(translate(c.strip()) for c in cells) + " |"
+                )
+            i += 1
+            continue
+        item = _ITEM.match(line)
+        if item:
+            indent, marker, first = item.groups()
+            body = [first]
+            j = i + 1
+            while (
+                j < len(lines)
+                and lines[j].strip()
+                and len(lines[j]) - len(lines[j].lstrip()) > len(indent)
+                and not _ITEM.match(lines[j])
+                and not _FENCE.match(lines[j])
+                and not lines[j].strip().startswith("$$")
+            ):
+                body.append(lines[j].strip())
+                j += 1
+            out.append(f"{indent}{marker} {translate(' '.join(body))}")
+            i = j
+            continue
+        if not stripped or is_block_start(line):
+            out.append(line)
+            i += 1
+            continue
+        j = i
+        while (
+            j < len(lines)
+            and lines[j].strip()
+            and (j == i or not is_block_start(lines[j]))
+        ):
+            j += 1
+        paragraph = lines[i:j]
+        message = " ".join(part.strip() for part in paragraph)
+        translated = translate(message)
+        out += paragraph if translated == message else [translated]
+        i = j
+    return "\n".join(out)
+
+
+def translated_notebook(source: str, lookup) -> str:
+    """A notebook's JSON with its markdown cells and its figures' descriptions translated
+    (``translate_markdown``, ``lookup(message, message)`` the translation); its code cells
+    are the English notebook's."""
+    import json
+
+    def translate(message: str) -> str:
+        return lookup(message, message)
+
+    notebook = json.loads(source)
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "markdown":
+            text = translate_markdown("".join(cell["source"]), translate)
+            cell["source"] = text.splitlines(keepends=True)
+        descriptions = cell.get("metadata", {}).get(FIGURE_DESCRIPTIONS)
+        if descriptions:
+            cell["metadata"][FIGURE_DESCRIPTIONS] = [translate(d) for d in descriptions]
+    return json.dumps(notebook, indent=1, ensure_ascii=False) + "\n"
+
+
+def sources_in_this_language(app: Sphinx, exception) -> None:
+    """In a translated edition, the page sources the site offers ("download source",
+    ``_sources/<page>.ipynb``) are the notebooks in the edition's language: every message
+    of the markdown cells from the page's catalog, the code cells unchanged."""
+    if exception is not None or is_default(app.config.language):
+        return
+    if app.builder.format != "html" or not app.config.html_copy_source:
+        return
+    from babel.messages.pofile import read_po
+
+    catalogs = Path(
+        app.srcdir, app.config.locale_dirs[0], app.config.language, "LC_MESSAGES"
+    )
+    for docname in sorted(app.env.found_docs):
+        source = Path(app.env.doc2path(docname))
+        if source.suffix != ".ipynb":
+            continue
+        target = Path(app.outdir, "_sources", docname + source.suffix)
+        domain = docname_to_domain(docname, app.config.gettext_compact)
+        path = catalogs / f"{domain}.po"
+        if not target.is_file() or not path.is_file():
+            continue
+        with open(path, "rb") as handle:
+            messages = {
+                m.id: m.string
+                for m in read_po(handle, locale=app.config.language)
+                if m.id and m.string and not m.fuzzy
+            }
+        text = translated_notebook(source.read_text(encoding="utf-8"), messages.get)
+        target.write_text(text, encoding="utf-8")
+
+
 def edition_links(
     app: Sphinx, pagename: str, templatename: str, context: dict, doctree
 ) -> None:
@@ -407,6 +747,7 @@ def theme_strings_in_this_language(app: Sphinx, config) -> None:
 
 
 def setup(app: Sphinx) -> dict:
+    cjk_friendly_emphasis()
     app.connect("config-inited", translate_config)
     app.connect("config-inited", chinese_search_dictionary)
     app.connect("config-inited", theme_strings_in_this_language)
@@ -417,9 +758,11 @@ def setup(app: Sphinx) -> dict:
     )
     app.add_css_file("editions.css")
     app.add_transform(MathIsNotAMessage)
+    app.add_transform(FigureDescriptions)
     app.add_transform(UntranslatedMessages)
     app.add_transform(TranslatedTocCaptions)
     app.add_transform(AssignmentsInThisLanguage)
     app.add_post_transform(FiguresInThisLanguage)
     app.connect("html-page-context", edition_links)
+    app.connect("build-finished", sources_in_this_language)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
