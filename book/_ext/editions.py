@@ -24,7 +24,15 @@ False``), see docs/translating.md. This extension adds what that mechanism lacks
   tooltips and footer are mainland Chinese, not the theme's Taiwan usage or English.
 - **Chinese search finds Chinese words.** The Chinese edition's search index is segmented
   by jieba with the terminology's Chinese terms as its user dictionary
-  (``chinese_search_dictionary``), so 暂退法 or 束搜索 finds the pages that use it.
+  (``chinese_search_dictionary``), so 暂退法 or 束搜索 finds the pages that use it; a
+  one-character term (键, 值, 头) is indexed too. The search page segments the query the
+  same way in the browser (book/_static/zh-search.js, by maximum matching over the index's
+  own words and the terminology), replaces a synonym (the terminology's ``also`` and
+  ``search`` columns: 层归一化 -> 层规范化) by the term, and ranks a page by how often it
+  uses the query's words and whether it links their glossary entry
+  (``_static/zh-search-data.js``, written after the build).
+- **The glossary in Chinese order.** The Chinese edition's glossary is sorted by the pinyin
+  of its Chinese headwords (``GlossaryInChineseOrder``, with pypinyin).
 - **Bold and italics pair next to Chinese.** CommonMark decides whether a ``**`` opens or
   closes from the characters around it, and assumes words are separated by spaces: in
   ``一个**{term}`键 <key>`**（它的`` neither ``**`` qualifies (punctuation on one side, a
@@ -52,6 +60,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,6 +121,9 @@ class Term:
     avoid: tuple[
         str, ...
     ] = ()  # drifted renderings that must not appear (the ``not`` column)
+    search: tuple[
+        str, ...
+    ] = ()  # other words a reader may search for it by (the ``search`` column)
 
     def renderings(self) -> tuple[str, ...]:
         """Every accepted Chinese rendering, the preferred one first."""
@@ -148,6 +160,7 @@ def read_terminology(path: Path) -> list[Term]:
                 row["checked"] == "yes",
                 _alternatives(row.get("also")),
                 _alternatives(row.get("not")),
+                _alternatives(row.get("search")),
             )
         )
     return terms
@@ -167,6 +180,52 @@ def search_dictionary_words(terms: list[Term]) -> list[str]:
                 (piece, None) for piece in rendering.split() if _HAN.search(piece)
             )
     return list(words)
+
+
+def search_synonyms(terms: list[Term]) -> dict[str, str]:
+    """What the Chinese search replaces a query word by: each accepted alternative (``also``)
+    and each search-only synonym (``search``) of a term -> the term's Chinese. A synonym
+    shared by two terms (or equal to a term's own Chinese) is left alone."""
+    own = {
+        piece for term in terms for piece in term.chinese.split() if _HAN.search(piece)
+    }
+    synonyms: dict[str, str] = {}
+    ambiguous: set[str] = set()
+    for term in terms:
+        for word in (*term.also, *term.search):
+            if word in own or word == term.chinese or not _HAN.search(word):
+                continue
+            if synonyms.get(word, term.chinese) != term.chinese:
+                ambiguous.add(word)
+            synonyms[word] = term.chinese
+    return {word: target for word, target in synonyms.items() if word not in ambiguous}
+
+
+def single_character_terms(terms: list[Term]) -> set[str]:
+    """The terms that are one Chinese character (键, 值, 头, 核, 项): indexed and searched as
+    words, where Sphinx's Chinese search drops every one-character word."""
+    return {
+        piece
+        for term in terms
+        for piece in term.renderings()
+        if len(piece) == 1 and _HAN.search(piece)
+    }
+
+
+try:  # Sphinx's Chinese search (it imports jieba if it can)
+    from sphinx.search.zh import SearchChinese as _SearchChinese
+except ImportError:  # pragma: no cover - Sphinx always has it
+    _SearchChinese = None
+
+if _SearchChinese is not None:
+
+    class SearchChineseWithTerms(_SearchChinese):
+        """Sphinx's Chinese search, but a one-character term (键, 值, 头) is a word too."""
+
+        single: frozenset[str] = frozenset()
+
+        def word_filter(self, stemmed_word: str) -> bool:
+            return super().word_filter(stemmed_word) or stemmed_word in self.single
 
 
 def chinese_search_dictionary(app: Sphinx, config) -> None:
@@ -201,7 +260,19 @@ def chinese_search_dictionary(app: Sphinx, config) -> None:
     path = Path(app.doctreedir) / "search-dictionary.txt"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    terms = read_terminology(table)
+    SearchChineseWithTerms.single = frozenset(single_character_terms(terms))
+    import sphinx.search
+
+    sphinx.search.languages["zh"] = SearchChineseWithTerms
+    app._zh_search = {
+        "synonyms": search_synonyms(terms),
+        "single": sorted(SearchChineseWithTerms.single),
+        "words": search_dictionary_words(terms),
+    }
+    digest = hashlib.sha256(
+        (text + json.dumps(app._zh_search, sort_keys=True)).encode()
+    ).hexdigest()[:16]
     config.html_search_options = {
         **(config.html_search_options or {}),
         "dict": str(path),
@@ -262,6 +333,112 @@ def cjk_friendly_emphasis() -> None:
     from markdown_it.rules_inline.state_inline import StateInline
 
     StateInline.scanDelims = _cjk_friendly_scan_delims
+
+
+# The Chinese search page's query segmenter (book/_static/zh-search.js) and the data the
+# build gives it (zh-search-data.js, written after the pages: it counts the index's words in
+# each built page)
+SEARCH_SCRIPT = "zh-search.js"
+SEARCH_DATA = "zh-search-data.js"
+_TAGS = re.compile(r"<script.*?</script>|<style.*?</style>|<[^>]+>", re.DOTALL)
+_HAN_RUN = re.compile(r"[\u4e00-\u9fff]+")
+
+
+def chinese_search_page_scripts(
+    app: Sphinx, pagename: str, templatename: str, context: dict, doctree
+) -> None:
+    """On the Chinese search page, load the query segmenter before Sphinx's searchtools.js,
+    which keeps a ``splitQuery`` and a ``Scorer`` that a page defines first."""
+    if pagename != "search" or not hasattr(app, "_zh_search"):
+        return
+    app.add_js_file(SEARCH_DATA, priority=400)
+    app.add_js_file(SEARCH_SCRIPT, priority=401)
+
+
+def page_text(html: str) -> str:
+    """The text of a built page's article (its main content), tags removed."""
+    start = html.find('<article class="bd-article"')
+    end = html.find("</article>", start)
+    if start >= 0 and end > start:
+        html = html[start:end]
+    return _TAGS.sub(" ", html)
+
+
+_GLOSSARY_HEADWORD = re.compile(r'<dt id="(term-[^"]+)">([^<（]+)')
+_TERM_LINK = re.compile(r'href="[^"]*glossary\.html#(term-[^"]+)"')
+
+
+def glossary_links(app: Sphinx, docnames: list[str]) -> dict[str, list[int]]:
+    """Each glossary headword's Chinese -> the page (index into ``docnames``, in a list)
+    that introduces it: the first chapter that links it with ``{term}`` (every chapter
+    links a term at its first use there), else the first other page that does. The search
+    ranks that page higher."""
+    glossary = Path(app.outdir, "book", "glossary.html")
+    if not glossary.is_file():
+        return {}
+    headwords = dict(_GLOSSARY_HEADWORD.findall(glossary.read_text(encoding="utf-8")))
+    pages: dict[str, list[int]] = {}
+    chapters_first = sorted(
+        range(len(docnames)),
+        key=lambda i: (not docnames[i].startswith("book/ch"), docnames[i]),
+    )
+    for i in chapters_first:
+        docname = docnames[i]
+        page = Path(app.outdir, app.builder.get_target_uri(docname))
+        if docname.endswith("glossary") or not page.is_file():
+            continue
+        for target in set(_TERM_LINK.findall(page.read_text(encoding="utf-8"))):
+            word = headwords.get(target, "").strip()
+            if word and word not in pages:
+                pages[word] = [i]
+    return pages
+
+
+def write_chinese_search_data(app: Sphinx, exception) -> None:
+    """Write ``_static/zh-search-data.js``: the terminology's words, its synonyms and
+    one-character terms, and how often each Chinese word of the search index occurs on each
+    page (the search ranks a page that uses a word more above one that mentions it)."""
+    if exception or app.builder.format != "html" or not hasattr(app, "_zh_search"):
+        return
+    index_path = Path(app.outdir, "searchindex.js")
+    if not index_path.is_file():
+        return
+    raw = index_path.read_text(encoding="utf-8")
+    index = json.loads(raw[raw.index("(") + 1 : raw.rindex(")")])
+    docnames = index["docnames"]
+    texts = []
+    for docname in docnames:
+        page = Path(app.outdir, app.builder.get_target_uri(docname))
+        texts.append(
+            page_text(page.read_text(encoding="utf-8")) if page.is_file() else ""
+        )
+    words = {
+        word
+        for group in (index["terms"], index["titleterms"])
+        for word in group
+        if _HAN_RUN.fullmatch(word)
+    }
+    words.update(app._zh_search["words"])
+    words.update(app._zh_search["synonyms"].values())
+    counts = {}
+    for word in sorted(words):
+        row = {i: text.count(word) for i, text in enumerate(texts)}
+        row = {i: n for i, n in row.items() if n}
+        if row:
+            counts[word] = row
+    data = {
+        **app._zh_search,
+        "docnames": docnames,
+        "counts": counts,
+        "introduced": glossary_links(app, docnames),
+    }
+    target = Path(app.outdir, "_static", SEARCH_DATA)
+    target.write_text(
+        "var ZH_SEARCH_DATA = "
+        + json.dumps(data, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+        + ";\n",
+        encoding="utf-8",
+    )
 
 
 def is_default(language: str | None) -> bool:
@@ -399,6 +576,40 @@ class AssignmentsInThisLanguage(SphinxTransform):
                 node["reftarget"] = (
                     f"{match['head']}{self.config.language}/{match['tail']}"
                 )
+
+
+def pinyin_key(text: str) -> tuple[str, str]:
+    """The order of a Chinese headword: its pinyin without tones, syllable by syllable
+    (Latin letters as they are, lower case), then the text itself."""
+    from pypinyin import Style, lazy_pinyin, load_phrases_dict
+
+    # readings pypinyin's phrase table gets wrong in the course's terms
+    load_phrases_dict({"重参数化": [["chóng"], ["cān"], ["shù"], ["huà"]]})
+    headword = text.split("（")[0]
+    syllables = lazy_pinyin(
+        headword, style=Style.NORMAL, errors=lambda chars: chars.lower()
+    )
+    return (" ".join(s.strip().lower() for s in syllables if s.strip()), text)
+
+
+class GlossaryInChineseOrder(SphinxTransform):
+    """In the Chinese edition, the glossary's entries in the order of their Chinese
+    headwords' pinyin (a Chinese student scans it by the Chinese), not the English one.
+
+    Runs after ``Locale`` (20) has replaced each headword by its translation,
+    ``中文（English）``; an entry with several headwords goes under its first."""
+
+    default_priority = 23
+
+    def apply(self, **kwargs) -> None:
+        if is_default(self.config.language):
+            return
+        for glossary in self.document.findall(addnodes.glossary):
+            for listing in glossary.findall(nodes.definition_list):
+                items = list(listing.children)
+                items.sort(key=lambda item: pinyin_key(item[0].astext()))
+                listing.children = []
+                listing.extend(items)
 
 
 class TranslatedTocCaptions(SphinxTransform):
@@ -761,8 +972,11 @@ def setup(app: Sphinx) -> dict:
     app.add_transform(FigureDescriptions)
     app.add_transform(UntranslatedMessages)
     app.add_transform(TranslatedTocCaptions)
+    app.add_transform(GlossaryInChineseOrder)
     app.add_transform(AssignmentsInThisLanguage)
     app.add_post_transform(FiguresInThisLanguage)
     app.connect("html-page-context", edition_links)
     app.connect("build-finished", sources_in_this_language)
+    app.connect("html-page-context", chinese_search_page_scripts)
+    app.connect("build-finished", write_chinese_search_data)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
