@@ -120,6 +120,33 @@ def _query_grad_cases(rng):
     ]
 
 
+def _query_grad_magnitudes(x_query, x_keys, y_values, bandwidth):
+    """The Jacobian's magnitude, per entry: the size of the terms it sums,
+    (1/h^2) sum_j a_j (|y_j| + |f(x)|) |x_j - x|, times 1 + the largest softmax exponent.
+
+    Far from every key the Jacobian is a difference of nearly equal terms (the nearest key's
+    weight is 1 up to rounding, its residual y_j - f(x) about 0) times |x_j - x| / h^2, a
+    large number: a correct implementation that computes sum_j a_j y_j (x_j - x) - f(x)
+    sum_j a_j (x_j - x), or log-domain weights, is a few ulps of those terms away
+    (``bench/seed_scan.py``: 20 times the default atol of 1e-9 at h = 0.05, 30 away)."""
+    xq, xk = key._points(x_query), key._points(x_keys)  # (n_q, d), (n_k, d)
+    y = np.asarray(y_values, dtype=np.float64)
+    y2 = y[:, None] if y.ndim == 1 else y  # (n_k, d_y)
+    h2 = float(bandwidth) ** 2
+    scores = -key._sq_dist(xq, xk) / (2 * h2)  # (n_q, n_k)
+    a = conventions.masked_softmax(scores)  # (n_q, n_k)
+    exponent = np.max(np.abs(scores), axis=1)  # (n_q,), the largest |s_ij| of each row
+    f = np.abs(a @ y2)  # (n_q, d_y)
+    dist = np.abs(xk[None, :, :] - xq[:, None, :])  # (n_q, n_k, d)
+    terms = (
+        np.einsum("qk,ky,qkd->qyd", a, np.abs(y2), dist)
+        + f[:, :, None] * np.einsum("qk,qkd->qd", a, dist)[:, None, :]
+    )  # (n_q, d_y, d)
+    mag = terms / h2 * (1 + exponent)[:, None, None]
+    mag = mag[:, 0, :] if y.ndim == 1 else mag
+    return (mag[..., 0] if np.ndim(x_query) == 1 else mag,)
+
+
 def _query_grad_without_normaliser(x_query, x_keys, y_values, bandwidth):
     """(1/h^2) sum_j a_j y_j (x_j - x): the softmax's normaliser not differentiated."""
     xq, xk = key._points(x_query), key._points(x_keys)  # (n_q, d), (n_k, d)
@@ -360,6 +387,11 @@ CHAPTER = register(
                 key.nadaraya_watson_query_grad,
                 _query_grad_cases,
                 outputs=("jacobian",),
+                # a few ulps of the terms summed (far from the keys they cancel): atol 1e-13
+                # (450 ulps) of them, and rtol 1e-9; the mistakes are off by O(1)
+                rtol=1e-9,
+                atol=1e-13,
+                scale=_query_grad_magnitudes,
                 hints={
                     "nan": HINT_MAX_SHIFT + " (a query far from every key underflows to 0/0)",
                     "shape": "the prediction's shape, then the point's: (n_q,) for 1-d points and "
