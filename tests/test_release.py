@@ -155,8 +155,19 @@ def test_chinese_release_has_the_same_files_and_cells(released, assignment):
     english = released / "release" / assignment
     chinese = released / "release" / "zh_CN" / assignment
     assert {p.name for p in chinese.iterdir()} == {p.name for p in english.iterdir()}
-    for name in ("public_cases.npz", release.CHECK_MODULE, release.GUIDE_ZH):
+    for name in (release.CHECK_MODULE, release.GUIDE_ZH):
         assert (chinese / name).read_bytes() == (english / name).read_bytes()
+    # the same public cases, their hints in Chinese where the chapter's catalog has them
+    en_cases = contract.load_cases(english / "public_cases.npz")
+    zh_cases = contract.load_cases(chinese / "public_cases.npz")
+    assert sorted(zh_cases) == sorted(en_cases)
+    for name, entry in zh_cases.items():
+        assert entry["spec"] == checks.spec(name, "zh_CN")
+        for a, b in zip(en_cases[name]["cases"], entry["cases"], strict=True):
+            assert a.name == b.name
+            assert all(np.array_equal(x, y) for x, y in zip(a.expected, b.expected, strict=True))
+            hints = [checks.say(hint, assignment, "zh_CN") for hint, _ in a.mistakes]
+            assert [hint for hint, _ in b.mistakes] == hints
     en = nbformat.read(english / f"{assignment}.ipynb", as_version=4)
     zh = nbformat.read(chinese / f"{assignment}.ipynb", as_version=4)
     assert [(c.get("id"), c.cell_type) for c in zh.cells] == [
