@@ -434,3 +434,20 @@ def test_reference_passes_its_public_and_hidden_cases(name):
     assert checks.REGISTRY[name].assignment == "ch1_pooling"
     verdicts = _judge_all(name, checks.REGISTRY[name].reference)
     assert all(v.passed for v in verdicts), [v.message for v in verdicts if not v.passed]
+
+
+@pytest.mark.parametrize(
+    "name, wrong, words",
+    [
+        ("epanechnikov_weights", "weights transposed", "queries are rows"),
+        ("nadaraya_watson_query_grad", "Jacobian transposed (d before d_y)", "comes before"),
+        ("nadaraya_watson_query_grad", "no max shift", "subtract the row maximum"),
+        ("nadaraya_watson_ard", "no max shift", "subtract the row maximum"),
+        ("loo_loss_and_grad_ard", "a finite difference", "not accurate enough to pass"),
+        ("epanechnikov_weights", "the page's Gaussian kernel", "max(0, 1 - u^2)"),
+    ],
+)
+def test_the_unnamed_ones_get_the_checks_generic_hint(name, wrong, words):
+    fn, _hint = CORPUS[name][wrong]
+    failed = [v for v in _judge_all(name, fn) if not v.passed]
+    assert any(words in v.message for v in failed), failed[0].message

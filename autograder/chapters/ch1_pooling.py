@@ -396,6 +396,8 @@ CHAPTER = register(
                     "nan": HINT_MAX_SHIFT + " (a query far from every key underflows to 0/0)",
                     "shape": "the prediction's shape, then the point's: (n_q,) for 1-d points and "
                     "scalar targets, (n_q, d), (n_q, d_y) or (n_q, d_y, d)",
+                    "transposed": "the prediction's axis comes before the point's: entry [i, k, l] "
+                    "is d f_k(x_i) / d x_il, shape (n_q, d_y, d)",
                     "values": "df/dx = (1/h^2) sum_j a_j (y_j - f(x)) (x_j - x), with the Gaussian "
                     "weights a_j of the query x",
                 },
@@ -428,6 +430,7 @@ CHAPTER = register(
                 hints={
                     "nan": HINT_MAX_SHIFT + " (a query far from every key underflows to 0/0)",
                     "shape": "predictions have the trailing shape of y_values: (n_q,) or (n_q, d_y)",
+                    "transposed": "queries are rows: the predictions are (n_q, d_y), one row per query",
                     "values": "the score is -sum_l (x_l - x_jl)^2 / (2 h_l^2): each dimension has "
                     "its own bandwidth",
                 },
