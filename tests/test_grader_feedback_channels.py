@@ -33,7 +33,11 @@ from autograder.grading.run import RunRecord  # noqa: E402
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 A = "ch1_pooling"
-SEED = 41
+#: a hidden case's message may say "most" or "some" of its entries (one bit, by design): on
+#: this seed both attackers of the entry and NaN channels fall on the same side of it, so
+#: their feedback must be byte-identical (on seed 41, nadaraya_watson_ard's first hidden case
+#: puts them on either side)
+SEED = 11
 LIMITS = sandbox.Limits(cell_seconds=15, task_seconds=15, submission_seconds=60)
 N_PUBLIC = len(checks.public_cases("nadaraya_watson_ard"))
 
