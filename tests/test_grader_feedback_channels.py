@@ -36,8 +36,9 @@ A = "ch1_pooling"
 #: a hidden case's message may say "most" or "some" of its entries (one bit, by design): on
 #: this seed both attackers of the entry and NaN channels fall on the same side of it, so
 #: their feedback must be byte-identical (on seed 41, nadaraya_watson_ard's first hidden case
-#: puts them on either side)
-SEED = 11
+#: puts them on either side), and the max-error values they encode (1.84e+03, 2.21e+03) are
+#: no number the page holds anyway (on seed 11, "240" is)
+SEED = 12
 LIMITS = sandbox.Limits(cell_seconds=15, task_seconds=15, submission_seconds=60)
 N_PUBLIC = len(checks.public_cases("nadaraya_watson_ard"))
 
