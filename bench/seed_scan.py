@@ -87,32 +87,61 @@ def _log_domain_weights(scores, allowed):
     return np.where(allowed & np.isfinite(lse), w, 0.0)
 
 
-def loo_loss_and_grad(x, y, bandwidth):
-    """Log-domain weights; dpred as sum_j a_ij g_ij (y_j - f_i) (no difference of sums)."""
-    x = np.asarray(x, dtype=float)
-    xs = x[:, None] if x.ndim == 1 else x  # (n, d)
+def loo_loss_and_grad_ard(x, y, bandwidths):
+    """Log-domain weights; dpred as sum_j a_ij g_ijl (y_j - f_i) (no difference of sums)."""
+    xs = np.asarray(x, dtype=float)
+    xs = xs[:, None] if xs.ndim == 1 else xs  # (n, d)
     y = np.asarray(y, dtype=float)
     y2 = y[:, None] if y.ndim == 1 else y  # (n, d_y)
-    h, n = float(bandwidth), xs.shape[0]
-    diff = xs[:, None, :] - xs[None, :, :]
-    dist2 = np.einsum("ijk,ijk->ij", diff, diff)  # (n, n)
-    a = _log_domain_weights(-dist2 / (2 * h * h), ~np.eye(n, dtype=bool))
+    h, n = np.asarray(bandwidths, dtype=float), xs.shape[0]
+    diff = (xs[:, None, :] - xs[None, :, :]) / h  # (n, n, d), (x_il - x_jl) / h_l
+    a = _log_domain_weights(-0.5 * np.einsum("ijl,ijl->ij", diff, diff), ~np.eye(n, dtype=bool))
     pred = np.einsum("ij,jk->ik", a, y2)
     err = pred - y2
-    dpred = np.einsum("ij,ijk->ik", a * (dist2 / h**3), y2[None, :, :] - pred[:, None, :])
-    return float(np.sum(err**2) / err.size), float(2 * np.sum(err * dpred) / err.size)
+    g = diff * diff / h  # (n, n, d), g_ijl
+    dpred = np.einsum("ij,ijl,ijk->ikl", a, g, y2[None, :, :] - pred[:, None, :])
+    return float(np.sum(err**2) / err.size), 2 * np.einsum("ik,ikl->l", err, dpred) / err.size
 
 
-def nadaraya_watson(x_query, x_keys, y_values, bandwidth):
-    """Log-domain weights, einsum for the weighted sum."""
+def nadaraya_watson_ard(x_query, x_keys, y_values, bandwidths):
+    """Log-domain weights, inputs divided by their bandwidths first, einsum for the sums."""
+    h = np.asarray(bandwidths, dtype=float)
+    xq = np.asarray(x_query, dtype=float) / h
+    xk = np.asarray(x_keys, dtype=float) / h
+    diff = xq[:, None, :] - xk[None, :, :]
+    scores = -0.5 * np.einsum("ijk,ijk->ij", diff, diff)
+    a = _log_domain_weights(scores, np.ones(scores.shape, dtype=bool))
+    return np.einsum("ij,j...->i...", a, np.asarray(y_values, dtype=float))
+
+
+def nadaraya_watson_query_grad(x_query, x_keys, y_values, bandwidth):
+    """Log-domain weights; the Jacobian as sum_j a_j y_j (x_j - x) - f sum_j a_j (x_j - x)."""
+    xq0 = np.asarray(x_query, dtype=float)
+    xq = xq0[:, None] if xq0.ndim == 1 else xq0  # (n_q, d)
+    xk = np.asarray(x_keys, dtype=float)
+    xk = xk[:, None] if xk.ndim == 1 else xk  # (n_k, d)
+    y = np.asarray(y_values, dtype=float)
+    y2 = y[:, None] if y.ndim == 1 else y  # (n_k, d_y)
+    h2 = float(bandwidth) ** 2
+    offset = xk[None, :, :] - xq[:, None, :]  # (n_q, n_k, d)
+    scores = -np.einsum("qkd,qkd->qk", offset, offset) / (2 * h2)
+    a = _log_domain_weights(scores, np.ones(scores.shape, dtype=bool))
+    pred = a @ y2  # (n_q, d_y)
+    first = np.einsum("qk,ky,qkd->qyd", a, y2, offset)
+    jac = (first - pred[:, :, None] * np.einsum("qk,qkd->qd", a, offset)[:, None, :]) / h2
+    jac = jac[:, 0, :] if y.ndim == 1 else jac
+    return jac[..., 0] if xq0.ndim == 1 else jac
+
+
+def epanechnikov_weights(x_query, x_keys, bandwidth):
+    """u computed as a distance over h (a square root), the kernel as (1 - u)(1 + u)."""
     xq = np.asarray(x_query, dtype=float)
     xk = np.asarray(x_keys, dtype=float)
     xq, xk = (xq[:, None] if xq.ndim == 1 else xq), (xk[:, None] if xk.ndim == 1 else xk)
-    diff = xq[:, None, :] - xk[None, :, :]
-    scores = -np.einsum("ijk,ijk->ij", diff, diff) / (2 * float(bandwidth) ** 2)
-    a = _log_domain_weights(scores, np.ones(scores.shape, dtype=bool))
-    y = np.asarray(y_values, dtype=float)
-    return np.einsum("ij,j...->i...", a, y)
+    u = np.linalg.norm(xq[:, None, :] - xk[None, :, :], axis=-1) / float(bandwidth)
+    k = np.where(u < 1, (1 - u) * (1 + u), 0.0)
+    total = k.sum(axis=-1, keepdims=True)
+    return np.divide(k, total, out=np.zeros_like(k), where=total > 0)
 
 
 def masked_softmax(scores, mask=None):
@@ -278,12 +307,14 @@ def location_aware_context(s_prev, h, prev_weights, w_s, w_h, filters, w_f, v, m
 VARIANTS = {
     "gated_multihead_attention": gated_multihead_attention,
     "multihead_backward": multihead_backward,
-    "loo_loss_and_grad": loo_loss_and_grad,
-    "nadaraya_watson": nadaraya_watson,
     "softmax_backward": softmax_backward,
     "attention_backward": attention_backward,
     "sparsemax": sparsemax,
     "sparsemax_backward": sparsemax_backward,
+    "loo_loss_and_grad_ard": loo_loss_and_grad_ard,
+    "nadaraya_watson_ard": nadaraya_watson_ard,
+    "nadaraya_watson_query_grad": nadaraya_watson_query_grad,
+    "epanechnikov_weights": epanechnikov_weights,
     "label_smoothed_cross_entropy": label_smoothed_cross_entropy,
     "coverage_context": coverage_context,
     "location_aware_context": location_aware_context,

@@ -27,25 +27,25 @@ def public_cases(tmp_path_factory):
 
 def _checker_message(public_cases, fn) -> str:
     with pytest.raises(contract.CheckFailed) as failed:
-        contract.check("average_pool", fn, cases_path=public_cases)
+        contract.check("epanechnikov_weights", fn, cases_path=public_cases)
     return str(failed.value)
 
 
 def test_an_error_inside_numpy_points_at_the_students_line_not_numpys(public_cases):
-    def average_pool(x, mask=None):
-        total = np.sum(x, axis=7)  # the student's mistake: an axis that is not there
+    def epanechnikov_weights(x_query, x_keys, bandwidth):
+        total = np.sum(x_query, axis=7)  # the student's mistake: an axis that is not there
         return total
 
-    message = _checker_message(public_cases, average_pool)
-    assert "AxisError" in message and "`total = np.sum(x, axis=7)" in message, message
+    message = _checker_message(public_cases, epanechnikov_weights)
+    assert "AxisError" in message and "`total = np.sum(x_query, axis=7)" in message, message
     assert "normalize_axis_index" not in message and "numpy" not in message.split("AxisError")[1]
 
 
 def test_a_missing_module_says_which_import_and_what_the_grader_offers(public_cases):
-    def average_pool(x, mask=None):
+    def epanechnikov_weights(x_query, x_keys, bandwidth):
         import pandas_is_not_here  # noqa: F401
 
-    message = _checker_message(public_cases, average_pool)
+    message = _checker_message(public_cases, epanechnikov_weights)
     assert "No module named 'pandas_is_not_here'" in message
     assert "`import pandas_is_not_here" in message and contract.MISSING_MODULE in message
     assert "raised ModuleNotFoundError: an import failed" in message
@@ -55,10 +55,10 @@ def test_a_syntax_error_gives_its_line(public_cases, tmp_path, monkeypatch):
     (tmp_path / "helper_with_typo.py").write_text("import numpy as np\nx = (1,\n")
     monkeypatch.syspath_prepend(str(tmp_path))
 
-    def average_pool(x, mask=None):
+    def epanechnikov_weights(x_query, x_keys, bandwidth):
         import helper_with_typo  # noqa: F401
 
-    message = _checker_message(public_cases, average_pool)
+    message = _checker_message(public_cases, epanechnikov_weights)
     assert "raised SyntaxError" in message and "a syntax error at line 2" in message, message
 
 
@@ -92,7 +92,7 @@ def _hostile_outcomes(expected: tuple, rng) -> list:
 
 
 @pytest.mark.parametrize(
-    "name", ["attention_backward", "average_pool", "causal_mask", "translate_given_model"]
+    "name", ["attention_backward", "epanechnikov_weights", "causal_mask", "translate_given_model"]
 )
 def test_a_hidden_case_has_at_most_64_messages_however_it_fails(name):
     rng = np.random.default_rng(0)

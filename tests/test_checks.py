@@ -96,7 +96,7 @@ def test_edge_cases_are_present():
     names = {n: [c.name for c in checks.public_cases(n)] for n in NAMES}
     assert "fully-masked row" in names["softmax_backward"]
     assert "fully-masked row" in names["attention_backward"]
-    assert any("n=1" in c for c in names["average_pool"])
+    assert "a query with no key within h" in names["epanechnikov_weights"]
     for case in checks.public_cases("attention_backward")[:2]:
         assert case.args[0].shape[-2] != case.args[1].shape[-2]  # n_q != n_k catches a transpose
 
@@ -190,17 +190,19 @@ def test_ch6_a_nan_loss_when_every_target_is_pad_fails():
 
 
 def test_wrong_shape_says_expected_and_how_many_axes_came_back():
-    def keepdims(x, mask=None):
-        return np.asarray(x).mean(axis=-2, keepdims=True)
+    reference = checks.REGISTRY["nadaraya_watson_ard"].reference
 
-    case, message = _first_failure("average_pool", keepdims)
-    want = case.args[0].shape[:-2] + case.args[0].shape[-1:]
+    def keepdims(x_query, x_keys, y_values, bandwidths):
+        return reference(x_query, x_keys, y_values, bandwidths)[..., None]
+
+    case, message = _first_failure("nadaraya_watson_ard", keepdims)
+    want = np.shape(reference(*case.args))
     assert (
-        f"expected output of shape {want}, got {len(want) + 1} axes instead of {len(want)}: "
+        f"expected predictions of shape {want}, got {len(want) + 1} axes instead of {len(want)}: "
         in message
     )
     assert "one axis too many" in message
-    assert str(case.args[0].shape[:-2] + (1,) + case.args[0].shape[-1:]) not in message
+    assert str(want + (1,)) not in message
 
 
 def _spelled_inputs(*arrays) -> tuple:
@@ -541,19 +543,19 @@ def test_student_check_imports_nothing_from_the_course(ch2_cases, tmp_path):
 
 
 def test_a_finite_difference_gradient_fails_where_an_analytic_one_passes():
-    ref = checks.REGISTRY["loo_loss_and_grad"].reference
+    ref = checks.REGISTRY["loo_loss_and_grad_ard"].reference
 
     def finite_difference(x, y, h):
         e = 1e-5 * h
         return ref(x, y, h)[0], (ref(x, y, h + e)[0] - ref(x, y, h - e)[0]) / (2 * e)
 
     for seed in (1, 2, 3):
-        case = checks.hidden_cases("loo_loss_and_grad", seed)[0]
-        assert "near the optimum" in case.name
-        exp = checks.expected("loo_loss_and_grad", case)
-        assert checks.compare("loo_loss_and_grad", case, exp, ref(*case.args)).passed
-        verdict = checks.compare("loo_loss_and_grad", case, exp, finite_difference(*case.args))
-        assert not verdict.passed and "dloss_dbandwidth is wrong" in verdict.message
+        case = checks.hidden_cases("loo_loss_and_grad_ard", seed)[0]
+        assert "near the optimum" in case.name and case.args[2].shape == (1,)
+        exp = checks.expected("loo_loss_and_grad_ard", case)
+        assert checks.compare("loo_loss_and_grad_ard", case, exp, ref(*case.args)).passed
+        verdict = checks.compare("loo_loss_and_grad_ard", case, exp, finite_difference(*case.args))
+        assert not verdict.passed and "dloss_dbandwidths is wrong" in verdict.message
 
 
 def test_the_full_score_matrix_of_the_big_online_case_does_not_fit_in_the_chapters_memory():

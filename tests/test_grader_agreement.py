@@ -20,8 +20,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 A = "ch1_pooling"
 
 WRONG_LOO = """
-def loo_loss_and_grad(x, y, bandwidth):  # forgets to leave one out
-    return 0.0, 0.0
+def loo_loss_and_grad_ard(x, y, bandwidths):  # gives up: a constant
+    return 0.0, np.zeros(np.shape(bandwidths))
 """
 
 
@@ -31,9 +31,11 @@ def _honest(course: Path) -> dict:
         "right": good,
         # the Chinese edition of the same notebook: graded exactly as the English one
         "right-zh": corpus.solved(course, A, "zh_CN"),
-        "partial": corpus.append_to_cell(good, "average-max-pool", corpus.WRONG_MAX_POOL),
+        "partial": corpus.append_to_cell(good, "average-max-pool", corpus.WRONG_EPANECHNIKOV),
         "two-wrong": corpus.append_to_cell(
-            corpus.append_to_cell(good, "average-max-pool", corpus.WRONG_MAX_POOL), "loo", WRONG_LOO
+            corpus.append_to_cell(good, "average-max-pool", corpus.WRONG_EPANECHNIKOV),
+            "loo",
+            WRONG_LOO,
         ),
         "blank": corpus.blank(course, A),
     }
@@ -104,7 +106,7 @@ def test_feedback_and_export_work_on_our_records_and_hide_hidden_tests(courses, 
         text = page.read_text()
         assert "HIDDEN TESTS" not in text and "run_hidden" not in text
     partial = (course / "feedback" / "partial" / A / f"{A}.html").read_text()
-    assert "max_pool" in partial and "hidden check failed" in partial
+    assert "epanechnikov_weights" in partial and "hidden check failed" in partial
 
     target = tmp_path / "grades.csv"
     assert cli.main(["--course", str(course), "export", A, "--csv", str(target)]) == 0
@@ -125,8 +127,8 @@ def test_report_page_shows_histogram_pass_rates_and_messages(courses):
     assert summary["task_rates"]["test-pooling"] == pytest.approx(2 / 5)
     assert summary["task_rates"]["test-nw"] == pytest.approx(4 / 5)
     assert summary["task_rates"]["test-loo"] == pytest.approx(3 / 5)
-    assert any("max_pool" in message for message, _count in summary["messages"]) or any(
-        "max" in message for message, _count in summary["messages"]
+    assert any("epanechnikov_weights" in message for message, _count in summary["messages"]) or any(
+        "clipping" in message for message, _count in summary["messages"]
     )
 
 

@@ -53,7 +53,10 @@ def test_a_dask_worker_that_cannot_see_the_course_grades_from_the_work_items(cou
     good = corpus.solved(course, A)
     corpus.write_submission(course, A, "right", good)
     corpus.write_submission(
-        course, A, "partial", corpus.append_to_cell(good, "average-max-pool", corpus.WRONG_MAX_POOL)
+        course,
+        A,
+        "partial",
+        corpus.append_to_cell(good, "average-max-pool", corpus.WRONG_EPANECHNIKOV),
     )
     corpus.write_submission(
         course, A, "exits", corpus.append_to_cell(good, "loo", "import os\nos._exit(0)")

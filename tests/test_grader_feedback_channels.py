@@ -9,8 +9,8 @@ their feedback must be byte-identical, and no encoded value appears in the autog
 notebook, the feedback page, the report or the CLI summary. An honest victim graded after
 them on the same worker keeps 12/12.
 
-Only ``nadaraya_watson`` (test-nw, 2 of ch1's 12 points) attacks, and only on hidden cases
-(it answers its 4 public cases honestly), so every attacker scores exactly 10."""
+Only ``nadaraya_watson_ard`` (test-nw, 2 of ch1's 12 points) attacks, and only on hidden
+cases (it answers its 7 public cases honestly), so every attacker scores exactly 10."""
 
 from __future__ import annotations
 
@@ -33,21 +33,26 @@ from autograder.grading.run import RunRecord  # noqa: E402
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 A = "ch1_pooling"
-SEED = 41
+#: a hidden case's message may say "most" or "some" of its entries (one bit, by design): on
+#: this seed both attackers of the entry and NaN channels fall on the same side of it, so
+#: their feedback must be byte-identical (on seed 41, nadaraya_watson_ard's first hidden case
+#: puts them on either side), and the max-error values they encode (1.84e+03, 2.21e+03) are
+#: no number the page holds anyway (on seed 11, "240" is)
+SEED = 12
 LIMITS = sandbox.Limits(cell_seconds=15, task_seconds=15, submission_seconds=60)
-N_PUBLIC = len(checks.public_cases("nadaraya_watson"))
+N_PUBLIC = len(checks.public_cases("nadaraya_watson_ard"))
 
 #: wraps the honest function: public cases are answered honestly, every hidden one carries
 #: ``v`` = the first hidden input (plus OFFSET) through its channel ENCODE
 ATTACK = """
 import os, signal
-_honest_nw = nadaraya_watson
+_honest_nw = nadaraya_watson_ard
 _calls = [0]
 
 
-def nadaraya_watson(x_query, x_keys, y_values, bandwidth):
+def nadaraya_watson_ard(x_query, x_keys, y_values, bandwidths):
     _calls[0] += 1
-    right = np.asarray(_honest_nw(x_query, x_keys, y_values, bandwidth), dtype=float)
+    right = np.asarray(_honest_nw(x_query, x_keys, y_values, bandwidths), dtype=float)
     if _calls[0] <= {n_public}:
         return right
     v = float(np.ravel(x_query)[0]) + float("{offset}")
@@ -85,10 +90,10 @@ OFFSETS = ("+0.000", "+0.370")  # as written in the attackers' source
 def _encoded(channel: str, offset: str) -> list[str]:
     """What the old messages would have shown of v on the first hidden case: the phrases
     searched for in every text the grading produced."""
-    case = checks.hidden_cases("nadaraya_watson", SEED)[0]
+    case = checks.hidden_cases("nadaraya_watson_ard", SEED)[0]
     v = float(np.ravel(case.args[0])[0]) + float(offset)
     code = int(abs(v) * 1000)
-    size = int(np.prod(checks.expected("nadaraya_watson", case)[0].shape))
+    size = int(np.prod(checks.expected("nadaraya_watson_ard", case)[0].shape))
     return {
         "max-error": [f"{1000 * abs(v) + 7:.3g}"],
         "exit-status": [f"status {code % 200 + 20}"],
@@ -100,7 +105,7 @@ def _encoded(channel: str, offset: str) -> list[str]:
     }[channel]
 
 
-#: appended to the cell defining nadaraya_watson: its line 2 of the appended text does not parse
+#: appended to the cell defining nadaraya_watson_ard: its line 2 of the appended text does not parse
 SYNTAX_ERROR = """
 def helper(x):
     return (x,
@@ -273,7 +278,7 @@ def test_a_cell_with_a_syntax_error_says_so_with_its_line_and_the_function_says_
     errors = [o for o in outputs if o["output_type"] == "error"]
     assert [o["evalue"] for o in errors] == [f"the cell has a syntax error at line {line}"]
     assert (
-        f"`nadaraya_watson` is not defined: notebook cell {number}: the cell has a syntax "
+        f"`nadaraya_watson_ard` is not defined: notebook cell {number}: the cell has a syntax "
         f"error at line {line}, so it stopped there"
     ) in message
     assert "raised Exception" not in message + json.dumps(outputs)

@@ -60,8 +60,8 @@ def _record(student: str, index: int) -> dict:
             {
                 "grade_id": "test-pooling",
                 "passed": False,
-                "cases": [["max_pool", "one item", False, False]],
-                "wrong": [f"max_pool: <script>window.__pwned={index}</script> differs"],
+                "cases": [["epanechnikov_weights", "one item", False, False]],
+                "wrong": [f"epanechnikov_weights: <script>window.__pwned={index}</script> differs"],
             }
         ],
     }
@@ -90,4 +90,4 @@ def test_report_escapes_hostile_student_ids_notes_and_messages(tmp_path):
     for i in range(len(HOSTILE_IDS)):
         assert f"tampered\ntest cell '<b>{i}</b>' was edited" in page.cells
     # the four messages differ only in a number, so they are counted as one, shown as text
-    assert "max_pool: <script>window.__pwned=#</script> differs" in page.cells
+    assert "epanechnikov_weights: <script>window.__pwned=#</script> differs" in page.cells

@@ -205,7 +205,7 @@ def test_feedback_html_holds_scores_and_messages_but_no_hidden_tests(graded):
             )
     partial = (course / "feedback" / "partial" / "ch1_pooling" / "ch1_pooling.html").read_text()
     assert (
-        "expected weights of shape" in partial
+        "expected jacobian of shape" in partial
     )  # the wrong task's teaching message reaches the student
 
 

@@ -179,12 +179,18 @@ def write_submission(course: Path, assignment: str, student: str, notebook) -> P
 
 
 # ---------------------------------------------------------------------------------------
-# ch1_pooling: tests test-pooling (3: average_pool, max_pool), test-nw-weights (3),
-# test-nw (2), test-loo (4); 12 auto-graded points.
+# ch1_pooling: tests test-pooling (3: epanechnikov_weights), test-nw-weights (3:
+# nadaraya_watson_query_grad), test-nw (2: nadaraya_watson_ard), test-loo (4:
+# loo_loss_and_grad_ard); 12 auto-graded points.
 
-WRONG_MAX_POOL = """
-def max_pool(x, mask=None):  # wrong: the mean instead of the maximum
-    return average_pool(x, mask)
+WRONG_EPANECHNIKOV = """
+def epanechnikov_weights(x_query, x_keys, bandwidth):  # wrong: no clipping at 0
+    xq = np.asarray(x_query, dtype=float)
+    xk = np.asarray(x_keys, dtype=float)
+    xq = xq[:, None] if xq.ndim == 1 else xq
+    xk = xk[:, None] if xk.ndim == 1 else xk
+    k = 1.0 - ((xq[:, None, :] - xk[None, :, :]) ** 2).sum(axis=-1) / bandwidth**2
+    return k / k.sum(axis=-1, keepdims=True)
 """
 
 PATCH_ALLCLOSE = """
@@ -208,7 +214,8 @@ sys.excepthook = lambda *a: None
 STEAL = """
 import glob, os
 stolen = []
-for pattern in ["/work/*/solutions/*.py", "{repo}/solutions/pooling.py", "{course}/source/*/*.ipynb",
+for pattern in ["/work/*/solutions/*.py", "/work/*/answers/*.py", "{repo}/solutions/pooling.py",
+                "{repo}/answers/ch1_pooling.py", "{course}/source/*/*.ipynb",
                 "{course}/submitted/*/*/*.ipynb", "{course}/gradebook.db", "/proc/1/root/{repo}/solutions/pooling.py"]:
     for path in glob.glob(pattern) + [pattern]:
         try:
@@ -217,14 +224,19 @@ for pattern in ["/work/*/solutions/*.py", "{repo}/solutions/pooling.py", "{cours
         except OSError:
             pass
 try:
-    import solutions.pooling as ref
+    import answers.ch1_pooling as ref
     stolen.append("import")
 except ImportError:
     ref = None
+try:
+    import solutions.pooling
+    stolen.append("import solutions")
+except ImportError:
+    pass
 if ref is not None:
-    max_pool = ref.max_pool
+    epanechnikov_weights = ref.epanechnikov_weights
 if stolen:
-    def nadaraya_watson(*args, **kwargs):  # sabotage itself so the score shows the leak
+    def nadaraya_watson_ard(*args, **kwargs):  # sabotage itself so the score shows the leak
         raise RuntimeError("read: " + repr(stolen)[:200])
 """
 
@@ -238,27 +250,30 @@ for host, port in [("127.0.0.1", {port}), ("::1", {port}), ("pypi.org", 443), ("
     except OSError:
         pass
 if reached:
-    def max_pool(x, mask=None):  # online: sabotage itself so the score shows it
+    def epanechnikov_weights(x_query, x_keys, bandwidth):  # online: sabotage itself
         raise RuntimeError("network reached: " + ",".join(reached))
 """
 
 LOOP_FOREVER_IN_FUNCTION = """
-def average_pool(x, mask=None):
+def epanechnikov_weights(x_query, x_keys, bandwidth):
     while True:
         pass
 """
 
 MEMORY_BOMB_IN_FUNCTION = """
-def loo_loss_and_grad(x, y, bandwidth):
+def loo_loss_and_grad_ard(x, y, bandwidths):
     hog = []
     while True:  # 64 GiB a step: far past the sandbox's address-space limit
         hog.append(np.ones(1 << 33))
 """
 
 INPUT_IN_FUNCTION = """
-def nadaraya_watson(x_query, x_keys, y_values, bandwidth):
-    bandwidth = float(input("bandwidth? "))
-    return nadaraya_watson_weights(x_query, x_keys, bandwidth) @ np.asarray(y_values, dtype=float)
+_honest_ard = nadaraya_watson_ard
+
+
+def nadaraya_watson_ard(x_query, x_keys, y_values, bandwidths):
+    bandwidths = bandwidths * float(input("bandwidth scale? "))
+    return _honest_ard(x_query, x_keys, y_values, bandwidths)
 """
 
 PRINT_GIGABYTES_IN_CELL = """
@@ -272,7 +287,7 @@ class Leak0x123456(Exception):  # its name and text carry the inputs: neither ma
     pass
 
 
-def nadaraya_watson(x_query, x_keys, y_values, bandwidth):
+def nadaraya_watson_ard(x_query, x_keys, y_values, bandwidths):
     raise Leak0x123456(repr(np.asarray(x_query).tolist()) + repr(np.asarray(y_values).tolist()))
 """
 
@@ -319,7 +334,7 @@ WIRE_ATTACKS = {
 }
 
 ZIP_BOMB_IN_FUNCTION = """
-def loo_loss_and_grad(x, y, bandwidth):
+def loo_loss_and_grad_ard(x, y, bandwidths):
     import io, zipfile
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
@@ -334,7 +349,7 @@ def loo_loss_and_grad(x, y, bandwidth):
 """
 
 AXES_IN_FUNCTION = """
-def loo_loss_and_grad(x, y, bandwidth):
+def loo_loss_and_grad_ard(x, y, bandwidths):
     import io, zipfile
     member = io.BytesIO()  # zero-size, so no data: only a header declaring 65 axes
     shape = (0,) + (1,) * 64
@@ -411,7 +426,7 @@ class SecretType0x77:  # its name must not reach the feedback
     pass
 
 
-def max_pool(x, mask=None):
+def epanechnikov_weights(x_query, x_keys, bandwidth):
     return SecretType0x77()
 """
 
@@ -502,7 +517,7 @@ left += sorted(set(os.listdir("/dev")) - {"null", "zero", "full", "random", "ura
                                           "pts", "ptmx", "shm", "fd", "stdin", "stdout",
                                           "stderr", "core", "console"})
 if left:  # anything from an earlier submission: sabotage, so the score shows it
-    def max_pool(x, mask=None):
+    def epanechnikov_weights(x_query, x_keys, bandwidth):
         raise RuntimeError("left over: " + repr(left)[:200])
 """
 
@@ -606,11 +621,11 @@ def channel_corpus(course: Path) -> dict:
 CARRY_INPUTS = """
 import ctypes, os, pickle
 libc = ctypes.CDLL(None, use_errno=True)
-_honest_loo = loo_loss_and_grad
+_honest_loo = loo_loss_and_grad_ard
 
 
-def loo_loss_and_grad(x, y, bandwidth):
-    data = pickle.dumps((x, y, bandwidth))
+def loo_loss_and_grad_ard(x, y, bandwidths):
+    data = pickle.dumps((x, y, bandwidths))
     for path in ("/tmp/carried", "/dev/shm/carried", "/dev/carried"):
         try:
             with open(path, "wb") as handle:
@@ -643,7 +658,7 @@ def ch1_corpus(course: Path, port: int) -> dict:
     """{student: (notebook or text, expected score, expected reasons)} for ch1_pooling."""
     a = "ch1_pooling"
     good = solved(course, a)
-    wrong_max = append_to_cell(good, "average-max-pool", WRONG_MAX_POOL)
+    wrong_max = append_to_cell(good, "average-max-pool", WRONG_EPANECHNIKOV)
     corpus = {
         # honest
         "honest-right": (good, 12, []),
@@ -707,12 +722,12 @@ def ch1_corpus(course: Path, port: int) -> dict:
         ),
         "invalid-json": ('{"cells": [ this is not json', 0, ["invalid notebook"]),
         "missing-function": (
-            set_cell(good, "nw", _rename(good, "nw", "nadaraya_watson", "nw_predict")),
+            set_cell(good, "nw", _rename(good, "nw", "nadaraya_watson_ard", "nw_predict")),
             10,
             ["missing function"],
         ),
         "not-a-function": (
-            append_to_cell(good, "nw", "nadaraya_watson = 42"),
+            append_to_cell(good, "nw", "nadaraya_watson_ard = 42"),
             10,
             ["missing function"],
         ),
@@ -781,9 +796,10 @@ SLOW = "import time\ntime.sleep(1.0)  # a slow but honest notebook"
 
 
 def slow_batch(course: Path, n: int) -> dict:
-    """n slow honest submissions: even ones right (12), odd ones with a wrong max_pool (9)."""
+    """n slow honest submissions: even ones right (12), odd ones with a wrong
+    epanechnikov_weights (9)."""
     good = add_cell_after(solved(course, A), "setup", SLOW)
-    wrong = append_to_cell(good, "average-max-pool", WRONG_MAX_POOL)
+    wrong = append_to_cell(good, "average-max-pool", WRONG_EPANECHNIKOV)
     expected = {}
     for i in range(n):
         student = f"s{i:02d}"
@@ -914,7 +930,7 @@ def at_the_caps(base: dict) -> str:
 #: forks that many processes) and the host name; its answers stay right
 LEAK_THROUGH_NAMESPACES = """
 import os, socket
-_honest_nw = nadaraya_watson
+_honest_nw = nadaraya_watson_ard
 
 
 def _leak(value):
@@ -950,9 +966,9 @@ def _leak(value):
         pass
 
 
-def nadaraya_watson(x_query, x_keys, y_values, bandwidth):
+def nadaraya_watson_ard(x_query, x_keys, y_values, bandwidths):
     _leak({factor} * int(abs(np.asarray(y_values, dtype=float)).sum() * 1000))
-    return _honest_nw(x_query, x_keys, y_values, bandwidth)
+    return _honest_nw(x_query, x_keys, y_values, bandwidths)
 """
 
 #: a cell (so it runs before any case exists in its run) that reads every such counter and
