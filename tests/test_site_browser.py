@@ -466,12 +466,14 @@ def test_search_finds_nadaraya_offline(visit):
 
 def search_results(visit, query: str) -> list[str]:
     """The result links of the search page for ``query``, typed into its search box."""
+    # generous waits: a loaded machine (CI runs two pytest workers beside other builds)
+    # takes seconds to load the index and rank it; a wrong result still fails at once below
     field = visit.page.locator("input[name='q']:visible").first
-    field.wait_for(timeout=15_000)
+    field.wait_for(timeout=60_000)
     field.fill(query)
     field.press("Enter")
     links = visit.page.locator("#search-results ul.search li a")
-    links.first.wait_for(timeout=15_000)
+    links.first.wait_for(timeout=60_000)
     return [a.get_attribute("href") or "" for a in links.all()]
 
 

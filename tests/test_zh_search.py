@@ -223,7 +223,9 @@ def test_the_synonyms_of_the_issue_are_registered():
 
 def test_chinese_search_finds_the_right_page_first(visit):  # noqa: F811 - the fixture
     visit.goto("zh/search.html", settle=False)
-    visit.page.wait_for_function("typeof Search !== 'undefined' && Search.hasIndex()")
+    visit.page.wait_for_function(
+        "typeof Search !== 'undefined' && Search.hasIndex()", timeout=60_000
+    )
     results = visit.page.evaluate(RUN_QUERIES, list(QUERIES))
     found = [q for q in QUERIES if results[q]]
     top = [q for q in QUERIES if results[q][:1] == [QUERIES[q]]]
@@ -256,7 +258,8 @@ def test_a_query_typed_into_the_box_is_segmented(visit, query, page):  # noqa: F
     # the page lists its results one by one: wait for the whole list
     visit.page.wait_for_function(
         "Search._pulse_status === -1"
-        " && document.querySelectorAll('#search-results ul.search li').length > 0"
+        " && document.querySelectorAll('#search-results ul.search li').length > 0",
+        timeout=60_000,
     )
     links = visit.page.locator("#search-results ul.search li a")
     hrefs = [a.get_attribute("href") or "" for a in links.all()]
