@@ -92,7 +92,7 @@ def _hostile_outcomes(expected: tuple, rng) -> list:
 
 
 @pytest.mark.parametrize(
-    "name", ["attention", "average_pool", "causal_mask", "translate_given_model"]
+    "name", ["attention", "average_pool", "window_global_mask", "translate_given_model"]
 )
 def test_a_hidden_case_has_at_most_64_messages_however_it_fails(name):
     rng = np.random.default_rng(0)

@@ -475,11 +475,6 @@ CHAPTER = register(
                         _alibi_with_bias(lambda m, i, j: -m[:, None, None] * (i - j)),
                     ),
                     Mistake(
-                        "the penalty grows with the distance |i - j| on both sides of the query, not "
-                        "with the signed offset j - i",
-                        _alibi_with_bias(lambda m, i, j: -m[:, None, None] * (j - i)),
-                    ),
-                    Mistake(
                         "one slope per head: the slopes broadcast over the heads axis (H, 1, 1), not "
                         "over the keys",
                         _alibi_with_bias(lambda m, i, j: -m[None, :] * np.abs(i - j)),
