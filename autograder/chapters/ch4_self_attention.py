@@ -285,12 +285,12 @@ def _backward_cases(rng):
             rng,
         ),
         _backward_case(
-            "batch and heads, block larger than n_k",
+            "batch and heads, one (n_q, n_k) mask for all, block larger than n_k",
             normal(rng, 2, 3, n_q, 5),
             normal(rng, 2, 3, n_k, 5),
             normal(rng, 2, 3, n_k, 4),
             64,
-            None,
+            rng.random((n_q, n_k)) < 0.7,
             rng,
         ),
         _backward_case(
@@ -319,6 +319,15 @@ def _backward_cases(rng):
             normal(rng, 48, 8),
             16,
             _causal(48),
+            rng,
+        ),
+        _backward_case(
+            "one query, one key",
+            normal(rng, 1, 3),
+            normal(rng, 1, 3),
+            normal(rng, 1, 2),
+            4,
+            None,
             rng,
         ),
     ]
