@@ -477,6 +477,8 @@ CHAPTER = register(
                 outputs=("output", "weights"),
                 hints={
                     "arity": "return a pair (output, weights)",
+                    "values": "scores q k^T / sqrt(d) - m_h |i - j|, slope h on head h, then the masked "
+                    "softmax over the keys and weights @ v",
                     "nan": "a row with nothing allowed gets zero weights, not 0/0; and "
                     + HINT_MAX_SHIFT,
                     "shape": "output (..., H, n, d_v), weights (..., H, n, n); slopes[:, None, None] "
@@ -566,6 +568,8 @@ CHAPTER = register(
                 scale=_backward_scale,
                 hints={
                     "arity": "return a triple (dq, dk, dv)",
+                    "values": "per block: P = exp(S - L), dV = P^T dO, dS = P * (dO V^T - D) with "
+                    "D_i = dO_i . O_i, dQ += dS K / sqrt(d), dK = dS^T Q / sqrt(d)",
                     "nan": "a query with no allowed key has logsumexp -inf and weights 0: shift by 0 "
                     "there (never compute -inf - (-inf))",
                     "inf": "recompute the weights as exp(S - L) with the given logsumexp L: exp(S) "
