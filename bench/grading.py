@@ -6,8 +6,7 @@ from the released notebook: even ones fully solved, odd ones with one task left 
 freshly released course; the script checks that their scores agree, then prints, per
 assignment, the wall time of each and their ratio, this grader's start-up per call, its
 time per submission, and the floor no grader with that many workers can beat: the
-submissions' own sandboxed seconds (ch3's students train a model, ch4's online softmax
-runs a case whose full score matrix would not fit in memory) divided by the workers.
+submissions' own sandboxed seconds (ch3's students train a model) divided by the workers.
 
     python bench/grading.py [--per-assignment N] [--workers W] [--assignments ID ...]
     python bench/grading.py --hanging [--workers W] [--assignments ID ...]
@@ -259,8 +258,7 @@ def last_timings(course: Path, assignment: str) -> dict:
 
 
 #: the assignments the issue measured its 5.4x on (ch2, ch5): grading's own overhead dominates
-#: there, while ch3's students train a model and ch4's online softmax runs a case too large
-#: for a full score matrix, run time that both graders spend alike
+#: there, while ch3's students train a model, run time that both graders spend alike
 TARGET_SET, TARGET = ("ch2_soft_hard", "ch5_multihead"), 10.0
 
 

@@ -304,6 +304,53 @@ def location_aware_context(s_prev, h, prev_weights, w_s, w_h, filters, w_f, v, m
     return np.einsum("bn,bnd->bd", weights, h), weights
 
 
+def alibi_attention(q, k, v, slopes, mask=None):
+    """Log-domain weights, einsum scores, the bias as -m_h * |i - j| built per head."""
+    q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))
+    n, d = q.shape[-2:]
+    dist = np.abs(np.subtract.outer(np.arange(n), np.arange(n)))
+    scores = np.einsum("...id,...jd->...ij", q / np.sqrt(d), k) - np.multiply.outer(
+        np.asarray(slopes, dtype=float), dist
+    )
+    allowed = np.ones(scores.shape, bool) if mask is None else np.broadcast_to(mask, scores.shape)
+    w = _log_domain_weights(scores, allowed)
+    return np.einsum("...ij,...jd->...id", w, v), w
+
+
+def relative_position_bucket(relative_position, bidirectional, num_buckets, max_distance):
+    """log(r) - log(E) over log(max_distance) - log(E), truncated with int, element by element."""
+    rel = np.asarray(relative_position)
+    out = np.empty(rel.shape, dtype=np.int64)
+    half = num_buckets // 2 if bidirectional else num_buckets
+    exact = half // 2
+    for idx, x in np.ndenumerate(rel):
+        x = int(x)
+        base = half if bidirectional and x > 0 else 0
+        r = abs(x) if bidirectional else max(-x, 0)
+        if r < exact:
+            out[idx] = base + r
+            continue
+        frac = (math.log(r) - math.log(exact)) / (math.log(max_distance) - math.log(exact))
+        out[idx] = base + min(half - 1, exact + int(frac * (half - exact)))
+    return out
+
+
+def online_softmax_backward(q, k, v, out, logsumexp, grad_out, block_size=128, mask=None):
+    """All keys at once with einsum; log-domain weights; D as rowsum(P * dP), not dO . O."""
+    q, k, v, d_out = (np.asarray(a, dtype=float) for a in (q, k, v, grad_out))
+    c = 1.0 / math.sqrt(q.shape[-1])
+    s = np.einsum("...id,...jd->...ij", q, k) * c
+    allowed = np.ones(s.shape, bool) if mask is None else np.broadcast_to(mask, s.shape)
+    p = _log_domain_weights(s, allowed)
+    dp = np.einsum("...ic,...jc->...ij", d_out, v)
+    ds = p * dp - p * np.sum(p * dp, axis=-1, keepdims=True)
+    return (
+        np.einsum("...ij,...jd->...id", ds, k) * c,
+        np.einsum("...ij,...id->...jd", ds, q) * c,
+        np.einsum("...ij,...ic->...jc", p, d_out),
+    )
+
+
 VARIANTS = {
     "gated_multihead_attention": gated_multihead_attention,
     "multihead_backward": multihead_backward,
@@ -318,6 +365,9 @@ VARIANTS = {
     "label_smoothed_cross_entropy": label_smoothed_cross_entropy,
     "coverage_context": coverage_context,
     "location_aware_context": location_aware_context,
+    "alibi_attention": alibi_attention,
+    "relative_position_bucket": relative_position_bucket,
+    "online_softmax_backward": online_softmax_backward,
 }
 
 

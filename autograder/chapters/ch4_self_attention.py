@@ -1,7 +1,10 @@
 """Chapter plug-in: Self-attention (assignment ``ch4_self_attention``).
 
 Its checks (inputs from a seed, reference, tolerance, hints, known mistakes), registered
-with ``autograder.checks.register``; the grader core never names this module.
+with ``autograder.checks.register``; the grader core never names this module. The page
+shows self-attention, its masks, positions and the online-softmax forward pass, so the
+tasks are the next steps (``answers/ch4_self_attention.py``): Longformer's window with
+global tokens, ALiBi, T5's relative position buckets and the online-softmax backward pass.
 """
 
 from __future__ import annotations
@@ -10,275 +13,598 @@ import math
 
 import numpy as np
 
+from answers import ch4_self_attention as answers
 from autograder.checks import (
-    HINT_EMPTY,
     HINT_MAX_SHIFT,
     Case,
     Chapter,
     Check,
     Mistake,
     distinct_sizes,
-    lazy_module,
     lengths_mask,
     normal,
     register,
-    scaled_query,
 )
+from solutions.conventions import masked_softmax
 
-# imported on first call: these reference modules import PyTorch (checks.LazyFunction)
-self_attention = lazy_module("solutions.self_attention")
+# --------------------------------------------------------------------------------------
+# task 1: window_global_mask
 
 
-def _self_attention_cases(rng):
-    n = int(rng.integers(4, 7))
-    d_in, d_k, d_v = 5, 3, 4
-    w = lambda a, b: normal(rng, a, b) / math.sqrt(a)  # noqa: E731
-    causal = np.arange(n)[None, :] <= np.arange(n)[:, None]
+def _globals(rng, n, count):
+    """(count,) distinct global positions in [0, n), in a random order."""
+    return rng.choice(n, size=count, replace=False).astype(np.int64)
+
+
+def _window_cases(rng):
+    n = int(rng.integers(9, 14))
     return [
+        Case("n=8, window=1, the first token global", (8, 1, np.array([0]))),
         Case(
-            "no mask, d_k != d_v",
-            (normal(rng, n, d_in), w(d_in, d_k), w(d_in, d_k), w(d_in, d_v), None),
+            "random n, window 2, two global tokens in any order",
+            (n, 2, _globals(rng, n, 2)),
         ),
-        Case(
-            "causal mask, batch of 2",
-            (normal(rng, 2, n, d_in), w(d_in, d_k), w(d_in, d_k), w(d_in, d_v), causal),
-        ),
-        Case(
-            "padding mask with an empty sequence",
-            (
-                normal(rng, 3, n, d_in),
-                w(d_in, 4),
-                w(d_in, 4),
-                w(d_in, 2),
-                lengths_mask(rng, 3, n, empty=True)[:, None, :],
-            ),
-        ),
-        Case(
-            "single item (n=1)",
-            (normal(rng, 1, d_in), w(d_in, d_k), w(d_in, d_k), w(d_in, d_v), None),
-        ),
-        # projections 100 times larger: scores of about +-10^4, exp overflows unshifted
-        Case(
-            "large scores",
-            (
-                normal(rng, n, d_in),
-                100 * w(d_in, d_k),
-                100 * w(d_in, d_k),
-                w(d_in, d_v),
-                causal,
-            ),
-        ),
+        Case("no global token (the band alone)", (int(rng.integers(5, 9)), 1, np.zeros(0, int))),
+        Case("window=0 with a global token", (7, 0, _globals(rng, 7, 1))),
+        Case("window wider than n", (5, 9, _globals(rng, 5, 1))),
+        Case("n=1, its token global", (1, 2, np.array([0]))),
     ]
 
 
-def _causal_cases(rng):
-    return [Case(f"n={n}", (n,)) for n in (1, 4, int(rng.integers(5, 9)))]
+def _band(n, window, strict=False):
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    return np.abs(i - j) < window if strict else np.abs(i - j) <= window
 
 
-def _local_cases(rng):
+def _global_rows(n, window, g, rows=True, cols=True, band=None):
+    is_global = np.zeros(n, dtype=bool)
+    is_global[np.asarray(g, dtype=int)] = True
+    out = _band(n, window) if band is None else band
+    if rows:
+        out = out | is_global[:, None]
+    if cols:
+        out = out | is_global[None, :]
+    return out
+
+
+def _causal_window(n, window, g):
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    return _global_rows(n, window, g, band=(j <= i) & (i - j <= window))
+
+
+# --------------------------------------------------------------------------------------
+# task 2: alibi_slopes and alibi_attention
+
+
+def _slopes_cases(rng):
     return [
-        Case("n=6, window=1", (6, 1)),
-        Case("window=0 (only itself)", (5, 0)),
-        Case("window wider than n", (4, 10)),
-        Case("random n and window", (int(rng.integers(5, 10)), int(rng.integers(2, 4)))),
-        Case("n=1", (1, 2)),
+        Case("H=8 (the paper's)", (8,)),
+        Case("H=1", (1,)),
+        Case("H=2", (2,)),
+        Case("H=16", (16,)),
+        Case("H=6, not a power of two", (6,)),
+        Case("random H, not a power of two", (int(rng.choice([3, 5, 7, 10, 12])),)),
     ]
 
 
-def _positions_cases(rng):
-    return [
-        Case("n=4, d=6", (4, 6)),
-        Case("n=50, d=16", (50, 16)),
-        Case("odd width d=7", (int(rng.integers(3, 6)), 7)),
-        Case("one position", (1, 4)),
-    ]
+def _slopes_from_zero(h):
+    return 2.0 ** (-8.0 * np.arange(h) / h)
 
 
-def _online_cases(rng):
+def _slopes_no_interleave(h):
+    return 2.0 ** (-8.0 * np.arange(1, h + 1) / h)
+
+
+def _causal(n):
+    return np.arange(n)[None, :] <= np.arange(n)[:, None]
+
+
+def _alibi_cases(rng):
+    h, n = 4, int(rng.integers(5, 8))
+    slopes = answers.alibi_slopes(h)
+
+    def qkv(*batch, d=3, d_v=2, n=n):
+        return (
+            normal(rng, *batch, h, n, d),
+            normal(rng, *batch, h, n, d),
+            normal(rng, *batch, h, n, d_v),
+        )
+
+    q, k, v = qkv()
+    cases = [Case("4 heads, no mask (keys on both sides)", (q, k, v, slopes, None))]
+    q, k, v = qkv(2)
+    cases.append(Case("batch of 2, causal mask", (q, k, v, slopes, _causal(n))))
+    q, k, v = qkv(3)
+    pad = lengths_mask(rng, 3, n, empty=True)[:, None, None, :]  # (B, 1, 1, n)
+    cases.append(
+        Case(
+            "padding mask with an empty sequence, random slopes",
+            (q, k, v, rng.uniform(0.1, 2, h), pad),
+        )
+    )
+    # H = n: slopes broadcast on the key axis instead of the heads' still has a shape
+    q, k, v = qkv(n=h, d=5)
+    cases.append(Case("as many heads as positions (H = n)", (q, k, v, slopes, None)))
+    q, k, v = qkv(n=1)
+    cases.append(Case("one position (n=1)", (q, k, v, slopes, None)))
+    # scores of about +-10^4: exp overflows unless shifted
+    q, k, v = qkv(d=4)
+    cases.append(Case("large scores", (100 * q, 100 * k, v, slopes, _causal(n))))
+    return cases
+
+
+def _alibi_with_bias(bias_of):
+    """ALiBi whose bias is ``bias_of(slopes, i, j)`` (broadcast to (H, n, n))."""
+
+    def outputs(q, k, v, slopes, mask=None):
+        n = np.shape(q)[-2]
+        i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+        s = q @ np.swapaxes(k, -1, -2) / math.sqrt(np.shape(q)[-1]) + bias_of(
+            np.asarray(slopes, float), i, j
+        )
+        w = masked_softmax(s, mask)
+        return w @ v, w
+
+    return outputs
+
+
+def _alibi_bias_after_softmax(q, k, v, slopes, mask=None):
+    n = np.shape(q)[-2]
+    distance = np.abs(np.arange(n)[:, None] - np.arange(n)[None, :])
+    s = q @ np.swapaxes(k, -1, -2) / math.sqrt(np.shape(q)[-1])
+    w = masked_softmax(s, mask) - np.asarray(slopes)[:, None, None] * distance
+    return w @ v, w
+
+
+def _alibi_bias_scaled(q, k, v, slopes, mask=None):
+    return answers.alibi_attention(q, k, v, np.asarray(slopes) / math.sqrt(np.shape(q)[-1]), mask)
+
+
+def _alibi_unscaled(q, k, v, slopes, mask=None):
+    return answers.alibi_attention(np.asarray(q) * math.sqrt(np.shape(q)[-1]), k, v, slopes, mask)
+
+
+# --------------------------------------------------------------------------------------
+# task 3: relative_position_bucket
+
+
+def boundary_distance(bidirectional, num_buckets, max_distance, largest):
+    """How close log(r / E) / log(max_distance / E) * (B - E) comes to an integer for
+    E <= r < max_distance, r <= largest: a case is safe when far from 0 (every honest
+    float64 formula then floors alike). Exactly 0 at r = E, which every formula gets right."""
+    b = num_buckets // 2 if bidirectional else num_buckets
+    e = b // 2
+    r = np.arange(e + 1, min(max_distance, largest + 1), dtype=np.float64)
+    if r.size == 0:
+        return 1.0
+    x = np.log(r / e) / math.log(max_distance / e) * (b - e)
+    return float(np.min(np.abs(x - np.round(x))))
+
+
+def _bucket_parameters(rng, bidirectional, largest):
+    """(num_buckets, max_distance) whose boundaries all lie far from the integers."""
+    while True:
+        num_buckets = int(
+            rng.choice([8, 12, 16, 20, 24, 32] if bidirectional else [6, 8, 10, 12, 16])
+        )
+        b = num_buckets // 2 if bidirectional else num_buckets
+        max_distance = int(rng.integers(3 * (b // 2) + 2, 100))
+        if boundary_distance(bidirectional, num_buckets, max_distance, largest) > 1e-6:
+            return num_buckets, max_distance
+
+
+def _offsets(n):
+    """(n, n) memory minus query positions, j - i."""
+    return np.arange(n)[None, :] - np.arange(n)[:, None]
+
+
+def _bucket_cases(rng):
+    cases = []
+    nb, md = _bucket_parameters(rng, True, 150)
+    cases.append(Case("bidirectional, every offset of 40 positions", (_offsets(40), True, nb, md)))
+    nb, md = _bucket_parameters(rng, False, 150)
+    cases.append(Case("unidirectional (causal), 40 positions", (_offsets(40), False, nb, md)))
+    nb, md = _bucket_parameters(rng, True, 400)
+    far = rng.integers(-400, 401, size=(3, 25))
+    cases.append(Case("offsets far beyond max_distance", (far, True, nb, md)))
+    nb, md = _bucket_parameters(rng, False, 400)
+    cases.append(
+        Case("unidirectional, far offsets", (rng.integers(-400, 401, size=30), False, nb, md))
+    )
+    cases.append(Case("offset 0 alone", (np.zeros(1, np.int64), True, 16, 40)))
+    return cases
+
+
+def _bucket_sign_flipped(rel, bidirectional, num_buckets, max_distance):
+    return answers.relative_position_bucket(
+        -np.asarray(rel), bidirectional, num_buckets, max_distance
+    )
+
+
+def _bucket_variant(
+    rel,
+    bidirectional,
+    num_buckets,
+    max_distance,
+    *,
+    offset=True,
+    halve=True,
+    clip=True,
+    rounding=np.floor,
+    causal_abs=False,
+):
+    """T5's bucket with one step changed (the known mistakes)."""
+    rel = np.asarray(rel, dtype=np.int64)
+    base = np.zeros(rel.shape, dtype=np.int64)
+    b = num_buckets
+    if bidirectional:
+        b = b // 2 if halve else b
+        base = np.where(rel > 0, b, 0) if offset else base
+        r = np.abs(rel)
+    else:
+        r = np.abs(rel) if causal_abs else -np.minimum(rel, 0)
+    e = b // 2
+    with np.errstate(divide="ignore"):
+        large = e + rounding(np.log(r / e) / math.log(max_distance / e) * (b - e))
+    if clip:
+        large = np.minimum(large, b - 1)
+    return base + np.where(r < e, r, np.where(r < e, 0, large)).astype(np.int64)
+
+
+# --------------------------------------------------------------------------------------
+# task 4: online_softmax_backward
+
+
+def _backward_case(name, q, k, v, block, mask, rng):
+    out, lse = answers.attention_forward(q, k, v, mask)
+    return Case(name, (q, k, v, out, lse, normal(rng, *out.shape), block, mask))
+
+
+def _backward_cases(rng):
     n_q, n_k = distinct_sizes(rng, 3, 11, 2)
     rows = np.ones((n_q, n_k), dtype=bool)
-    rows[1] = False
+    rows[1] = False  # a query with no allowed key
     rows[2, : n_k // 2] = False
     return [
-        Case(
+        _backward_case(
             "block size divides n_k",
-            (normal(rng, n_q, 4), normal(rng, 12, 4), normal(rng, 12, 3), 4, None),
+            normal(rng, n_q, 4),
+            normal(rng, 12, 4),
+            normal(rng, 12, 3),
+            4,
+            None,
+            rng,
         ),
-        Case(
+        _backward_case(
             "block size does not divide n_k",
-            (normal(rng, n_q, 4), normal(rng, n_k, 4), normal(rng, n_k, 2), 3, None),
+            normal(rng, n_q, 4),
+            normal(rng, n_k, 4),
+            normal(rng, n_k, 2),
+            3,
+            None,
+            rng,
         ),
-        Case(
-            "block larger than n_k",
-            (normal(rng, 2, n_q, 5), normal(rng, 2, n_k, 5), normal(rng, 2, n_k, 5), 64, None),
+        _backward_case(
+            "batch and heads, one (n_q, n_k) mask for all, block larger than n_k",
+            normal(rng, 2, 3, n_q, 5),
+            normal(rng, 2, 3, n_k, 5),
+            normal(rng, 2, 3, n_k, 4),
+            64,
+            rng.random((n_q, n_k)) < 0.7,
+            rng,
         ),
-        Case(
+        _backward_case(
             "mask with a fully-masked row",
-            (normal(rng, n_q, 4), normal(rng, n_k, 4), normal(rng, n_k, 3), 2, rows),
+            normal(rng, n_q, 4),
+            normal(rng, n_k, 4),
+            normal(rng, n_k, 3),
+            2,
+            rows,
+            rng,
         ),
-        # scores of about +-LARGE**2 = 1600: exp overflows unless every block is shifted by
-        # the running max, so neither "no shift" nor "the first block's max" passes
-        Case(
+        # scores of about +-LARGE**2 = 1600: exp(s) overflows, exp(s - L) does not
+        _backward_case(
             "block size 1, large scores",
-            (
-                LARGE * normal(rng, n_q, 6),
-                LARGE * normal(rng, n_k, 6),
-                normal(rng, n_k, 2),
-                1,
-                None,
-            ),
+            LARGE * normal(rng, n_q, 6),
+            LARGE * normal(rng, n_k, 6),
+            normal(rng, n_k, 2),
+            1,
+            None,
+            rng,
         ),
-        # the method, not only the outcome: the full score matrix of this case (720 MB in
-        # float64, 360 MB in float32) does not fit in the sandbox's MEMORY; its blocks do
-        Case(
-            f"{BIG_Q} queries x {BIG_K} keys (the full score matrix does not fit in memory)",
-            (normal(rng, BIG_Q, 4), normal(rng, BIG_K, 4), normal(rng, BIG_K, 2), 1024, None),
+        _backward_case(
+            "causal, 48 positions, blocks of 16",
+            normal(rng, 48, 8),
+            normal(rng, 48, 8),
+            normal(rng, 48, 8),
+            16,
+            _causal(48),
+            rng,
+        ),
+        _backward_case(
+            "one query, one key",
+            normal(rng, 1, 3),
+            normal(rng, 1, 3),
+            normal(rng, 1, 2),
+            4,
+            None,
+            rng,
         ),
     ]
 
 
+#: the sandbox memory of this chapter: its cases are small (n <= 48), so a quarter of a GiB
+#: is ample for any honest method
+MEMORY = 256 << 20
 #: the scale of q and k in the large-scores case: scores q.k / sqrt(d) of standard deviation
 #: LARGE**2, far over the 709 where float64 exp overflows
 LARGE = 40.0
-#: the sandbox memory of this chapter, and the case whose (n_q, n_k) scores exceed it
-MEMORY = 256 << 20
-BIG_Q, BIG_K = 3000, 30000
 
 
-def _transposed_self_attention(x, w_q, w_k, w_v, mask=None):
-    """Output and weights computed with W^T instead of W (queries as columns)."""
-    _, w = self_attention.self_attention(x, w_q, w_k, w_v, mask)
-    wt = np.swapaxes(w, -1, -2)  # (..., n, n)
-    return wt @ (np.asarray(x) @ np.asarray(w_v)), wt
+def _backward_scale(q, k, v, out, lse, d_out, block_size=128, mask=None):
+    """Per output, the size of the terms it sums: |P| (1 + |S| + |L|) weighted by the
+    absolute values of every factor (dS = P (dP - D) cancels; P = exp(S - L) of large S and
+    L carries their rounding)."""
+    q, k, v, out, d_out = (np.asarray(a, float) for a in (q, k, v, out, d_out))
+    lse = np.asarray(lse, float)
+    s = np.abs(q) @ np.swapaxes(np.abs(k), -1, -2) / math.sqrt(q.shape[-1])  # >= |S|
+    finite = np.where(np.isfinite(lse), lse, 0.0)[..., None]
+    p = np.exp(answers._scaled_scores(q, k, mask) - finite)  # (..., n_q, n_k)
+    e = p * (1.0 + s + np.abs(finite))
+    term = np.abs(d_out) @ np.swapaxes(np.abs(v), -1, -2) + (np.abs(d_out) * np.abs(out)).sum(
+        -1, keepdims=True
+    )  # (..., n_q, n_k), |dP| + |D|
+    c = 1.0 / math.sqrt(q.shape[-1])
+    return (
+        (e * term) @ np.abs(k) * c + SUBNORMAL_FLOOR,
+        np.swapaxes(e * term, -1, -2) @ np.abs(q) * c + SUBNORMAL_FLOOR,
+        np.swapaxes(e, -1, -2) @ np.abs(d_out) + SUBNORMAL_FLOOR,
+    )
 
 
-def _swap_sin_cos(n, d):
-    """Positions with sin and cos swapped (cos in even columns, sin in odd ones)."""
-    w = 10000.0 ** (-np.arange(0, d, 2, dtype=np.float64) / d)  # (ceil(d/2),)
-    angles = np.arange(n, dtype=np.float64)[:, None] * w[None, :]  # (n, ceil(d/2))
-    pe = np.empty((n, d))
-    pe[:, 0::2] = np.cos(angles)
-    pe[:, 1::2] = np.sin(angles[:, : d // 2])
-    return pe
+#: a floor under every scale of the backward: in the large-scores case some weights
+#: exp(S - L) fall below the smallest normal float64 (2.2e-308), where every order of the
+#: operations rounds differently (a reordered correct backward differs by 1e-322 there, far
+#: beyond atol times their own size); atol times this floor is 1e-294
+SUBNORMAL_FLOOR = 1e-280
+
+
+def _backward_with(*, delta="out", lse=True, scale=True, tail=True, local=False):
+    """The recomputation with one step changed (the known mistakes)."""
+
+    def outputs(q, k, v, out, logsumexp, d_out, block_size=128, mask=None):
+        q, k, v, out, d_out = (np.asarray(a, float) for a in (q, k, v, out, d_out))
+        s = answers._scaled_scores(q, k, mask)
+        L = np.where(np.isfinite(logsumexp), logsumexp, 0.0)[..., None]
+        n_k = k.shape[-2]
+        stop = n_k if tail else n_k - n_k % block_size
+        keep = np.arange(n_k) < stop
+        if local:  # each block normalised on its own
+            p = np.zeros_like(s)
+            for start in range(0, n_k, block_size):
+                blk = s[..., start : start + block_size]
+                top = blk.max(-1, keepdims=True)
+                ex = np.exp(blk - np.where(np.isfinite(top), top, 0))
+                tot = ex.sum(-1, keepdims=True)
+                p[..., start : start + block_size] = ex / np.where(tot > 0, tot, 1)
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):
+                p = np.exp(s - L) if lse else np.exp(s)
+        with np.errstate(all="ignore"):  # exp(S) overflows in the large case
+            p = np.where(keep, p, 0.0)
+            dv = np.swapaxes(p, -1, -2) @ d_out
+            dp = d_out @ np.swapaxes(v, -1, -2)
+            D = {
+                "out": (d_out * out).sum(-1, keepdims=True),
+                "dO": d_out.sum(-1, keepdims=True),
+                "none": 0.0,
+            }[delta]
+            ds = p * (dp - D)
+            c = 1.0 / math.sqrt(q.shape[-1]) if scale else 1.0
+            return ds @ k * c, np.swapaxes(ds, -1, -2) @ q * c, dv
+
+    return outputs
 
 
 CHAPTER = register(
     Chapter(
         "ch4_self_attention",
-        # measured 2026-12-03 (`python -m autograder.grading.measure`, then in budgets.py): the
-        # solved notebook graded in a warm sandbox took 3.38, 4.34, 5.06 s (2 CPUs, load average
-        # 4.7); T = the slowest
-        reference_seconds=5.1,
+        # measured 2026-12-05 (`python -m autograder.grading.measure`, then in budgets.py): the
+        # solved notebook graded in a warm sandbox took 3.75, 0.43, 0.40 s (2 CPUs, load
+        # average 24.2); T = the slowest
+        reference_seconds=3.8,
         limits={"memory_bytes": MEMORY},
         checks=(
             Check(
-                "self_attention",
-                self_attention.self_attention,
-                _self_attention_cases,
+                "window_global_mask",
+                answers.window_global_mask,
+                _window_cases,
+                outputs=("mask",),
+                hints={
+                    "dtype": "build it with comparisons and | (or), which give a boolean array",
+                    "values": "True where |i - j| <= window, or where row i or column j is a global position",
+                },
+                mistakes=(
+                    Mistake(
+                        "a global token attends to every position (its row) AND every position attends "
+                        "to it (its column): set both",
+                        lambda n, w, g: _global_rows(n, w, g, cols=False),
+                    ),
+                    Mistake(
+                        "every position attends to a global token (its column) AND a global token "
+                        "attends to every position (its row): set both",
+                        lambda n, w, g: _global_rows(n, w, g, rows=False),
+                    ),
+                    Mistake(
+                        "the band includes |i - j| = window (as the page's local mask): use <=, not <",
+                        lambda n, w, g: _global_rows(n, w, g, band=_band(n, w, strict=True)),
+                    ),
+                    Mistake(
+                        "the window is symmetric: keys on both sides of the query, |i - j| <= window, "
+                        "not only the past",
+                        _causal_window,
+                    ),
+                ),
+            ),
+            Check(
+                "alibi_slopes",
+                answers.alibi_slopes,
+                _slopes_cases,
+                outputs=("slopes",),
+                rtol=1e-12,
+                atol=0.0,
+                hints={
+                    "shape": "one slope per head: shape (num_heads,)",
+                    "values": "for H a power of two, m_h = 2^(-8h/H) for h = 1..H",
+                },
+                mistakes=(
+                    Mistake("the heads are numbered h = 1..H, not 0..H-1", _slopes_from_zero),
+                    Mistake(
+                        "for H not a power of two, take the slopes of the largest power of two P < H, "
+                        "then every other slope of 2P heads (h = 1, 3, 5, ...)",
+                        _slopes_no_interleave,
+                    ),
+                    Mistake(
+                        "the slopes fall from head to head: m_1 = 2^(-8/H) is the largest",
+                        lambda h: answers.alibi_slopes(h)[::-1],
+                    ),
+                ),
+            ),
+            Check(
+                "alibi_attention",
+                answers.alibi_attention,
+                _alibi_cases,
                 outputs=("output", "weights"),
                 hints={
                     "arity": "return a pair (output, weights)",
-                    "nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT,
-                    "output.shape": "output = weights @ (x @ w_v) has shape (..., n, d_v)",
+                    "values": "scores q k^T / sqrt(d) - m_h |i - j|, slope h on head h, then the masked "
+                    "softmax over the keys and weights @ v",
+                    "nan": "a row with nothing allowed gets zero weights, not 0/0; and "
+                    + HINT_MAX_SHIFT,
+                    "shape": "output (..., H, n, d_v), weights (..., H, n, n); slopes[:, None, None] "
+                    "puts one slope on each head",
+                    "ValueError": "the slopes are one per head: reshape them to (H, 1, 1) so that they "
+                    "broadcast over the heads axis, not over the keys",
                 },
                 mistakes=(
                     Mistake(
-                        "you forgot to divide the scores by sqrt(d_k)",
-                        scaled_query(
-                            self_attention.self_attention,
-                            1,
-                            lambda a: np.shape(a[1])[1],
-                        ),
+                        "ALiBi is a penalty: subtract m_h |i - j| from the score, do not add it",
+                        _alibi_with_bias(lambda m, i, j: m[:, None, None] * np.abs(i - j)),
                     ),
                     Mistake(
-                        "scale by sqrt(d_k), the width of the queries and keys, not sqrt(d_in)",
-                        lambda x, wq, wk, wv, mask=None: self_attention.self_attention(
-                            x,
-                            np.asarray(wq) * math.sqrt(np.shape(wq)[1] / np.shape(wq)[0]),
-                            wk,
-                            wv,
-                            mask,
-                        ),
+                        "the penalty grows with the distance |i - j| on both sides of the query, not "
+                        "with the signed offset i - j",
+                        _alibi_with_bias(lambda m, i, j: -m[:, None, None] * (i - j)),
                     ),
                     Mistake(
-                        "your weights are transposed: row i must hold query i's weights over the keys j",
-                        _transposed_self_attention,
+                        "one slope per head: the slopes broadcast over the heads axis (H, 1, 1), not "
+                        "over the keys",
+                        _alibi_with_bias(lambda m, i, j: -m[None, :] * np.abs(i - j)),
+                    ),
+                    Mistake(
+                        "add the bias to the scores before the softmax, not to the weights after it",
+                        _alibi_bias_after_softmax,
+                    ),
+                    Mistake(
+                        "only q k^T is divided by sqrt(d): the bias -m_h |i - j| is added after the "
+                        "scaling",
+                        _alibi_bias_scaled,
+                    ),
+                    Mistake("you forgot to divide the scores by sqrt(d)", _alibi_unscaled),
+                ),
+            ),
+            Check(
+                "relative_position_bucket",
+                answers.relative_position_bucket,
+                _bucket_cases,
+                outputs=("buckets",),
+                rtol=0.0,
+                atol=0.0,
+                hints={
+                    "values": "r < E: bucket r; otherwise E + floor(log(r/E) / log(max_distance/E) "
+                    "* (B - E)), at most B - 1; bidirectional: B = num_buckets // 2 and keys after "
+                    "the query add B",
+                },
+                mistakes=(
+                    Mistake(
+                        "relative_position is memory minus query (j - i): a key after the query has a "
+                        "positive offset; do not negate it",
+                        _bucket_sign_flipped,
+                    ),
+                    Mistake(
+                        "bidirectional: keys after the query (relative_position > 0) use the second "
+                        "half of the buckets, offset by num_buckets // 2",
+                        lambda r, bi, nb, md: _bucket_variant(r, bi, nb, md, offset=False),
+                    ),
+                    Mistake(
+                        "bidirectional: each half has num_buckets // 2 buckets, so halve num_buckets "
+                        "before computing E and the logarithmic buckets",
+                        lambda r, bi, nb, md: _bucket_variant(r, bi, nb, md, halve=False),
+                    ),
+                    Mistake(
+                        "clip the logarithmic bucket at B - 1: every distance beyond max_distance shares "
+                        "the last bucket",
+                        lambda r, bi, nb, md: _bucket_variant(r, bi, nb, md, clip=False),
+                    ),
+                    Mistake(
+                        "round the logarithmic bucket down (floor, as int() does for positive numbers), "
+                        "not up or to the nearest integer",
+                        lambda r, bi, nb, md: _bucket_variant(r, bi, nb, md, rounding=np.ceil),
+                    ),
+                    Mistake(
+                        "unidirectional: a key after the query (relative_position > 0) has distance 0, "
+                        "-min(relative_position, 0), not |relative_position|",
+                        lambda r, bi, nb, md: _bucket_variant(r, bi, nb, md, causal_abs=True),
                     ),
                 ),
             ),
             Check(
-                "causal_mask",
-                self_attention.causal_mask,
-                _causal_cases,
-                outputs=("mask",),
+                "online_softmax_backward",
+                answers.online_softmax_backward,
+                _backward_cases,
+                outputs=("dq", "dk", "dv"),
+                rtol=1e-9,
+                atol=1e-14,
+                scale=_backward_scale,
                 hints={
-                    "dtype": "build it with a comparison (e.g. j <= i), which gives a boolean array"
+                    "arity": "return a triple (dq, dk, dv)",
+                    "values": "per block: P = exp(S - L), dV = P^T dO, dS = P * (dO V^T - D) with "
+                    "D_i = dO_i . O_i, dQ += dS K / sqrt(d), dK = dS^T Q / sqrt(d)",
+                    "nan": "a query with no allowed key has logsumexp -inf and weights 0: shift by 0 "
+                    "there (never compute -inf - (-inf))",
+                    "inf": "recompute the weights as exp(S - L) with the given logsumexp L: exp(S) "
+                    "alone overflows",
+                    "dq.shape": "dq has the shape of q (..., n_q, d)",
+                    "dk.shape": "dk has the shape of k (..., n_k, d)",
+                    "dv.shape": "dv has the shape of v (..., n_k, d_v)",
                 },
                 mistakes=(
                     Mistake(
-                        "query i may attend to keys j <= i (the past), so the mask is lower-triangular, not upper",
-                        lambda n: self_attention.causal_mask(n).T,
+                        "D_i = rowsum(dO_i * O_i), the product with the output, not rowsum(dO_i) alone",
+                        _backward_with(delta="dO"),
                     ),
                     Mistake(
-                        "every position may attend to itself: the condition is j <= i, not j < i",
-                        lambda n: np.tril(np.ones((n, n), dtype=bool), -1),
+                        "the softmax backward is dS = P * (dP - D): you left out D",
+                        _backward_with(delta="none"),
                     ),
-                ),
-            ),
-            Check(
-                "local_mask",
-                self_attention.local_mask,
-                _local_cases,
-                outputs=("mask",),
-                hints={
-                    "dtype": "build it with a comparison (|i - j| <= window), which gives a boolean array"
-                },
-                mistakes=(
                     Mistake(
-                        "the band includes |i - j| = window: use <=, not <",
-                        lambda n, w: np.abs(np.arange(n)[:, None] - np.arange(n)[None, :]) < w,
+                        "S = Q K^T / sqrt(d), so dQ = dS K / sqrt(d) and dK = dS^T Q / sqrt(d): "
+                        "you forgot the 1/sqrt(d)",
+                        _backward_with(scale=False),
                     ),
-                ),
-            ),
-            Check(
-                "sinusoidal_positions",
-                self_attention.sinusoidal_positions,
-                _positions_cases,
-                outputs=("positions",),
-                hints={
-                    "transposed": "rows are positions: the encoding has shape (n, d)",
-                    "values": "PE[t, 2i] = sin(t w_i), PE[t, 2i+1] = cos(t w_i), w_i = 10000^(-2i/d); an odd d drops the last cosine",
-                },
-                mistakes=(
                     Mistake(
-                        "sin goes in the even columns (2i) and cos in the odd ones (2i+1)",
-                        _swap_sin_cos,
+                        "recompute the weights as P = exp(S - L) with the logsumexp L of the forward "
+                        "pass: exp(S) alone is not normalised",
+                        _backward_with(lse=False),
                     ),
-                ),
-            ),
-            Check(
-                "online_softmax_attention",
-                self_attention.online_softmax_attention,
-                _online_cases,
-                outputs=("output",),
-                rtol=1e-6,
-                atol=1e-9,
-                hints={
-                    "MemoryError": "never build the (n_q, n_k) score matrix: take the keys block by block, "
-                    "keeping only a running max, sum and output per query",
-                    "nan": "a row whose keys are all masked so far has running max -inf: shift by 0 there "
-                    "(never compute -inf - (-inf)), and give a fully masked row a zero output",
-                    "values": "when a block raises the running max from m to m', rescale the running sum and "
-                    "output by exp(m - m') before adding the block; divide by the sum once, at the end",
-                },
-                mistakes=(
                     Mistake(
-                        "you forgot to divide the scores by sqrt(d_k)",
-                        scaled_query(
-                            self_attention.online_softmax_attention,
-                            0,
-                            lambda a: np.shape(a[0])[-1],
-                        ),
+                        "normalise P with the logsumexp L of the whole row, not with each block's own "
+                        "sum",
+                        _backward_with(local=True),
+                    ),
+                    Mistake(
+                        "the last block of keys may be shorter than block_size: do not drop it",
+                        _backward_with(tail=False),
                     ),
                 ),
             ),
