@@ -549,6 +549,11 @@ def _block_variant(
 
 
 FIX_STEP = ". greedy_decode_cached calls your decoder_step: fix decoder_step first"
+HINT_STEP_UNSCALED = (
+    "an attention of the step forgot to divide its scores by sqrt(d_h)"
+    + FIX_STEP
+    + " (or cross_attention, which it calls)"
+)
 
 
 def _tril(k):
@@ -701,8 +706,8 @@ def _greedy_cases(rng):
                 heads,
                 int(rng.integers(0, vocab)),
                 max_len,
-                normal(rng, batch, past, d),
-                normal(rng, batch, past, d),
+                2.0 * normal(rng, batch, past, d),  # keys: the query leans on the prompt
+                3.0 * normal(rng, batch, past, d),  # values: which weigh in the output
                 mask,
             ),
         )
@@ -719,9 +724,16 @@ def _greedy_cases(rng):
             _src_mask(rng, 3, n_src),
         ),
         case("an empty cache (B, 0, d): decoding from the start", 2, 8, 2, 8, 5, 0, None),
-        case("one sentence, one head, a prompt of 2, no source mask", 1, 6, 1, 7, 4, 2, None),
+        case("one sentence, one head, a prompt of 2, no source mask", 1, 6, 1, 12, 8, 2, None),
         case(
-            "a single step after a prompt of 4, 4 heads", 2, 8, 4, 8, 1, 4, _src_mask(rng, 2, n_src)
+            "a single step after a prompt of 4, 4 heads",
+            4,
+            8,
+            4,
+            12,
+            1,
+            4,
+            _src_mask(rng, 4, n_src),
         ),
     ]
 
@@ -1243,16 +1255,12 @@ CHAPTER = register(
                         "keys and values are swapped in the cache" + FIX_STEP,
                         _greedy_variant(step=_step_variant(swap_kv=True)),
                     ),
+                    # the words alone rarely tell one unscaled attention from two: one hint
                     Mistake(
-                        "the step's cross-attention forgot to divide its scores by sqrt(d_h)"
-                        + FIX_STEP
-                        + " (or cross_attention, which it calls)",
+                        HINT_STEP_UNSCALED,
                         _greedy_variant(step=_step_variant(cross_scale=_unscaled)),
                     ),
-                    Mistake(
-                        "the step forgot to divide its scores by sqrt(d_h)" + FIX_STEP,
-                        _greedy_variant(step=_step_unscaled),
-                    ),
+                    Mistake(HINT_STEP_UNSCALED, _greedy_variant(step=_step_unscaled)),
                     Mistake(
                         "the step attends over the new position only, not over the cache"
                         + FIX_STEP,
