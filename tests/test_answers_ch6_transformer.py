@@ -412,3 +412,30 @@ def test_the_answer_keys_pass_their_public_and_hidden_cases(name):
     for case, hidden in _all_cases(name):
         verdict = _judge(name, checks.REGISTRY[name].reference, case, hidden)
         assert verdict.passed, verdict.message
+
+
+@pytest.mark.parametrize("name", CHECKS)
+def test_a_hidden_case_still_has_at_most_64_messages_with_every_named_mistake(name):
+    """The named mistakes add hidden messages: with every one of them, and hostile outputs,
+    a hidden case of each ch6 check still says at most 64 things (6 bits)."""
+    import dataclasses
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_checker_messages import _hostile_outcomes
+
+    from autograder import contract
+
+    rng = np.random.default_rng(0)
+    spec = checks.spec(name)
+    case = checks.prepare(name, checks.hidden_cases(name, 3)[0], hidden=True)
+    messages = set()
+    with np.errstate(all="ignore"):
+        outcomes = list(_hostile_outcomes(case.expected, rng))
+        outcomes += [{"kind": "value", "arrays": outputs} for _, outputs in case.mistakes]
+        for outcome in outcomes:
+            verdict = contract.judge(spec, dataclasses.replace(case, hidden=True), outcome)
+            if not verdict.passed:
+                messages.add(verdict.message)
+    assert len(messages) <= 64, len(messages)
