@@ -592,7 +592,8 @@ def judge(spec: dict, case: Case, outcome: dict) -> Verdict:
 
     spec: the check's public description: ``name``, ``outputs`` (names), ``rtol``, ``atol``,
         ``hints`` (``"kind"`` or ``"output.kind"`` -> text; kinds: arity, shape, transposed,
-        dtype, nan, inf, values) and ``comparator`` (``allclose``, ``accuracy`` or ``tokens``).
+        dtype, nan, inf, values) and ``comparator`` (``allclose``, ``accuracy`` or ``tokens``;
+        ``"integer": True`` also requires an integer array where the expected one is).
     case.expected: the reference's arrays; an ``Expected`` also carries each output's scale,
         and the absolute tolerance is then ``atol * scale`` (see ``tolerance``).
     outcome: what ``run_case`` returned (a value's arrays may be shape-only placeholders with
@@ -629,6 +630,14 @@ def _judged(
                 _hint(hints, output, "shape") if kind != "shape" else ""
             )
             return False, where + msg + hint
+    if spec.get("comparator", {}).get("integer"):  # integer outputs must be integers
+        for output, exp, g in zip(names, expected, got):
+            if exp.dtype.kind in "iu" and g.dtype.kind not in "iu":
+                got_dtype = "another dtype" if hidden else f"dtype {g.dtype}"
+                return False, where + (
+                    f"expected {output} to be an integer array, got {got_dtype}."
+                    + _hint(hints, output, "dtype")
+                )
     rtol, atol, scales = spec["rtol"], spec["atol"], _scales(expected)
     for hint, outputs in mistakes:
         # the mistake's outputs stand in for the expected ones: the same bound around them

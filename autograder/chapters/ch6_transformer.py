@@ -6,6 +6,7 @@ with ``autograder.checks.register``; the grader core never names this module.
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -20,15 +21,75 @@ from autograder.checks import (
     distinct_sizes,
     lazy_module,
     normal,
+    normalise,
     register,
     scaled_query,
 )
+from solutions import conventions
 
 # imported on first call: these reference modules import PyTorch (checks.LazyFunction)
+answers = lazy_module("answers.ch6_transformer")
 multihead = lazy_module("solutions.multihead")
 self_attention = lazy_module("solutions.self_attention")
 soft_hard = lazy_module("solutions.soft_hard")
 transformer = lazy_module("solutions.transformer")
+
+
+# ----------------------------------------------------------------------------------------
+# mistakes that coincide on a case: the first declared speaks
+
+
+def _fingerprint(value):
+    if isinstance(value, np.ndarray):
+        return (value.shape, value.dtype.str, hashlib.sha1(value.tobytes()).hexdigest())
+    if isinstance(value, (tuple, list)):
+        return tuple(_fingerprint(v) for v in value)
+    return repr(value)
+
+
+def _same(a, b):
+    return len(a) == len(b) and all(
+        x.shape == y.shape
+        and (
+            np.array_equal(x, y)
+            if x.dtype == bool or y.dtype == bool
+            else np.allclose(x, y, rtol=1e-6, atol=1e-9, equal_nan=True)
+        )
+        for x, y in zip(a, b)
+    )
+
+
+def _exclusive(*mistakes):
+    """The mistakes with each one withdrawn from a case where its outputs are an earlier
+    mistake's (e.g. one unscaled attention and two, when the other's softmax saturates): a
+    student who makes it is told the earlier hint there, and its own on the other cases."""
+    memo = {}
+
+    def run(k, args, kwargs):
+        key = (k, _fingerprint(args), _fingerprint(sorted(kwargs.items())))
+        if key not in memo:
+            if len(memo) > 512:
+                memo.clear()
+            try:
+                memo[key] = normalise(mistakes[k].outputs(*args, **kwargs))
+            except (ValueError, TypeError, IndexError) as error:
+                memo[key] = error
+        return memo[key]
+
+    def withdrawn_if_earlier(k):
+        def outputs(*args, **kwargs):
+            mine = run(k, args, kwargs)
+            if isinstance(mine, Exception):
+                raise ValueError("this mistake has no meaning for this case") from mine
+            for j in range(k):
+                other = run(j, args, kwargs)
+                if not isinstance(other, Exception) and _same(mine, other):
+                    raise ValueError("the same outputs as an earlier mistake's: it speaks")
+            return mine
+
+        return outputs
+
+    return tuple(Mistake(m.hint, withdrawn_if_earlier(k)) for k, m in enumerate(mistakes))
 
 
 def _src_mask(rng, batch, n_src, empty=False):
@@ -166,33 +227,91 @@ def _inverted_src_mask(x, memory, w_q, w_k, w_v, w_o, num_heads=1, src_mask=None
     return transformer.cross_attention(x, memory, w_q, w_k, w_v, w_o, num_heads, flipped)
 
 
-def _decoder_mask_cases(rng):
-    n = int(rng.integers(4, 8))
+def _cross_without_src_mask(x, memory, w_q, w_k, w_v, w_o, num_heads=1, src_mask=None):
+    """The source mask never applied: padded source words are attended."""
+    if src_mask is None:
+        raise ValueError("no mask: the mistake is the reference")
+    return transformer.cross_attention(x, memory, w_q, w_k, w_v, w_o, num_heads, None)
+
+
+def _cross_heads_without_transpose(x, memory, w_q, w_k, w_v, w_o, num_heads=1, src_mask=None):
+    """Heads made by reshaping (..., n, d_model) straight to (..., h, n, d_h), and merged
+    back the same way: each "head" mixes positions instead of holding a slice of features."""
+    x, memory = np.asarray(x, dtype=float), np.asarray(memory, dtype=float)
+
+    def split(z):  # (..., n, d_model) -> (..., h, n, d_h) without moving the head axis
+        return z.reshape(z.shape[:-2] + (num_heads, z.shape[-2], z.shape[-1] // num_heads))
+
+    q, k, v = split(x @ w_q), split(memory @ w_k), split(memory @ w_v)
+    scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])  # (..., h, n_tgt, n_src)
+    mask = None if src_mask is None else np.expand_dims(np.asarray(src_mask), -3)
+    weights = conventions.masked_softmax(scores, mask)
+    heads = weights @ v  # (..., h, n_tgt, d_h)
+    merged = heads.reshape(heads.shape[:-3] + (heads.shape[-2], -1))  # (..., n_tgt, d_model)
+    return merged @ w_o, weights
+
+
+# ----------------------------------------------------------------------------------------
+# the packed decoder mask (answers.ch6_transformer.packed_decoder_mask)
+
+
+def _packed_row(rng, n, sentences, pad):
+    """One row of segment ids: ``sentences`` runs of random non-zero labels (distinct, not
+    necessarily 1, 2, ...) filling n - pad positions, then ``pad`` zeros."""
+    words = n - pad
+    cuts = np.sort(rng.choice(np.arange(1, words), size=sentences - 1, replace=False))
+    lengths = np.diff(np.concatenate([[0], cuts, [words]]))
+    labels = rng.choice(np.arange(1, 10), size=sentences, replace=False)
+    return np.concatenate([np.repeat(labels, lengths), np.zeros(pad, dtype=int)])
+
+
+def _packed_cases(rng):
+    n = int(rng.integers(6, 9))
+    rows = np.stack([_packed_row(rng, n, s, p) for s, p in ((3, 1), (2, 0), (2, 2))])
+    one_each = np.stack([_packed_row(rng, n, 1, p) for p in (0, 3)])
+    empty = np.stack([np.zeros(n, dtype=int), _packed_row(rng, n, 2, 1)])
+    deep = np.stack([_packed_row(rng, 5, s, p) for s, p in ((2, 0), (3, 1), (1, 2), (4, 0))])
     return [
-        Case("batch of 3, one shorter target", (np.array([n, n - 2, n]), n)),
-        Case("an empty target", (np.array([0, n]), n)),
-        Case("no batch axis", (np.array(n - 1), n)),
-        Case("random lengths", (rng.integers(0, n + 1, size=4), n)),
+        Case("3 rows of 2 or 3 packed sentences, padding at the end", (rows,)),
+        Case("no batch axis: one row of 3 sentences", (_packed_row(rng, n, 3, 1),)),
+        Case("one sentence per row (the chapter's causal AND padding mask)", (one_each,)),
+        Case("a row that is all padding", (empty,)),
+        Case("one-word sentences", (np.array([[4, 7, 2, 9, 0], [3, 3, 5, 0, 0]]),)),
+        Case("n = 1: a one-word row and a padding row", (np.array([[6], [0]]),)),
+        Case("two batch axes (2, 2, n)", (deep.reshape(2, 2, 5),)),
     ]
 
 
-def _decoder_mask_inverted(tgt_lens, n):
-    return ~transformer.decoder_mask(tgt_lens, n)
+def _packed_variant(causal=True, same=True, pad_query=True, pad_key=False, k=0):
+    """``packed_decoder_mask`` built with one known mistake: ``causal``/``same``: whether
+    the causal (j <= i + k) and same-segment conditions are there; ``pad_query``: padding
+    query rows cleared; ``pad_key``: padding keys hidden (only needed when ``same`` is
+    off)."""
 
-
-def _decoder_mask_causal_only(tgt_lens, n):
-    causal = self_attention.causal_mask(n)
-    return np.broadcast_to(causal, np.shape(tgt_lens) + (n, n))
-
-
-def _decoder_mask_off_by_one(k):
-    """The padding half right, the causal half shifted: j <= i + k instead of j <= i."""
-
-    def outputs(tgt_lens, n):
-        padding = self_attention.padding_mask(tgt_lens, n)  # (..., 1, n)
-        return np.tril(np.ones((n, n), dtype=bool), k) & padding
+    def outputs(segment_ids):
+        seg = np.asarray(segment_ids)
+        n = seg.shape[-1]
+        mask = np.ones(seg.shape + (n,), dtype=bool)
+        if causal:
+            mask = mask & np.tril(np.ones((n, n), dtype=bool), k)
+        if same:
+            mask = mask & (seg[..., :, None] == seg[..., None, :])
+        if pad_query:
+            mask = mask & (seg != 0)[..., :, None]
+        if pad_key:
+            mask = mask & (seg != 0)[..., None, :]
+        return mask
 
     return outputs
+
+
+def _packed_inverted(segment_ids):
+    return ~answers.packed_decoder_mask(segment_ids)
+
+
+def _packed_transposed(segment_ids):
+    """Row i the key, column j the query: the upper triangle."""
+    return np.swapaxes(_packed_variant(pad_query=False, pad_key=True)(segment_ids), -1, -2)
 
 
 def _smoothing_cases(rng):
@@ -409,6 +528,17 @@ def _block_cases(rng):
                 _src_mask(rng, 2, n_src),
             ),
         ),
+        # queries from memory give (n_src, d) rows: comparable only when n_src = n_tgt
+        Case(
+            "n_tgt = n_src, source padding",
+            (
+                normal(rng, 2, n_tgt, 8),
+                normal(rng, 2, n_tgt, 8),
+                *_layer(rng, 8, 16),
+                2,
+                _src_mask(rng, 2, n_tgt),
+            ),
+        ),
     ]
 
 
@@ -419,39 +549,70 @@ def _unscaled(stacked, num_heads):
     return stacked
 
 
+def _over_sqrt_d(stacked, num_heads):
+    """A stack whose w_q is divided by sqrt(h): scores q.k / sqrt(d) instead of / sqrt(d_h)."""
+    stacked = np.array(stacked, dtype=float)
+    stacked[0] /= math.sqrt(num_heads)
+    return stacked
+
+
 def _block_variant(
     self_mask=lambda n: self_attention.causal_mask(n),
-    unscaled=False,
+    self_scale=None,
+    cross_scale=None,
     cross_from_decoder=False,
+    queries_from_memory=False,
+    use_src_mask=True,
     residual=True,
+    ffn_residual=True,
+    final_norm=True,
     norm_first=False,
 ):
-    """``decoder_block`` built with one known mistake."""
+    """``decoder_block`` built with one known mistake; ``self_scale`` / ``cross_scale``:
+    ``_unscaled`` or ``_over_sqrt_d`` applied to that attention's stack."""
 
     def outputs(y, memory, self_attn, cross_attn, w_1, b_1, w_2, b_2, num_heads, src_mask=None):
         mha, norm = multihead.multihead_attention, transformer.layer_norm
-        if unscaled:
-            self_attn, cross_attn = (
-                _unscaled(self_attn, num_heads),
-                _unscaled(cross_attn, num_heads),
-            )
+        if self_scale is not None:
+            self_attn = self_scale(self_attn, num_heads)
+        if cross_scale is not None:
+            cross_attn = cross_scale(cross_attn, num_heads)
+        mask = src_mask if use_src_mask else None
+        if not use_src_mask and src_mask is None:
+            raise ValueError("no source mask: the mistake is the reference")
 
-        def sublayer(x, f):  # one sub-layer, its residual and its norm
+        def sublayer(x, f, res=True, normed=True):  # one sub-layer, its residual and norm
             if norm_first:
                 return x + f(norm(x)) if residual else f(norm(x))
-            return norm(x + f(x)) if residual else norm(f(x))
+            z = x + f(x) if residual and res else f(x)
+            return norm(z) if normed else z
 
         def cross(z):
             if cross_from_decoder:  # keys and values from the decoder: no source mask fits
                 return mha(z, z, *cross_attn, num_heads)[0]
-            return mha(z, memory, *cross_attn, num_heads, src_mask)[0]
+            if queries_from_memory:  # a (n_src, d) output: only adds up when n_src = n_tgt
+                return mha(memory, z, *cross_attn, num_heads, mask)[0]
+            return mha(z, memory, *cross_attn, num_heads, mask)[0]
 
         y = np.asarray(y, dtype=float)
         a = sublayer(y, lambda z: mha(z, z, *self_attn, num_heads, self_mask(y.shape[-2]))[0])
         b = sublayer(a, cross)
-        return sublayer(b, lambda z: transformer.position_wise_ffn(z, w_1, b_1, w_2, b_2))
+        return sublayer(
+            b,
+            lambda z: transformer.position_wise_ffn(z, w_1, b_1, w_2, b_2),
+            res=ffn_residual,
+            normed=final_norm,
+        )
 
     return outputs
+
+
+FIX_STEP = ". greedy_decode_cached calls your decoder_step: fix decoder_step first"
+HINT_STEP_UNSCALED = (
+    "an attention of the step forgot to divide its scores by sqrt(d_h)"
+    + FIX_STEP
+    + " (or cross_attention, which it calls)"
+)
 
 
 def _tril(k):
@@ -532,44 +693,167 @@ def _step_unscaled(x_t, cache_k, cache_v, memory, self_attn, cross_attn, *rest):
     )
 
 
+def _step_variant(
+    self_scale=None,
+    cross_scale=None,
+    use_src_mask=True,
+    cache_inputs=False,
+    swap_kv=False,
+    swap_outputs=False,
+):
+    """``decoder_step`` built with one known mistake. ``cache_inputs``: the inputs x_s are
+    cached (and projected when attending); ``swap_kv``: the new key goes to cache_v and the
+    new value to cache_k; ``swap_outputs``: returns (y_t, cache_v, cache_k)."""
+
+    def outputs(
+        x_t,
+        cache_k,
+        cache_v,
+        memory,
+        self_attn,
+        cross_attn,
+        w_1,
+        b_1,
+        w_2,
+        b_2,
+        num_heads,
+        src_mask=None,
+    ):
+        if not use_src_mask and src_mask is None:
+            raise ValueError("no source mask: the mistake is the reference")
+        if self_scale is not None:
+            self_attn = self_scale(self_attn, num_heads)
+        if cross_scale is not None:
+            cross_attn = cross_scale(cross_attn, num_heads)
+        x_t = np.asarray(x_t, dtype=float)
+        w_q, w_k, w_v, w_o = np.asarray(self_attn, dtype=float)
+        if cache_inputs:
+            k = np.concatenate([cache_k, x_t], axis=-2)  # (B, t + 1, d): inputs, not keys
+            v = np.concatenate([cache_v, x_t], axis=-2)
+            keys, values = k @ w_k, v @ w_v
+        else:
+            new_k, new_v = (x_t @ w_v, x_t @ w_k) if swap_kv else (x_t @ w_k, x_t @ w_v)
+            k = np.concatenate([cache_k, new_k], axis=-2)  # (B, t + 1, d)
+            v = np.concatenate([cache_v, new_v], axis=-2)
+            keys, values = k, v
+        split, merge = multihead.split_heads, multihead.merge_heads
+        heads, _ = soft_hard.attention(
+            split(x_t @ w_q, num_heads), split(keys, num_heads), split(values, num_heads)
+        )
+        a = transformer.layer_norm(x_t + merge(heads) @ w_o)  # (B, 1, d)
+        mask = src_mask if use_src_mask else None
+        y_t = transformer._cross_and_ffn(a, memory, cross_attn, w_1, b_1, w_2, b_2, num_heads, mask)
+        return (y_t, v, k) if swap_outputs else (y_t, k, v)
+
+    return outputs
+
+
 def _greedy_cases(rng):
     n_src = int(rng.integers(3, 7))
 
-    def case(name, batch, d, heads, vocab, max_len, mask):
+    def case(name, batch, d, heads, vocab, max_len, past, mask):
+        # a prompt cache of ``past`` positions: random keys and values that no sequence of
+        # tokens reproduces, so only a decoder that reads the cache gets the words right
         return Case(
             name,
             (
                 normal(rng, batch, n_src, d),
-                normal(rng, vocab, d),
-                normal(rng, max_len, d),
+                normal(rng, vocab, d) / math.sqrt(d),  # sqrt(d) e_w then has unit entries
+                normal(rng, past + max_len + 2, d),
                 normal(rng, d, vocab),
                 *_layer(rng, d, 2 * d),
                 heads,
-                1,
+                int(rng.integers(0, vocab)),
                 max_len,
+                2.0 * normal(rng, batch, past, d),  # keys: the query leans on the prompt
+                3.0 * normal(rng, batch, past, d),  # values: which weigh in the output
                 mask,
             ),
         )
 
     return [
-        case("batch of 3, source padding, 6 steps", 3, 8, 2, 9, 6, _src_mask(rng, 3, n_src)),
-        case("one sentence, one head, no source mask", 1, 6, 1, 7, 5, None),
-        case("a single step", 2, 8, 4, 8, 1, _src_mask(rng, 2, n_src)),
+        case(
+            "a prompt cache of 3 positions, batch of 3, source padding, 5 steps",
+            3,
+            8,
+            2,
+            9,
+            5,
+            3,
+            _src_mask(rng, 3, n_src),
+        ),
+        case("an empty cache (B, 0, d): decoding from the start", 2, 8, 2, 8, 5, 0, None),
+        case("one sentence, one head, a prompt of 2, no source mask", 1, 6, 1, 12, 8, 2, None),
+        case(
+            "a single step after a prompt of 4, 4 heads",
+            4,
+            8,
+            4,
+            12,
+            1,
+            4,
+            _src_mask(rng, 4, n_src),
+        ),
     ]
 
 
-def _greedy_at_position_zero(memory, embed, positions, *rest):
-    """Every step adds the position vector of step 0."""
-    frozen = np.broadcast_to(np.asarray(positions)[:1], np.shape(positions))
-    return transformer.greedy_decode_cached(memory, embed, frozen, *rest)
+def _greedy_variant(
+    step=None,
+    position=lambda t0, t: t0 + t,
+    embed_scale=True,
+    fresh_cache=False,
+    inputs_cached=False,
+):
+    """``greedy_decode_cached`` built with one known mistake: ``step`` a wrong decoder step;
+    ``position(t0, t)`` the index of the position vector step t adds; ``embed_scale``: the
+    embedding multiplied by sqrt(d); ``fresh_cache``: the given cache ignored when attending
+    (but returned in front of the new rows); ``inputs_cached``: the right words, but the
+    inputs fed returned as the new cache rows."""
 
+    def outputs(
+        memory,
+        embed,
+        positions,
+        w_out,
+        self_attn,
+        cross_attn,
+        w_1,
+        b_1,
+        w_2,
+        b_2,
+        num_heads,
+        start_id,
+        max_len,
+        cache_k,
+        cache_v,
+        src_mask=None,
+    ):
+        run = step or transformer.decoder_step
+        embed, positions = np.asarray(embed, dtype=float), np.asarray(positions, dtype=float)
+        given_k, given_v = np.asarray(cache_k, dtype=float), np.asarray(cache_v, dtype=float)
+        batch, t0 = given_k.shape[:2]
+        if fresh_cache and t0 == 0:
+            raise ValueError("an empty cache: the mistake is the reference")
+        k, v = (given_k[:, :0], given_v[:, :0]) if fresh_cache else (given_k, given_v)
+        scale = math.sqrt(embed.shape[1]) if embed_scale else 1.0
+        token, chosen, fed = np.full(batch, start_id), [], []
+        for t in range(max_len):
+            x_t = (scale * embed[token] + positions[position(t0, t)])[:, None, :]  # (B, 1, d)
+            fed.append(x_t)
+            y_t, k, v = run(
+                x_t, k, v, memory, self_attn, cross_attn, w_1, b_1, w_2, b_2, num_heads, src_mask
+            )
+            token = (y_t[:, 0] @ w_out).argmax(-1)
+            chosen.append(token)
+        if fresh_cache:
+            k, v = np.concatenate([given_k, k], axis=-2), np.concatenate([given_v, v], axis=-2)
+        if inputs_cached:
+            inputs = np.concatenate(fed, axis=-2)  # (B, max_len, d)
+            k = np.concatenate([given_k, inputs], axis=-2)
+            v = np.concatenate([given_v, inputs], axis=-2)
+        return np.stack(chosen, axis=1), k, v
 
-def _greedy_caching_the_inputs(memory, embed, positions, w_out, *rest):
-    """The right words, but a cache of the inputs x_s fed, not of their keys and values."""
-    tokens, _, _ = transformer.greedy_decode_cached(memory, embed, positions, w_out, *rest)
-    bos_id, max_len = rest[7], rest[8]  # after the six weights and num_heads
-    inputs = np.asarray(embed)[transformer.shift_right(tokens, bos_id)] + positions[:max_len]
-    return tokens, inputs, inputs
+    return outputs
 
 
 def _shift_cases(rng):
@@ -597,7 +881,7 @@ def _loss_cases(rng):
     ]
 
 
-def _loss_variant(count_pad=False, divide_by_all=False, sum_grad=False):
+def _loss_variant(count_pad=False, divide_by_all=False, sum_grad=False, flip_sign=False):
     """``teacher_forced_loss`` with one known mistake."""
 
     def outputs(logits, targets, pad_id):
@@ -608,6 +892,7 @@ def _loss_variant(count_pad=False, divide_by_all=False, sum_grad=False):
         keep = np.ones(targets.shape, bool) if count_pad else targets != pad_id
         count = targets.size if divide_by_all else max(int(keep.sum()), 1)
         loss = float((nll * keep).sum() / count)
+        grad = -grad if flip_sign else grad  # onehot - softmax: the descent direction
         return loss, grad * keep[..., None] / (1 if sum_grad else count)
 
     return outputs
@@ -657,31 +942,57 @@ CHAPTER = register(
                             transformer.cross_attention, 2, lambda a: np.shape(a[2])[1] // a[6]
                         ),
                     ),
+                    Mistake(
+                        "padded source words are attended: apply src_mask (True = may attend) "
+                        "to the scores, so that they get zero weight",
+                        _cross_without_src_mask,
+                    ),
+                    Mistake(
+                        "split the heads by reshaping to (..., n, h, d_h) and then moving the head "
+                        "axis before the sequence axis (and back when merging): a plain reshape to "
+                        "(..., h, n, d_h) mixes positions instead of slicing features",
+                        _cross_heads_without_transpose,
+                    ),
                 ),
             ),
             Check(
-                "decoder_mask",
-                transformer.decoder_mask,
-                _decoder_mask_cases,
+                "packed_decoder_mask",
+                answers.packed_decoder_mask,
+                _packed_cases,
                 outputs=("mask",),
                 rtol=0.0,
                 atol=0.0,
                 hints={
-                    "shape": "the mask is (..., n, n): one row per query, for every target in the batch",
-                    "dtype": "build it with comparisons (j <= i, j < length), which give a boolean array",
+                    "shape": "the mask is (..., n, n): one row per query, for every packed row "
+                    "of the batch",
+                    "dtype": "build it with comparisons (j <= i, equal segment ids, id != 0), "
+                    "which give a boolean array",
                 },
-                mistakes=(
+                mistakes=_exclusive(
                     Mistake(
-                        "True means MAY attend: a query sees itself and the earlier real words",
-                        _decoder_mask_inverted,
+                        "a packed row holds several sentences: a query may attend only to keys "
+                        "of its own sentence (the same segment id), never to the sentence "
+                        "before it",
+                        _packed_variant(same=False, pad_key=True),
+                    ),
+                    Mistake(HINT_NO_CAUSAL, _packed_variant(causal=False)),
+                    Mistake(HINT_DIAGONAL, _packed_variant(k=-1)),
+                    Mistake(HINT_ONE_FUTURE, _packed_variant(k=1)),
+                    Mistake(
+                        "segment 0 is padding, not a sentence: a padding query attends to "
+                        "nothing (its row is all False)",
+                        _packed_variant(pad_query=False),
                     ),
                     Mistake(
-                        "combine the causal mask with the target padding: keys at or after the "
-                        "target's length are hidden too",
-                        _decoder_mask_causal_only,
+                        "True means MAY attend: a query sees itself and the earlier words of "
+                        "its own sentence",
+                        _packed_inverted,
                     ),
-                    Mistake(HINT_DIAGONAL, _decoder_mask_off_by_one(-1)),
-                    Mistake(HINT_ONE_FUTURE, _decoder_mask_off_by_one(1)),
+                    Mistake(
+                        "row i is the query and column j the key: the query sees keys j <= i, "
+                        "the lower triangle",
+                        _packed_transposed,
+                    ),
                 ),
             ),
             Check(
@@ -756,20 +1067,59 @@ CHAPTER = register(
                     "nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT,
                     "shape": "the layer keeps the shape of its input y: (..., n_tgt, d)",
                 },
-                mistakes=(
+                mistakes=_exclusive(
                     Mistake(HINT_NO_CAUSAL, _block_variant(self_mask=lambda n: None)),
                     Mistake(HINT_DIAGONAL, _block_variant(self_mask=_tril(-1))),
                     Mistake(HINT_ONE_FUTURE, _block_variant(self_mask=_tril(1))),
-                    Mistake("you forgot to " + HINT_SCALE, _block_variant(unscaled=True)),
+                    Mistake(
+                        "both attentions forgot to " + HINT_SCALE + ". decoder_block calls your "
+                        "cross_attention for both: if its check failed, fix cross_attention first",
+                        _block_variant(self_scale=_unscaled, cross_scale=_unscaled),
+                    ),
+                    Mistake(
+                        "both attentions divide by sqrt(d) instead of sqrt(d_h) = sqrt(d / h). "
+                        "decoder_block calls your cross_attention for both: if its check failed, "
+                        "fix cross_attention first",
+                        _block_variant(self_scale=_over_sqrt_d, cross_scale=_over_sqrt_d),
+                    ),
+                    Mistake(
+                        "the masked self-attention forgot to " + HINT_SCALE + " (the "
+                        "cross-attention is right)",
+                        _block_variant(self_scale=_unscaled),
+                    ),
+                    Mistake(
+                        "the cross-attention forgot to " + HINT_SCALE + " (the self-attention is "
+                        "right)",
+                        _block_variant(cross_scale=_unscaled),
+                    ),
                     Mistake(
                         "cross-attention takes its keys and values from the encoder output "
                         "memory (and its queries from A, the decoder's states)",
                         _block_variant(cross_from_decoder=True),
                     ),
                     Mistake(
+                        "cross-attention's queries come from A, the decoder's states after its "
+                        "self-attention; memory (the encoder output) gives only the keys and values",
+                        _block_variant(queries_from_memory=True),
+                    ),
+                    Mistake(
+                        "the cross-attention must hide the padded source words: pass src_mask "
+                        "to it",
+                        _block_variant(use_src_mask=False),
+                    ),
+                    Mistake(
                         "each sub-layer's output is added to its input before the norm: "
                         "LN(x + Sublayer(x)), the residual connection",
                         _block_variant(residual=False),
+                    ),
+                    Mistake(
+                        "the feed-forward sub-layer has a residual connection too: "
+                        "Y' = LN(B + FFN(B))",
+                        _block_variant(ffn_residual=False),
+                    ),
+                    Mistake(
+                        "the layer ends with a norm: Y' = LN(B + FFN(B)), not B + FFN(B)",
+                        _block_variant(final_norm=False),
                     ),
                     Mistake(
                         "this layer is post-LN, eq. (ch6-decoder-layer): normalise the sum, "
@@ -785,9 +1135,14 @@ CHAPTER = register(
                 outputs=("inputs",),
                 rtol=0.0,
                 atol=0.0,
+                # token ids: a float array of the right values is wrong (it cannot index an
+                # embedding table)
+                comparator={"kind": "allclose", "integer": True},
                 hints={
                     "shape": "the decoder's input has the targets' shape (..., n): BOS in, the last "
                     "target out",
+                    "dtype": "token ids are integers, used to index the embedding table: keep the "
+                    "targets' integer dtype (np.zeros and np.empty make floats)",
                 },
                 mistakes=(
                     Mistake(
@@ -836,6 +1191,11 @@ CHAPTER = register(
                         "(softmax - onehot) / N",
                         _loss_variant(sum_grad=True),
                     ),
+                    Mistake(
+                        "the gradient of the loss points uphill: (softmax - onehot) / N, not "
+                        "(onehot - softmax) / N",
+                        _loss_variant(flip_sign=True),
+                    ),
                 ),
             ),
             Check(
@@ -851,7 +1211,7 @@ CHAPTER = register(
                     "axis: cache_v becomes (B, t + 1, d)",
                     "output.shape": "one new position: y_t is (B, 1, d)",
                 },
-                mistakes=(
+                mistakes=_exclusive(
                     Mistake(
                         "the new query attends over every cached position, not only over "
                         "itself: the cache holds the keys and values of the earlier words",
@@ -863,29 +1223,107 @@ CHAPTER = register(
                         _step_without_the_new_position,
                     ),
                     Mistake("you forgot to " + HINT_SCALE, _step_unscaled),
+                    Mistake(
+                        "the self-attention forgot to " + HINT_SCALE + " (the cross-attention is "
+                        "right)",
+                        _step_variant(self_scale=_unscaled),
+                    ),
+                    Mistake(
+                        "the cross-attention forgot to " + HINT_SCALE + ". decoder_step calls "
+                        "your cross_attention: if its check failed, fix cross_attention first",
+                        _step_variant(cross_scale=_unscaled),
+                    ),
+                    Mistake(
+                        "both attentions divide by sqrt(d) instead of sqrt(d_h) = sqrt(d / h)",
+                        _step_variant(self_scale=_over_sqrt_d, cross_scale=_over_sqrt_d),
+                    ),
+                    Mistake(
+                        "the cross-attention must hide the padded source words: pass src_mask "
+                        "to it",
+                        _step_variant(use_src_mask=False),
+                    ),
+                    Mistake(
+                        "the cache holds keys x_s W_k and values x_s W_v, not the inputs x_s: "
+                        "append x_t @ w_k and x_t @ w_v, and attend over the caches as they are",
+                        _step_variant(cache_inputs=True),
+                    ),
+                    Mistake(
+                        "keys and values are swapped: append x_t @ w_k to cache_k (what the "
+                        "query is compared with) and x_t @ w_v to cache_v (what is averaged)",
+                        _step_variant(swap_kv=True),
+                    ),
+                    Mistake(
+                        "return (y_t, cache_k, cache_v) in this order: the keys' cache first",
+                        _step_variant(swap_outputs=True),
+                    ),
                 ),
             ),
             Check(
                 "greedy_decode_cached",
-                transformer.greedy_decode_cached,
+                answers.greedy_decode_cached,
                 _greedy_cases,
                 outputs=("tokens", "cache_k", "cache_v"),
                 hints={
                     "arity": "return a triple (tokens, cache_k, cache_v)",
                     "tokens.shape": "one chosen word per step and sentence: (B, max_len), "
-                    "BOS not included",
-                    "cache_k.shape": "one cached row per input fed: (B, max_len, d)",
-                    "cache_v.shape": "one cached row per input fed: (B, max_len, d)",
+                    "the start token not included",
+                    "cache_k.shape": "continue the given cache: one row more per input fed, "
+                    "(B, t0 + max_len, d)",
+                    "cache_v.shape": "continue the given cache: one row more per input fed, "
+                    "(B, t0 + max_len, d)",
                 },
-                mistakes=(
+                mistakes=_exclusive(
                     Mistake(
-                        "step t adds position t: positions[t], not positions[0]",
-                        _greedy_at_position_zero,
+                        "step t adds position t0 + t: positions[t0 + t], not positions[0]",
+                        _greedy_variant(position=lambda t0, t: 0),
+                    ),
+                    Mistake(
+                        "the first token fed comes after the t0 cached positions: step t adds "
+                        "positions[t0 + t], not positions[t]",
+                        _greedy_variant(position=lambda t0, t: t),
+                    ),
+                    Mistake(
+                        "off by one position: step t (counted from 0) adds positions[t0 + t]",
+                        _greedy_variant(position=lambda t0, t: t0 + t + 1),
+                    ),
+                    Mistake(
+                        "off by one position: step t (counted from 0) adds positions[t0 + t]",
+                        _greedy_variant(position=lambda t0, t: t0 + t - 1),
+                    ),
+                    Mistake(
+                        "the chapter's decoder input is sqrt(d) embed[token] + positions[t0 + t]: "
+                        "scale the embedding by sqrt(d) before adding the position",
+                        _greedy_variant(embed_scale=False),
+                    ),
+                    Mistake(
+                        "read the given cache: its t0 positions come before the first token, and "
+                        "every step attends over them too (recomputing the prefix from the tokens "
+                        "cannot know them)",
+                        _greedy_variant(fresh_cache=True),
                     ),
                     Mistake(
                         "the cache holds the keys x_s @ w_k and values x_s @ w_v of the inputs "
                         "fed, not the inputs x_s themselves",
-                        _greedy_caching_the_inputs,
+                        _greedy_variant(inputs_cached=True),
+                    ),
+                    Mistake(
+                        "the cache holds keys and values, not the inputs fed" + FIX_STEP,
+                        _greedy_variant(step=_step_variant(cache_inputs=True)),
+                    ),
+                    Mistake(
+                        "keys and values are swapped in the cache" + FIX_STEP,
+                        _greedy_variant(step=_step_variant(swap_kv=True)),
+                    ),
+                    # the words rarely tell one unscaled attention from two: the cross-attention's
+                    # (the likelier: cross_attention is the student's) stands for both
+                    Mistake(
+                        HINT_STEP_UNSCALED,
+                        _greedy_variant(step=_step_variant(cross_scale=_unscaled)),
+                    ),
+                    Mistake(
+                        "the step attends over the new position only, not over the cache"
+                        + FIX_STEP,
+                        _greedy_variant(step=_step_ignoring_the_cache),
                     ),
                 ),
             ),
