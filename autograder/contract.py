@@ -592,8 +592,7 @@ def judge(spec: dict, case: Case, outcome: dict) -> Verdict:
 
     spec: the check's public description: ``name``, ``outputs`` (names), ``rtol``, ``atol``,
         ``hints`` (``"kind"`` or ``"output.kind"`` -> text; kinds: arity, shape, transposed,
-        dtype, nan, inf, values) and ``comparator`` (``allclose``, ``accuracy`` or ``tokens``;
-        ``"integer": True`` also requires an integer array where the expected one is).
+        dtype, nan, inf, values), ``comparator`` (``allclose``/``accuracy``/``tokens``, ``integer``)
     case.expected: the reference's arrays; an ``Expected`` also carries each output's scale,
         and the absolute tolerance is then ``atol * scale`` (see ``tolerance``).
     outcome: what ``run_case`` returned (a value's arrays may be shape-only placeholders with
@@ -630,14 +629,13 @@ def _judged(
                 _hint(hints, output, "shape") if kind != "shape" else ""
             )
             return False, where + msg + hint
-    if spec.get("comparator", {}).get("integer"):  # integer outputs must be integers
-        for output, exp, g in zip(names, expected, got):
-            if exp.dtype.kind in "iu" and g.dtype.kind not in "iu":
-                got_dtype = "another dtype" if hidden else f"dtype {g.dtype}"
-                return False, where + (
-                    f"expected {output} to be an integer array, got {got_dtype}."
-                    + _hint(hints, output, "dtype")
-                )
+    integer = spec.get("comparator", {}).get("integer")
+    for output, exp, g in zip(names, expected, got) if integer else ():
+        if exp.dtype.kind in "iu" and g.dtype.kind not in "iu":  # integers must stay integers
+            found = f"expected {output} to be an integer array, got " + (
+                "another dtype." if hidden else f"dtype {g.dtype}."
+            )
+            return False, where + found + _hint(hints, output, "dtype")
     rtol, atol, scales = spec["rtol"], spec["atol"], _scales(expected)
     for hint, outputs in mistakes:
         # the mistake's outputs stand in for the expected ones: the same bound around them
