@@ -573,3 +573,33 @@ def test_a_zombie_is_not_a_process_of_its_uid_but_a_live_child_is():
         os.kill(live, 9)
         os.waitpid(live, 0)
         os.waitpid(zombie, 0)
+
+
+def test_cell_outputs_are_capped_on_the_trusted_side_whatever_the_sandbox_sent():
+    """The sandbox's own cap runs in the student's process: 600 cells that each sent 60,019
+    characters (its frames allow that much) once made a 36 MB autograded notebook. The
+    trusted side cuts each cell to the cell cap and the notebook to 50 cells' worth."""
+    from autograder.grading.results import SubmissionResult
+    from autograder.grading.run import RunRecord
+    from autograder.grading.verdict import NOTEBOOK_OUTPUT_CELLS, SANDBOX_NOTE_CHARS, cell_outputs
+    from autograder.notebook import Program
+
+    cells = 600
+    program = Program(cells=["print('x')"] * cells, origin=list(range(cells)))
+    record = RunRecord(
+        cells={i: {"cell": i, "error": None, "output": "7" * 60_019} for i in range(cells)}
+    )
+    result = SubmissionResult("s", "ch1_pooling", 1)
+    cell_outputs(program, record, result, 4000)
+    texts = [o["text"] for outs in result.cell_outputs.values() for o in outs]
+    kept = [t.split("\n[output cut")[0] for t in texts]
+    cap = 4000 + SANDBOX_NOTE_CHARS
+    assert all(len(k) <= cap for k in kept) and f"cut by the grader at {cap:,}" in texts[0]
+    assert sum(map(len, kept)) == 4000 * NOTEBOOK_OUTPUT_CELLS
+    assert sum(map(len, texts)) < 4000 * NOTEBOOK_OUTPUT_CELLS + 60 * cells
+    # an honest cell's output is left as it was, the sandbox's own cut included
+    for text in ("loss 0.25\n", "1" * 4000 + "\n[output truncated]"):
+        honest = SubmissionResult("s", "ch1_pooling", 1)
+        small = RunRecord(cells={0: {"cell": 0, "error": None, "output": text}})
+        cell_outputs(Program(cells=["x"], origin=[0]), small, honest, 4000)
+        assert honest.cell_outputs[0][0]["text"] == text

@@ -69,5 +69,5 @@ def _grade(job: GradeJob, work: AssignmentWork, result: SubmissionResult) -> Non
             "memory",
             "the kernel killed a process of the submission for going over the memory limit",
         )
-    cell_outputs(program, record, result)
+    cell_outputs(program, record, result, work.limits.cell_output_chars)
     judge(spec, work.check_specs, work.all_cases, record, result)

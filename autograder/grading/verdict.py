@@ -140,7 +140,31 @@ def _feedback(check: str, verdicts: list[Verdict]) -> tuple[list[str], list[str]
     return lines, wrong
 
 
-def cell_outputs(program, record: RunRecord, result: SubmissionResult) -> None:
+#: how many cells' worth of output (at the per-cell cap) a whole notebook keeps
+NOTEBOOK_OUTPUT_CELLS = 50
+#: room beyond the per-cell cap for the sandbox's own "[output truncated]" line, so that an
+#: honest long output reads as the sandbox cut it
+SANDBOX_NOTE_CHARS = 40
+
+
+def capped(text: str, limit: int, left: list) -> str:
+    """A cell's output cut to ``limit`` characters and to what the notebook has ``left`` (a
+    one-item list, decreased): the caps hold on the trusted side, whatever the sandbox sent
+    (the student's process applies the same cap, but it is the student's)."""
+    keep = max(0, min(limit, left[0]))
+    left[0] -= min(len(text), keep)
+    if len(text) <= keep:
+        return text
+    return text[:keep] + f"\n[output cut by the grader at {keep:,} of {len(text):,} characters]"
+
+
+def cell_outputs(
+    program, record: RunRecord, result: SubmissionResult, output_chars: int = 4000
+) -> None:
+    """Each submitted cell's output, error and stop, as the autograded notebook shows them:
+    a cell's output at most ``output_chars`` characters, the notebook's at most
+    ``NOTEBOOK_OUTPUT_CELLS`` times that."""
+    left = [output_chars * NOTEBOOK_OUTPUT_CELLS]
     for program_index, origin in enumerate(program.origin):
         if origin is None:  # a locked cell put back from the source: no output to show
             if program_index in record.failed_cells:
@@ -150,7 +174,8 @@ def cell_outputs(program, record: RunRecord, result: SubmissionResult) -> None:
         outputs = []
         event = record.cells.get(program_index)
         if event and event["output"]:  # the cell's own output: it ran before any case was sent
-            outputs.append({"output_type": "stream", "name": "stdout", "text": event["output"]})
+            text = capped(event["output"], output_chars + SANDBOX_NOTE_CHARS, left)
+            outputs.append({"output_type": "stream", "name": "stdout", "text": text})
         if event and event["error"]:
             code = event["error"]
             if code in ERROR_REASONS:
