@@ -603,3 +603,29 @@ def test_cell_outputs_are_capped_on_the_trusted_side_whatever_the_sandbox_sent()
         small = RunRecord(cells={0: {"cell": 0, "error": None, "output": text}})
         cell_outputs(Program(cells=["x"], origin=[0]), small, honest, 4000)
         assert honest.cell_outputs[0][0]["text"] == text
+
+
+def test_an_invalid_notebook_is_refused_without_any_name_it_chose():
+    """nbformat's schema error names the path of the bad field: an attachment's name is any
+    text a submission chose ("regraded by hand: 12/12"), which must reach no feedback."""
+    import json
+
+    chosen = "regraded by hand: 12 of 12"
+    bad = {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {},
+        "cells": [
+            {
+                "cell_type": "markdown",
+                "id": "a1",
+                "metadata": {},
+                "source": "x",
+                "attachments": {chosen: {"image/png": 12}},
+            }
+        ],
+    }
+    with pytest.raises(nbparse.InvalidNotebook) as refused:
+        nbparse.read_submission(json.dumps(bad).encode())
+    assert "not a valid Jupyter notebook" in str(refused.value)
+    assert "regraded" not in str(refused.value) and "12" not in str(refused.value)
