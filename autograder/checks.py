@@ -48,6 +48,7 @@ __all__ = [
     "Verdict",
     "Check",
     "Mistake",
+    "told_apart",
     "Chapter",
     "register",
     "load_chapters",
@@ -81,6 +82,62 @@ class Mistake:
 
     hint: str
     outputs: Callable[..., Any]
+
+
+def _fingerprint(value):
+    if isinstance(value, np.ndarray):
+        return (value.shape, value.dtype.str, zlib.crc32(value.tobytes()))
+    if isinstance(value, (tuple, list)):
+        return tuple(_fingerprint(v) for v in value)
+    return repr(value)
+
+
+def _same_outputs(a, b) -> bool:
+    return len(a) == len(b) and all(
+        x.shape == y.shape
+        and (
+            np.array_equal(x, y)
+            if x.dtype == bool or y.dtype == bool
+            else np.allclose(x, y, rtol=1e-6, atol=1e-9, equal_nan=True)
+        )
+        for x, y in zip(a, b)
+    )
+
+
+def told_apart(*mistakes: Mistake) -> tuple[Mistake, ...]:
+    """The mistakes, each withdrawn from a case where its outputs are an earlier one's (two
+    mistakes may coincide on a case: one unscaled attention and two when the softmax
+    saturates, a mask applied after sparsemax and masked scores set to 0 on an empty row).
+    There the earlier hint speaks, and every declared mistake is named by its own hint on
+    the cases where it shows (``tests/test_checks.py`` checks both). Each mistake's outputs
+    are computed once per case (a small memo keyed by the arguments' bytes)."""
+    memo: dict = {}
+
+    def run(k, args, kwargs):
+        key = (k, _fingerprint(args), _fingerprint(sorted(kwargs.items())))
+        if key not in memo:
+            if len(memo) > 512:
+                memo.clear()
+            try:
+                memo[key] = normalise(mistakes[k].outputs(*args, **kwargs))
+            except (ValueError, TypeError, IndexError) as error:
+                memo[key] = error
+        return memo[key]
+
+    def withdrawn_if_earlier(k):
+        def outputs(*args, **kwargs):
+            mine = run(k, args, kwargs)
+            if isinstance(mine, Exception):
+                raise ValueError("this mistake has no meaning for this case") from mine
+            for j in range(k):
+                other = run(j, args, kwargs)
+                if not isinstance(other, Exception) and _same_outputs(mine, other):
+                    raise ValueError("the same outputs as an earlier mistake's: it speaks")
+            return mine
+
+        return outputs
+
+    return tuple(Mistake(m.hint, withdrawn_if_earlier(k)) for k, m in enumerate(mistakes))
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from autograder.checks import (
     lengths_mask,
     normal,
     register,
+    told_apart,
 )
 from solutions.conventions import masked_softmax
 
@@ -501,7 +502,7 @@ CHAPTER = register(
                 atol=1e-14,
                 scale=_sparsemax_scale,
                 hints={"nan": HINT_SPARSEMAX_EMPTY, "values": HINT_SPARSEMAX_VALUES},
-                mistakes=(
+                mistakes=told_apart(
                     Mistake(
                         "off by one in the support size: count j from 1 "
                         "(1 + j z_(j) > z_(1) + ... + z_(j) with j = 1, ..., n_k)",

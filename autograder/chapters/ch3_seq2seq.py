@@ -21,8 +21,8 @@ from autograder.checks import (
     lazy_module,
     lengths_mask,
     normal,
-    normalise,
     register,
+    told_apart,
 )
 from solutions.conventions import masked_softmax
 
@@ -324,31 +324,6 @@ _HINT_SAME = (
 )
 
 
-def _told_apart(*mistakes):
-    """The mistakes, each named only on the cases where its outputs differ from those of
-    every mistake before it (where two agree, the judge names the first: one hint per
-    result, and a declared mistake is never shown another's hint)."""
-
-    def outputs(index):
-        def fn(*args):
-            mine = normalise(mistakes[index].outputs(*args))
-            for earlier in mistakes[:index]:
-                try:
-                    theirs = normalise(earlier.outputs(*args))
-                except (ValueError, TypeError, IndexError):
-                    continue
-                if len(theirs) == len(mine) and all(
-                    a.shape == b.shape and np.allclose(a, b, rtol=1e-6, atol=1e-9)
-                    for a, b in zip(theirs, mine)
-                ):
-                    raise ValueError("the same result as an earlier mistake")
-            return mine
-
-        return fn
-
-    return tuple(Mistake(m.hint, outputs(i)) for i, m in enumerate(mistakes))
-
-
 #: the known mistakes of tasks 1 and 2, as the steps of task 4 show them (a caller is
 #: judged on its own work: these name the callee at fault)
 _CALLEE_AT_FAULT = (
@@ -499,7 +474,7 @@ CHAPTER = register(
                     "values": "c_t = a_1 + ... + a_(t-1) (zero at the first step), then the sum "
                     "of min(a_ti, c_ti) over t and i; a masked entry counts as weight 0",
                 },
-                mistakes=_told_apart(
+                mistakes=told_apart(
                     Mistake(_HINT_OWN_STEP, _coverage_loss_including_step),
                     Mistake(
                         "the loss takes the minimum, min(a_ti, c_ti): it is large only where "
@@ -543,7 +518,7 @@ CHAPTER = register(
                     "weights.values": "e_i = v . tanh(s_prev W_s + h_i W_h + c_i w_c), then a "
                     "masked softmax over the positions i",
                 },
-                mistakes=_told_apart(
+                mistakes=told_apart(
                     Mistake(_HINT_NO_COVERAGE, _coverage_without_feature),
                     Mistake(_HINT_AFTER_TANH, _coverage_after_tanh),
                     Mistake(_HINT_W_C, _coverage_without_w_c),
@@ -569,7 +544,7 @@ CHAPTER = register(
                     "weights.values": "f_ij = sum_m F_jm a_(i+p-m) with p = (r - 1)/2 and zeros "
                     "outside the source, then e_i = v . tanh(s_prev W_s + h_i W_h + f_i W_f)",
                 },
-                mistakes=_told_apart(
+                mistakes=told_apart(
                     Mistake(
                         "a convolution flips the filter: f_ij = sum_m F_jm a_(i+p-m); sliding "
                         "the filter unflipped (a correlation, as np.correlate) reverses it",
@@ -609,7 +584,7 @@ CHAPTER = register(
                     "the loop: start from zero coverage, attend with the sum of the earlier "
                     "steps' weights, then add this step's weights",
                 },
-                mistakes=_told_apart(
+                mistakes=told_apart(
                     Mistake(
                         "the weights are those of attention without coverage: add each step's "
                         "weights to the coverage after the step (or, if coverage_context "

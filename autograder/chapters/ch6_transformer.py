@@ -6,7 +6,6 @@ with ``autograder.checks.register``; the grader core never names this module.
 
 from __future__ import annotations
 
-import hashlib
 import math
 
 import numpy as np
@@ -21,9 +20,9 @@ from autograder.checks import (
     distinct_sizes,
     lazy_module,
     normal,
-    normalise,
     register,
     scaled_query,
+    told_apart,
 )
 from solutions import conventions
 
@@ -33,63 +32,6 @@ multihead = lazy_module("solutions.multihead")
 self_attention = lazy_module("solutions.self_attention")
 soft_hard = lazy_module("solutions.soft_hard")
 transformer = lazy_module("solutions.transformer")
-
-
-# ----------------------------------------------------------------------------------------
-# mistakes that coincide on a case: the first declared speaks
-
-
-def _fingerprint(value):
-    if isinstance(value, np.ndarray):
-        return (value.shape, value.dtype.str, hashlib.sha1(value.tobytes()).hexdigest())
-    if isinstance(value, (tuple, list)):
-        return tuple(_fingerprint(v) for v in value)
-    return repr(value)
-
-
-def _same(a, b):
-    return len(a) == len(b) and all(
-        x.shape == y.shape
-        and (
-            np.array_equal(x, y)
-            if x.dtype == bool or y.dtype == bool
-            else np.allclose(x, y, rtol=1e-6, atol=1e-9, equal_nan=True)
-        )
-        for x, y in zip(a, b)
-    )
-
-
-def _exclusive(*mistakes):
-    """The mistakes with each one withdrawn from a case where its outputs are an earlier
-    mistake's (e.g. one unscaled attention and two, when the other's softmax saturates): a
-    student who makes it is told the earlier hint there, and its own on the other cases."""
-    memo = {}
-
-    def run(k, args, kwargs):
-        key = (k, _fingerprint(args), _fingerprint(sorted(kwargs.items())))
-        if key not in memo:
-            if len(memo) > 512:
-                memo.clear()
-            try:
-                memo[key] = normalise(mistakes[k].outputs(*args, **kwargs))
-            except (ValueError, TypeError, IndexError) as error:
-                memo[key] = error
-        return memo[key]
-
-    def withdrawn_if_earlier(k):
-        def outputs(*args, **kwargs):
-            mine = run(k, args, kwargs)
-            if isinstance(mine, Exception):
-                raise ValueError("this mistake has no meaning for this case") from mine
-            for j in range(k):
-                other = run(j, args, kwargs)
-                if not isinstance(other, Exception) and _same(mine, other):
-                    raise ValueError("the same outputs as an earlier mistake's: it speaks")
-            return mine
-
-        return outputs
-
-    return tuple(Mistake(m.hint, withdrawn_if_earlier(k)) for k, m in enumerate(mistakes))
 
 
 def _src_mask(rng, batch, n_src, empty=False):
@@ -968,7 +910,7 @@ CHAPTER = register(
                     "dtype": "build it with comparisons (j <= i, equal segment ids, id != 0), "
                     "which give a boolean array",
                 },
-                mistakes=_exclusive(
+                mistakes=told_apart(
                     Mistake(
                         "a packed row holds several sentences: a query may attend only to keys "
                         "of its own sentence (the same segment id), never to the sentence "
@@ -1067,7 +1009,7 @@ CHAPTER = register(
                     "nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT,
                     "shape": "the layer keeps the shape of its input y: (..., n_tgt, d)",
                 },
-                mistakes=_exclusive(
+                mistakes=told_apart(
                     Mistake(HINT_NO_CAUSAL, _block_variant(self_mask=lambda n: None)),
                     Mistake(HINT_DIAGONAL, _block_variant(self_mask=_tril(-1))),
                     Mistake(HINT_ONE_FUTURE, _block_variant(self_mask=_tril(1))),
@@ -1211,7 +1153,7 @@ CHAPTER = register(
                     "axis: cache_v becomes (B, t + 1, d)",
                     "output.shape": "one new position: y_t is (B, 1, d)",
                 },
-                mistakes=_exclusive(
+                mistakes=told_apart(
                     Mistake(
                         "the new query attends over every cached position, not only over "
                         "itself: the cache holds the keys and values of the earlier words",
@@ -1272,7 +1214,7 @@ CHAPTER = register(
                     "cache_v.shape": "continue the given cache: one row more per input fed, "
                     "(B, t0 + max_len, d)",
                 },
-                mistakes=_exclusive(
+                mistakes=told_apart(
                     Mistake(
                         "step t adds position t0 + t: positions[t0 + t], not positions[0]",
                         _greedy_variant(position=lambda t0, t: 0),
