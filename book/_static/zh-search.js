@@ -126,10 +126,13 @@ var ZhSearch = (() => {
 
   // Sphinx's score of a result (a word in the text 5, in a heading 15), plus at most 4
   // points for how often the page uses the query's words, and 1 when the page introduces
-  // the word's term (the first chapter that links its glossary entry)
+  // the word's term (the first chapter that links its glossary entry); an exercise page,
+  // which names the chapter's terms (in its task headings too) to ask for the next step,
+  // ranks 10 points down: below the chapter that explains them, still in the results
+  const exercise = (docname) => (docname.startsWith("book/exercises/") ? 10 : 0);
   const score = (result) => {
     const [docname, , anchor, , base] = result;
-    if (!data || anchor || !current.length) return base;
+    if (!data || anchor || !current.length) return base - exercise(docname);
     const page = data.docnames.indexOf(docname);
     let often = 0;
     let linked = 0;
@@ -139,6 +142,7 @@ var ZhSearch = (() => {
     }
     return (
       base + Math.min(4, often / current.length / 2) + linked / current.length
+        - exercise(docname)
     );
   };
 
