@@ -2,20 +2,19 @@
 
 What this file builds, in the order the chapter derives it:
 
-- NumPy: ``decoder_mask`` (causal AND target padding, chapter 4's masks combined; the
-  page shows it, and the assignment asks for the mask of packed rows instead, in the
-  answer key ``answers/ch6_transformer.py``); graded: ``cross_attention`` (queries from
-  the decoder, keys and values from the encoder output, a source mask; chapter 5's
-  ``multihead_attention``, imported), ``label_smoothed_cross_entropy`` (cross-entropy
-  against a smoothed target that gives the pad class nothing and skips pad targets),
-  ``noam_rate`` (linear warm-up, then ``1/sqrt(step)`` decay) and ``beam_search`` over
-  any step function returning log-probabilities, with length normalisation.
+- NumPy, graded: ``cross_attention`` (queries from the decoder, keys and values from the
+  encoder output, a source mask; chapter 5's ``multihead_attention``, imported),
+  ``decoder_mask`` (causal AND target padding, chapter 4's masks combined),
+  ``label_smoothed_cross_entropy`` (cross-entropy against a smoothed target that gives
+  the pad class nothing and skips pad targets), ``noam_rate`` (linear warm-up, then
+  ``1/sqrt(step)`` decay) and ``beam_search`` over any step function returning
+  log-probabilities, with length normalisation.
 - NumPy, graded: the decoder layer itself, eq. {eq}`ch6-decoder-layer`
   (``decoder_block``: post-LN, causal self-attention, cross-attention,
   ``position_wise_ffn``, ``layer_norm``), teacher forcing (``shift_right``,
-  ``teacher_forced_loss`` with its gradient) and ``decoder_step``, which appends each
-  step's key and value to the cache and attends over every cached position (greedy
-  decoding from a given cache, built on it, is the answer key's).
+  ``teacher_forced_loss`` with its gradient) and ``greedy_decode_cached`` built on
+  ``decoder_step``, which appends each step's key and value to the cache and attends
+  over every cached position.
 - Torch: ``TransformerDecoderBlock`` (masked self-attention, cross-attention,
   feed-forward, each with a residual and a layer norm, pre- or post-LN; chapter 5's
   ``MultiHeadAttention`` twice), ``EncoderDecoder`` (chapter 5's
@@ -98,6 +97,7 @@ __all__ = [
     "shift_right",
     "teacher_forced_loss",
     "decoder_step",
+    "greedy_decode_cached",
     "TransformerDecoderBlock",
     "EncoderDecoder",
     "DecoderCache",
@@ -1107,3 +1107,50 @@ def decoder_step(
     a = layer_norm(x_t + merge_heads(heads) @ w_o)  # (B, 1, d): row t of A
     y_t = _cross_and_ffn(a, memory, cross_attn, w_1, b_1, w_2, b_2, num_heads, src_mask)
     return y_t, cache_k, cache_v
+
+
+def greedy_decode_cached(
+    memory,
+    embed,
+    positions,
+    w_out,
+    self_attn,
+    cross_attn,
+    w_1,
+    b_1,
+    w_2,
+    b_2,
+    num_heads,
+    bos_id,
+    max_len,
+    src_mask=None,
+):
+    """Greedy decoding with a one-layer decoder (``decoder_step``) and a key/value
+    cache.
+
+    memory: (B, n_src, d) the encoder output; embed: (V, d) target embeddings;
+    positions: (>= max_len, d) position vectors; w_out: (d, V) output layer; bos_id: the
+    first input; the layer's weights, num_heads and src_mask as ``decoder_block``.
+    Step t (0-based) feeds ``embed[token] + positions[t]`` (token = BOS, then the word
+    chosen at step t - 1) and picks ``argmax(y_t @ w_out)``; exactly max_len steps (no
+    stop at EOS).
+    Returns ``(tokens, cache_k, cache_v)``: tokens (B, max_len) ints, the words chosen;
+    the caches (B, max_len, d), one row per input fed.
+    """
+    memory, embed = as_float(memory, "memory"), as_float(embed, "embed")
+    batch, d = memory.shape[0], embed.shape[1]
+    cache_k, cache_v = (
+        np.zeros((batch, 0, d)),
+        np.zeros((batch, 0, d)),
+    )  # (B, 0, d): empty
+    layer = (self_attn, cross_attn, w_1, b_1, w_2, b_2)
+    token = np.full(batch, bos_id)  # (B,)
+    chosen = []
+    for t in range(max_len):
+        x_t = (embed[token] + positions[t])[:, None, :]  # (B, 1, d)
+        y_t, cache_k, cache_v = decoder_step(
+            x_t, cache_k, cache_v, memory, *layer, num_heads, src_mask
+        )
+        token = (y_t[:, 0] @ w_out).argmax(-1)  # (B,): the most likely word
+        chosen.append(token)
+    return np.stack(chosen, axis=1).astype(np.int64), cache_k, cache_v  # (B, max_len)
