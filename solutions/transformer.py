@@ -2,19 +2,21 @@
 
 What this file builds, in the order the chapter derives it:
 
-- NumPy, graded: ``cross_attention`` (queries from the decoder, keys and values from the
-  encoder output, a source mask; chapter 5's ``multihead_attention``, imported),
-  ``decoder_mask`` (causal AND target padding, chapter 4's masks combined),
-  ``label_smoothed_cross_entropy`` (cross-entropy against a smoothed target that gives
-  the pad class nothing and skips pad targets), ``noam_rate`` (linear warm-up, then
-  ``1/sqrt(step)`` decay) and ``beam_search`` over any step function returning
-  log-probabilities, with length normalisation.
+- NumPy: ``decoder_mask`` (causal AND target padding, chapter 4's masks combined; the
+  page shows it, and the assignment asks for the mask of packed rows instead, in the
+  answer key ``answers/ch6_transformer.py``); graded: ``cross_attention`` (queries from
+  the decoder, keys and values from the encoder output, a source mask; chapter 5's
+  ``multihead_attention``, imported), ``label_smoothed_cross_entropy`` (cross-entropy
+  against a smoothed target that gives the pad class nothing and skips pad targets),
+  ``noam_rate`` (linear warm-up, then ``1/sqrt(step)`` decay) and ``beam_search`` over
+  any step function returning log-probabilities, with length normalisation.
 - NumPy, graded: the decoder layer itself, eq. {eq}`ch6-decoder-layer`
   (``decoder_block``: post-LN, causal self-attention, cross-attention,
   ``position_wise_ffn``, ``layer_norm``), teacher forcing (``shift_right``,
-  ``teacher_forced_loss`` with its gradient) and ``greedy_decode_cached`` built on
-  ``decoder_step``, which appends each step's key and value to the cache and attends
-  over every cached position.
+  ``teacher_forced_loss`` with its gradient) and ``decoder_step``, which appends each
+  step's key and value to the cache and attends over every cached position;
+  ``greedy_decode_cached`` decodes from an empty cache (decoding from a given cache is
+  the graded task, in the answer key).
 - Torch: ``TransformerDecoderBlock`` (masked self-attention, cross-attention,
   feed-forward, each with a residual and a layer norm, pre- or post-LN; chapter 5's
   ``MultiHeadAttention`` twice), ``EncoderDecoder`` (chapter 5's
