@@ -199,20 +199,26 @@ STUDENT_REQUIREMENTS_TORCH = ("torch",)
 
 
 def functions_to_write(notebook: dict) -> list[str]:
-    """The functions a released notebook asks for: those its stubs define (a solution cell
-    that raises ``NotImplementedError``), in order; not the given wrappers that call them."""
+    """The functions a released notebook asks for: those its stubs define (a function of a
+    solution cell whose body nbgrader replaced by the stub's ``NotImplementedError``), in
+    order; not the given wrappers that call them."""
     import ast
+
+    def stubbed(node) -> bool:
+        return any(
+            isinstance(inner, ast.Raise)
+            and isinstance(inner.exc, (ast.Name, ast.Call))
+            and getattr(getattr(inner.exc, "func", inner.exc), "id", "")
+            == NotImplementedError.__name__
+            for inner in ast.walk(node)
+        )
 
     names = []
     for cell in notebook["cells"]:
-        source = "".join(cell["source"])
-        if cell["cell_type"] != "code" or "raise NotImplementedError" not in source:
-            continue
-        for node in ast.parse(source).body:
-            if isinstance(node, ast.FunctionDef) and any(
-                isinstance(inner, ast.Raise) for inner in ast.walk(node)
-            ):
-                names.append(node.name)
+        if assignment_text.is_stub_cell(cell):
+            for node in ast.parse("".join(cell["source"])).body:
+                if isinstance(node, ast.FunctionDef) and stubbed(node):
+                    names.append(node.name)
     return names
 
 
