@@ -169,7 +169,31 @@ TERM_QUERIES = {
     "维度的名称": NOTATION,
 }
 
-QUERIES = {**ISSUE_QUERIES, **TERM_QUERIES}
+# queries of several words and typed variants: a phrase the pages write (编码器-解码器, typed
+# with its hyphen), a heading's words, more mainland synonyms, a space before softmax
+PHRASE_QUERIES = {
+    "编码器-解码器": CH3,  # 3.2 编码器-解码器及其瓶颈
+    "键值注意力": CH2,  # 2.2
+    "对齐热图": CH3,  # 3.6.1
+    "双向编码器": CH3,  # 3.2, 3.4
+    "核密度估计": CH1,  # 1.4, the derivation
+    "梯度检验": CH4,  # 4.3.1 用梯度检验因果性
+    "分块算法": CH4,  # 4.7.2
+    "多查询注意力": CH5,  # 5.12.1
+    "分组查询注意力": CH5,  # 5.12.1
+    "端到端记忆网络": CH2,  # 2.9 多跳注意力
+    "长度归一化": CH6,  # 6.8 束搜索，以及它为什么需要长度归一化
+    "Noam 调度": CH6,  # 6.7
+    "掩蔽 softmax": CH2,  # 2.1.1
+    "在线 softmax": CH4,  # 4.7.1
+    "旋转位置嵌入": CH4,  # synonyms: 4.5.1 旋转位置编码
+    "层标准化": CH5,  # 5.7
+    "因果遮蔽": CH4,  # 4.3
+    "打分函数": CH2,  # 2.1.2 五种评分函数
+    "注意力池化": CH1,  # 1.4
+}
+
+QUERIES = {**ISSUE_QUERIES, **TERM_QUERIES, **PHRASE_QUERIES}
 
 FOUND_GOAL, TOP_GOAL = 0.95, 0.85  # of the queries: find a page, the right page first
 
@@ -265,3 +289,41 @@ def test_a_query_typed_into_the_box_is_segmented(visit, query, page):  # noqa: F
     hrefs = [a.get_attribute("href") or "" for a in links.all()]
     assert any(f"{page}.html" in h for h in hrefs), (query, hrefs)
     assert not visit.external and not visit.console_errors, (visit.external, visit.console_errors)
+
+
+def _editions():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
+    import editions
+
+    return editions
+
+
+def test_a_word_split_by_inline_markup_is_counted_as_one_word():
+    # ch1 writes **非自主性**提示: the bold must not cut the word the search counts, and a
+    # paragraph's end must still separate two words
+    html = (
+        '<nav>导航</nav><article class="bd-article"><p><strong>非自主性</strong>提示'
+        '</p><p>下一段<a href="glossary.html#term-x"><span>链接</span></a>词</p></article>'
+    )
+    text = _editions().page_text(html)
+    assert "非自主性提示" in text and "链接词" in text
+    assert "提示下一段" not in text and "导航" not in text
+
+
+def test_a_page_that_writes_the_query_as_one_phrase_is_counted():
+    pairs = _editions().word_pairs(
+        ["掩蔽自注意力，然后是自注意力", "编码器-解码器与编码器–解码器", "编码器、解码器"],
+        {"掩蔽", "自注意力", "注意力", "编码器", "解码器"},
+    )
+    # the longest word is found first (自注意力, not 注意力); a hyphen or an en dash joins
+    # two words into a phrase, an enumeration comma does not
+    assert pairs == {"掩蔽 自注意力": {0: 1}, "编码器 解码器": {1: 2}}
+
+
+def test_a_one_character_term_inside_a_longer_word_is_indexed():
+    editions = _editions()
+    splitter = editions.SearchChineseWithTerms({})
+    splitter.single = frozenset("键值头")
+    words = [w for w in splitter.split("键值注意力") if splitter.word_filter(w)]
+    assert {"键值", "键", "值"} <= set(words), words
+    assert "注意力" in words and "头" not in words

@@ -25,11 +25,13 @@ False``), see docs/translating.md. This extension adds what that mechanism lacks
 - **Chinese search finds Chinese words.** The Chinese edition's search index is segmented
   by jieba with the terminology's Chinese terms as its user dictionary
   (``chinese_search_dictionary``), so 暂退法 or 束搜索 finds the pages that use it; a
-  one-character term (键, 值, 头) is indexed too. The search page segments the query the
-  same way in the browser (book/_static/zh-search.js, by maximum matching over the index's
-  own words and the terminology), replaces a synonym (the terminology's ``also`` and
-  ``search`` columns: 层归一化 -> 层规范化) by the term, and ranks a page by how often it
-  uses the query's words and whether it links their glossary entry
+  one-character term (键, 值, 头) is indexed too, also inside a longer word (键 in the
+  heading 键值注意力). The search page segments the query the same way in the browser
+  (book/_static/zh-search.js, by maximum matching over the index's own words and the
+  terminology), replaces a synonym (the terminology's ``also`` and ``search`` columns:
+  层归一化 -> 层规范化) by the term, and ranks a page by how often it uses the query's
+  words for its length, whether it links their glossary entry, whether its title is about
+  the word and whether it writes the query's words as one phrase
   (``_static/zh-search-data.js``, written after the build).
 - **The glossary in Chinese order.** The Chinese edition's glossary is sorted by the pinyin
   of its Chinese headwords (``GlossaryInChineseOrder``, with pypinyin).
@@ -220,9 +222,19 @@ except ImportError:  # pragma: no cover - Sphinx always has it
 if _SearchChinese is not None:
 
     class SearchChineseWithTerms(_SearchChinese):
-        """Sphinx's Chinese search, but a one-character term (键, 值, 头) is a word too."""
+        """Sphinx's Chinese search, but a one-character term (键, 值, 头) is a word too,
+        also inside a longer word: jieba cuts the heading 键值注意力 into 键值 and 注意力,
+        and the page that introduces keys and values would not have 键 in a heading (jieba's
+        search cut gives the shorter words inside a long one, 注意 in 注意力, the same way)."""
 
         single: frozenset[str] = frozenset()
+
+        def split(self, input: str) -> list[str]:
+            words = super().split(input)
+            inside = [
+                c for word in words if len(word) > 1 for c in word if c in self.single
+            ]
+            return words + inside
 
         def word_filter(self, stemmed_word: str) -> bool:
             return super().word_filter(stemmed_word) or stemmed_word in self.single
@@ -341,7 +353,12 @@ def cjk_friendly_emphasis() -> None:
 SEARCH_SCRIPT = "zh-search.js"
 SEARCH_DATA = "zh-search-data.js"
 _TAGS = re.compile(r"<script.*?</script>|<style.*?</style>|<[^>]+>", re.DOTALL)
+# inline markup inside a sentence: removed without a gap, so that a word split by it
+# (**非自主性**提示, a {term} link) is still one word; every other tag separates
+_INLINE_TAG = re.compile(r"</?(?:a|strong|em|span|b|i|code)\b[^>]*>")
 _HAN_RUN = re.compile(r"[\u4e00-\u9fff]+")
+# what may stand between the two words of a compound on a page: 编码器-解码器
+_JOINER = re.compile(r"[-\u2010-\u2014]?")
 
 
 def chinese_search_page_scripts(
@@ -361,7 +378,29 @@ def page_text(html: str) -> str:
     end = html.find("</article>", start)
     if start >= 0 and end > start:
         html = html[start:end]
-    return _TAGS.sub(" ", html)
+    return _TAGS.sub(" ", _INLINE_TAG.sub("", html))
+
+
+def word_pairs(texts: list[str], words: set[str]) -> dict[str, dict[int, int]]:
+    """How often each page writes two of ``words`` one right after the other (掩蔽 then
+    自注意力, 编码器-解码器), keyed "first second": the search ranks a page that has the
+    query's words as one phrase above a page that has them apart. The words are found
+    longest first, as the query is cut."""
+    if not words:
+        return {}
+    alternatives = "|".join(map(re.escape, sorted(words, key=lambda w: (-len(w), w))))
+    pattern = re.compile(alternatives)
+    pairs: dict[str, dict[int, int]] = {}
+    for page, text in enumerate(texts):
+        previous = None
+        for match in pattern.finditer(text):
+            if previous is not None and _JOINER.fullmatch(
+                text, previous.end(), match.start()
+            ):
+                row = pairs.setdefault(f"{previous.group()} {match.group()}", {})
+                row[page] = row.get(page, 0) + 1
+            previous = match
+    return pairs
 
 
 _GLOSSARY_HEADWORD = re.compile(r'<dt id="(term-[^"]+)">([^<（]+)')
@@ -426,10 +465,17 @@ def write_chinese_search_data(app: Sphinx, exception) -> None:
         row = {i: n for i, n in row.items() if n}
         if row:
             counts[word] = row
+    terms = {
+        piece
+        for word in (*app._zh_search["words"], *app._zh_search["synonyms"].values())
+        for piece in _HAN_RUN.findall(word)
+    }
     data = {
         **app._zh_search,
         "docnames": docnames,
         "counts": counts,
+        "lengths": [len("".join(_HAN_RUN.findall(text))) for text in texts],
+        "pairs": word_pairs(texts, terms),
         "introduced": glossary_links(app, docnames),
     }
     target = Path(app.outdir, "_static", SEARCH_DATA)

@@ -12,10 +12,12 @@
  *   the book's term (层规范化, 强制教学, 汇聚); a one-character piece is kept only when it is
  *   a term (键, 值, 头), as the index does; a dictionary word that no page has as a word
  *   is searched as the index's words it is made of.
- * - Scorer: Sphinx's scores, plus a bonus for how often the page uses the query's words
- *   (ZH_SEARCH_DATA.counts, counted by the build) and for introducing the word's term
- *   (ZH_SEARCH_DATA.introduced: the first chapter that links its glossary entry), so that
- *   the chapter about a term comes before a page that mentions it once.
+ * - Scorer: Sphinx's scores (the mean over the query's words), plus bonuses for how often
+ *   the page uses the words for its length (ZH_SEARCH_DATA.counts and .lengths, counted by
+ *   the build), for introducing the word's term (ZH_SEARCH_DATA.introduced: the first
+ *   chapter that links its glossary entry), for a title that is about the word, and for
+ *   writing the query's words as one phrase (ZH_SEARCH_DATA.pairs), so that the chapter
+ *   about a term comes before a page that mentions it, or mentions its words apart.
  *
  * Plain JavaScript, no library, nothing fetched: ZH_SEARCH_DATA comes from
  * _static/zh-search-data.js, written by the build.
@@ -119,30 +121,106 @@ var ZhSearch = (() => {
   };
 
   let current = [];
+  let typed = "";
   const split = (query) => {
+    typed = query.replace(/\s+/g, "");
     current = words(query);
     return current;
   };
 
-  // Sphinx's score of a result (a word in the text 5, in a heading 15), plus at most 4
-  // points for how often the page uses the query's words, and 1 when the page introduces
-  // the word's term (the first chapter that links its glossary entry); an exercise page,
-  // which names the chapter's terms (in its task headings too) to ask for the next step,
-  // ranks 10 points down: below the chapter that explains them, still in the results
-  const exercise = (docname) => (docname.startsWith("book/exercises/") ? 10 : 0);
+  // Sphinx's score of a result (a word in the text 5, in a heading 15; for a query of
+  // several words the mean over its words, where Sphinx takes the best one, so that a page
+  // with one of them in a heading does not outrank a page about all of them), plus what
+  // tells the page that teaches the query apart from the pages that use its words:
+  // - how often the page uses the words for its length (BM25's saturating term frequency,
+  //   k1 = 1.2, b = 0.75, over ZH_SEARCH_DATA.counts and .lengths): up to 4.4 points;
+  // - 1 when the page introduces the word's term (the first chapter that links its entry);
+  // - 2 when the page's own title has the query, a single word (注意力即汇聚 for 注意力,
+  //   where 自注意力 is another word);
+  // - 10, a heading's weight over the text's, when the page writes the query's words as one
+  //   phrase (掩蔽自注意力, 编码器-解码器: ZH_SEARCH_DATA.pairs), which Sphinx scores as
+  //   the best of its words alone;
+  // a section whose title is the query as typed (键值注意力, 2.2) scores as a heading and a
+  // phrase, 25, above the pages that only use the words;
+  // an exercise page, which names the chapter's terms (in its task headings too) to ask for
+  // the next step, ranks 15 points down, a heading's weight: below the chapter that explains
+  // them, still in the results. Each weight is in units of Sphinx's own (5 for a word).
+  const K1 = 1.2;
+  const B = 0.75;
+  const FREQUENCY = 2;
+  const TITLE = 2;
+  const LINKED = 1;
+  const PHRASE = 10;
+  const HEADING = 15;
+  const TEXT = 5;
+  const exercise = (docname) => (docname.startsWith("book/exercises/") ? HEADING : 0);
+  // Sphinx's score of one word on one page (searchtools.js: Scorer.title, Scorer.term)
+  const wordScore = (word, file) => {
+    const has = (group) => {
+      const files = group[word];
+      return files !== undefined && (files === file || (files.length && files.includes(file)));
+    };
+    if (has(Search._index.titleterms)) return HEADING;
+    return has(Search._index.terms) ? TEXT : 0;
+  };
+  let average = 0;
+  const frequency = (count, length) => {
+    if (!count) return 0;
+    if (!average) {
+      const lengths = data.lengths.filter((n) => n > 0);
+      average = lengths.reduce((a, b) => a + b, 0) / lengths.length || 1;
+    }
+    return (count * (K1 + 1)) / (count + K1 * (1 - B + (B * length) / average));
+  };
+  // a result's section title: after the page's title and " > ", its number and markup removed
+  const sectionTitle = (title) =>
+    (title || "")
+      .split(" > ")
+      .pop()
+      .replace(/<[^>]*>/g, "")
+      .replace(/^[\d.\s]+/, "")
+      .replace(/\s+/g, "");
+  const titleWords = new Map();
+  const wordsOfTitle = (title) => {
+    if (!titleWords.has(title)) {
+      const text = title.replace(/<[^>]*>/g, " ");
+      const found = new Set();
+      for (const run of text.match(/\p{Script=Han}+/gu) || [])
+        for (const word of segment(run)) found.add(data.synonyms[word] || word);
+      titleWords.set(title, found);
+    }
+    return titleWords.get(title);
+  };
   const score = (result) => {
-    const [docname, , anchor, , base] = result;
-    if (!data || anchor || !current.length) return base - exercise(docname);
+    const [docname, title, anchor, , sphinx] = result;
+    if (anchor && typed && sectionTitle(title) === typed)
+      return HEADING + PHRASE - exercise(docname);
+    if (!data || anchor || !current.length) return sphinx - exercise(docname);
     const page = data.docnames.indexOf(docname);
+    const base =
+      current.length > 1
+        ? current.reduce((sum, word) => sum + wordScore(word, page), 0) / current.length
+        : sphinx;
+    const length = (data.lengths || [])[page] || 0;
     let often = 0;
     let linked = 0;
+    let titled = 0;
+    const own = wordsOfTitle(title || "");
     for (const word of current) {
-      often += Math.log2(1 + (((data.counts[word] || {})[page]) || 0));
+      often += frequency(((data.counts[word] || {})[page]) || 0, length);
       if ((data.introduced[word] || []).includes(page)) linked += 1;
+      if (current.length === 1 && own.has(word)) titled += 1;
     }
+    let phrases = 0;
+    for (let i = 1; i < current.length; i++)
+      if (((data.pairs || {})[`${current[i - 1]} ${current[i]}`] || {})[page]) phrases += 1;
     return (
-      base + Math.min(4, often / current.length / 2) + linked / current.length
-        - exercise(docname)
+      base +
+      (FREQUENCY * often) / current.length +
+      (LINKED * linked) / current.length +
+      TITLE * titled +
+      (current.length > 1 ? (PHRASE * phrases) / (current.length - 1) : 0) -
+      exercise(docname)
     );
   };
 
