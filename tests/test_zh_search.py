@@ -282,6 +282,8 @@ RANKING_CASES = {
     "键值注意力": CH2,  # a section titled by the query, while ch5 has 键值 in a heading
     "键": CH2,  # 键 indexed inside the heading 键值注意力
     "独热": CH2,  # 7 uses against ch1's one use and link
+    "编码器": CH6,  # titled 编码器、解码器与交叉注意力; ch3 uses it as densely, in a heading too
+    "留一": CH1,  # ch1's exercise page has 留一 in a task heading, 15 points down
 }
 
 
