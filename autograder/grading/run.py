@@ -80,15 +80,27 @@ def run_program(
     record = RunRecord()
     deadline = time.monotonic() + sandbox.limits.submission_seconds
     phase = _Phase(sandbox, request, check_specs, public, record, deadline)
-    if not phase.run() or record.grader_error:
+    phase.run()
+    if record.grader_error:
         return record
     hidden_phase = _Phase(sandbox, request, check_specs, hidden, record, phase.deadline)
     hidden_phase.offsets = public.counts()
-    # a task the public run found missing or stopped has lost its points: not run again
-    hidden_phase.skip = set(record.missing) | set(record.failed_tasks)
+    # a task the public run did not finish, found missing or stopped has lost its points
+    # (a protocol violation or a flood there stopped every task it had not finished): only
+    # the others run again
+    hidden_phase.skip = (
+        (set(range(len(public.cases))) - phase.done)
+        | set(record.missing)
+        | set(record.failed_tasks)
+    )
     hidden_phase.failed_cells = dict(record.failed_cells)  # failed there: not run again
-    if any(n for t, n in enumerate(hidden.counts()) if t not in hidden_phase.skip):
-        hidden_phase.run()
+    if not any(n for t, n in enumerate(hidden.counts()) if t not in hidden_phase.skip):
+        return record
+    if time.monotonic() >= phase.deadline:  # the budget is spent: nothing more runs
+        for task in set(range(len(hidden.cases))) - hidden_phase.skip:
+            record.failed_tasks[task] = ("timeout", "the submission's budget ran out")
+        return record
+    hidden_phase.run()
     return record
 
 
@@ -114,9 +126,10 @@ class _Phase:
         expected = self.cases.cases[task][case].expected
         return wire.read_outcome(header, data, expected, self.comparators[task])
 
-    def run(self) -> bool:
-        """Attempts until every task ran or was stopped; False if the submission ended here
-        (a protocol violation, a flood, the budget, a lost sandbox twice)."""
+    def run(self) -> None:
+        """Attempts until every task ran or was stopped: the run ends early on a protocol
+        violation, a flood, the budget (the tasks not finished get that reason) or a sandbox
+        lost twice (the grader's error)."""
         limits, record, n_tasks = self.sandbox.limits, self.record, len(self.cases.cases)
         lost = 0
         while True:
@@ -146,18 +159,18 @@ class _Phase:
                         f"the sandbox broke before the submission started, {lost} times "
                         f"({run.detail})"
                     )
-                    return False
+                    return
                 self.deadline += time.monotonic() - attempt_started  # not the submission's
                 continue  # the same attempt again, in a fresh sandbox (the lost one was killed)
             record.memory_kills += run.oom_kills
             self.received += run.received
             self._keep(run)
             if run.ended == "done":
-                return True
+                return
             reason = _end_reason(run, limits)
             if run.ended == "grader":
                 record.grader_error = run.detail
-                return False
+                return
             retry = (
                 run.ended in ("timeout", "crash", "memory")
                 and run.where is not None
@@ -173,7 +186,7 @@ class _Phase:
             for task in range(n_tasks):  # everything not judged yet gets this end's reason
                 if task not in self.done and task not in self.skip:
                     record.failed_tasks.setdefault(task, (reason, self._note(run.detail)))
-            return False
+            return
 
     def _keep(self, run) -> None:
         """What an attempt returned, into the record: a task counts only once all its events
