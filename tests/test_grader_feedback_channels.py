@@ -10,7 +10,9 @@ notebook, the feedback page, the report or the CLI summary. An honest victim gra
 them on the same worker keeps 12/12.
 
 Only ``nadaraya_watson_ard`` (test-nw, 2 of ch1's 12 points) attacks, and only on hidden
-cases (it answers its 7 public cases honestly), so every attacker scores exactly 10."""
+cases (it answers the public cases, which it knows from the release's ``public_cases.npz``,
+honestly), so every attacker scores exactly 10. Each student has their own hidden cases
+(``grading.hidden_seed``)."""
 
 from __future__ import annotations
 
@@ -34,26 +36,25 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 A = "ch1_pooling"
 #: a hidden case's message may say "most" or "some" of its entries (one bit, by design): on
-#: this seed both attackers of the entry and NaN channels fall on the same side of it, so
-#: their feedback must be byte-identical (on seed 41, nadaraya_watson_ard's first hidden case
-#: puts them on either side), and the max-error values they encode (1.84e+03, 2.21e+03) are
-#: no number the page holds anyway (on seed 11, "240" is)
-SEED = 12
+#: this batch seed both attackers of the entry and NaN channels (each channel's student id has
+#: its own hidden cases) fall on the same side of it, so their feedback must be byte-identical
+#: (on batch seed 5 they fall on either side), and the max-error values they encode (3.64e+03,
+#: 4.01e+03) are no number the page holds anyway (on batch seed 13, "279" is)
+SEED = 10
 LIMITS = sandbox.Limits(cell_seconds=15, task_seconds=15, submission_seconds=60)
-N_PUBLIC = len(checks.public_cases("nadaraya_watson_ard"))
 
 #: wraps the honest function: public cases are answered honestly, every hidden one carries
 #: ``v`` = the first hidden input (plus OFFSET) through its channel ENCODE
 ATTACK = """
 import os, signal
 _honest_nw = nadaraya_watson_ard
-_calls = [0]
+with np.load("public_cases.npz") as _z:
+    _PUBLIC_INPUTS = {{np.ascontiguousarray(_z[k]).tobytes() for k in _z.files}}
 
 
 def nadaraya_watson_ard(x_query, x_keys, y_values, bandwidths):
-    _calls[0] += 1
     right = np.asarray(_honest_nw(x_query, x_keys, y_values, bandwidths), dtype=float)
-    if _calls[0] <= {n_public}:
+    if np.ascontiguousarray(x_query).tobytes() in _PUBLIC_INPUTS:
         return right
     v = float(np.ravel(x_query)[0]) + float("{offset}")
     code = int(abs(v) * 1000)
@@ -90,7 +91,7 @@ OFFSETS = ("+0.000", "+0.370")  # as written in the attackers' source
 def _encoded(channel: str, offset: str) -> list[str]:
     """What the old messages would have shown of v on the first hidden case: the phrases
     searched for in every text the grading produced."""
-    case = checks.hidden_cases("nadaraya_watson_ard", SEED)[0]
+    case = checks.hidden_cases("nadaraya_watson_ard", grading.hidden_seed(SEED, channel))[0]
     v = float(np.ravel(case.args[0])[0]) + float(offset)
     code = int(abs(v) * 1000)
     size = int(np.prod(checks.expected("nadaraya_watson_ard", case)[0].shape))
@@ -114,34 +115,49 @@ MISSING_MODULE = "import pandas_is_not_installed_here\n"
 
 
 def _student(channel: str, offset: str) -> str:
+    """The key of one attacker in ``graded["results"]``; its student id is the channel's name,
+    in the batch of its offset (``graded["paths"]``)."""
     return f"{channel}-{OFFSETS.index(offset)}"
 
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory, bubblewrap):
-    course = corpus.released_course(tmp_path_factory.mktemp("channels") / "course")
-    good = corpus.solved(course, A)
-    for channel, encode in CHANNELS.items():
-        for offset in OFFSETS:
-            attack = ATTACK.format(n_public=N_PUBLIC, offset=offset, encode=encode)
+    """Two batches with the same seed, one per offset: each channel's attacker has the same
+    student id in both, so both get the same hidden cases (``grading.hidden_seed``) and may
+    differ only in what they encode."""
+    results, paths, reports, tables = {}, {}, [], []
+    for index, offset in enumerate(OFFSETS):
+        course = corpus.released_course(tmp_path_factory.mktemp(f"channels{index}") / "course")
+        good = corpus.solved(course, A)
+        for channel, encode in CHANNELS.items():
+            attack = ATTACK.format(offset=offset, encode=encode)
             notebook = corpus.append_to_cell(good, "nw", attack)
-            corpus.write_submission(course, A, _student(channel, offset), notebook)
-    corpus.write_submission(
-        course, A, "cell-syntax-error", corpus.append_to_cell(good, "nw", SYNTAX_ERROR)
-    )
-    corpus.write_submission(
-        course, A, "cell-missing-module", corpus.prepend_to_cell(good, "nw", MISSING_MODULE)
-    )
-    corpus.write_submission(course, A, "zz-victim", good)  # graded last, on the same worker
-    outcome = grading.grade_assignment(course, A, workers=1, limits=LIMITS, seed=SEED)
-    assert cli.main(["--course", str(course), "feedback", A]) == 0
-    report = course / "report.html"
-    assert cli.main(["--course", str(course), "report", A, "--out", str(report)]) == 0
+            corpus.write_submission(course, A, channel, notebook)
+        if index == 0:
+            corpus.write_submission(
+                course, A, "cell-syntax-error", corpus.append_to_cell(good, "nw", SYNTAX_ERROR)
+            )
+            corpus.write_submission(
+                course, A, "cell-missing-module", corpus.prepend_to_cell(good, "nw", MISSING_MODULE)
+            )
+            corpus.write_submission(course, A, "zz-victim", good)  # last, on the same worker
+            first = course
+        outcome = grading.grade_assignment(course, A, workers=1, limits=LIMITS, seed=SEED)
+        assert cli.main(["--course", str(course), "feedback", A]) == 0
+        report = course / "report.html"
+        assert cli.main(["--course", str(course), "report", A, "--out", str(report)]) == 0
+        reports.append(report.read_text())
+        tables.append(cli.summary_table(outcome["graded"]))
+        for result in outcome["graded"]:
+            key = _student(result.student, offset) if result.student in CHANNELS else result.student
+            results[key] = result
+            paths[key] = (course, result.student)
     return {
-        "course": course,
-        "results": {r.student: r for r in outcome["graded"]},
-        "table": cli.summary_table(outcome["graded"]),
-        "report": report.read_text(),
+        "course": first,
+        "results": results,
+        "paths": paths,
+        "table": "\n".join(tables),
+        "report": "\n".join(reports),
     }
 
 
@@ -149,7 +165,7 @@ def _shown(graded, student: str, offset: str) -> str:
     """Everything of one submission a person reads, its id and the offset its source spells
     replaced by fixed words: the task messages and notes, the autograded notebook's outputs
     and record, its feedback page."""
-    course, result = graded["course"], graded["results"][student]
+    (course, student), result = graded["paths"][student], graded["results"][student]
     notebook = json.loads((course / "autograded" / student / A / f"{A}.ipynb").read_text())
     record = dict(notebook["metadata"]["autograder"])
     # no clock reading at all: when grading ends is the submission's choice
@@ -240,7 +256,8 @@ def test_a_feedback_page_loads_no_script_and_nothing_from_the_network(graded):
             self.scripts += tag == "script"
             self.urls += [v for k, v in attrs if k in ("src", "href") and v and tag != "a"]
 
-    pages = sorted((graded["course"] / "feedback").rglob("*.html"))
+    courses = {course for course, _student in graded["paths"].values()}
+    pages = sorted(page for course in courses for page in (course / "feedback").rglob("*.html"))
     assert len(pages) == len(graded["results"])
     for page in pages:
         text = page.read_text()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -387,7 +388,10 @@ def test_a_sandbox_that_breaks_before_the_first_event_is_the_graders_failure(bub
         os.kill(max(sandbox.descendants(box.process.pid)), signal.SIGSTOP)
         request = {"cells": ["x = 1", "print(x + 1)"], "release_dir": None}
         starts = box.starts
-        record = grading.run_program(box, request, [], frames.pack({}), [], {})
+        empty = grading.CaseSet(False, (), (), frames.pack({}))
+        record = grading.run_program(
+            box, request, {}, empty, dataclasses.replace(empty, hidden=True)
+        )
         assert record.lost == 1 and record.attempts == 2 and box.starts == starts + 1
         assert record.failed_cells == {} and record.grader_error == ""
         assert record.cells[1]["output"] == "2\n"
@@ -405,10 +409,21 @@ def test_check_data_computed_in_a_forked_child_equals_the_inline_one():
     assert forked._child is not None and inline._child is None
     assert forked.limits() == inline.limits() == grading.prepare(*args).limits
     got, want = forked.work(), inline.work()
+    assert got.public.blob == want.public.blob and got.public.encoded == want.public.encoded
+    assert got.tasks == want.tasks
+    assert got.check_specs == want.check_specs and got.preload == want.preload == ("numpy",)
+    assert pickle.dumps(got.public.cases) == pickle.dumps(want.public.cases)  # cases, answers
+    # then each student's own hidden cases, made ahead in the planned order or when asked
+    forked.plan(["ann", "bob"])
+    blobs = {}
+    for student in ("bob", "ann", "cy", "ann"):
+        made, inline_made = forked.hidden_for(student), inline.hidden_for(student)
+        assert made.hidden and made.blob == inline_made.blob
+        assert pickle.dumps(made.cases) == pickle.dumps(inline_made.cases)
+        blobs.setdefault(student, made.blob)
+    assert len(set(blobs.values())) == 3  # each student's own
+    forked.close()
     assert not forked._child.is_alive() and forked._child.exitcode == 0
-    assert got.blob == want.blob and got.tasks == want.tasks and got.check_specs == want.check_specs
-    assert got.preload == want.preload == ("numpy",)
-    assert pickle.dumps(got.all_cases) == pickle.dumps(want.all_cases)  # cases, answers
     # an error in the child is raised in the parent, as it would be inline
     bad = (course, "no_such_assignment", 7, sandbox.Limits(), True, grading.REGISTRY, spec)
     with pytest.raises(ValueError, match="unknown assignment 'no_such_assignment'"):

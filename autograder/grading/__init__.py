@@ -4,13 +4,17 @@ One concern per module:
 
 - `work`: `prepare` builds, once per assignment, everything a worker needs (`AssignmentWork`),
   from `public_files` (the release's public files), `limits` (the chapter's limits and intake
-  caps, as `autograder.budgets` layers them) and `check_data` (every case and expected answer
-  for the seed, one `contract.Case` each, encoded by `autograder.casefile`); `preparing`
-  runs it in a forked child; `jobs`: a `GradeJob` carries one submission's bytes. Work and
-  jobs pickle.
+  caps, as `autograder.budgets` layers them) and `check_data` (the tasks, typed `Task`, and
+  the public cases with their answers, one `contract.Case` each, encoded by
+  `autograder.casefile`: a `CaseSet`); `preparing` runs it in a forked child, which then
+  makes each submission's own hidden cases (`check_data.hidden_seed`: the batch seed and the
+  student id); `jobs`: a `GradeJob` carries one submission's bytes and its hidden cases.
+  Work and jobs pickle.
 - `measure`: a chapter's reference time T, which its budgets derive from (a command).
 - `run`: `run_program` drives the sandbox within the submission's wall-clock budget, kept on
-  the trusted side; a cell or task that times out or crashes is skipped and the rest rerun.
+  the trusted side: the public cases first, then the hidden ones in fresh processes, whose
+  cell outputs are dropped; a cell or task that times out or crashes is skipped and the rest
+  rerun.
 - `verdict`: `judge` compares every returned value with the reference on the trusted side,
   with the contract's messages only.
 - `submission`: `grade_submission(job, work)` = parse, run, verdict; it never raises:
@@ -37,7 +41,14 @@ from types import ModuleType
 
 from autograder import notebook as nbparse
 from autograder.gradebook_ids import PLAIN_NAME
-from autograder.grading.check_data import cases_for, make_cases_payload
+from autograder.grading.check_data import (
+    CaseSet,
+    Task,
+    cases_for,
+    hidden_case_set,
+    hidden_seed,
+    public_case_set,
+)
 from autograder.grading.jobs import GradeJob, make_job
 from autograder.grading.limits import effective_limits
 from autograder.grading.pool import POOL, SandboxPool, sandbox_key
@@ -58,21 +69,25 @@ __all__ = [
     "POOL",
     "REGISTRY",
     "AssignmentWork",
+    "CaseSet",
     "GradeJob",
     "Preparing",
     "RunRecord",
     "SandboxPool",
     "SubmissionResult",
+    "Task",
     "TaskResult",
     "cases_for",
     "effective_limits",
     "grade_assignment",
     "grade_submission",
     "judge",
+    "hidden_case_set",
+    "hidden_seed",
     "list_students",
-    "make_cases_payload",
     "make_job",
     "prepare",
+    "public_case_set",
     "run_program",
     "sandbox_key",
 ]
@@ -147,6 +162,7 @@ def grade_assignment(
         else:
             jobs.append(student)
     recorder.log_run(seed, jobs)
+    preparing.plan(jobs)  # each job's hidden cases are made ahead, in this order
     if warming is not None:
         warming.join()
     if recording is not None:
@@ -196,6 +212,7 @@ def grade_assignment(
                     skipped.append((student, "already graded"))
                     step(student)
                     continue
+                job = _with_hidden(job, preparing)
                 in_flight[scheduler.submit(job)] = (job, lock)
             if not in_flight:
                 break
@@ -207,6 +224,7 @@ def grade_assignment(
         recorder_thread.join()
         scheduler.close()
         RENDERER.close()
+        preparing.close()
     recorder.log_timings({r.student: r.seconds for r in graded})
     rerun = [r.student for r in graded if not r.complete]
     return {
@@ -217,6 +235,17 @@ def grade_assignment(
         "startup_seconds": startup,
         "grading_seconds": time.monotonic() - called - startup,  # first job to last record
     }
+
+
+def _with_hidden(job: GradeJob, preparing: Preparing) -> GradeJob:
+    """The job with its own hidden cases; without them if they could not be made (the job
+    then ends as a grader error, for this submission alone)."""
+    if job.refused:
+        return job
+    try:
+        return job.with_hidden(preparing.hidden_for(job.student))
+    except Exception:  # noqa: BLE001 - grade_submission says "grader error" for it
+        return job
 
 
 def _collect(future, job: GradeJob, work: AssignmentWork, recorder) -> SubmissionResult:

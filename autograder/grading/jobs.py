@@ -1,5 +1,7 @@
 """One submission as a job: its student, its notebook's bytes (read once, under the cap) and
-their SHA-256, or why the notebook was not read.
+their SHA-256, or why the notebook was not read; and its own hidden cases, which the trusted
+side made for this student (``check_data.hidden_case_set``) and attaches before the job goes
+out (``with_hidden``).
 
 A job pickles: its bytes travel to a Dask worker, which needs no course folder; the
 autograded notebook is later written from these same bytes, never from the file read again.
@@ -7,22 +9,29 @@ autograded notebook is later written from these same bytes, never from the file 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
 from autograder import intake
 from autograder import notebook as nbparse
+from autograder.grading.check_data import CaseSet
 
 
 @dataclass(frozen=True)
 class GradeJob:
     """One submission: its bytes travel with the job. ``refused``: why its notebook was not
-    read (over the size cap, not a regular file, missing); then ``notebook`` is empty."""
+    read (over the size cap, not a regular file, missing); then ``notebook`` is empty.
+    ``hidden``: this submission's hidden cases (None until attached)."""
 
     student: str
     notebook: bytes
     sha256: str
     refused: str = ""
+    hidden: CaseSet | None = None
+
+    def with_hidden(self, hidden: CaseSet) -> GradeJob:
+        return dataclasses.replace(self, hidden=hidden)
 
 
 def make_job(course: Path, assignment: str, student: str, cap: int) -> GradeJob:

@@ -56,6 +56,9 @@ def measure(course: Path, assignment: str, runs: int = RUNS) -> list[float]:
     work = grading.prepare(course, assignment, seed=1, limits=Limits())
     grading.POOL.warm(grading.sandbox_key(work), 1)
     job = grading.GradeJob("reference", solved, hashlib.sha256(solved).hexdigest())
+    job = job.with_hidden(
+        grading.hidden_case_set(work.spec, grading.REGISTRY, grading.hidden_seed(1, job.student))
+    )
     seconds = []
     try:
         for _ in range(runs):

@@ -1,9 +1,17 @@
-"""Run with retries: drive the sandbox within the submission's wall-clock budget.
+"""Run with retries: drive the sandbox within the submission's wall-clock budget, in two runs.
 
-The budget is kept here, on the trusted side. A cell or task that times out or crashes is
-skipped and the rest rerun while the budget lasts; a protocol violation or an output flood
-ends the submission; a sandbox that breaks before the submission's first event is the
-grader's failure ("lost"): the attempt is rerun in full in a fresh sandbox."""
+A submission is run first on its public cases, then on its hidden cases in fresh processes
+(each attempt is a fresh fork of the slot's zygote, with its own namespaces and /tmp): what
+a student sees in full (cell outputs, the public cases' messages) comes only from the public
+run, whose processes never held a hidden input; of the hidden run only pass/fail and the
+fixed vocabulary of reasons leave (its cell outputs are dropped here). The public run ends,
+retries included, before the hidden run starts, so no retry of the public run follows a
+hidden one.
+
+The budget is kept here, on the trusted side, one for both runs. A cell or task that times
+out or crashes is skipped and the rest rerun while the budget lasts; a protocol violation or
+an output flood ends the submission; a sandbox that breaks before the submission's first
+event is the grader's failure ("lost"): the attempt is rerun in full in a fresh sandbox."""
 
 from __future__ import annotations
 
@@ -12,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 
 from autograder import frames, wire
+from autograder.grading.check_data import CaseSet
 from autograder.grading.results import GRADER_ERROR
 from autograder.protocol import Plan
 from autograder.sandbox import Limits, Sandbox
@@ -58,76 +67,145 @@ def _end_reason(run, limits: Limits) -> str:
 
 
 def run_program(
-    sandbox: Sandbox, request: dict, tasks: list, blob: bytes, all_cases: list, check_specs: dict
+    sandbox: Sandbox,
+    request: dict,
+    check_specs: dict,
+    public: CaseSet,
+    hidden: CaseSet,
 ) -> RunRecord:
-    """Run the program and every task, retrying around failed cells and tasks while the
-    submission's budget lasts. Ends early on anything that is not a timeout or a crash."""
-    limits = sandbox.limits
+    """Run the program on the public cases, then, in fresh processes, on the hidden ones
+    (``check_data.CaseSet``), retrying around failed cells and tasks while the submission's
+    budget lasts; ends early on anything that is not a timeout or a crash. Outcomes are keyed
+    (task, case) with the hidden cases numbered after the public ones."""
     record = RunRecord()
-    deadline = time.monotonic() + limits.submission_seconds
-    received = 0
-    specs = [check_specs[task["check"]] for task in tasks]
+    deadline = time.monotonic() + sandbox.limits.submission_seconds
+    phase = _Phase(sandbox, request, check_specs, public, record, deadline)
+    phase.run()
+    if record.grader_error:
+        return record
+    hidden_phase = _Phase(sandbox, request, check_specs, hidden, record, phase.deadline)
+    hidden_phase.offsets = public.counts()
+    # a task the public run did not finish, found missing or stopped has lost its points
+    # (a protocol violation or a flood there stopped every task it had not finished): only
+    # the others run again
+    hidden_phase.skip = (
+        (set(range(len(public.cases))) - phase.done)
+        | set(record.missing)
+        | set(record.failed_tasks)
+    )
+    hidden_phase.failed_cells = dict(record.failed_cells)  # failed there: not run again
+    if not any(n for t, n in enumerate(hidden.counts()) if t not in hidden_phase.skip):
+        return record
+    if time.monotonic() >= phase.deadline:  # the budget is spent: nothing more runs
+        for task in set(range(len(hidden.cases))) - hidden_phase.skip:
+            record.failed_tasks[task] = ("timeout", "the submission's budget ran out")
+        return record
+    hidden_phase.run()
+    return record
 
-    def accept(task: int, case: int, header: dict, data: bytes) -> dict:
-        expected = all_cases[task][case].expected
-        return wire.read_outcome(
-            header, data, expected, specs[task]["comparator"].get("kind", "allclose")
-        )
 
-    while True:
-        finished = set(record.missing) | {t for t, _c in record.outcomes}
-        skip_tasks = sorted(finished | set(record.failed_tasks))
-        plan = Plan(
-            [i for i in range(len(request["cells"])) if i not in record.failed_cells],
-            [(t, len(all_cases[t])) for t in range(len(tasks)) if t not in skip_tasks],
-        )
-        attempt = dict(
-            request,
-            skip_cells=sorted(record.failed_cells),
-            limits=limits.for_child(),
-            workdir=f"/tmp/{secrets.token_hex(16)}",
-        )  # unpredictable, made fresh
-        cases = frames.encode_frame({"tasks": tasks, "skip_tasks": skip_tasks}, blob)
-        starts, attempt_started = sandbox.starts, time.monotonic()
-        run = sandbox.run(attempt, cases, plan, deadline, accept, received)
-        record.starts += sandbox.starts - starts
-        record.attempts += 1
-        if run.ended == "lost":  # no code of this submission ran: the grader's failure
-            record.lost += 1
-            if record.lost > LOST_RERUNS:
-                record.grader_error = (
-                    f"the sandbox broke before the submission started, {record.lost} times "
-                    f"({run.detail})"
-                )
-                return record
-            deadline += time.monotonic() - attempt_started  # that time was not the submission's
-            continue  # the same attempt again, in a fresh sandbox (the lost one was killed)
-        record.memory_kills += run.oom_kills
-        received += run.received
-        record.cells.update(run.cells)
-        for task in run.finished_tasks:  # a task counts only once all its events arrived
+class _Phase:
+    """One run (public or hidden) of a submission, its attempts and retries. Its outcomes go
+    into the submission's record; cell outputs only from the public run."""
+
+    def __init__(self, sandbox, request, check_specs, cases: CaseSet, record, deadline):
+        self.sandbox, self.request, self.cases, self.record = sandbox, request, cases, record
+        self.deadline = deadline
+        self.offsets = [0] * len(cases.cases)  # where this run's case numbers start, per task
+        self.skip: set = set()  # tasks not run
+        self.failed_cells: dict = {}  # program cell -> (reason, note), skipped on retries
+        self.failed_tasks: dict = {}
+        self.done: set = set()  # tasks all of whose events arrived
+        self.received = 0
+        self.comparators = [
+            check_specs[task["check"]]["comparator"].get("kind", "allclose")
+            for task in cases.encoded
+        ]
+
+    def accept(self, task: int, case: int, header: dict, data: bytes) -> dict:
+        expected = self.cases.cases[task][case].expected
+        return wire.read_outcome(header, data, expected, self.comparators[task])
+
+    def run(self) -> None:
+        """Attempts until every task ran or was stopped: the run ends early on a protocol
+        violation, a flood, the budget (the tasks not finished get that reason) or a sandbox
+        lost twice (the grader's error)."""
+        limits, record, n_tasks = self.sandbox.limits, self.record, len(self.cases.cases)
+        lost = 0
+        while True:
+            skip_tasks = sorted(self.skip | self.done | set(self.failed_tasks))
+            plan = Plan(
+                [i for i in range(len(self.request["cells"])) if i not in self.failed_cells],
+                [(t, n) for t, n in enumerate(self.cases.counts()) if t not in skip_tasks],
+            )
+            attempt = dict(
+                self.request,
+                skip_cells=sorted(self.failed_cells),
+                limits=limits.for_child(),
+                workdir=f"/tmp/{secrets.token_hex(16)}",
+            )  # unpredictable, made fresh
+            frame = frames.encode_frame(
+                {"tasks": list(self.cases.encoded), "skip_tasks": skip_tasks}, self.cases.blob
+            )
+            starts, attempt_started = self.sandbox.starts, time.monotonic()
+            run = self.sandbox.run(attempt, frame, plan, self.deadline, self.accept, self.received)
+            record.starts += self.sandbox.starts - starts
+            record.attempts += 1
+            if run.ended == "lost":  # no code of this submission ran: the grader's failure
+                lost += 1
+                record.lost += 1
+                if lost > LOST_RERUNS:
+                    record.grader_error = (
+                        f"the sandbox broke before the submission started, {lost} times "
+                        f"({run.detail})"
+                    )
+                    return
+                self.deadline += time.monotonic() - attempt_started  # not the submission's
+                continue  # the same attempt again, in a fresh sandbox (the lost one was killed)
+            record.memory_kills += run.oom_kills
+            self.received += run.received
+            self._keep(run)
+            if run.ended == "done":
+                return
+            reason = _end_reason(run, limits)
+            if run.ended == "grader":
+                record.grader_error = run.detail
+                return
+            retry = (
+                run.ended in ("timeout", "crash", "memory")
+                and run.where is not None
+                and time.monotonic() < self.deadline
+            )
+            if retry and run.where[0] == "cell":
+                self._failed_cell(run.where[1], reason, run.detail)
+                continue
+            if retry and run.where[0] == "task":
+                self.failed_tasks[run.where[1]] = (reason, run.detail)
+                record.failed_tasks[run.where[1]] = (reason, self._note(run.detail))
+                continue
+            for task in range(n_tasks):  # everything not judged yet gets this end's reason
+                if task not in self.done and task not in self.skip:
+                    record.failed_tasks.setdefault(task, (reason, self._note(run.detail)))
+            return
+
+    def _keep(self, run) -> None:
+        """What an attempt returned, into the record: a task counts only once all its events
+        arrived; cell outputs only from the public run (the hidden run's are dropped)."""
+        record = self.record
+        if not self.cases.hidden:
+            record.cells.update(run.cells)
+        for task in run.finished_tasks:
+            self.done.add(task)
             if task in run.missing:
                 record.missing[task] = run.missing[task]
-            record.outcomes.update({k: v for k, v in run.cases.items() if k[0] == task})
-        if run.ended == "done":
-            return record
-        reason = _end_reason(run, limits)
-        if run.ended == "grader":
-            record.grader_error = run.detail
-            return record
-        retry = (
-            run.ended in ("timeout", "crash", "memory")
-            and run.where is not None
-            and time.monotonic() < deadline
-        )
-        if retry and run.where[0] == "cell":
-            record.failed_cells[run.where[1]] = (reason, run.detail)
-            continue
-        if retry and run.where[0] == "task":
-            record.failed_tasks[run.where[1]] = (reason, run.detail)
-            continue
-        done = {t for t, _c in record.outcomes} | set(record.missing)
-        for task in range(len(tasks)):  # everything not judged yet gets this end's reason
-            if task not in done:
-                record.failed_tasks.setdefault(task, (reason, run.detail))
-        return record
+            offset = self.offsets[task]
+            record.outcomes.update(
+                {(t, offset + c): v for (t, c), v in run.cases.items() if t == task}
+            )
+
+    def _note(self, detail: str) -> str:
+        return f"in the run on the hidden cases: {detail}" if self.cases.hidden else detail
+
+    def _failed_cell(self, cell: int, reason: str, detail: str) -> None:
+        self.failed_cells[cell] = (reason, detail)
+        self.record.failed_cells.setdefault(cell, (reason, self._note(detail)))

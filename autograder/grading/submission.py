@@ -1,5 +1,6 @@
-"""One submission: parse, run with retries, verdict. `grade_submission` is what a local
-thread or a Dask worker runs; it never raises."""
+"""One submission: parse, run with retries (the public cases, then its own hidden cases in
+fresh processes: ``grading.run``), verdict. `grade_submission` is what a local thread or a
+Dask worker runs; it never raises."""
 
 from __future__ import annotations
 
@@ -54,11 +55,11 @@ def _grade(job: GradeJob, work: AssignmentWork, result: SubmissionResult) -> Non
     key = sandbox_key(work)
     release_dir = f"/release/{work.assignment}" if work.sandboxed else str(key[0] / work.assignment)
     request = {"cells": program.cells, "release_dir": release_dir if work.release_files else None}
+    if job.hidden is None:
+        raise RuntimeError("the job came without its hidden cases")
     sandbox = POOL.acquire(key)
     try:
-        record = run_program(
-            sandbox, request, work.tasks, work.blob, work.all_cases, work.check_specs
-        )
+        record = run_program(sandbox, request, work.check_specs, work.public, job.hidden)
     finally:
         POOL.give_back(sandbox)
     result.sandbox_starts = record.starts
@@ -70,4 +71,5 @@ def _grade(job: GradeJob, work: AssignmentWork, result: SubmissionResult) -> Non
             "the kernel killed a process of the submission for going over the memory limit",
         )
     cell_outputs(program, record, result, work.limits.cell_output_chars)
-    judge(spec, work.check_specs, work.all_cases, record, result)
+    all_cases = [p + h for p, h in zip(work.public.cases, job.hidden.cases, strict=True)]
+    judge(spec, work.check_specs, all_cases, record, result)

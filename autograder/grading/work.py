@@ -1,11 +1,12 @@
 """Prepare: everything the workers need for one assignment, built once per grading call.
 
-``prepare`` puts together, for the run's seed, the four things every submission of the
-assignment needs (``AssignmentWork``): the spec from the source notebook
-(``autograder.notebook``), the release's public files (``public_files``), the chapter's
-limits and intake caps (``limits``) and its check data (``check_data``), with what the
-sandbox must preload. It pickles: a Dask worker needs no course folder. ``Preparing``
-(``preparing``) runs it in a forked child; one submission's bytes travel as a ``GradeJob``
+``prepare`` puts together the four things every submission of the assignment needs
+(``AssignmentWork``): the spec from the source notebook (``autograder.notebook``), the
+release's public files (``public_files``), the chapter's limits and intake caps (``limits``)
+and its check data (``check_data``: the tasks and the public cases), with what the sandbox
+must preload. It pickles: a Dask worker needs no course folder. ``Preparing``
+(``preparing``) runs it in a forked child, which then makes each submission's hidden cases
+(``hidden_for``); one submission's bytes and its hidden cases travel as a ``GradeJob``
 (``jobs``).
 """
 
@@ -17,7 +18,7 @@ from types import ModuleType
 
 from autograder import checks
 from autograder import notebook as nbparse
-from autograder.grading.check_data import make_cases_payload, tasks_of
+from autograder.grading.check_data import CaseSet, public_case_set, tasks_of
 from autograder.grading.limits import effective_caps, effective_limits
 from autograder.grading.public_files import release_files, release_root
 from autograder.sandbox import DEFAULT_LIMITS, FULL_PRELOAD, Limits, preload_for
@@ -30,16 +31,17 @@ REGISTRY: ModuleType = checks
 class AssignmentWork:
     """What every submission of one assignment needs, built once by the instructor's process
     and sent to the workers (a Dask worker needs no course folder and no shared disk): the
-    spec from the source notebook, the release's public files, the chapter's check data for
-    this run's seed (encoded cases, expected answers, known mistakes, check specs), limits."""
+    spec from the source notebook, the release's public files, the chapter's check data (its
+    tasks, the public cases with their answers and known mistakes, check specs), limits. Each
+    submission's hidden cases come with its job (``GradeJob.hidden``), from the batch
+    ``seed`` and the student (``check_data.hidden_seed``)."""
 
     assignment: str
-    seed: int
+    seed: int  # the batch's seed
     spec: nbparse.AssignmentSpec
     release_files: dict  # file name -> bytes (the public release folder, no notebook)
-    tasks: list  # per task: {"check", "function", "cases": encoded}
-    blob: bytes  # the cases' arrays (npz)
-    all_cases: list  # per task: [Case] (contract.Case, made whole by checks.prepare)
+    tasks: tuple  # (check_data.Task, ...): one per check call, in order
+    public: CaseSet  # the public run's cases, the same for every submission
     check_specs: dict  # check name -> contract spec
     limits: Limits = DEFAULT_LIMITS
     sandboxed: bool = True
@@ -59,21 +61,20 @@ def prepare(
     registry: ModuleType = REGISTRY,
     spec: nbparse.AssignmentSpec | None = None,
 ) -> AssignmentWork:
-    """Everything the workers need for this assignment and seed (the trusted side computes
-    every expected answer here; workers never import the reference package). ``limits``: the
+    """Everything the workers need for this assignment (the trusted side computes every
+    expected answer; workers never import the reference package). ``limits``: the
     instructor's explicit limits (see ``effective_limits``)."""
     reg = registry
     spec = spec or nbparse.load_assignment(course, assignment)
-    tasks, blob, all_cases = make_cases_payload(spec, reg, seed)
-    specs = {check: reg.spec(check) for _g, check, _f in tasks_of(spec)}
+    tasks = tasks_of(spec)
+    specs = {task.check: reg.spec(task.check) for task in tasks}
     return AssignmentWork(
         assignment,
         seed,
         spec,
         release_files(course, assignment),
         tasks,
-        blob,
-        all_cases,
+        public_case_set(spec, reg),
         specs,
         effective_limits(limits, reg.chapter(assignment)),
         sandboxed,
