@@ -203,6 +203,7 @@ def _check_graded(output: str) -> None:
     assert _table_row(output, "alice") == ["alice", "12", "14", "+ 2 to grade by hand", "-"]
     assert _table_row(output, "bob")[:4] == ["bob", "0", "14", "-"]
     assert "graded 2, skipped 0" in output
+    assert "1 submission(s) wait for hand grading in the formgrader" in output
 
 
 def _check_feedback(root: Path) -> None:
