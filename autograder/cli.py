@@ -242,6 +242,23 @@ def cmd_collect(args) -> int:
 
 
 def cmd_feedback(args) -> int:
+    """nbgrader generate_feedback; first a warning naming the students whose written answers
+    no one has graded yet (their page would show those points as 0: README, "Generate the
+    feedback after the written answers are graded by hand")."""
+    from autograder.gradebook import hand_grading_of
+
+    waiting = sorted(
+        s
+        for s, hand in hand_grading_of(Path(args.course), args.assignment).items()
+        if hand.to_grade
+    )
+    if waiting:
+        print(
+            f"warning: {len(waiting)} submission(s) of {args.assignment} wait for hand grading "
+            f"({', '.join(waiting)}): their feedback shows those answers without a score; "
+            "grade them in the formgrader, then run this again",
+            file=sys.stderr,
+        )
     return _nbgrader(Path(args.course), "generate_feedback", args.assignment, "--force")
 
 

@@ -131,6 +131,9 @@ def test_a_written_answer_not_yet_graded_is_marked_then_the_mark_goes(recorder, 
     ]
     page = report.render(A, report.summarise(load_records(course, A)))
     assert "+ 2 to grade by hand" in page  # under "Submissions to look at"
+    assert cli.main(["--course", str(course), "feedback", A]) == 0
+    warning = "warning: 1 submission(s) of ch1_pooling wait for hand grading (alice)"
+    assert warning in capsys.readouterr().err
 
     # the instructor types 2 in the formgrader: 14 of 14, no mark anywhere
     _formgrader_put(recorder, "alice", WRITTEN, 2.0)
@@ -148,6 +151,10 @@ def test_a_written_answer_not_yet_graded_is_marked_then_the_mark_goes(recorder, 
     assert "wait for hand grading" not in capsys.readouterr().out
     assert _report_notes(course)["alice"] == (14.0, [])
     assert "to grade by hand" not in report.render(A, report.summarise(load_records(course, A)))
+    assert cli.main(["--course", str(course), "feedback", A]) == 0
+    assert "wait for hand grading" not in capsys.readouterr().err
+    page = (course / "feedback" / "alice" / A / f"{A}.html").read_text()
+    assert f"{A} (Score: 14.0 / 14.0)" in page
 
     # clearing the score in the formgrader puts the mark back
     _formgrader_put(recorder, "alice", WRITTEN, None)
