@@ -546,7 +546,7 @@ class _HandGradingCsv:
 
     def export(self, gradebook) -> None:
         with open(self.to or "grades.csv", "w", newline="") as handle:
-            writer = csv.writer(handle)
+            writer = csv.writer(handle, lineterminator="\n")  # nbgrader's line ends
             writer.writerow(self.COLUMNS)
             writer.writerows(self.rows(gradebook))
 
@@ -612,6 +612,6 @@ def _as_now(record: dict, state) -> dict:
     score, max_score, waiting = state
     record = {**record, "score": score, "max_score": max_score}
     if waiting:
-        note = f"written answers wait for hand grading in the formgrader: {waiting.describe()}"
+        note = f"waits for hand grading in the formgrader: {waiting.describe()}"
         record["notes"] = [*record.get("notes", []), note]
     return record

@@ -126,9 +126,7 @@ def test_a_written_answer_not_yet_graded_is_marked_then_the_mark_goes(recorder, 
     assert "1 wait for hand grading" in capsys.readouterr().out
     score, notes = _report_notes(course)["alice"]
     assert score == 12.0
-    assert notes == [
-        "written answers wait for hand grading in the formgrader: + 2 to grade by hand"
-    ]
+    assert notes == ["waits for hand grading in the formgrader: + 2 to grade by hand"]
     page = report.render(A, report.summarise(load_records(course, A)))
     assert "+ 2 to grade by hand" in page  # under "Submissions to look at"
     assert cli.main(["--course", str(course), "feedback", A]) == 0
@@ -194,6 +192,10 @@ def test_a_resubmission_over_a_manual_score_asks_for_review_and_an_empty_answer_
     ]
     assert rows["alice"]["score"] == "13.5"  # the kept manual score counts, to be confirmed
     assert rows["carol"]["last_name"] == 'Smith, "Jr."'  # one column, as the roster has it
+    assert _report_notes(recorder.course)["alice"][1] == [
+        "waits for hand grading in the formgrader: 1 cell to review by hand"
+    ]
+    assert b"\r\n" not in (tmp_path / "grades.csv").read_bytes()  # nbgrader's line ends
     table = cli.summary_table([carol], waiting=waiting)
     assert _row(table, "carol")[3] == "+ 2 to grade by hand"
 
