@@ -171,7 +171,7 @@ def cmd_grade(args) -> int:
     if not outcome["graded"] and not outcome["skipped"]:
         print(
             f"no submissions found in {Path(args.course) / 'submitted'}/*/{args.assignment}/ "
-            f"(import an LMS download with `python -m autograder collect {args.assignment} FILE.zip`)"
+            f"(import an LMS download with `.venv/bin/python -m autograder collect {args.assignment} FILE.zip`)"
         )
         return 0
     from autograder.gradebook import hand_grading_of
