@@ -7,7 +7,8 @@
                                             student by the roster and the LMS's ids, hostile
                                             members refused (autograder/collect.py)
     feedback <id>                           nbgrader generate_feedback
-    export <id> --csv FILE                  nbgrader export (CSV)
+    export <id> --csv FILE                  nbgrader export (CSV), plus what still waits
+                                            for hand grading
     report <id> [--out FILE]                one HTML page for the instructor
 
 The course directory is ``autograder/`` of this checkout unless ``--course DIR`` is given.
@@ -16,6 +17,7 @@ The course directory is ``autograder/`` of this checkout unless ``--course DIR``
 from __future__ import annotations
 
 import argparse
+import csv
 import os
 import shutil
 import subprocess
@@ -27,18 +29,36 @@ COURSE = Path(__file__).resolve().parent
 
 
 def _nbgrader(course: Path, *args: str) -> int:
+    """nbgrader, from this interpreter's environment, importing this ``autograder`` (the
+    course's plug-ins: the export's, the sanitiser), not another copy the environment
+    knows (an editable install of another checkout)."""
     executable = shutil.which("nbgrader", path=str(Path(sys.executable).parent)) or "nbgrader"
-    return subprocess.call([executable, *args], cwd=course)
+    root = str(COURSE.parent)
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    return subprocess.call([executable, *args], cwd=course, env={**os.environ, "PYTHONPATH": path})
 
 
-def summary_table(graded: list, skipped=()) -> str:
-    """One row per graded submission (`grading.SubmissionResult`) and per skipped one."""
-    rows = [("student", "score", "max", "reason")]
+def summary_table(graded: list, skipped=(), waiting: dict | None = None) -> str:
+    """One row per graded submission (`grading.SubmissionResult`) and per skipped one.
+    ``waiting``: each student's `gradebook.HandGrading`; a score that leaves out written
+    answers no one has graded yet says so ("20/22 + 2 to grade by hand"), so a perfect
+    student never reads as one who lost 2 points."""
+    waiting = waiting or {}
+    rows = [("student", "score", "max", "by hand", "reason")]
     for r in sorted(graded, key=lambda r: r.student):
-        rows.append((r.student, f"{r.score:g}", f"{r.max_score:g}", ", ".join(r.reasons) or "-"))
+        hand = waiting.get(r.student)
+        rows.append(
+            (
+                r.student,
+                f"{r.score:g}",
+                f"{r.max_score:g}",
+                hand.describe() if hand else "-",
+                ", ".join(r.reasons) or "-",
+            )
+        )
     for student, why in skipped:
-        rows.append((student, "", "", f"skipped: {why}"))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        rows.append((student, "", "", "", f"skipped: {why}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
@@ -151,10 +171,18 @@ def cmd_grade(args) -> int:
     if not outcome["graded"] and not outcome["skipped"]:
         print(
             f"no submissions found in {Path(args.course) / 'submitted'}/*/{args.assignment}/ "
-            f"(import an LMS download with `python -m autograder collect {args.assignment} FILE.zip`)"
+            f"(import an LMS download with `.venv/bin/python -m autograder collect {args.assignment} FILE.zip`)"
         )
         return 0
-    print(summary_table(outcome["graded"], outcome["skipped"]))
+    from autograder.gradebook import hand_grading_of
+
+    waiting = hand_grading_of(Path(args.course), args.assignment)
+    print(summary_table(outcome["graded"], outcome["skipped"], waiting))
+    if pending := sorted(s for s, hand in waiting.items() if hand.to_grade):
+        print(
+            f"{len(pending)} submission(s) wait for hand grading in the formgrader (their score "
+            "leaves those points out); generate the feedback after"
+        )
     print(
         f"graded {len(outcome['graded'])}, skipped {len(outcome['skipped'])}; hidden-case seed {outcome['seed']}; "
         f"start-up {outcome['startup_seconds']:.1f} s; grading {outcome['grading_seconds']:.1f} s"
@@ -214,14 +242,44 @@ def cmd_collect(args) -> int:
 
 
 def cmd_feedback(args) -> int:
+    """nbgrader generate_feedback; first a warning naming the students whose written answers
+    no one has graded yet (their page would show those points as 0: README, "Generate the
+    feedback after the written answers are graded by hand")."""
+    from autograder.gradebook import hand_grading_of
+
+    waiting = sorted(
+        s
+        for s, hand in hand_grading_of(Path(args.course), args.assignment).items()
+        if hand.to_grade
+    )
+    if waiting:
+        print(
+            f"warning: {len(waiting)} submission(s) of {args.assignment} wait for hand grading "
+            f"({', '.join(waiting)}): their feedback shows those answers without a score; "
+            "grade them in the formgrader, then run this again",
+            file=sys.stderr,
+        )
     return _nbgrader(Path(args.course), "generate_feedback", args.assignment, "--force")
 
 
 def cmd_export(args) -> int:
+    """nbgrader export with the course's plug-in (`gradebook.HandGradingCsvExport`):
+    nbgrader's CSV plus the columns that say what still waits for hand grading."""
     target = Path(args.csv).resolve()
-    return _nbgrader(
-        Path(args.course), "export", f"--to={target}", f"--assignment=['{args.assignment}']"
+    status = _nbgrader(
+        Path(args.course),
+        "export",
+        "--exporter=autograder.gradebook.HandGradingCsvExport",
+        f"--to={target}",
+        f"--assignment=['{args.assignment}']",
     )
+    if status == 0:
+        with open(target, newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        pending = [r["student_id"] for r in rows if float(r["to_grade_by_hand"] or 0)]
+        print(f"wrote {target}: {len(rows)} student(s)", end="")
+        print(f"; {len(pending)} wait for hand grading (to_grade_by_hand)" if pending else "")
+    return status
 
 
 def cmd_report(args) -> int:

@@ -68,26 +68,6 @@ class ScrubHiddenTestsFromTracebacks(Preprocessor):
         return cell, resources
 
 
-from jinja2 import DictLoader  # noqa: E402
-from nbconvert.exporters import HTMLExporter  # noqa: E402
-from traitlets import default  # noqa: E402
-
-
-class OfflineFeedbackExporter(HTMLExporter):
-    """nbgrader's feedback page with no MathJax: its template calls nbconvert's ``mathjax()``
-    macro, whose default loads MathJax from a CDN. Here that macro writes nothing, so a
-    feedback page makes no request and runs no script; TeX shows as written."""
-
-    @default("extra_loaders")
-    def _no_mathjax(self):
-        return [DictLoader({"mathjax.html.j2": NO_MATHJAX})]
-
-
-NO_MATHJAX = """{%- macro mathjax(url=None) -%}
-<!-- no MathJax: this page loads nothing from the network; TeX shows as written -->
-{%- endmacro %}"""
-
-c.GenerateFeedback.exporter_class = OfflineFeedbackExporter
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
     ScrubHiddenTestsFromTracebacks,
@@ -127,6 +107,43 @@ c.Autograde.autograde_preprocessors = [
 ]
 c.GenerateFeedback.preprocessors = [*c.GenerateFeedback.preprocessors, SanitiseForInstructor]
 c.HTMLExporter.preprocessors = [SanitiseForInstructor]
+
+# Math, offline, in the feedback pages and the formgrader: nbgrader's templates call
+# nbconvert's ``mathjax()`` macro, whose default loads MathJax from a CDN (raw TeX offline).
+# The course's own macro (nbgrader_templates/base/mathjax.html.j2) writes MathJax 3 into the
+# page instead, from the copy the site serves (the pinned sphinx-mathjax-offline), through
+# the filter ``course_mathjax``. Its folder comes first among the exporter's template
+# folders, then nbgrader's own (the feedback and formgrade templates): set here, it holds
+# for generate_feedback (which keeps a value the config gives) and for the formgrader
+# (which reads this file after setting its own).
+import functools  # noqa: E402
+import importlib.metadata  # noqa: E402
+
+import nbgrader  # noqa: E402
+
+import autograder  # noqa: E402 - the package the sanitiser came from (see above)
+
+
+@functools.lru_cache(maxsize=4)
+def _course_mathjax(component: str) -> str:
+    """The text of one of MathJax's combined components, to be written into a page."""
+    path = importlib.metadata.distribution("sphinx-mathjax-offline").locate_file(
+        f"sphinx-mathjax-offline/static/mathjax/{component}"
+    )
+    text = open(path, encoding="utf-8").read()
+    # nothing in it may end the page's <script> element early: HTML ends it at "</script",
+    # or after "<!--" and "<script" never (MathJax 3.2's components hold neither tag)
+    assert not re.search(r"</?script", text, re.IGNORECASE), path
+    return text
+
+
+c.HTMLExporter.extra_template_basedirs = [
+    os.path.join(os.path.dirname(autograder.__file__), "nbgrader_templates"),
+    os.path.join(
+        os.path.dirname(nbgrader.__file__), "server_extensions", "formgrader", "templates"
+    ),
+]
+c.HTMLExporter.filters = {"course_mathjax": _course_mathjax}
 
 # The formgrader's view of the course: a course-local exchange (nbgrader's default,
 # /srv/nbgrader/exchange, does not exist here, and without one every assignment shows as

@@ -241,19 +241,22 @@ def test_a_stopped_task_reads_the_same_whatever_the_run_reported():
     assert len(seen) == 2  # one text per reason
 
 
-def test_a_feedback_page_loads_no_script_and_nothing_from_the_network(graded):
+def test_a_feedback_page_loads_nothing_and_runs_only_the_courses_mathjax(graded):
     """nbgrader's feedback template calls nbconvert's ``mathjax()`` macro, which loads MathJax
-    from a CDN; the course's exporter (``autograder/nbgrader_config.py``) writes no script
-    there, so a page opened offline shows TeX as written and requests nothing."""
+    from a CDN; the course's macro (``autograder/nbgrader_templates/base/mathjax.html.j2``)
+    writes its own MathJax into the page instead: two inline scripts (its configuration and
+    MathJax), none with a source, and no ``src`` or ``href`` to another host, so a page
+    requests nothing (tests/test_feedback_math_browser.py typesets one in Chromium)."""
     from html.parser import HTMLParser
 
     class Sources(HTMLParser):
         def __init__(self):
             super().__init__()
-            self.scripts, self.urls = 0, []
+            self.scripts, self.urls = [], []
 
         def handle_starttag(self, tag, attrs):
-            self.scripts += tag == "script"
+            if tag == "script":
+                self.scripts.append(dict(attrs))
             self.urls += [v for k, v in attrs if k in ("src", "href") and v and tag != "a"]
 
     courses = {course for course, _student in graded["paths"].values()}
@@ -263,10 +266,10 @@ def test_a_feedback_page_loads_no_script_and_nothing_from_the_network(graded):
         text = page.read_text()
         parser = Sources()
         parser.feed(text)
-        assert parser.scripts == 0, page
+        assert parser.scripts == [{}, {}], page  # the configuration, then MathJax, inline
         assert not [u for u in parser.urls if re.match(r"(https?:)?//", u)], (page, parser.urls)
-        assert "cdnjs" not in text and "MathJax.Hub" not in text
-        assert r"\sum" in text or "$" in text  # the chapter's TeX, as written
+        assert "cdnjs" not in text and "window.MathJax = {" in text
+        assert r"\sum" in text or "$" in text  # the chapter's TeX, for MathJax to typeset
 
 
 def _cell_and_task(graded, student: str) -> tuple[list, str, int]:

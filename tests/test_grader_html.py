@@ -263,8 +263,9 @@ class Watched:
                         .map(a => `${e.tagName}.${a.name}`)),
                     links: all.filter(e => /^\\s*javascript:/i.test(e.getAttribute('href') || ''))
                         .length,
+                    // (an <svg> that MathJax drew for an equation is the course's own)
                     frames: all.filter(e => ['IFRAME', 'OBJECT', 'EMBED', 'FRAME', 'SVG', 'svg']
-                        .includes(e.tagName)).length,
+                        .includes(e.tagName) && !e.closest('mjx-container')).length,
                     scripts: [...document.scripts].filter(s => s.text.includes('pwned')).length,
                     text: document.body.innerText,
                 };
