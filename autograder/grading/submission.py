@@ -7,6 +7,7 @@ import time
 import traceback
 from pathlib import Path
 
+from autograder import messages
 from autograder import notebook as nbparse
 from autograder.grading.jobs import GradeJob
 from autograder.grading.pool import POOL, sandbox_key
@@ -69,5 +70,6 @@ def _grade(job: GradeJob, work: AssignmentWork, result: SubmissionResult) -> Non
             "memory",
             "the kernel killed a process of the submission for going over the memory limit",
         )
-    cell_outputs(program, record, result, work.limits.cell_output_chars)
-    judge(spec, work.check_specs, work.all_cases, record, result)
+    language = messages.language_of(submission.metadata)  # the feedback's; hostile: checked
+    cell_outputs(program, record, result, work.limits.cell_output_chars, language)
+    judge(spec, work.check_specs, work.all_cases, record, result, language)
