@@ -81,7 +81,8 @@ def test_every_message_has_a_chinese_translation_with_the_same_placeholders():
     for key in english:
         placeholders = re.findall(r"\{(\w+)\}", english[key])
         assert sorted(placeholders) == sorted(re.findall(r"\{(\w+)\}", chinese[key])), key
-        if key != "list.separator" and HAN.search(english[key]) is None and key not in same:
+        words = re.search(r"[A-Za-z]{2,}", re.sub(r"\{\w+\}", "", english[key]))
+        if words and key not in same:  # not punctuation alone (".", ": {why}.")
             assert HAN.search(chinese[key]), key
 
 
@@ -144,6 +145,8 @@ try:
     check("sparsemax", sparsemax)
 except AssertionError as failed:
     print(failed)
+import sys
+assert not [m for m in sys.modules if m.split(".")[0] in ("solutions", "autograder")]
 """
 
 
@@ -160,7 +163,7 @@ def _released_folder(tmp_path: Path, language: str) -> Path:
 
 def _run(folder: Path) -> str:
     done = subprocess.run(
-        [sys.executable, "-I", "-c", WRONG_SPARSEMAX],
+        [sys.executable, "-c", WRONG_SPARSEMAX],
         cwd=folder,
         capture_output=True,
         text=True,

@@ -240,7 +240,8 @@ def check(catalogs: Path = CATALOGS) -> list[str]:
                 template=path.parent == catalogs / "checks",
             )
             for problem in problems:
-                report.append(f"{path.relative_to(ROOT)}: {message.id[:70]!r}: {problem}")
+                where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+                report.append(f"{where}: {message.id[:70]!r}: {problem}")
     return report
 
 
