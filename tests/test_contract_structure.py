@@ -147,6 +147,17 @@ def test_what_only_the_sandbox_or_the_grader_needs_does_not_ship():
         assert wording not in text, wording
     assert "hidden" not in "".join(contract.MESSAGES)  # no hidden wording among the ids
     assert {"hidden_shown", "summary", "judge", "ERROR_CODES"} <= set(dir(judging))
+    from autograder.sandbox.command import IN_SANDBOX
+
+    # the grader's wording and catalog stay on the trusted side: not bound into the sandbox
+    assert judging not in IN_SANDBOX and messages not in IN_SANDBOX
+    for module in IN_SANDBOX:
+        imported = set()
+        for node in ast.walk(ast.parse(Path(module.__file__).read_text())):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                imported |= {a.name.rsplit(".", 1)[-1] for a in node.names}
+                imported.add((getattr(node, "module", None) or "").rsplit(".", 1)[-1])
+        assert not imported & {"judging", "messages"}, module
 
 
 def test_the_case_writer_never_ships_and_is_not_in_the_sandbox():

@@ -235,7 +235,9 @@ def test_the_grader_says_a_chinese_submissions_mistake_in_chinese_with_the_same_
     assert messages.language_of(chinese.metadata) == "zh_CN"
     assert messages.language_of(english.metadata) == "en"
     claims = {}
-    for name, value in (("xx", "xx"), ("huge", "zh_CN" * 20_000)):
+    # 100 KB: over the notebook metadata's cap (``notebook.Caps.metadata_chars``), refused
+    # before its language is read; 50 KB: under it, read and not a language
+    for name, value in (("xx", "xx"), ("huge", "zh_CN" * 20_000), ("large", "zh_CN" * 10_000)):
         claimed = nbformat.from_dict(dict(chinese))
         claimed.metadata = nbformat.from_dict(
             {**chinese.metadata, "attention_derived": {"language": value}}
@@ -245,12 +247,8 @@ def test_the_grader_says_a_chinese_submissions_mistake_in_chinese_with_the_same_
         corpus.write_submission(course, assignment, student, notebook)
     outcome = grading.grade_assignment(course, assignment, workers=1)
     results = {r.student: r for r in outcome["graded"]}
-    assert {s: r.score for s, r in results.items()} == {
-        "en": 9.0,
-        "zh": 9.0,
-        "xx": 9.0,
-        "huge": 9.0,
-    }
+    scores = {s: r.score for s, r in results.items()}
+    assert scores == {"en": 9.0, "zh": 9.0, "xx": 9.0, "large": 9.0, "huge": 0.0}, scores
     tasks = {s: {t.grade_id: t for t in r.tasks} for s, r in results.items()}
     failed = [g for g, t in tasks["en"].items() if not t.passed]
     assert len(failed) == 1
@@ -267,7 +265,10 @@ def test_the_grader_says_a_chinese_submissions_mistake_in_chinese_with_the_same_
     assert all("全部" in tasks["zh"][g].message for g in passed)
     assert zh.wrong == en.wrong and all(not HAN.search(w) for w in zh.wrong)
     # a notebook claiming another or an oversized language gets the English feedback
-    for student in claims:
+    assert results["huge"].reasons == ["invalid notebook"]
+    assert "metadata holds more than" in results["huge"].tasks[0].message
+    assert not any(HAN.search(t.message) for t in results["huge"].tasks)
+    for student in ("xx", "large"):
         assert [t.message for t in results[student].tasks] == [
             t.message for t in results["en"].tasks
         ], student
