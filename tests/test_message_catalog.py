@@ -256,6 +256,9 @@ def test_the_grader_says_a_chinese_submissions_mistake_in_chinese_with_the_same_
     assert "public cases failed" in en.message and "公开用例中有" in zh.message, zh.message
     assert "hidden check failed" in en.message and "隐藏检查" in zh.message, zh.message
     assert "public cases failed" not in zh.message and HAN.search(zh.message)
+    # a declared mistake (no clipping at 0), named by its hint in each language
+    assert "matches a known mistake: the kernel is max(0, 1 - u^2)" in en.message, en.message
+    assert "你的结果与一个已知错误一致：" in zh.message and "known mistake" not in zh.message
     en_lines, zh_lines = en.message.splitlines(), zh.message.splitlines()
     assert len(en_lines) == len(zh_lines)
     for a, b in zip(en_lines, zh_lines):
