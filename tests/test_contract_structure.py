@@ -225,13 +225,14 @@ def _choices(node) -> set:
     return set()
 
 
-def _used_message_ids() -> tuple[set, set]:
-    """(ids the code looks up, prefixes of ids it builds) from the wording modules' syntax:
-    the key of every ``render``/``say`` call, every finding ``("<id>", {...})``, every
-    constant a finding's key is chosen from, and the id families built with an f-string."""
+def _used_message_ids(sources=None) -> tuple[set, set]:
+    """(ids the code looks up, prefixes of ids it builds) from the wording modules' syntax
+    (``sources``: texts, the wording modules' by default): the key of every
+    ``render``/``say`` call, every finding ``("<id>", {...})``, every constant a finding's
+    key is chosen from, and the id families built with an f-string."""
     used, families = set(), set()
-    for name in WORDING:
-        tree = ast.parse((PACKAGE / name).read_text())
+    for source in sources or [(PACKAGE / name).read_text() for name in WORDING]:
+        tree = ast.parse(source)
         for node in ast.walk(tree):
             if isinstance(node, ast.Call):
                 func = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
@@ -252,6 +253,17 @@ def _used_message_ids() -> tuple[set, set]:
                 if MESSAGE_ID.match(prefix.rstrip(".")) and prefix.endswith("."):
                     families.add(prefix)
     return used, families
+
+
+def test_the_message_id_scan_finds_each_kind_of_lookup():
+    source = (
+        'render(m, "a.one", x=1)\nsay("en", "b" if c else "c.two")\n'
+        'found = ("d.three", {"x": 1})\nkey = "e" if c else "f"\n_located("g", p, w, "values")\n'
+        'k = f"stopped.{reason}"\nrender(m, variable)\n'
+    )
+    used, families = _used_message_ids([source])
+    assert used == {"a.one", "b", "c.two", "d.three", "e", "f", "g", "g.at"}, used
+    assert families == {"stopped."}
 
 
 def test_every_message_id_the_code_uses_is_in_the_catalog_and_every_id_is_used():
