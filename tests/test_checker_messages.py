@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import numpy as np
 import pytest
@@ -110,6 +111,26 @@ def test_a_hidden_case_has_at_most_64_messages_however_it_fails(name):
     assert len(hidden) <= 64, sorted(hidden)  # at most 6 bits per hidden case
     assert len(public) > len(hidden), len(public)  # public messages keep their detail
     assert math.log2(len(hidden)) <= 6
+
+
+@pytest.mark.parametrize("name", ["attention_backward", "translate_given_model"])
+def test_a_hidden_message_in_chinese_is_the_english_one_translated_no_new_channel(name):
+    """The language changes the words, never what they carry: each Chinese hidden message
+    stands for exactly one English one (as many distinct texts, paired one to one)."""
+    rng = np.random.default_rng(1)
+    spec = checks.spec(name)
+    case = checks.prepare(name, checks.hidden_cases(name, 3)[0], hidden=True)
+    zh_spec, zh_case = checks.localised(spec, case, "zh_CN")
+    pairs = set()
+    with np.errstate(all="ignore"):
+        for outcome in _hostile_outcomes(case.expected, rng):
+            english = judging.judge(spec, case, outcome)
+            chinese = judging.judge(zh_spec, zh_case, outcome, "zh_CN")
+            assert english.passed == chinese.passed
+            if not english.passed:
+                pairs.add((english.message, chinese.message))
+    assert len({e for e, _ in pairs}) == len({z for _, z in pairs}) == len(pairs) > 5
+    assert all(re.search(r"[\u4e00-\u9fff]", z) for _, z in pairs)
 
 
 def test_a_hidden_summary_gives_one_message_and_the_other_cases_names():
