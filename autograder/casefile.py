@@ -1,12 +1,13 @@
 """The writer of the case format: case values encoded, ``public_cases.npz`` written (grader only).
 
-The one codec has two halves. Its reader (``contract.decode``, ``contract.load_cases``) ships
+The one codec has two halves. Its reader (``contract.value``, ``contract.load_cases``) ships
 to students inside the checker; this half, the writer, runs only on the trusted side: the
 release writes ``public_cases.npz`` with ``save_cases`` and the grader encodes every case it
 sends into the sandbox with ``encode``. It never ships and is never bound into the sandbox.
 A value is an array (numeric or boolean), a number, a bool, a string, None or a
 ``contract.Seeded``, written as a small JSON spec plus an uncompressed ``.npz`` of arrays
-(never pickle); ``contract.decode`` reads it back.
+(never pickle); ``contract.value`` reads it back. ``public_cases.npz`` also carries the
+checker's message catalog in the edition's language (``save_cases``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def encode(value, arrays: dict) -> dict:
         arrays[key] = value
         return {"t": "array", "k": key}
     if isinstance(value, Seeded):
-        return {"t": "seeded", "v": value.seed}
+        return {"t": "seeded", "v": int(value.seed)}
     if isinstance(value, (bool, np.bool_)):
         return {"t": "bool", "v": bool(value)}
     if isinstance(value, (int, np.integer)):
@@ -62,11 +63,14 @@ def as_stored(case: Case) -> Case:
     )
 
 
-def save_cases(path, assignment: str, checks: dict) -> None:
+def save_cases(path, assignment: str, checks: dict, messages: dict | None = None) -> None:
     """Write ``public_cases.npz``: checks is name -> {"spec", "cases": [Case]}, every case
-    with its ``expected`` answer (an ``Expected`` ships its scale) and its ``mistakes``."""
+    with its ``expected`` answer (an ``Expected`` ships its scale) and its ``mistakes``;
+    ``messages``: the checker's message catalog in the edition's language (message id ->
+    template, ``autograder.messages.shipped``; the checker words in English what it lacks)."""
     arrays: dict = {}
     meta = {"version": FORMAT_VERSION, "assignment": assignment, "checks": {}}
+    meta["messages"] = dict(messages or {})
     for name, entry in checks.items():
         cases = []
         for case in entry["cases"]:

@@ -14,8 +14,9 @@ and named.
   check (it ships in ``public_cases.npz``) and the known mistakes' outputs for a case;
   ``prepare`` makes a chapter's ``Case`` whole with them (``contract.Case``: the one shape a
   case has, from the plug-in to the report).
-- ``verdict``: one case judged with ``autograder.contract.judge``, the very function the
-  student's checker and the sandboxed grader use, so a failure reads the same everywhere.
+- ``verdict``: one case judged with ``autograder.contract.assess``, the very function the
+  student's checker and the sandboxed grader use, worded by ``autograder.judging.judge``,
+  so a failure reads the same everywhere.
 - ``run_hidden``: the in-kernel hidden check that stock ``nbgrader autograde`` runs.
 - Input builders the chapters share (``normal``, ``lengths_mask``, ``distinct_sizes``,
   ``scaled_query``), ``lazy_module`` and the hints several chapters give.
@@ -39,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from autograder import casefile, contract
+from autograder import casefile, contract, judging
 from autograder.contract import Case, Seeded, Verdict, normalise
 
 __all__ = [
@@ -471,24 +472,51 @@ def mistake_outputs(
     return out
 
 
-def prepare(name: str, case: Case, hidden: bool = False) -> Case:
+def prepare(name: str, case: Case, hidden: bool = False, language: str = "en") -> Case:
     """A chapter's case made whole for judging: its arguments as stored, the reference's
-    answer, the known mistakes' outputs and whether it is hidden."""
+    answer, the known mistakes' outputs (named in ``language``) and whether it is hidden."""
     stored = casefile.as_stored(case)
     return dataclasses.replace(
         stored,
         expected=expected(name, stored),
-        mistakes=tuple(mistake_outputs(name, stored)),
+        mistakes=tuple(mistake_outputs(name, stored, language)),
         hidden=hidden,
     )
 
 
+def say_anywhere(text: str, language: str, first: str | None = None) -> str:
+    """A hint in ``language`` whichever catalog holds it (the chapter ``first``, then the
+    others and the shared one); English where none does."""
+    if language == "en" or not text:
+        return text
+    domains = ([first] if first in CHAPTERS else []) + sorted(CHAPTERS) + [SHARED_HINTS]
+    for domain in domains:
+        translated = _catalog(domain, language).get(text)
+        if translated:
+            return translated
+    return text
+
+
+def localised(check_spec: dict, case: Case, language: str) -> tuple[dict, Case]:
+    """A check's spec and a prepared case with their hints in ``language``: the grader
+    prepares both once per assignment, in English, and learns a submission's language from
+    its notebook (``autograder.messages.language_of``)."""
+    if language == "en":
+        return check_spec, case
+    check = REGISTRY.get(check_spec.get("name"))
+    first = check.assignment if check else None
+    hints = {k: say_anywhere(v, language, first) for k, v in check_spec.get("hints", {}).items()}
+    mistakes = tuple((say_anywhere(h, language, first), out) for h, out in case.mistakes)
+    return {**check_spec, "hints": hints}, dataclasses.replace(case, mistakes=mistakes)
+
+
 def verdict(name: str, case: Case, expected_arrays, outcome: dict) -> Verdict:
-    """One public case judged by the contract (the same function everywhere)."""
+    """One case judged by the contract's judge (the same everywhere), worded by
+    ``judging.judge`` (a public case as the student's checker words it)."""
     whole = dataclasses.replace(
         case, expected=expected_arrays, mistakes=tuple(mistake_outputs(name, case))
     )
-    return contract.judge(spec(name), whole, outcome)
+    return judging.judge(spec(name), whole, outcome)
 
 
 def compare(name: str, case: Case, expected_arrays, got) -> Verdict:
@@ -511,20 +539,22 @@ class HiddenCheckFailed(AssertionError):
         ]
 
 
-def run_hidden(name: str, fn, seed: int | None = None) -> None:
+def run_hidden(name: str, fn, seed: int | None = None, language: str = "en") -> None:
     """Run ``fn`` on the hidden cases inside the student's kernel (stock nbgrader).
 
     seed None -> the ``ATTENTION_HIDDEN_SEED`` environment variable, else a fixed default, so
-    a regrade gives the same verdict. Raises ``HiddenCheckFailed`` with the contract's summary.
+    a regrade gives the same verdict. Raises ``HiddenCheckFailed`` with the grader's summary
+    (``judging.summary``), in ``language``.
     """
     __tracebackhide__ = True
     if seed is None:
         seed = int(os.environ.get(HIDDEN_SEED_ENV, DEFAULT_HIDDEN_SEED))
-    cases = [prepare(name, case, hidden=True) for case in hidden_cases(name, seed)]
-    verdicts, _notes = contract.run_cases(spec(name), fn, cases)
-    failures = [v.message for v in verdicts if not v.passed]
-    if failures:
-        raise HiddenCheckFailed(contract.summary(name, failures, len(cases), hidden=True)) from None
+    cases = [prepare(name, case, True, language) for case in hidden_cases(name, seed)]
+    verdicts, _notes = judging.run_cases(spec(name, language), fn, cases, language)
+    failed = [v for v in verdicts if not v.passed]
+    if failed:
+        text = judging.summary(name, failed, len(cases), True, language=language)
+        raise HiddenCheckFailed(text) from None
 
 
 load_chapters()

@@ -2,24 +2,27 @@
 
 ``make release`` ships this file, and no other of the grader, as ``attention_check.py`` next
 to every notebook with ``public_cases.npz``. It holds what a student's offline check needs:
-the codec's reader (``value``, ``fresh``, ``decode``, ``load_cases``: a case argument is an
-array, a number, a bool, a string, None or a ``Seeded``, stored as a small JSON spec plus an
+the codec's reader (``value``, ``fresh``, ``load_cases``: a case argument is an array, a
+number, a bool, a string, None or a ``Seeded``, stored as a small JSON spec plus an
 uncompressed ``.npz``, never pickle), one typed ``Case``, one case runner (``run_case`` -> an
 *outcome*: the return value as arrays, or an error or bad-return code from fixed
-vocabularies), one judge (``judge`` -> a ``Verdict``) with its messages (``summary``), and
-``check(name, fn)``. The same code judges everywhere, so a failure reads the same: in the
-in-kernel hidden check of stock ``nbgrader autograde`` (``autograder.checks.run_hidden``) and
-in the sandboxed grader, whose worker (``autograder/zygote.py``, bound into the sandbox beside
-this file, never shipped) runs cases with ``run_case`` and sends outcomes back in frames
-(``autograder/frames.py``), which the trusted side parses (``autograder.wire``) and judges.
-The codec's writer (``autograder/casefile.py``) and the registry never ship.
+vocabularies), one judge (``assess`` -> what is wrong, as a message id and its numbers;
+``judge`` -> a ``Verdict`` worded from ``MESSAGES``) and ``check(name, fn)``. The same
+``assess`` judges everywhere, so a failure reads the same: in the student's kernel, in the
+in-kernel hidden check of stock ``nbgrader autograde`` and in the sandboxed grader, whose
+worker runs cases with ``run_case`` and whose trusted side judges the outcomes it sends back.
+What only the grader needs never ships: the hidden cases' wording and the grader's own
+sentences (``autograder/judging.py``), the frames and the sandbox's decoding
+(``autograder/frames.py``), the codec's writer (``autograder/casefile.py``).
 
-Every message is built from fixed strings and numbers computed from the arrays: for a public
-case counts, shapes, indices, the max error; for a hidden case one of a fixed few texts (the
-function held its hidden inputs: a number computed from what it returned could carry them
-out). No text the student's code produced (an exception's message or class name, a type
-name) ever appears in a message. Nothing here imports the course, so editing your copy
-cannot change a grade.
+``MESSAGES`` is the shipped part of the one message catalog (``docs/translating.md``): each
+message's English template, with named placeholders; the release puts the catalog of its
+edition (the Chinese one from ``locale/zh_CN/LC_MESSAGES/checks/messages.po``) into
+``public_cases.npz``, and ``check`` words its messages from that. Every message is built
+from fixed strings and numbers computed from the arrays (counts, shapes, indices, the max
+error): no text the student's code produced (an exception's message or class name, a type
+name) appears in a verdict. Nothing here imports the course, so editing your copy cannot
+change a grade.
 """
 
 from __future__ import annotations
@@ -32,24 +35,93 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = [
-    "check",
-    "CheckFailed",
-    "Case",
-    "Verdict",
-    "Seeded",
-    "normalise",
-    "run_case",
-    "judge",
-    "Expected",
-    "tolerance",
-    "summary",
-    "load_cases",
-    "decode",
-]
-
 CASES_FILE = "public_cases.npz"
-FORMAT_VERSION = 3  # 3: a case may carry its outputs' scale (Expected)
+FORMAT_VERSION = 4  # 3: a case may carry its outputs' scale (Expected); 4: the message catalog
+
+#: the messages the checker words, English (message id -> template with named placeholders)
+MESSAGES = {
+    "case": "case '{case}': {problem}",
+    "hint": " Hint: {hint}",
+    "end": ".",
+    "because": ": {why}.",
+    "not_implemented": "{function} is not implemented yet",
+    "raised": "{function} raised {error}",
+    "raised_import": "{function} raised ModuleNotFoundError: an import failed, and {offered}.",
+    "offered": "the grader offers only NumPy and Python's standard library (and PyTorch in "
+    "the chapters whose notebook imports it)",
+    "bad.none": "the returned value is None: did you forget a `return` statement?",
+    "bad.empty": "your function returned an empty tuple",
+    "bad.not_numeric": "the returned value is not numeric: return NumPy arrays or numbers",
+    "bad.complex": "the returned value is complex: return a real array",
+    "bad.too_large": "the returned value is far larger than the expected one",
+    "arity.one": "expected 1 output, got {got}.",
+    "arity.many": "expected {expected} outputs ({names}), got {got}.",
+    "shape.axis": "expected {output} of shape {shape}, got a shape that differs at axis "
+    "{axis}{because}",
+    "shape.axes": "expected {output} of shape {shape}, got a shape that differs at axes {axes} "
+    "and {last}{because}",
+    "shape.ndim.one": "expected {output} of shape {shape}, got 1 axis instead of {ndim}{because}",
+    "shape.ndim.many": "expected {output} of shape {shape}, got {got} axes instead of "
+    "{ndim}{because}",
+    "why.swapped": "the last two axes look swapped",
+    "why.order": "the axes are in a different order",
+    "why.missing": "one axis is missing (did you reduce over an axis that should stay, or drop "
+    "a batch axis?)",
+    "why.extra": "there is one axis too many (did you forget to reduce, or keepdims=True?)",
+    "dtype.integer": "expected {output} to be an integer array, got dtype {dtype}.",
+    "dtype.bool": "expected {output} to be a boolean array (True = may attend), got dtype {dtype}.",
+    "mask": "{output} differs from the expected mask in {count} of {size} entries.",
+    "mask.at": "{output} differs from the expected mask in {count} of {size} entries, first "
+    "at index {index}.",
+    "nonfinite": "{output} contains {what} in {count} of {size} entries.",
+    "nonfinite.at": "{output} contains {what} in {count} of {size} entries at index {index}.",
+    "values": "{output} is wrong in {count} of {size} entries: max error {error} vs tolerance "
+    "{bound}.",
+    "values.at": "{output} is wrong in {count} of {size} entries: max error {error} vs "
+    "tolerance {bound}; first wrong entry at index {index}.",
+    "bound": "atol={atol} + rtol={rtol} * |expected|",
+    "bound.scaled": "{allowed} there (atol={atol} times the size of the terms this entry is "
+    "computed from, + rtol={rtol} * |expected|)",
+    "mistake": "your result matches a known mistake: {hint}",
+    "tokens.ndim.one": "expected predictions of shape ({rows}, n_out) (one row of token ids "
+    "per input sentence), got 1 axis.",
+    "tokens.ndim.many": "expected predictions of shape ({rows}, n_out) (one row of token ids "
+    "per input sentence), got {got} axes.",
+    "tokens.rows": "expected predictions of shape ({rows}, n_out) (one row of token ids per "
+    "input sentence), got a different number of rows.",
+    "tokens.dtype": "expected integer token ids, got dtype {dtype}: return argmax indices, not "
+    "scores.",
+    "tokens.exact": "all {total} token sequences are exact",
+    "tokens.differ": "{wrong} of {total} token sequences differ from the expected ones, first "
+    "in row {row}.",
+    "accuracy.pass": "exact-match accuracy {accuracy} ({correct} of {total} sentences), "
+    "required {threshold}",
+    "accuracy.low": "exact-match accuracy {accuracy} ({correct} of {total} sentences) is below "
+    "the required {threshold}.",
+    "summary.passed": "{name}: all {total} public cases passed",
+    "summary.failed": "{name}: {failed} of {total} public cases failed",
+    "summary.more": "... and {more} more",
+    "check.stub": "{name} is not implemented yet: replace `raise NotImplementedError()` with "
+    "your code.",
+    "check.unknown": "there is no public check called '{name}'; known checks: {known}",
+    "check.not_callable": "check('{name}', ...) needs your function, got {type}",
+    "note.raised": "in case '{case}' your code raised {error}",
+    "note.line": " (at line {line}: `{code}`)",
+    "note.line_only": " (at line {line})",
+    "note.syntax": " (a syntax error at line {line}: `{code}`)",
+    "note.syntax_only": " (a syntax error at line {line})",
+    "note.offered": "; {offered}",
+}
+
+
+def render(messages: dict, key: str, **params) -> str:
+    """The message ``key`` in the catalog ``messages`` (English where it has no entry), its
+    placeholders filled; a parameter that is itself ``(key, params)`` is rendered first."""
+    template = messages.get(key) or MESSAGES[key]
+    filled = {
+        k: render(messages, v[0], **v[1]) if isinstance(v, tuple) else v for k, v in params.items()
+    }
+    return template.format(**filled)
 
 
 @dataclass(frozen=True)
@@ -57,9 +129,6 @@ class Seeded:
     """A case argument meaning "a fresh ``numpy.random.default_rng(seed)``"."""
 
     seed: int
-
-    def __post_init__(self):
-        object.__setattr__(self, "seed", int(self.seed))
 
 
 # ----------------------------------------------------------------------------------------
@@ -72,14 +141,10 @@ def value(spec: dict, arrays):
     kind = spec["t"]
     if kind == "array":
         return arrays[spec["k"]]
-    if kind == "seeded":
-        return Seeded(int(spec["v"]))
-    if kind == "float":
-        return float(spec["v"])
-    if kind in ("int", "bool", "str"):
-        return spec["v"]
-    if kind == "none":
-        return None
+    if kind in ("seeded", "float"):
+        return (Seeded if kind == "seeded" else float)(spec["v"])
+    if kind in ("int", "bool", "str", "none"):
+        return spec.get("v")
     raise ValueError(f"unknown case value kind {kind!r}")
 
 
@@ -91,11 +156,6 @@ def fresh(stored):
     if isinstance(stored, Seeded):
         return np.random.default_rng(stored.seed)
     return stored
-
-
-def decode(spec: dict, arrays):
-    """A fresh copy of one case value (what the sandbox worker passes the student's function)."""
-    return fresh(value(spec, arrays))
 
 
 def unpack(blob: bytes) -> dict:
@@ -119,15 +179,6 @@ class Expected(tuple):
         self = super().__new__(cls, arrays)
         self.scale = None if scale is None else tuple(scale)
         return self
-
-    def __reduce__(self):  # the tuple's items and the scale (pickle, e.g. to a Dask worker)
-        return (Expected, (tuple(self), self.scale))
-
-
-def _scales(expected) -> tuple:
-    """One scale per output (None: the check declares none)."""
-    scale = getattr(expected, "scale", None)
-    return tuple(scale) if scale is not None else (None,) * len(expected)
 
 
 def tolerance(exp: np.ndarray, rtol: float, atol: float, scale=None) -> np.ndarray:
@@ -169,8 +220,8 @@ class Case:
 @dataclass(frozen=True)
 class Verdict:
     """What one case came to, the one shape an outcome has from the judge to the report: its
-    check and case names, whether it is hidden, whether it passed and the message (``judge``'s:
-    fixed text and numbers computed from the arrays; "ok" when it passed)."""
+    check and case names, whether it is hidden, whether it passed and the message (fixed text
+    and numbers computed from the arrays; "ok" when it passed)."""
 
     check: str
     case: str
@@ -179,36 +230,37 @@ class Verdict:
     message: str = "ok"
 
 
-def load_cases(path) -> dict:
-    """Read ``public_cases.npz``: check name -> {"spec", "cases": [Case]}."""
+def load_cases(path, catalog: dict | None = None) -> dict:
+    """Read ``public_cases.npz``: check name -> {"spec", "cases": [Case]}; ``catalog``, if
+    given, receives the release's message catalog (message id -> template, its language's)."""
     arrays = unpack(open(path, "rb").read())
     meta = json.loads(arrays.pop("__meta__").tobytes().decode())
     if meta.get("version") != FORMAT_VERSION:
         raise ValueError(
             f"{path} has format version {meta.get('version')}, expected {FORMAT_VERSION}"
         )
+    if catalog is not None:
+        catalog.update(meta.get("messages") or {})
     out = {}
     for name, entry in meta["checks"].items():
-        cases = [
-            Case(
-                case["name"],
-                tuple(value(a, arrays) for a in case["args"]),
-                {k: value(v, arrays) for k, v in case["kwargs"].items()},
-                Expected(
-                    (value(e, arrays) for e in case["expected"]),
-                    None
-                    if case["scale"] is None
-                    else [None if sc is None else value(sc, arrays) for sc in case["scale"]],
-                ),
-                tuple(
-                    (m["hint"], tuple(value(o, arrays) for o in m["outputs"]))
-                    for m in case["mistakes"]
-                ),
-            )
-            for case in entry["cases"]
-        ]
-        out[name] = {"spec": entry["spec"], "cases": cases}
+        out[name] = {"spec": entry["spec"], "cases": [_case(c, arrays) for c in entry["cases"]]}
     return out
+
+
+def _case(stored: dict, arrays) -> Case:
+    """One public case as ``casefile.save_cases`` stored it."""
+
+    def read(specs):
+        return tuple(None if s is None else value(s, arrays) for s in specs)
+
+    scale = None if stored["scale"] is None else read(stored["scale"])
+    return Case(
+        stored["name"],
+        read(stored["args"]),
+        {k: value(v, arrays) for k, v in stored["kwargs"].items()},
+        Expected(read(stored["expected"]), scale),
+        tuple((m["hint"], read(m["outputs"])) for m in stored["mistakes"]),
+    )
 
 
 # ----------------------------------------------------------------------------------------
@@ -216,54 +268,17 @@ def load_cases(path) -> dict:
 
 #: what an exception is called in every message: the first builtin class it is an instance
 #: of, in this order (a student's own class name never appears)
-ERRORS = (
-    "NotImplementedError",
-    "RecursionError",
-    "MemoryError",
-    "EOFError",
-    "ZeroDivisionError",
-    "FloatingPointError",
-    "OverflowError",
-    "IndexError",
-    "KeyError",
-    "ValueError",
-    "TypeError",
-    "AttributeError",
-    "NameError",
-    "ModuleNotFoundError",
-    "ImportError",
-    "SyntaxError",
-    "AssertionError",
-    "RuntimeError",
-    "OSError",
-    "SystemExit",
-    "KeyboardInterrupt",
-    "Exception",
+ERRORS = tuple(
+    "NotImplementedError RecursionError MemoryError EOFError ZeroDivisionError "
+    "FloatingPointError OverflowError IndexError KeyError ValueError TypeError AttributeError "
+    "NameError ModuleNotFoundError ImportError SyntaxError AssertionError RuntimeError OSError "
+    "SystemExit KeyboardInterrupt Exception".split()
 )
-#: an OSError that means "a file or the disk is full" (EFBIG, ENOSPC): the output limit
-FILE_TOO_LARGE = "FileTooLarge"
-ERROR_CODES = frozenset(ERRORS + (FILE_TOO_LARGE, "BaseException"))
-
-#: a returned value that is not numbers
-BAD_RETURNS = {
-    "none": "the returned value is None: did you forget a `return` statement?",
-    "empty": "your function returned an empty tuple",
-    "not_numeric": "the returned value is not numeric: return NumPy arrays or numbers",
-    "complex": "the returned value is complex: return a real array",
-    "too_large": "the returned value is far larger than the expected one",
-}
-
-
-#: what the grader offers a submission's imports, said where an import fails
-MISSING_MODULE = (
-    "the grader offers only NumPy and Python's standard library (and PyTorch in the "
-    "chapters whose notebook imports it)"
-)
+#: a returned value that is not numbers: the message ids ``bad.<code>``
+BAD_RETURNS = ("none", "empty", "not_numeric", "complex", "too_large")
 
 
 def error_code(err: BaseException) -> str:
-    if isinstance(err, OSError) and getattr(err, "errno", None) in (27, 28):
-        return FILE_TOO_LARGE
     import builtins
 
     for name in ERRORS:
@@ -273,10 +288,10 @@ def error_code(err: BaseException) -> str:
 
 
 class ReturnProblem(ValueError):
-    """A return value that cannot be read as numbers; ``code`` is a key of BAD_RETURNS."""
+    """A return value that cannot be read as numbers; ``code`` is one of BAD_RETURNS."""
 
     def __init__(self, code: str):
-        super().__init__(BAD_RETURNS[code])
+        super().__init__(MESSAGES[f"bad.{code}"])
         self.code = code
 
 
@@ -310,12 +325,13 @@ def run_case(fn, args, kwargs) -> dict:
     """Call ``fn`` once: {"kind": "value", "arrays": (...)} or {"kind": "error"|"bad", "code": ...}.
 
     A "error" outcome also carries ``exception`` (the object itself) for the student's own
-    kernel; it never crosses the sandbox boundary and no message uses it.
+    kernel; it never crosses the sandbox boundary and no message uses it. A KeyboardInterrupt
+    is the student's Ctrl-C: raised on (the sandbox worker makes it an outcome).
     """
     try:
         value = fn(*args, **kwargs)
     except BaseException as err:  # noqa: BLE001 - the student's error is an outcome
-        if isinstance(err, KeyboardInterrupt) and not _IN_SANDBOX:
+        if isinstance(err, KeyboardInterrupt):
             raise
         return {"kind": "error", "code": error_code(err), "exception": err}
     try:
@@ -325,109 +341,73 @@ def run_case(fn, args, kwargs) -> dict:
 
 
 # ----------------------------------------------------------------------------------------
-# the messages: a verdict from the outcome, the expected arrays and the check's spec
+# the judge: what is wrong with an outcome, as a message id and its parameters (a *finding*:
+# ``(key, params)``, a parameter possibly a finding itself), worded by ``render``
 
 
 def _fmt_index(idx) -> str:
     return "(" + ", ".join(str(int(i)) for i in idx) + ("," if len(idx) == 1 else "") + ")"
 
 
-def _hint(hints: dict, output: str, kind: str) -> str:
-    text = hints.get(f"{output}.{kind}") or hints.get(kind)
-    return f" Hint: {text}" if text else ""
+def _hint(hints: dict, output: str, kind: str) -> str | None:
+    return hints.get(f"{output}.{kind}") or hints.get(kind) or None
 
 
-def _shape_diagnosis(exp_shape: tuple, got_shape: tuple) -> tuple[str, str]:
-    """(kind, explanation) for a shape mismatch; kind is 'transposed' or 'shape'. The
-    explanation comes from comparing the two shapes and names no dimension of ``got_shape``."""
+def _shape_diagnosis(exp_shape: tuple, got_shape: tuple) -> tuple[str, str | None]:
+    """(kind, the id of the explanation or None) for a shape mismatch; kind is 'transposed'
+    or 'shape'. The explanation compares the shapes and names no dimension of ``got_shape``."""
     if len(exp_shape) == len(got_shape) >= 2 and got_shape == exp_shape[:-2] + exp_shape[-2:][::-1]:
-        return "transposed", "the last two axes look swapped"
+        return "transposed", "why.swapped"
     if len(exp_shape) == len(got_shape) and sorted(exp_shape) == sorted(got_shape):
-        return "transposed", "the axes are in a different order"
+        return "transposed", "why.order"
     if any(exp_shape[:i] + exp_shape[i + 1 :] == got_shape for i in range(len(exp_shape))):
-        return (
-            "shape",
-            "one axis is missing (did you reduce over an axis that should stay, or drop a batch axis?)",
-        )
+        return "shape", "why.missing"
     if any(got_shape[:i] + got_shape[i + 1 :] == exp_shape for i in range(len(got_shape))):
-        return "shape", "there is one axis too many (did you forget to reduce, or keepdims=True?)"
-    return "shape", ""
+        return "shape", "why.extra"
+    return "shape", None
 
 
-def _axes(indices: list) -> str:
-    """'axis 2', 'axes 0 and 2', 'axes 0, 1 and 2'."""
-    names = [str(i) for i in indices]
-    if len(names) == 1:
-        return f"axis {names[0]}"
-    return f"axes {', '.join(names[:-1])} and {names[-1]}"
-
-
-def shape_message(
-    output: str, exp_shape: tuple, got_shape: tuple, hidden: bool = False
-) -> tuple[str, str]:
-    """(kind, message) for a returned array whose shape is not the expected one.
-
-    The message gives the expected shape (the check computed it) and a diagnosis from a
-    fixed list (transposed, an axis missing or extra), never a returned dimension: a
-    submission could otherwise spell its hidden inputs as the shape of an empty array and
-    read them back in its feedback. A public case also says how many axes were returned and
-    which of them differ; a hidden one only "another shape" (see ``judge``)."""
+def shape_finding(output: str, exp_shape: tuple, got_shape: tuple) -> tuple[str, tuple]:
+    """(kind, finding) for a returned array whose shape is not the expected one: the expected
+    shape (the check computed it), how many axes came back or which differ, and a diagnosis
+    from a fixed list (``why``), never a returned dimension: a submission could otherwise
+    spell its hidden inputs as the shape of an empty array and read them in its feedback."""
     exp_shape, got_shape = tuple(exp_shape), tuple(got_shape)
     kind, why = _shape_diagnosis(exp_shape, got_shape)
-    msg = f"expected {output} of shape {exp_shape}, got "
-    if hidden:
-        msg += "another shape"
-    elif len(got_shape) == len(exp_shape):
-        differ = [i for i, (e, g) in enumerate(zip(exp_shape, got_shape)) if e != g]
-        msg += f"a shape that differs at {_axes(differ)}"
-    else:
-        axes = len(got_shape)
-        msg += f"{axes} ax{'i' if axes == 1 else 'e'}s instead of {len(exp_shape)}"
-    return kind, msg + (f": {why}." if why else ".")
+    because = ("because", {"why": (why, {})}) if why else ("end", {})
+    params = {"output": output, "shape": str(exp_shape), "because": because}
+    if len(got_shape) == len(exp_shape):
+        differ = [str(i) for i, (e, g) in enumerate(zip(exp_shape, got_shape)) if e != g]
+        if len(differ) == 1:
+            return kind, ("shape.axis", {**params, "axis": differ[0]})
+        return kind, ("shape.axes", {**params, "axes": ", ".join(differ[:-1]), "last": differ[-1]})
+    key = "shape.ndim.one" if len(got_shape) == 1 else "shape.ndim.many"
+    return kind, (key, {**params, "got": len(got_shape), "ndim": len(exp_shape)})
 
 
-def _share(bad: np.ndarray) -> str:
-    """How much of an array is wrong, as one of two fixed words (a hidden case's feedback)."""
-    return "most of its entries" if 2 * int(bad.sum()) > bad.size else "some of its entries"
+def _located(key: str, params: dict, wrong: np.ndarray, kind: str):
+    """(finding, hint kind): the count of wrong entries, and the first one's index if any."""
+    params = {**params, "count": int(wrong.sum())}
+    if wrong.ndim:
+        return (key + ".at", {**params, "index": _fmt_index(np.argwhere(wrong)[0])}), kind
+    return (key, params), kind
 
 
-def _values_message(output, exp, got, rtol, atol, hints, scale=None, hidden=False) -> str | None:
-    """None if ``got`` matches ``exp``, else what is wrong: for a public case counts, indices
-    and the max error; for a hidden case one text of a fixed few (see ``judge``)."""
+def _values_finding(output, exp, got, rtol, atol, scale=None):
+    """None if ``got`` matches ``exp``, else (what is wrong: counts, indices, the max error;
+    the kind of hint it takes)."""
+    at = {"output": output, "size": int(got.size)}
     if exp.dtype == bool:
         if got.dtype != bool:
-            return (
-                f"expected {output} to be a boolean array (True = may attend), got "
-                + ("another dtype" if hidden else f"dtype {got.dtype}")
-                + "."
-                + _hint(hints, output, "dtype")
-            )
-        wrong = exp != got
-        if not wrong.any():
-            return None
-        if hidden:
-            return f"{output} differs from the expected mask in {_share(wrong)}." + _hint(
-                hints, output, "values"
-            )
-        msg = f"{output} differs from the expected mask in {int(wrong.sum())} of {exp.size} entries"
-        if exp.ndim:
-            msg += f", first at index {_fmt_index(np.argwhere(wrong)[0])}"
-        return msg + "." + _hint(hints, output, "values")
+            return ("dtype.bool", {"output": output, "dtype": str(got.dtype)}), "dtype"
+        return _located("mask", at, exp != got, "values") if (exp != got).any() else None
     exp_f, got_f = exp.astype(np.float64), got.astype(np.float64)
-    for name, bad in (
+    for what, bad in (
         ("NaN", np.isnan(got_f) & ~np.isnan(exp_f)),
         ("inf", np.isinf(got_f) & ~np.isinf(exp_f)),
     ):
-        if bad.any() and hidden:
-            return f"{output} contains {name} where the expected one has none." + _hint(
-                hints, output, "nan" if name == "NaN" else "inf"
-            )
         if bad.any():
-            where = f" at index {_fmt_index(np.argwhere(bad)[0])}" if got.ndim else ""
-            return (
-                f"{output} contains {name} in {int(bad.sum())} of {got.size} entries{where}."
-                + _hint(hints, output, "nan" if name == "NaN" else "inf")
-            )
+            return _located("nonfinite", {**at, "what": what}, bad, what.lower())
     both_nonfinite = ~np.isfinite(exp_f) & (exp_f == got_f)
     with np.errstate(invalid="ignore"):
         err = np.where(both_nonfinite, 0.0, np.abs(got_f - exp_f))
@@ -435,27 +415,14 @@ def _values_message(output, exp, got, rtol, atol, hints, scale=None, hidden=Fals
         over = ~(err <= allowed) & ~both_nonfinite
     if not over.any():
         return None
-    if hidden:  # no number computed from the case: the bound's constants only
-        bound = f"atol={atol:g}" + ("" if scale is None else " times the size of its terms")
-        return (
-            f"{output} is wrong in {_share(over)} (beyond the tolerance {bound} + "
-            f"rtol={rtol:g} * |expected|)." + _hint(hints, output, "values")
-        )
-    at = np.unravel_index(int(np.argmax(np.where(over, err, -1.0))), err.shape)
-    worst = float(err[at])
-    bound = (
-        f"atol={atol:g} + rtol={rtol:g} * |expected|"
-        if scale is None
-        else f"{float(allowed[at]):.3g} there (atol={atol:g} times the size of the terms "
-        f"this entry is computed from, + rtol={rtol:g} * |expected|)"
-    )
-    msg = (
-        f"{output} is wrong in {int(over.sum())} of {got.size} entries: max error {worst:.3g} "
-        f"vs tolerance {bound}"
-    )
-    if got.ndim:
-        msg += f"; first wrong entry at index {_fmt_index(np.argwhere(over)[0])}"
-    return msg + "." + _hint(hints, output, "values")
+    worst = np.unravel_index(int(np.argmax(np.where(over, err, -1.0))), err.shape)
+    bound = {"atol": f"{atol:g}", "rtol": f"{rtol:g}"}
+    if scale is None:
+        bound = ("bound", bound)
+    else:
+        bound = ("bound.scaled", {**bound, "allowed": f"{float(allowed[worst]):.3g}"})
+    at.update(error=f"{float(err[worst]):.3g}", bound=bound, scaled=scale is not None)
+    return _located("values", at, over, "values")
 
 
 def _matches(exp: tuple, got: tuple, rtol: float, atol: float, scales: tuple) -> bool:
@@ -477,29 +444,17 @@ def _matches(exp: tuple, got: tuple, rtol: float, atol: float, scales: tuple) ->
     return True
 
 
-def _token_rows(pred, exp_rows: int, hidden: bool = False):
-    """Integer token ids (B, n) from a prediction, or the problem's message."""
-    if pred.ndim != 2 or pred.shape[0] != exp_rows:
-        # what differs, never a returned dimension (see shape_message)
-        got = (
-            "another shape"
-            if hidden
-            else f"{pred.ndim} ax{'i' if pred.ndim == 1 else 'e'}s"
-            if pred.ndim != 2
-            else "a different number of rows"
-        )
-        return None, (
-            f"expected predictions of shape ({exp_rows}, n_out) (one row of token ids per "
-            f"input sentence), got {got}."
-        )
+def _token_rows(pred, exp_rows: int):
+    """(integer token ids (B, n), None) from a prediction, or (None, the problem's finding)."""
+    if pred.ndim != 2 or pred.shape[0] != exp_rows:  # what differs, never a returned dimension
+        if pred.ndim == 2:
+            return None, ("tokens.rows", {"rows": exp_rows})
+        key = "tokens.ndim.one" if pred.ndim == 1 else "tokens.ndim.many"
+        return None, (key, {"rows": exp_rows, "got": pred.ndim})
     if not np.issubdtype(pred.dtype, np.integer):
         if pred.dtype.kind == "f" and np.all(np.isfinite(pred)) and np.all(pred == np.round(pred)):
             return pred.astype(np.int64), None
-        got = "another dtype" if hidden else f"dtype {pred.dtype}"
-        return (
-            None,
-            f"expected integer token ids, got {got}: return argmax indices, not scores.",
-        )
+        return None, ("tokens.dtype", {"dtype": str(pred.dtype)})
     return pred, None
 
 
@@ -514,168 +469,131 @@ def _sequences(rows, pad: int, eos) -> list:
     return out
 
 
-def _sequence_verdict(
-    spec: dict, expected: tuple, got: tuple, hidden: bool = False
-) -> tuple[bool, str]:
+def _sequence_finding(spec: dict, expected: tuple, got: tuple) -> tuple[bool, tuple, str | None]:
     """Exact-match accuracy of token sequences against a threshold ("accuracy"), or exact
-    equality of every sequence ("tokens": e.g. the greedy decoding of a given model). A
-    hidden case's failure carries no count (see ``judge``)."""
-    comp = spec["comparator"]
+    equality of every sequence ("tokens": e.g. the greedy decoding of a given model):
+    (passed, finding, hint)."""
+    comp, hints = spec["comparator"], spec.get("hints", {})
     pad, eos = int(comp.get("pad", 0)), comp.get("eos")
-    pred, problem = _token_rows(got[0], expected[0].shape[0], hidden)
+    pred, problem = _token_rows(got[0], expected[0].shape[0])
     if problem:
-        return False, problem
+        return False, problem, None
     want, have = _sequences(expected[0], pad, eos), _sequences(pred, pad, eos)
     correct = sum(w == h for w, h in zip(want, have))
-    total = max(len(want), 1)
-    hints = spec.get("hints", {})
     if comp["kind"] == "tokens":
         if correct == len(want):
-            return True, f"all {len(want)} token sequences are exact"
-        if hidden:
-            share = "most" if 2 * (len(want) - correct) > len(want) else "some"
-            return False, (
-                f"{share} token sequences differ from the expected ones."
-                + _hint(hints, "tokens", "values")
-            )
+            return True, ("tokens.exact", {"total": len(want)}), None
         first = next(i for i, (w, h) in enumerate(zip(want, have)) if w != h)
-        return False, (
-            f"{len(want) - correct} of {len(want)} token sequences differ from the expected "
-            f"ones, first in row {first}." + _hint(hints, "tokens", "values")
-        )
+        found = {"wrong": len(want) - correct, "total": len(want), "row": first}
+        return False, ("tokens.differ", found), _hint(hints, "tokens", "values")
     threshold = float(comp["threshold"])
-    summary_text = (
-        f"exact-match accuracy {correct / total:.1%} ({correct} of {len(want)} sentences)"
-    )
-    if correct / total >= threshold:
-        return True, f"{summary_text}, required {threshold:.0%}"
-    if hidden:
-        return False, f"exact-match accuracy is below the required {threshold:.0%}." + _hint(
-            hints, "predictions", "values"
-        )
-    return False, f"{summary_text} is below the required {threshold:.0%}." + _hint(
-        hints, "predictions", "values"
-    )
+    accuracy = correct / max(len(want), 1)
+    found = {
+        "accuracy": f"{accuracy:.1%}",
+        "correct": correct,
+        "total": len(want),
+        "threshold": f"{threshold:.0%}",
+    }
+    if accuracy >= threshold:
+        return True, ("accuracy.pass", found), None
+    return False, ("accuracy.low", found), _hint(hints, "predictions", "values")
 
 
-def failure_of(spec: dict, outcome: dict) -> str | None:
-    """The message for an outcome that is not a value (an error or a bad return), else None."""
+def failure_of(spec: dict, outcome: dict) -> tuple | None:
+    """(finding, hint) for an outcome that is not a value (an error or a bad return), else None."""
+    function = spec.get("name", "")
     if outcome["kind"] == "error":
-        if outcome["code"] == "NotImplementedError":
-            return f"{spec['name']} is not implemented yet"
-        why = (
-            f": an import failed, and {MISSING_MODULE}."
-            if outcome["code"] == "ModuleNotFoundError"
-            else ""
-        )
-        return f"{spec['name']} raised {outcome['code']}{why}" + _hint(
-            spec.get("hints", {}), "", outcome["code"]
-        )
+        code = outcome["code"]
+        if code == "NotImplementedError":
+            return ("not_implemented", {"function": function}), None
+        hint = _hint(spec.get("hints", {}), "", code)
+        if code == "ModuleNotFoundError":
+            return ("raised_import", {"function": function, "offered": ("offered", {})}), hint
+        return ("raised", {"function": function, "error": code}), hint
     if outcome["kind"] == "bad":
-        return BAD_RETURNS[outcome["code"]]
+        return (f"bad.{outcome['code']}", {}), None
     return None
 
 
-def judge(spec: dict, case: Case, outcome: dict) -> Verdict:
-    """The verdict on one case: ``outcome`` (what ``run_case`` returned) against the case's
-    ``expected`` arrays and known ``mistakes``, worded for a public or a ``hidden`` case.
-
-    A public case's message teaches: counts, indices, the returned number of axes, the
-    maximum error. A hidden case's message is one of a fixed few texts, functions only of the
-    check's public description, the case's name and expected shape, and a classification of
-    the failure: the error class (``ERRORS``), the bad return (``BAD_RETURNS``), "a
-    different number of outputs", "another shape" with a shape diagnosis of five, a known
-    mistake of the chapter's list, "another dtype", NaN or inf, "most" or "some" of the
-    entries wrong, "accuracy below the threshold". A submission that holds its hidden inputs
-    can thus write into its feedback only which of those texts it gets, never a number it
-    chose (docs/threat-model.md, "Judging and feedback").
+def assess(spec: dict, case: Case, outcome: dict) -> tuple[bool, tuple | None, str | None]:
+    """What ``outcome`` (what ``run_case`` returned) comes to against the case's ``expected``
+    arrays and known ``mistakes``: (passed, finding, hint). The one judge of every place: the
+    student's checker words the finding (``judge``), the grader words a hidden case's with a
+    fixed few texts of its own (``autograder/judging.py``).
 
     spec: the check's public description: ``name``, ``outputs`` (names), ``rtol``, ``atol``,
         ``hints`` (``"kind"`` or ``"output.kind"`` -> text; kinds: arity, shape, transposed,
-        dtype, nan, inf, values), ``comparator`` (``allclose``/``accuracy``/``tokens``, ``integer``)
+        dtype, nan, inf, values, or an error class), ``comparator`` (``allclose``,
+        ``accuracy``, ``tokens``; ``integer``)
     case.expected: the reference's arrays; an ``Expected`` also carries each output's scale,
         and the absolute tolerance is then ``atol * scale`` (see ``tolerance``).
-    outcome: what ``run_case`` returned (a value's arrays may be shape-only placeholders with
-        ``shape`` and ``dtype`` when the shapes differ: nothing else of them is read then).
+    outcome: a value's arrays may be shape-only placeholders with ``shape`` and ``dtype``
+        when the shapes differ: nothing else of them is read then.
     """
     expected = case.expected if isinstance(case.expected, Expected) else Expected(case.expected)
-    passed, message = _judged(spec, case.name, expected, outcome, case.mistakes, case.hidden)
-    return Verdict(spec.get("name", ""), case.name, case.hidden, passed, message)
-
-
-def _judged(
-    spec: dict, case_name: str, expected: Expected, outcome: dict, mistakes, hidden: bool
-) -> tuple[bool, str]:
-    """``judge``'s (passed, message)."""
-    where = f"case '{case_name}': "
-    problem = failure_of(spec, outcome)
-    if problem:
-        return False, where + problem
-    got = tuple(outcome["arrays"])
+    failure = failure_of(spec, outcome)
+    if failure:
+        return False, *failure
+    got, hints = tuple(outcome["arrays"]), spec.get("hints", {})
     names = list(spec.get("outputs") or ["output"])
-    hints = spec.get("hints", {})
     if len(got) != len(expected):
-        want = f"{len(expected)} output" + ("s" if len(expected) > 1 else "")
-        listing = " (" + ", ".join(names) + ")" if len(expected) > 1 else ""
-        count = "a different number" if hidden else str(len(got))
-        return False, where + f"expected {want}{listing}, got {count}." + _hint(hints, "", "arity")
-    if spec.get("comparator", {}).get("kind", "allclose") in ("accuracy", "tokens"):
-        passed, msg = _sequence_verdict(spec, expected, got, hidden)
-        return passed, where + msg
+        key = "arity.one" if len(expected) == 1 else "arity.many"
+        found = {"expected": len(expected), "names": ", ".join(names), "got": len(got)}
+        return False, (key, found), _hint(hints, "", "arity")
+    comparator = spec.get("comparator", {})
+    if comparator.get("kind", "allclose") in ("accuracy", "tokens"):
+        return _sequence_finding(spec, expected, got)
     for output, exp, g in zip(names, expected, got):
         if tuple(exp.shape) != tuple(g.shape):
-            kind, msg = shape_message(output, tuple(exp.shape), tuple(g.shape), hidden)
-            hint = _hint(hints, output, kind) or (
-                _hint(hints, output, "shape") if kind != "shape" else ""
-            )
-            return False, where + msg + hint
-    integer = spec.get("comparator", {}).get("integer")
-    for output, exp, g in zip(names, expected, got) if integer else ():
+            kind, found = shape_finding(output, exp.shape, g.shape)
+            return False, found, _hint(hints, output, kind) or _hint(hints, output, "shape")
+    for output, exp, g in zip(names, expected, got) if comparator.get("integer") else ():
         if exp.dtype.kind in "iu" and g.dtype.kind not in "iu":  # integers must stay integers
-            found = f"expected {output} to be an integer array, got " + (
-                "another dtype." if hidden else f"dtype {g.dtype}."
-            )
-            return False, where + found + _hint(hints, output, "dtype")
-    rtol, atol, scales = spec["rtol"], spec["atol"], _scales(expected)
-    for hint, outputs in mistakes:
+            found = ("dtype.integer", {"output": output, "dtype": str(g.dtype)})
+            return False, found, _hint(hints, output, "dtype")
+    rtol, atol = spec["rtol"], spec["atol"]
+    scales = expected.scale or (None,) * len(expected)
+    for hint, outputs in case.mistakes:
         # the mistake's outputs stand in for the expected ones: the same bound around them
         if not _matches(tuple(expected), tuple(outputs), rtol, atol, scales) and _matches(
             tuple(outputs), got, rtol, atol, scales
         ):
-            return False, where + f"your result matches a known mistake: {hint}"
+            return False, ("mistake", {"hint": hint}), None
     for output, exp, g, scale in zip(names, expected, got, scales):
-        msg = _values_message(output, exp, g, rtol, atol, hints, scale, hidden)
-        if msg is not None:
-            return False, where + msg
-    return True, "ok"
+        wrong = _values_finding(output, exp, g, rtol, atol, scale)
+        if wrong is not None:
+            return False, wrong[0], _hint(hints, output, wrong[1])
+    return True, None, None
 
 
-def hidden_shown(failures: list[str]) -> tuple[str, list[str]]:
-    """What every place shows of a check's failing hidden cases: the first failure's message,
-    and only the others' names ("case '<name>'")."""
-    # every failure starts "case '<name>': " (judge); case names are the check's own
-    return failures[0], [f[: f.index("': ") + 1] if "': " in f else f for f in failures[1:]]
+def worded(messages: dict, case: str, finding: tuple, hint: str | None) -> str:
+    """A failing case's message: "case '<name>': " + the finding + the check's hint."""
+    text = render(messages, "case", case=case, problem=finding)
+    return text + (render(messages, "hint", hint=hint) if hint else "")
+
+
+def judge(spec: dict, case: Case, outcome: dict, messages: dict = MESSAGES) -> Verdict:
+    """The verdict on one public case, worded from the catalog ``messages`` (counts, indices,
+    the returned number of axes, the maximum error). A hidden case is the grader's to word
+    (``autograder.judging.judge``): it is refused here."""
+    if case.hidden:
+        raise ValueError("a hidden case is worded by autograder.judging.judge")
+    passed, finding, hint = assess(spec, case, outcome)  # a pass may say how well (accuracy)
+    text = worded(messages, case.name, finding, hint) if finding else "ok"
+    return Verdict(spec.get("name", ""), case.name, False, passed, text)
 
 
 def summary(
-    name: str, failures: list[str], total: int, hidden: bool, shown: int | None = None
+    name: str, failures: list[str], total: int, shown: int | None = None, messages=MESSAGES
 ) -> str:
-    """The head line and the failing cases, as every place shows them.
-
-    Public: the first ``shown`` failures in full. Hidden: the first failure in full (one
-    text of ``judge``'s fixed few) and only the names of the others, so that a check's hidden
-    feedback carries at most one bit per hidden case (which failed) and one classification."""
+    """The head line and the first ``shown`` failing public cases, as every place shows them."""
     if not failures:
-        return f"{name}: all {total} {'hidden' if hidden else 'public'} cases passed"
-    if hidden:
-        first, others = hidden_shown(failures)
-        listed = [first] + ([", ".join(others) + " failed too"] if others else [])
-        head = f"{name}: hidden check failed on {len(failures)} of {total} cases:"
-        return head + "\n" + "\n".join("  - " + f for f in listed)
-    head = f"{name}: {len(failures)} of {total} public cases failed"
+        return render(messages, "summary.passed", name=name, total=total)
+    head = render(messages, "summary.failed", name=name, failed=len(failures), total=total)
     listed = failures if shown is None else failures[:shown]
-    more = [f"... and {len(failures) - len(listed)} more"] if len(listed) < len(failures) else []
-    return head + "\n" + "\n".join("  - " + f for f in listed + more)
+    if len(listed) < len(failures):
+        listed = listed + [render(messages, "summary.more", more=len(failures) - len(listed))]
+    return head + "\n" + "\n".join("  - " + f for f in listed)
 
 
 # ----------------------------------------------------------------------------------------
@@ -687,10 +605,8 @@ class CheckFailed(AssertionError):
 
     def _render_traceback_(self):
         # IPython calls this instead of printing a traceback: the lesson, not our insides
-        return [
-            "\x1b[31mCheckFailed\x1b[0m: " + line if i == 0 else line
-            for i, line in enumerate(str(self).splitlines())
-        ]
+        first, *rest = str(self).splitlines() or [""]
+        return ["\x1b[31mCheckFailed\x1b[0m: " + first, *rest]
 
 
 def _installed_dirs() -> tuple[str, ...]:
@@ -700,55 +616,53 @@ def _installed_dirs() -> tuple[str, ...]:
 
     paths = sysconfig.get_paths()
     dirs = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
-    dirs.add(site.getusersitepackages())
+    dirs |= {site.getusersitepackages()}
     return tuple(os.path.join(os.path.abspath(d), "") for d in dirs)
 
 
 def _yours(filename: str) -> bool:
-    path = os.path.abspath(filename)
-    return (
-        path != os.path.abspath(__file__)
-        and not filename.startswith("<frozen")
-        and not path.startswith(_installed_dirs())
-    )
+    """Whether a traceback's file is the student's own code (not installed, not frozen)."""
+    installed = os.path.abspath(filename).startswith(_installed_dirs())
+    return not installed and not filename.startswith("<frozen")
 
 
-def _where_raised(err: BaseException) -> str:
+def _where_raised(err: BaseException, messages: dict) -> str:
     """For your own kernel only: the error's text and the innermost line of *your* code that
     led to it (not NumPy's insides), or, for a syntax error, the line that does not parse."""
+    text = f"{type(err).__name__}: {err}"
+    if isinstance(err, SyntaxError) and err.lineno:
+        code = (err.text or "").strip()
+        key = "note.syntax" if code else "note.syntax_only"
+        return text + render(messages, key, line=err.lineno, code=code)
     frames = [
         f
         for f in traceback.extract_tb(err.__traceback__)
         if os.path.abspath(f.filename) != os.path.abspath(__file__)
     ]
-    text = f"{type(err).__name__}: {err}"
-    if isinstance(err, SyntaxError) and err.lineno:
-        code = (err.text or "").strip()
-        return text + f" (a syntax error at line {err.lineno}" + (f": `{code}`)" if code else ")")
-    yours = [f for f in frames if _yours(f.filename)]
-    frame = (yours or frames or [None])[-1]
+    frame = ([f for f in frames if _yours(f.filename)] or frames or [None])[-1]
     if frame is not None:
         code = (frame.line or "").strip()
-        text += f" (at line {frame.lineno}: `{code}`)" if code else f" (at line {frame.lineno})"
+        key = "note.line" if code else "note.line_only"
+        text += render(messages, key, line=frame.lineno, code=code)
     if isinstance(err, ModuleNotFoundError):
-        text += f"; {MISSING_MODULE}"
+        text += render(messages, "note.offered", offered=("offered", {}))
     return text
 
 
-def run_cases(spec: dict, fn, cases: list[Case]) -> tuple[list[Verdict], list[str]]:
+def run_cases(spec: dict, fn, cases: list[Case], messages=MESSAGES, judge_case=None):
     """Run ``fn`` on every case (fresh arguments each time) until one is not implemented:
-    (the verdicts, notes for your own kernel: where a public case's error was raised)."""
+    (the verdicts, notes for your own kernel: where a public case's error was raised).
+    ``judge_case(spec, case, outcome)``: the grader's judge where cases are hidden."""
     verdicts, notes = [], []
     for case in cases:
         outcome = run_case(fn, *case.fresh())
-        verdicts.append(judge(spec, case, outcome))
+        verdicts.append((judge_case or judge)(spec, case, outcome, messages))
         error = outcome["code"] if outcome["kind"] == "error" else None
-        if error and not case.hidden and error != "NotImplementedError":
-            notes.append(
-                f"in case '{case.name}' your code raised " + _where_raised(outcome["exception"])
-            )
         if error == "NotImplementedError":
             break
+        if error and not case.hidden:
+            where = _where_raised(outcome["exception"], messages)
+            notes.append(render(messages, "note.raised", case=case.name, error=where))
     return verdicts, notes
 
 
@@ -760,34 +674,28 @@ def check(name: str, fn, cases_path: str | None = None) -> None:
     else raises ``CheckFailed`` listing every failing case. ``fn`` gets fresh inputs."""
     __tracebackhide__ = True
     path = cases_path or os.path.join(os.path.dirname(os.path.abspath(__file__)), CASES_FILE)
-    if not os.path.exists(path):
-        raise CheckFailed(
-            f"cannot find {CASES_FILE} next to {os.path.basename(__file__)} "
-            f"({path}): keep the released folder together"
-        ) from None
+    if not os.path.exists(path):  # no catalog without the file: both editions' words
+        missing = (
+            f"cannot find / 找不到 {path}: keep the released folder together / 请保持文件夹完整"
+        )
+        raise CheckFailed(missing) from None
     if path not in _CACHE:
-        _CACHE[path] = load_cases(path)
-    checks = _CACHE[path]
+        messages: dict = {}
+        _CACHE[path] = (load_cases(path, messages), messages)
+    checks, messages = _CACHE[path]
     if name not in checks:
-        raise CheckFailed(
-            f"there is no public check called {name!r}; known checks: {', '.join(sorted(checks))}"
-        ) from None
+        known = render(messages, "check.unknown", name=name, known=", ".join(sorted(checks)))
+        raise CheckFailed(known) from None
     if not callable(fn):
-        raise CheckFailed(
-            f"check({name!r}, ...) needs your function, got {type(fn).__name__}"
-        ) from None
+        found = type(fn).__name__
+        raise CheckFailed(render(messages, "check.not_callable", name=name, type=found)) from None
     spec, cases = checks[name]["spec"], checks[name]["cases"]
-    verdicts, notes = run_cases(spec, fn, cases)
+    verdicts, notes = run_cases(spec, fn, cases, messages)
     failures = [v.message for v in verdicts if not v.passed]
-    if failures and failures[0].endswith("is not implemented yet"):
-        raise CheckFailed(
-            f"{name} is not implemented yet: replace `raise NotImplementedError()` with your code."
-        ) from None
+    stub = render(messages, "not_implemented", function=spec["name"])
+    if failures and failures[0].endswith(stub):
+        raise CheckFailed(render(messages, "check.stub", name=name)) from None
     if failures:
-        raise CheckFailed(
-            summary(name, failures, len(cases), hidden=False) + "".join("\n" + n for n in notes)
-        ) from None
-    print(summary(name, [], len(cases), hidden=False))
-
-
-_IN_SANDBOX = False  # set by the sandbox worker: there a KeyboardInterrupt is the student's
+        text = summary(name, failures, len(cases), messages=messages)
+        raise CheckFailed(text + "".join("\n" + n for n in notes)) from None
+    print(summary(name, [], len(cases), messages=messages))

@@ -17,6 +17,7 @@ control messages, and the calls and replies of the recording process
 - ``pack``: the arrays a blob carries, as a plain ``.npz`` (also the array file of
   ``public_cases.npz``, ``autograder.casefile``); the student's checker only reads them
   (``contract.unpack``), so the writer stays on the grader's side.
+- ``FILE_TOO_LARGE``: the one error code of the events that the contract does not name.
 
 What a header must hold is not checked here: the untrusted side's schemas are
 ``autograder/wire.py``'s. The module imports nothing of the grader: it is bound into the
@@ -38,6 +39,10 @@ PREFIX_BYTES = len(MAGIC) + LENGTHS.size
 MAX_HEADER_BYTES = 1 << 16
 #: no bound but the format's own (a uint32 length)
 UNBOUNDED = (1 << 32) - 1
+#: the error code of a run that filled a file or the disk (EFBIG, ENOSPC): the sandbox's
+#: output limit, besides the contract's error classes (``contract.ERRORS``)
+FILE_TOO_LARGE = "FileTooLarge"
+FULL_FILE_ERRNOS = (27, 28)
 
 
 class FrameError(ValueError):

@@ -15,7 +15,10 @@ For every assignment id, in order:
    ``requirements.txt``, and zip ``release/<id>/`` into ``release/<id>.zip``;
 4. the Chinese edition of the assignment: ``release/zh_CN/<id>/``, the same files with the
    notebook's prose, the checks' hints and the guide in Chinese (``locale/zh_CN/LC_MESSAGES/assignments/<id>.po``; a
-   paragraph without a translation fails the release), zipped into ``release/zh_CN/<id>.zip``
+   paragraph without a translation fails the release) and the checks' messages in Chinese
+   (``autograder/messages.py``: the catalog in ``public_cases.npz``; the notebook's metadata
+   says ``attention_derived.language``, read by the grader to word the feedback), zipped into
+   ``release/zh_CN/<id>.zip``
    (the same file name as the English zip, so the exercise page's instructions hold);
    the cells, their ids, metadata and code are the English notebook's, so both are graded
    alike;
@@ -44,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autograder import assignment_text, casefile, checks, contract
+from autograder import assignment_text, casefile, checks, contract, messages
 from autograder.notebook import imported_packages
 
 COURSE = Path(__file__).resolve().parent
@@ -76,8 +79,8 @@ def _public_cases(assignment: str) -> dict:
 
 
 def build_public_cases(assignment: str, path: Path, language: str = "en") -> int:
-    """Write ``public_cases.npz`` for one assignment, its hints in ``language``; returns the
-    number of cases."""
+    """Write ``public_cases.npz`` for one assignment, its hints and the checker's message
+    catalog (``messages.shipped``) in ``language``; returns the number of cases."""
     entries, total = {}, 0
     for name, cases in _public_cases(assignment).items():
         if language != "en":  # the same cases, the known mistakes named in the language
@@ -93,7 +96,7 @@ def build_public_cases(assignment: str, path: Path, language: str = "en") -> int
             ]
         entries[name] = {"spec": checks.spec(name, language), "cases": cases}
         total += len(cases)
-    casefile.save_cases(path, assignment, entries)
+    casefile.save_cases(path, assignment, entries, messages.shipped(language))
     return total
 
 
@@ -341,15 +344,23 @@ def write_editions(assignment: str, released: Path, targets) -> Path:
         english = assignment_text.resolve_notebook(notebook, targets)
     except assignment_text.AssignmentTextError as err:
         raise ReleaseError(f"the released notebook of {assignment}: {err}") from None
+    mark_language(english, messages.ENGLISH)
     nbformat.write(english, path)
     folder = released.parent / ZH / assignment
     shutil.rmtree(folder, ignore_errors=True)
     shutil.copytree(
         released, folder, ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints")
     )
+    mark_language(chinese, ZH)
     nbformat.write(chinese, folder / path.name)
     build_public_cases(assignment, folder / contract.CASES_FILE, ZH)
     return folder
+
+
+def mark_language(notebook, language: str) -> None:
+    """Say the edition's language in the notebook's metadata, where the grader reads it to
+    word the feedback (``messages.language_of``: anything but a known language is English)."""
+    notebook.metadata[messages.METADATA_KEY] = {"language": language}
 
 
 def make_zip(folder: Path) -> Path:

@@ -23,7 +23,7 @@ import zipfile
 
 import numpy as np
 
-from autograder import contract, frames
+from autograder import contract, frames, judging
 
 MAX_HEADER_BYTES = frames.MAX_HEADER_BYTES
 
@@ -86,13 +86,13 @@ def parse_header(raw: bytes, schema: dict) -> dict:
     if header["ev"] == "case":
         if header["outcome"] not in OUTCOMES or header["n"] < 0:
             raise ProtocolViolation("bad case outcome")
-        codes = {"error": contract.ERROR_CODES, "bad": set(contract.BAD_RETURNS), "value": {None}}
+        codes = {"error": judging.ERROR_CODES, "bad": set(contract.BAD_RETURNS), "value": {None}}
         if header["code"] not in codes[header["outcome"]]:
             raise ProtocolViolation("bad case code")
     if (
         header["ev"] == "cell"
         and header["error"] is not None
-        and header["error"] not in contract.ERROR_CODES
+        and header["error"] not in judging.ERROR_CODES
     ):
         raise ProtocolViolation("bad cell error code")
     if header["ev"] == "task_missing" and header["code"] not in MISSING_CODES:

@@ -49,6 +49,26 @@ NO_FRESH_STATE = 71
 RESET_SIGNALS = ("SIGIO", "SIGURG", "SIGHUP", "SIGTTIN", "SIGTTOU")
 
 
+def error_code(err: BaseException) -> str:
+    """The contract's name for an error, and ``frames.FILE_TOO_LARGE`` for a full file or
+    disk (EFBIG, ENOSPC): the sandbox's output limit, which only a sandboxed run meets."""
+    if isinstance(err, OSError) and err.errno in frames.FULL_FILE_ERRNOS:
+        return frames.FILE_TOO_LARGE
+    return contract.error_code(err)
+
+
+def run_case(function, args, kwargs) -> dict:
+    """``contract.run_case``, where a KeyboardInterrupt is only something the function raised
+    (no one at a keyboard) and a full file is the output limit."""
+    try:
+        outcome = contract.run_case(function, args, kwargs)
+    except KeyboardInterrupt as err:
+        outcome = {"kind": "error", "code": "KeyboardInterrupt", "exception": err}
+    if outcome["kind"] == "error":
+        outcome["code"] = error_code(outcome["exception"])
+    return outcome
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -165,7 +185,7 @@ def run_submission(input_fd: int, events_fd: int) -> None:
         try:
             exec(compile(neutralise_magics(source), f"<cell {index}>", "exec"), namespace)
         except BaseException as err:  # noqa: BLE001 - SystemExit too: a cell error
-            error = contract.error_code(err)
+            error = error_code(err)
         try:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -197,9 +217,11 @@ def run_submission(input_fd: int, events_fd: int) -> None:
             emit({"ev": "task_end", "task": task_index})
             continue
         for case_index, case in enumerate(task["cases"]):
-            args = [contract.decode(s, arrays) for s in case["args"]]
-            kwargs = {k: contract.decode(s, arrays) for k, s in case["kwargs"].items()}
-            outcome = contract.run_case(function, args, kwargs)
+            args = [contract.fresh(contract.value(s, arrays)) for s in case["args"]]
+            kwargs = {
+                k: contract.fresh(contract.value(s, arrays)) for k, s in case["kwargs"].items()
+            }
+            outcome = run_case(function, args, kwargs)
             header = {
                 "ev": "case",
                 "task": task_index,
@@ -367,7 +389,6 @@ def _fresh_state_works(own_pids: bool) -> bool:
 
 def zygote(preload: list[str], sandboxed: bool, control_fd: int) -> None:
     """Import the heavy modules once, then fork one child per run message on the control socket."""
-    contract._IN_SANDBOX = True
     control = socket.socket(fileno=control_fd)
     control.setblocking(True)
     null = os.open(os.devnull, os.O_RDWR)

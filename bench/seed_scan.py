@@ -43,7 +43,7 @@ if str(ROOT) not in sys.path:
 import nbformat  # noqa: E402
 import numpy as np  # noqa: E402
 
-from autograder import checks, contract, release  # noqa: E402
+from autograder import checks, contract, judging, release  # noqa: E402
 from autograder.notebook import strip_hidden_tests  # noqa: E402
 
 # ----------------------------------------------------------------------------------------
@@ -453,7 +453,7 @@ def scan(assignment: str, seeds, namespace: dict, tally: Tally | None = None) ->
                 for who, fn in fns[check.name].items():
                     with np.errstate(all="ignore"):
                         outcome = contract.run_case(fn, *case.fresh())
-                    verdict = contract.judge(spec, case, outcome)
+                    verdict = judging.judge(spec, case, outcome)
                     value = margin(spec, case.expected, outcome)
                     tally.add(
                         who, check.name, seed, case.name, verdict.passed, verdict.message, value

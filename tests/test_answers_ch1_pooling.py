@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from answers import ch1_pooling as key
-from autograder import checks, contract
+from autograder import checks, contract, judging
 from solutions import pooling
 
 torch.set_default_dtype(torch.float64)
@@ -394,7 +394,7 @@ def _judge_all(name, fn):
     for case in cases:
         with np.errstate(all="ignore"):
             outcome = contract.run_case(fn, *case.fresh())
-        verdicts.append(contract.judge(spec, case, outcome))
+        verdicts.append(judging.judge(spec, case, outcome))
     return verdicts
 
 

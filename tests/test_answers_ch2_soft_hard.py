@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from answers import ch2_soft_hard as answers
-from autograder import checks, contract
+from autograder import checks, judging
 from solutions.conventions import masked_softmax
 
 A = "ch2_soft_hard"
@@ -214,7 +214,7 @@ def _judged(name, fn):
         for c in checks.hidden_cases(name, seed)
     ]
     with np.errstate(all="ignore"):
-        verdicts, _notes = contract.run_cases(checks.spec(name), fn, cases)
+        verdicts, _notes = judging.run_cases(checks.spec(name), fn, cases)
     return verdicts
 
 

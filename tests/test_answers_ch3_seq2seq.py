@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from answers import ch3_seq2seq as answers
-from autograder import checks, contract
+from autograder import checks, contract, judging
 from solutions.conventions import masked_softmax
 
 RNG = np.random.default_rng(3)
@@ -229,7 +229,7 @@ def _verdicts(name, fn, hidden_seed=None):
         case = checks.prepare(name, case, hidden=hidden_seed is not None)
         with np.errstate(all="ignore"):
             outcome = contract.run_case(fn, *case.fresh())
-        out.append(contract.judge(spec, case, outcome))
+        out.append(judging.judge(spec, case, outcome))
     return out
 
 

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from answers import ch4_self_attention as ans
-from autograder import checks, contract
+from autograder import checks, judging
 from autograder.chapters import ch4_self_attention as plugin
 from solutions.conventions import masked_softmax
 
@@ -247,7 +247,7 @@ def _failures(name, fn):
         for seed in (None, *SEEDS):
             cases = checks.public_cases(name) if seed is None else checks.hidden_cases(name, seed)
             prepared = [checks.prepare(name, c, hidden=seed is not None) for c in cases]
-            verdicts, _notes = contract.run_cases(checks.spec(name), fn, prepared)
+            verdicts, _notes = judging.run_cases(checks.spec(name), fn, prepared)
             messages += [v.message for v in verdicts if not v.passed]
     return messages
 

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from answers import ch5_multihead as answers
-from autograder import checks, contract
+from autograder import checks, contract, judging
 from autograder.chapters import ch5_multihead as plugin
 from solutions.conventions import masked_softmax
 
@@ -209,7 +209,7 @@ def _judged(name, fn):
             case = checks.prepare(name, case, hidden=hidden)
             with np.errstate(all="ignore"):
                 outcome = contract.run_case(fn, *case.fresh())
-            verdicts.append(contract.judge(spec, case, outcome))
+            verdicts.append(judging.judge(spec, case, outcome))
     return verdicts
 
 

@@ -425,7 +425,7 @@ def test_a_hidden_case_still_has_at_most_64_messages_with_every_named_mistake(na
     sys.path.insert(0, str(Path(__file__).parent))
     from test_checker_messages import _hostile_outcomes
 
-    from autograder import contract
+    from autograder import judging
 
     rng = np.random.default_rng(0)
     spec = checks.spec(name)
@@ -435,7 +435,7 @@ def test_a_hidden_case_still_has_at_most_64_messages_with_every_named_mistake(na
         outcomes = list(_hostile_outcomes(case.expected, rng))
         outcomes += [{"kind": "value", "arrays": outputs} for _, outputs in case.mistakes]
         for outcome in outcomes:
-            verdict = contract.judge(spec, dataclasses.replace(case, hidden=True), outcome)
+            verdict = judging.judge(spec, dataclasses.replace(case, hidden=True), outcome)
             if not verdict.passed:
                 messages.add(verdict.message)
     assert len(messages) <= 64, len(messages)

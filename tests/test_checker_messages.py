@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import numpy as np
 import pytest
 
-from autograder import checks, contract, release
+from autograder import checks, contract, judging, release
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,7 @@ def test_a_missing_module_says_which_import_and_what_the_grader_offers(public_ca
 
     message = _checker_message(public_cases, epanechnikov_weights)
     assert "No module named 'pandas_is_not_here'" in message
-    assert "`import pandas_is_not_here" in message and contract.MISSING_MODULE in message
+    assert "`import pandas_is_not_here" in message and contract.MESSAGES["offered"] in message
     assert "raised ModuleNotFoundError: an import failed" in message
 
 
@@ -104,7 +105,7 @@ def test_a_hidden_case_has_at_most_64_messages_however_it_fails(name):
     with np.errstate(all="ignore"):
         for outcome in _hostile_outcomes(case.expected, rng):
             for into, judged in ((hidden, case), (public, as_public)):
-                verdict = contract.judge(spec, judged, outcome)
+                verdict = judging.judge(spec, judged, outcome)
                 if not verdict.passed:
                     into.add(verdict.message)
     assert len(hidden) <= 64, sorted(hidden)  # at most 6 bits per hidden case
@@ -112,13 +113,35 @@ def test_a_hidden_case_has_at_most_64_messages_however_it_fails(name):
     assert math.log2(len(hidden)) <= 6
 
 
+@pytest.mark.parametrize("name", ["attention_backward", "translate_given_model"])
+def test_a_hidden_message_in_chinese_is_the_english_one_translated_no_new_channel(name):
+    """The language changes the words, never what they carry: each Chinese hidden message
+    stands for exactly one English one (as many distinct texts, paired one to one)."""
+    rng = np.random.default_rng(1)
+    spec = checks.spec(name)
+    case = checks.prepare(name, checks.hidden_cases(name, 3)[0], hidden=True)
+    zh_spec, zh_case = checks.localised(spec, case, "zh_CN")
+    pairs = set()
+    with np.errstate(all="ignore"):
+        for outcome in _hostile_outcomes(case.expected, rng):
+            english = judging.judge(spec, case, outcome)
+            chinese = judging.judge(zh_spec, zh_case, outcome, "zh_CN")
+            assert english.passed == chinese.passed
+            if not english.passed:
+                pairs.add((english.message, chinese.message))
+    assert len({e for e, _ in pairs}) == len({z for _, z in pairs}) == len(pairs) > 5
+    assert all(re.search(r"[\u4e00-\u9fff]", z) for _, z in pairs)
+
+
 def test_a_hidden_summary_gives_one_message_and_the_other_cases_names():
     failures = [
-        "case 'a': output is wrong in most of its entries.",
-        "case 'b': output contains NaN where the expected one has none.",
-        "case 'c': f raised IndexError",
+        contract.Verdict(
+            "f", "a", True, False, "case 'a': output is wrong in most of its entries."
+        ),
+        contract.Verdict("f", "b", True, False, "case 'b': output contains NaN where ..."),
+        contract.Verdict("f", "c", True, False, "case 'c': f raised IndexError"),
     ]
-    text = contract.summary("f", failures, 5, hidden=True)
+    text = judging.summary("f", failures, 5, hidden=True)
     assert text == (
         "f: hidden check failed on 3 of 5 cases:\n"
         "  - case 'a': output is wrong in most of its entries.\n"

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autograder import casefile, checks, contract, release
+from autograder import casefile, checks, contract, judging, release
 from autograder.chapters import ch3_seq2seq
 from autograder.checks import Case, Seeded
 
@@ -241,13 +241,17 @@ def test_a_shape_that_spells_the_inputs_is_never_echoed(ndim_like_expected):
 
 
 def test_a_transposed_shape_keeps_its_teaching_hint_without_the_sent_shape():
-    kind, message = contract.shape_message("weights", (2, 3, 5), (2, 5, 3))
+    def shape_message(output, expected, got):
+        kind, (key, params) = contract.shape_finding(output, expected, got)
+        return kind, contract.render(contract.MESSAGES, key, **params)
+
+    kind, message = shape_message("weights", (2, 3, 5), (2, 5, 3))
     assert (kind, message) == (
         "transposed",
         "expected weights of shape (2, 3, 5), got a shape that differs at axes 1 and 2: "
         "the last two axes look swapped.",
     )
-    kind, message = contract.shape_message("output", (4, 6), (4,))
+    kind, message = shape_message("output", (4, 6), (4,))
     assert kind == "shape" and message.startswith(
         "expected output of shape (4, 6), got 1 axis instead of 2: one axis is missing"
     )
@@ -355,7 +359,7 @@ def test_messages_hold_no_input_or_expected_values():
 
 def test_a_failure_reads_the_same_in_the_public_check_the_hidden_check_and_the_grader(tmp_path):
     """One contract: contract.check (the student's kernel), checks.run_hidden (stock nbgrader)
-    and the grader's judge (contract.judge on a sandbox outcome) word a failure identically."""
+    and the grader's judge (judging.judge on a sandbox outcome) word a failure identically."""
     from autograder import grading
 
     def log_softmax_backward(weights, grad_weights):  # a known mistake
@@ -373,15 +377,15 @@ def test_a_failure_reads_the_same_in_the_public_check_the_hidden_check_and_the_g
     spec = checks.spec(name)
     graded = []
     for case in grading.cases_for(checks, name, 5):
-        verdict = contract.judge(spec, case, contract.run_case(transposed, *case.fresh()))
+        verdict = judging.judge(spec, case, contract.run_case(transposed, *case.fresh()))
         assert (verdict.check, verdict.case) == (name, case.name)
-        graded.append((case.hidden, verdict.passed, verdict.message))
-    n_public = sum(1 for h, _p, _m in graded if not h)
-    public_lines = [m for h, p, m in graded if not h and not p]
-    hidden_lines = [m for h, p, m in graded if h and not p]
-    assert str(public.value) == contract.summary(name, public_lines, n_public, hidden=False)
-    assert str(hidden.value) == contract.summary(
-        name, hidden_lines, len(graded) - n_public, hidden=True
+        graded.append(verdict)
+    n_public = sum(1 for v in graded if not v.hidden)
+    public_failed = [v for v in graded if not v.hidden and not v.passed]
+    hidden_failed = [v for v in graded if v.hidden and not v.passed]
+    assert str(public.value) == judging.summary(name, public_failed, n_public, hidden=False)
+    assert str(hidden.value) == judging.summary(
+        name, hidden_failed, len(graded) - n_public, hidden=True
     )
     assert "the backward pass of log-softmax" in str(hidden.value)
 

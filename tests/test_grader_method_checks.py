@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from hostile import corpus  # noqa: E402
 
-from autograder import checks, contract, grading  # noqa: E402
+from autograder import checks, grading, judging  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 SEEDS = range(1, 21)
@@ -26,7 +26,7 @@ def _failures(name: str, fn, seed: int, only: str = "") -> list[str]:
     cases = [c for c in checks.hidden_cases(name, seed) if only in c.name]
     assert cases, f"no hidden case of {name} is named like {only!r}"
     prepared = [checks.prepare(name, case, hidden=True) for case in cases]
-    verdicts, _notes = contract.run_cases(checks.spec(name), fn, prepared)
+    verdicts, _notes = judging.run_cases(checks.spec(name), fn, prepared)
     return [v.message for v in verdicts if not v.passed]
 
 

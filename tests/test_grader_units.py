@@ -16,7 +16,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from autograder import casefile, checks, cli, contract, frames, grading, sandbox, wire
+from autograder import casefile, checks, cli, contract, frames, grading, judging, sandbox, wire
 from autograder import notebook as nbparse
 from autograder.protocol import Plan
 
@@ -131,7 +131,7 @@ def test_case_values_cross_as_npz_without_pickle():
         for v in (np.arange(3.0), checks.Seeded(4), 2, 0.1, True, "dot", None)
     ]
     loaded = contract.unpack(frames.pack(arrays))
-    values = [contract.decode(s, loaded) for s in specs]
+    values = [contract.fresh(contract.value(s, loaded)) for s in specs]
     assert np.array_equal(values[0], np.arange(3.0)) and values[2:] == [2, 0.1, True, "dot", None]
     assert values[1].random() == np.random.default_rng(4).random()
     with pytest.raises(TypeError, match="cannot be encoded"):
@@ -225,7 +225,7 @@ def test_invalid_json_is_an_invalid_notebook(tmp_path):
 def test_messages_never_repeat_the_students_exception_text_or_class_name():
     case = checks.Case("secret case", (np.zeros(2),), {}, expected=(np.zeros(2),))
     outcome = {"kind": "error", "code": "ValueError"}
-    verdict = contract.judge(checks.spec("softmax_backward"), case, outcome)
+    verdict = judging.judge(checks.spec("softmax_backward"), case, outcome)
     assert verdict == contract.Verdict(
         "softmax_backward",
         "secret case",
@@ -242,7 +242,7 @@ def test_a_wrong_shape_is_judged_from_the_declared_header_before_any_array_is_re
     header = {"ev": "case", "task": 0, "case": 0, "outcome": "value", "code": None, "n": 1}
     outcome = wire.read_outcome(header, frames.pack({"r0": wrong}), expected, "allclose")
     assert isinstance(outcome["arrays"][0], wire.Declared)
-    verdict = contract.judge(checks.spec("softmax_backward"), case, outcome)
+    verdict = judging.judge(checks.spec("softmax_backward"), case, outcome)
     assert not verdict.passed and "shape" in verdict.message
 
 

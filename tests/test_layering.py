@@ -4,7 +4,8 @@ The layers, lowest first; a module may import from its own layer and the layers 
 never from a layer above (every import counts: at the top of a file, in a function, under
 ``if __name__ == "__main__"``):
 
-0. vocabulary: ``contract``, ``casefile`` (the codec's writer), ``frames``, ``isolation``, ``cgroups``, ``notebook``,
+0. vocabulary: ``contract``, ``casefile`` (the codec's writer), ``messages`` (the message
+   catalog), ``judging`` (the grader's wording), ``frames``, ``isolation``, ``cgroups``, ``notebook``,
    ``sanitise``, ``intake``, ``gradebook_ids``, ``assignment_text``, ``checks`` and the
    chapter plug-ins (``chapters``): what the student's checker, the sandbox and the trusted
    side share, and the course's data;
@@ -42,6 +43,8 @@ LAYERS = {
     "autograder.gradebook_ids": 0,
     "autograder.assignment_text": 0,
     "autograder.checks": 0,
+    "autograder.messages": 0,
+    "autograder.judging": 0,
     "autograder.chapters": 0,
     "autograder.wire": 1,
     "autograder.protocol": 1,

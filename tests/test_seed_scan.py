@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import seed_scan  # noqa: E402
 
-from autograder import checks, contract, release  # noqa: E402
+from autograder import checks, contract, judging, release  # noqa: E402
 
 #: seeds per chapter in the sample (bench/seed_scan.py runs thousands); far from the seeds of
 #: tests/test_checks.py.
@@ -87,10 +87,10 @@ def test_seed_621_near_the_optimum_passes_the_solved_notebook_and_fails_the_old_
     expected = prepared.expected
     outcome = contract.run_case(notebook, *prepared.fresh())
     assert np.max(np.abs(outcome["arrays"][1] - expected[1])) > 1.5e-14  # still there
-    verdict = contract.judge(checks.spec(name), prepared, outcome)
+    verdict = judging.judge(checks.spec(name), prepared, outcome)
     assert verdict.passed, verdict.message
     unscaled = dataclasses.replace(prepared, expected=contract.Expected(tuple(expected)))
-    old = contract.judge(_old_spec(name), unscaled, outcome)
+    old = judging.judge(_old_spec(name), unscaled, outcome)
     assert not old.passed and "dloss_dbandwidths is wrong" in old.message
 
 
@@ -113,7 +113,7 @@ def test_scaled_tolerance_names_every_recognised_mistake_on_hidden_cases(name):
             for hint, outputs in case.mistakes:
                 if contract._matches(expected, outputs, spec["rtol"], spec["atol"], expected.scale):
                     continue  # this case cannot tell the mistake apart (e.g. a zero gradient)
-                verdict = contract.judge(spec, case, {"kind": "value", "arrays": outputs})
+                verdict = judging.judge(spec, case, {"kind": "value", "arrays": outputs})
                 assert not verdict.passed and hint in verdict.message, verdict.message
                 named[hint] += 1
     assert all(named.values()), named

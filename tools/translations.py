@@ -1,7 +1,8 @@
 """The Chinese edition's catalogs: update them from the English sources, and check them.
 
     .venv/bin/python tools/translations.py update   # after changing English text
-    .venv/bin/python tools/translations.py hints    # the checks' hints alone (no book build)
+    .venv/bin/python tools/translations.py hints    # the checks' hints and messages alone
+                                                    # (no book build)
     .venv/bin/python tools/translations.py check    # what `make test` checks (also run by
                                                     # tests/test_translations.py)
 
@@ -30,7 +31,12 @@ fail the build until a translator has dealt with them (docs/translating.md).
 - Chinese in *italics* (Chinese fonts have no italic face: emphasis is **bold**);
 - straight "quotes" in a Chinese translation's prose (smart quotes would make both ”);
 - a hint of a check (``autograder/checks.py``) without an entry in its catalog,
-  ``checks/<assignment>.po`` or ``checks/shared.po``, or an entry that is no check's hint.
+  ``checks/<assignment>.po`` or ``checks/shared.po``, or an entry that is no check's hint;
+- a message of the checks' and the grader's catalog (``autograder/messages.py``, English
+  templates with named placeholders) without an entry in ``checks/messages.po``, or an entry
+  that is no message's; and in every catalog of ``checks/``, a translation whose
+  ``{placeholders}`` are not exactly the English one's (the template would fail, or lose a
+  number).
 """
 
 from __future__ import annotations
@@ -58,6 +64,8 @@ TERMINOLOGY = ROOT / "locale" / LANGUAGE / "terminology.tsv"
 MATH = re.compile(r"\$\$.*?\$\$|\$[^$\n]+\$", re.DOTALL)
 ROLE = re.compile(r"\{([a-z:]+)\}`([^`]*)`")
 CODE = re.compile(r"(?<![}`])(``?)([^`]+?)\1(?!`)")
+#: a named placeholder of a message template (``str.format``'s ``{name}``)
+PLACEHOLDER = re.compile(r"(?<!\{)\{(\w+)\}(?!\})")
 LINK_URL = re.compile(r"\]\(([^)\s]+)\)")
 TERM_ROLE = re.compile(r"\{term\}`([^`<]*?)\s*(?:<[^>]*>)?`")
 # *emphasis* (not **bold**): Chinese fonts have no italic, so the browser slants the glyphs;
@@ -140,16 +148,34 @@ def read_catalog(path: Path):
         return read_po(handle, locale=LANGUAGE)
 
 
+def placeholder_problems(msgid: str, msgstr: str) -> list[str]:
+    """A template's translation must hold exactly its ``{placeholders}``: one missing would
+    drop a number from the message, a new one would make the template fail."""
+    source, target = Counter(PLACEHOLDER.findall(msgid)), Counter(PLACEHOLDER.findall(msgstr))
+    if source == target:
+        return []
+    missing, extra = sorted((source - target).elements()), sorted((target - source).elements())
+    return [f"placeholders not kept: missing {missing}, new {extra}"]
+
+
 def message_problems(
-    msgid: str, msgstr: str, fuzzy: bool, terms: list[Term], markdown: bool = True
+    msgid: str,
+    msgstr: str,
+    fuzzy: bool,
+    terms: list[Term],
+    markdown: bool = True,
+    template: bool = False,
 ) -> list[str]:
     """Why this entry would not be a finished translation (empty list: it is).
-    ``markdown``: the message is MyST text (a page's), not a figure's plain text."""
+    ``markdown``: the message is MyST text (a page's), not a figure's plain text;
+    ``template``: a message of the checks' catalogs, whose placeholders must be kept."""
     if not msgstr:
         return ["untranslated"]
     problems = (
         ["fuzzy (the English changed: check the translation, then drop the flag)"] if fuzzy else []
     )
+    if template:
+        problems += placeholder_problems(msgid, msgstr)
     source, target = kept_pieces(msgid), kept_pieces(msgstr)
     for kind in source:
         missing = source[kind] - target[kind]
@@ -211,9 +237,11 @@ def check(catalogs: Path = CATALOGS) -> list[str]:
                 message.fuzzy,
                 [] if figures else terms,
                 markdown=not figures,
+                template=path.parent == catalogs / "checks",
             )
             for problem in problems:
-                report.append(f"{path.relative_to(ROOT)}: {message.id[:70]!r}: {problem}")
+                where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+                report.append(f"{where}: {message.id[:70]!r}: {problem}")
     return report
 
 
@@ -244,12 +272,45 @@ def hint_problems(catalogs: Path = CATALOGS) -> list[str]:
     return report
 
 
+MESSAGES_DOMAIN = "messages"
+
+
+def message_templates() -> list[str]:
+    """The English templates of the checks' and the grader's one message catalog
+    (``autograder/messages.py``), each once, in the catalog's order."""
+    sys.path.insert(0, str(ROOT))
+    from autograder import messages
+
+    return list(dict.fromkeys(messages.english().values()))
+
+
+def message_catalog_problems(catalogs: Path = CATALOGS) -> list[str]:
+    """Every message template without an entry in ``checks/messages.po``, and every entry
+    that is no message's (untranslated, fuzzy and placeholder problems are ``check``'s)."""
+    path = catalogs / "checks" / f"{MESSAGES_DOMAIN}.po"
+    ids = {m.id for m in read_catalog(path) if m.id} if path.exists() else set()
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    texts = message_templates()
+    report = [
+        f"{where}: {t[:70]!r}: missing (run hints, then translate)" for t in texts if t not in ids
+    ]
+    for text in sorted(ids - set(texts)):
+        report.append(f"{where}: {text[:70]!r}: obsolete (no message says it): delete it")
+    return report
+
+
 def write_hint_templates(dest: Path) -> None:
-    """One gettext template per hint catalog, ``dest/checks/<domain>.pot``."""
+    """One gettext template per hint catalog, ``dest/checks/<domain>.pot``, and the message
+    catalog's, ``dest/checks/messages.pot``."""
     from babel.messages.catalog import Catalog
     from babel.messages.pofile import write_po
 
     (dest / "checks").mkdir(parents=True, exist_ok=True)
+    catalog = Catalog(project="Attention, derived", domain=MESSAGES_DOMAIN)
+    for text in message_templates():
+        catalog.add(text, locations=[("autograder/messages.py", 0)])
+    with open(dest / "checks" / f"{MESSAGES_DOMAIN}.pot", "wb") as handle:
+        write_po(handle, catalog, omit_header=False, no_location=True)
     for domain, texts in hint_domains():
         catalog = Catalog(project="Attention, derived", domain=domain)
         for text in texts:
@@ -309,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         return subprocess.call(
             [str(intl), "update", "-p", str(templates), "-l", LANGUAGE, "-d", str(ROOT / "locale")]
         )
-    problems = check() + hint_problems()
+    problems = check() + hint_problems() + message_catalog_problems()
     for line in problems:
         print(line)
     print(f"{statistics()}; {len(problems)} problems")

@@ -38,7 +38,7 @@ class TaskResult:
     def to_record(self) -> dict:
         """As the gradebook's record holds it: a case as the JSON list [check, case, hidden,
         passed] (the report reads it back in that order; no message: a hidden case's full
-        message is shown only as ``contract.hidden_shown`` allows, in ``wrong``)."""
+        message is shown only as ``judging.hidden_shown`` allows, in ``wrong``)."""
         return {
             "grade_id": self.grade_id,
             "points": self.points,

@@ -8,6 +8,7 @@ import time
 import traceback
 from pathlib import Path
 
+from autograder import messages
 from autograder import notebook as nbparse
 from autograder.grading.jobs import GradeJob
 from autograder.grading.pool import POOL, sandbox_key
@@ -70,6 +71,7 @@ def _grade(job: GradeJob, work: AssignmentWork, result: SubmissionResult) -> Non
             "memory",
             "the kernel killed a process of the submission for going over the memory limit",
         )
-    cell_outputs(program, record, result, work.limits.cell_output_chars)
+    language = messages.language_of(submission.metadata)  # the feedback's; hostile: checked
+    cell_outputs(program, record, result, work.limits.cell_output_chars, language)
     all_cases = [p + h for p, h in zip(work.public.cases, job.hidden.cases, strict=True)]
-    judge(spec, work.check_specs, all_cases, record, result)
+    judge(spec, work.check_specs, all_cases, record, result, language)

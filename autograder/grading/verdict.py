@@ -1,10 +1,12 @@
 """Verdict: compare every returned value with the reference, on the trusted side.
 
-Messages come from the contract only (fixed text and numbers computed here: no text from the
-submission). What a check says of its hidden cases is a fixed few texts (``contract.judge``
-with ``hidden=True``, ``contract.hidden_shown``) and, for a task the grader stopped, one
-fixed sentence per reason (``TASK_STOPPED``): never an exit status, a signal, a count or a
-time the submission could choose while it held its hidden inputs. The cell outputs shown in
+Messages come from the one message catalog only (``autograder.messages``: fixed text and
+numbers computed here, no text from the submission), in the submission's language (its
+notebook's, ``messages.language_of``); what the instructor's report reads (``wrong``, the
+reasons and notes) stays English. What a check says of its hidden cases is a fixed few texts
+(``judging.judge``, ``judging.hidden_shown``) and, for a task the grader stopped, one fixed
+sentence per reason (``TASK_STOPPED``): never an exit status, a signal, a count or a time the
+submission could choose while it held its hidden inputs. The cell outputs shown in
 the feedback are the cell's own captured output and the grader's reason for stopping it
 (cells run before any case exists in the sandbox)."""
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import ast
 
-from autograder import contract
+from autograder import checks, frames, judging, messages
 from autograder.contract import Verdict
 from autograder.grading.check_data import tasks_of
 from autograder.grading.results import SubmissionResult, TaskResult
@@ -21,7 +23,7 @@ from autograder.grading.run import RunRecord
 #: an error code that is also a failure reason of its own
 ERROR_REASONS = {
     "MemoryError": "memory",
-    contract.FILE_TOO_LARGE: "output too large",
+    frames.FILE_TOO_LARGE: "output too large",
     "EOFError": "input() called",
 }
 MISSING = {"undefined": "is not defined", "not_callable": "is not a function"}
@@ -29,13 +31,11 @@ SHOWN = 5  # failing public cases listed per check
 
 #: why the grader stopped a task, said the same whatever the run's details (an exit status, a
 #: signal, which limit): the task held its hidden inputs, so a detail could carry them out
+#: (reason -> the message id of its sentence, ``stopped.<reason>``)
 TASK_STOPPED = {
-    "timeout": "it ran out of time",
-    "crash": "its process ended early",
-    "memory": "it went over the memory limit",
-    "output too large": "it sent back more data than allowed",
-    "protocol violation": "it broke the result protocol",
-    "fork bomb": "it started too many processes",
+    reason: f"stopped.{reason}"
+    for reason in ("timeout", "crash", "memory", "output too large", "protocol violation")
+    + ("fork bomb",)
 }
 
 #: a cell's source longer than this is not parsed on the trusted side to find the line of
@@ -59,85 +59,123 @@ def syntax_error_line(source: str) -> int | None:
     return None
 
 
-def cell_error_text(code: str, source: str) -> str:
+def cell_error_text(code: str, source: str, language: str = messages.ENGLISH) -> str:
     """What a cell's error is called in its feedback: the error class (a fixed list), and
     for a syntax error its line, for a failed import what the grader offers."""
     if code == "SyntaxError":
         line = syntax_error_line(source)
-        return "the cell has a syntax error" + (f" at line {line}" if line else "")
+        if line:
+            return messages.say(language, "cell.syntax_at", line=line)
+        return messages.say(language, "cell.syntax")
     if code == "ModuleNotFoundError":
-        return (
-            f"the cell raised ModuleNotFoundError: an import failed, and {contract.MISSING_MODULE}"
+        return messages.say(language, "cell.import", offered=("offered", {}))
+    return messages.say(language, "cell.raised", error=code)
+
+
+def _fatal(check: str, function: str, record: RunRecord, task_index: int, result, language):
+    """(the message, in ``language``, for a task that never ran; its English) or None."""
+    if task_index in record.missing:
+        what = record.missing[task_index]
+        result.add_reason("missing function", f"`{function}` {MISSING[what]}")
+        # the cell's error is said in the submission's language (``cell_outputs``); the
+        # report's English copy gives the generic question where the languages differ
+        why = result.cell_error or messages.say(language, "grader.missing_why")
+        key = "grader.undefined" if what == "undefined" else "grader.not_callable"
+        same = language == messages.ENGLISH and result.cell_error
+        english_why = why if same else messages.say(messages.ENGLISH, "grader.missing_why")
+        return tuple(
+            messages.say(lang, key, check=check, function=function, why=reason)
+            for lang, reason in ((language, why), (messages.ENGLISH, english_why))
         )
-    return f"the cell raised {code}"
+    if task_index in record.failed_tasks:
+        reason, _detail = record.failed_tasks[task_index]  # the detail is not shown
+        stopped = TASK_STOPPED.get(reason, "stopped.other")
+        result.add_reason(reason, f"{check}: {messages.say(messages.ENGLISH, stopped)}")
+        return tuple(
+            messages.say(lang, "grader.stopped", check=check, reason=reason, why=(stopped, {}))
+            for lang in (language, messages.ENGLISH)
+        )
+    return None
 
 
-def judge(spec, check_specs: dict, all_cases, record: RunRecord, result: SubmissionResult) -> None:
-    """Every case of every check call judged (``contract.judge``), into one `TaskResult` per
-    test cell; a task that never ran gets one fatal message for all its cases."""
+def judge(
+    spec,
+    check_specs: dict,
+    all_cases,
+    record: RunRecord,
+    result: SubmissionResult,
+    language: str = messages.ENGLISH,
+) -> None:
+    """Every case of every check call judged (``judging.judge``), into one `TaskResult` per
+    test cell, its feedback in ``language``; a task that never ran gets one fatal message for
+    all its cases. ``wrong`` (what the instructor's report counts) is English."""
     per_test: dict = {t.grade_id: ([], [], []) for t in spec.tests}  # verdicts, lines, wrong
     for task_index, (grade_id, check, function) in enumerate(tasks_of(spec)):
-        fatal = None
-        if task_index in record.missing:
-            what = MISSING[record.missing[task_index]]
-            why = result.cell_error or (
-                "did the cell that defines it raise an error, or was it renamed?"
-            )
-            fatal = f"{check}: `{function}` {what}: {why}"
-            result.add_reason("missing function", f"`{function}` {what}")
-        elif task_index in record.failed_tasks:
-            reason, _detail = record.failed_tasks[task_index]  # the detail is not shown
-            stopped = TASK_STOPPED.get(reason, "it was stopped")
-            fatal = f"{check}: stopped by the grader ({reason}: {stopped})"
-            result.add_reason(reason, f"{check}: {stopped}")
-        verdicts = []
+        fatal = _fatal(check, function, record, task_index, result, language)
+        verdicts, english = [], []
         for case_index, case in enumerate(all_cases[task_index]):
             got = record.outcomes.get((task_index, case_index))
             if fatal or got is None:
-                message = fatal or f"case '{case.name}': no result"
-                verdicts.append(Verdict(check, case.name, case.hidden, False, message))
+                said = fatal or tuple(
+                    messages.say(lang, "grader.no_result", case=case.name)
+                    for lang in (language, messages.ENGLISH)
+                )
+                verdicts.append(Verdict(check, case.name, case.hidden, False, said[0]))
+                english.append(Verdict(check, case.name, case.hidden, False, said[1]))
                 continue
             if got["kind"] == "error" and got["code"] in ERROR_REASONS:
                 result.add_reason(
                     ERROR_REASONS[got["code"]], f"{check}, case '{case.name}': {got['code']}"
                 )
-            verdicts.append(contract.judge(check_specs[check], case, got))
+            local = judging.judge(
+                *checks.localised(check_specs[check], case, language), got, language
+            )
+            verdicts.append(local)
+            same = language == messages.ENGLISH or local.passed
+            english.append(local if same else judging.judge(check_specs[check], case, got))
         test_verdicts, lines, wrong = per_test[grade_id]
         test_verdicts += verdicts
         if fatal:
-            lines.append(fatal)
-            wrong.append(fatal)
+            lines.append(fatal[0])
+            wrong.append(fatal[1])
         else:
-            check_lines, check_wrong = _feedback(check, verdicts)
-            lines += check_lines
-            wrong += check_wrong
+            lines += _feedback(check, verdicts, language)
+            wrong += _shown(english)
 
     for test in spec.tests:
         verdicts, lines, wrong = per_test[test.grade_id]
         if not lines:
-            lines.append("this test cell calls no check")
+            lines.append(messages.say(language, "grader.no_check"))
         result.tasks.append(
             TaskResult(test.grade_id, test.points, "\n".join(lines), verdicts, wrong)
         )
 
 
-def _feedback(check: str, verdicts: list[Verdict]) -> tuple[list[str], list[str]]:
-    """(the feedback lines of one check call, the failing cases' messages safe to show)."""
+def _feedback(check: str, verdicts: list[Verdict], language: str) -> list[str]:
+    """The feedback lines of one check call, in ``language``."""
     n_hidden = sum(v.hidden for v in verdicts)
     n_public = len(verdicts) - n_hidden
-    public = [v.message for v in verdicts if not v.passed and not v.hidden]
-    hidden = [v.message for v in verdicts if not v.passed and v.hidden]
+    public = [v for v in verdicts if not v.passed and not v.hidden]
+    hidden = [v for v in verdicts if not v.passed and v.hidden]
     if not public and not hidden:
-        return [f"{check}: all {n_public} public and {n_hidden} hidden cases passed"], []
-    lines, wrong = [], []
+        return [
+            messages.say(
+                language, "grader.all_passed", check=check, public=n_public, hidden=n_hidden
+            )
+        ]
+    lines = []
     if public:
-        lines.append(contract.summary(check, public, n_public, False, shown=SHOWN))
-        wrong += public
+        lines.append(judging.summary(check, public, n_public, False, SHOWN, language))
     if hidden:  # what the summary shows of them, no more
-        lines.append(contract.summary(check, hidden, n_hidden, True, shown=SHOWN))
-        first, others = contract.hidden_shown(hidden)
-        wrong += [first] + others
-    return lines, wrong
+        lines.append(judging.summary(check, hidden, n_hidden, True, SHOWN, language))
+    return lines
+
+
+def _shown(verdicts: list[Verdict]) -> list[str]:
+    """The failing cases' messages safe to show (a hidden case's as the summary shows it)."""
+    public = [v.message for v in verdicts if not v.passed and not v.hidden]
+    hidden = [v for v in verdicts if not v.passed and v.hidden]
+    return public + (judging.hidden_shown(hidden) if hidden else [])
 
 
 #: how many cells' worth of output (at the per-cell cap) a whole notebook keeps
@@ -159,7 +197,11 @@ def capped(text: str, limit: int, left: list) -> str:
 
 
 def cell_outputs(
-    program, record: RunRecord, result: SubmissionResult, output_chars: int = 4000
+    program,
+    record: RunRecord,
+    result: SubmissionResult,
+    output_chars: int = 4000,
+    language: str = messages.ENGLISH,
 ) -> None:
     """Each submitted cell's output, error and stop, as the autograded notebook shows them:
     a cell's output at most ``output_chars`` characters, the notebook's at most
@@ -180,9 +222,11 @@ def cell_outputs(
             code = event["error"]
             if code in ERROR_REASONS:
                 result.add_reason(ERROR_REASONS[code], f"cell {origin + 1}: {code}")
-            text = cell_error_text(code, program.cells[program_index])
+            text = cell_error_text(code, program.cells[program_index], language)
             if not result.cell_error:
-                result.cell_error = f"notebook cell {origin + 1}: {text}, so it stopped there"
+                result.cell_error = messages.say(
+                    language, "cell.stopped_there", cell=origin + 1, error=text
+                )
             outputs.append(
                 {
                     "output_type": "error",

@@ -41,6 +41,8 @@ def _release_key(assignments) -> str:
             "assignment_text.py",
             "checks.py",
             "contract.py",
+            "casefile.py",
+            "messages.py",
             "nbgrader_config.py",
         )
     ]
@@ -48,6 +50,8 @@ def _release_key(assignments) -> str:
     # the released prose: equation numbers from the book, the Chinese edition's catalogs
     paths += sorted((REPO / "book").glob("ch*_*.ipynb"))
     paths += sorted((REPO / "locale" / "zh_CN" / "LC_MESSAGES" / "assignments").glob("*.po"))
+    # the checks' hints and messages in Chinese (the Chinese public cases carry them)
+    paths += sorted((REPO / "locale" / "zh_CN" / "LC_MESSAGES" / "checks").glob("*.po"))
     for assignment in assignments:
         paths += sorted((REPO / "autograder" / "source" / assignment).glob("*.ipynb"))
     for path in paths:
