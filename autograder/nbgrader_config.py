@@ -121,7 +121,7 @@ import importlib.metadata  # noqa: E402
 
 import nbgrader  # noqa: E402
 
-import autograder  # noqa: E402 - the package the sanitiser came from (see above)
+from autograder import nbgrader_sanitise as _sanitise  # noqa: E402 - its package's folder
 
 
 @functools.lru_cache(maxsize=4)
@@ -138,7 +138,7 @@ def _course_mathjax(component: str) -> str:
 
 
 c.HTMLExporter.extra_template_basedirs = [
-    os.path.join(os.path.dirname(autograder.__file__), "nbgrader_templates"),
+    os.path.join(os.path.dirname(_sanitise.__file__), "nbgrader_templates"),
     os.path.join(
         os.path.dirname(nbgrader.__file__), "server_extensions", "formgrader", "templates"
     ),
