@@ -392,11 +392,20 @@ MASK_STAGING = "/tmp/.proc-masks"  # a tmpfs of its own for the copies, detached
 
 
 def _zeroed(text: str) -> str:
-    """``text`` with every number 0 ("0.00" where it had a fraction); names such as cpu0 or
-    sda1 keep their digits (no word boundary inside them)."""
+    """``text`` with every number 0 ("0.00" where it had a fraction) and every run of blanks
+    one blank (the padding of a right-aligned column tells how many digits it held); names
+    such as cpu0 or sda1 keep their digits (no word boundary inside them)."""
     import re
 
-    return re.sub(r"\b\d+(\.\d+)?\b", lambda m: "0.00" if m.group(1) else "0", text)
+    zeroed = re.sub(r"\b\d+(\.\d+)?\b", lambda m: "0.00" if m.group(1) else "0", text)
+    return _blanks(zeroed)
+
+
+def _blanks(text: str) -> str:
+    """Every run of spaces and tabs as one (a tab where the run has one)."""
+    import re
+
+    return re.sub(r"[ \t]+", lambda m: "\t" if "\t" in m.group() else " ", text)
 
 
 def _meminfo(text: str) -> str:
@@ -412,7 +421,7 @@ def _meminfo(text: str) -> str:
         elif key not in PROC_KEPT_MEMINFO:
             rest = _zeroed(rest)
         out.append(f"{key}:{rest}")
-    return "\n".join(out) + "\n"
+    return _blanks("\n".join(out) + "\n")
 
 
 def _read(path: str) -> str | None:
