@@ -435,3 +435,135 @@ def test_no_kernel_state_carries_a_hidden_input_as_an_unprivileged_user(course, 
     """Rootless (`python -m autograder grade` run as `nobody`, one worker)."""
     _stderr, graded = as_nobody.grade(course, A, public_tmp, kernel_corpus(course), workers=1)
     _assert_nothing_carried(graded)
+
+
+# ---- the memory cap -----------------------------------------------------------------------
+
+CAP = 256 << 20
+#: the files of /usr/lib in a fixed order (the same inside the sandbox, where /usr is bound)
+USR_WALK = """
+import os
+
+
+def _usr_files():
+    for folder, dirs, names in os.walk("/usr/lib"):
+        dirs.sort()
+        for name in sorted(names):
+            path = os.path.join(folder, name)
+            if os.path.isfile(path) and not os.path.islink(path):
+                yield path
+"""
+#: reads the 300 MiB of that walk that come after its first {skip} MiB into the page cache
+#: (charged to whoever reads a page first), then crashes
+READ_AND_CRASH = (
+    USR_WALK
+    + """
+seen = 0
+for path in _usr_files():
+    if seen >= ({skip} + 300) << 20:
+        break
+    try:
+        with open(path, "rb") as handle:
+            if seen + os.path.getsize(path) > {skip} << 20:
+                while handle.read(1 << 20):
+                    pass
+            seen += os.path.getsize(path)
+    except OSError:
+        pass
+os._exit(3)
+"""
+)
+
+
+def _evict(mib: int) -> None:
+    """Drop the first ``mib`` MiB of the walk from the page cache (as on a machine that has not
+    read them lately), so that the runs that read them are charged for them."""
+    scope: dict = {}
+    exec(USR_WALK, scope)
+    seen = 0
+    for path in scope["_usr_files"]():
+        if seen >= mib << 20:
+            return
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            seen += os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+
+
+#: holds {mib} MiB of System V shared memory, each segment touched and detached (so that no
+#: rlimit counts it; the cgroup does)
+HOLD = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+for key in range({mib} // 16):
+    segment = libc.shmget(5000 + key, 16 << 20, 0o1600)
+    address = libc.shmat(segment, None, 0)
+    ctypes.memset(ctypes.c_void_p(address), 1, 16 << 20)
+    libc.shmdt(ctypes.c_void_p(address))
+print("held {mib} MiB")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_each_runs_memory_cap_is_the_limit_whatever_ran_before(bubblewrap, monkeypatch):
+    """On one sandbox (as root, with the slot's cgroups): two runs that fill the page cache
+    and crash, then one holding twice the cap (killed at it), one holding 5/8 of it (done),
+    twice the cap again (killed). Every run's cgroup is new, its limit the cap exactly."""
+    limits = sandbox.Limits(cell_seconds=60, task_seconds=30, memory_bytes=CAP)
+    box = sandbox.Sandbox(None, limits)
+    made = []
+    fresh_cgroup = box._run_cgroup
+
+    def spy():
+        group = fresh_cgroup()
+        memory = group.leaves["memory"]
+        name = "memory.max" if group.version == 2 else "memory.limit_in_bytes"
+        usage = "memory.current" if group.version == 2 else "memory.usage_in_bytes"
+        made.append((memory, int((memory / name).read_text()), int((memory / usage).read_text())))
+        return group
+
+    monkeypatch.setattr(box, "_run_cgroup", spy)
+    try:
+        assert box.cgroup is not None, box.cgroup_note
+        _evict(600)
+        crashes = [READ_AND_CRASH.format(skip=0), READ_AND_CRASH.format(skip=300)]
+        runs = [*crashes, HOLD.format(mib=512), HOLD.format(mib=160)]
+        ended = [run_cells(box, [cell]) for cell in [*runs, HOLD.format(mib=512)]]
+    finally:
+        box.close()
+    assert [r.ended for r in ended] == ["crash", "crash", "memory", "done", "memory"], [
+        (r.ended, r.detail) for r in ended
+    ]
+    assert ended[3].cells[0]["output"] == "held 160 MiB\n"
+    assert [limit for _path, limit, _usage in made] == [CAP] * 5
+    assert [usage for _path, _limit, usage in made] == [0] * 5  # nothing charged before
+    assert len({path for path, _limit, _usage in made}) == 5
+    assert not any(path.exists() for path, _limit, _usage in made)  # each removed after
+
+
+def memory_corpus(course: Path) -> dict:
+    """A submission whose first two extra cells fill the page cache (300 MiB each, evicted
+    first by the test) and crash and whose third holds twice the cap, then an honest
+    student, on ONE worker. (Grader v4 set the cap to the zygote's usage, re-measured at each
+    restart with that page cache in it, plus the limit: the third cell held its 512 MiB.)"""
+    good = corpus.solved(course, A)
+    ratchet = corpus.add_cell_after(good, "setup", HOLD.format(mib=512))
+    ratchet = corpus.add_cell_after(ratchet, "setup", READ_AND_CRASH.format(skip=300))
+    ratchet = corpus.add_cell_after(ratchet, "setup", READ_AND_CRASH.format(skip=0))
+    return {"mem-1-ratchet": (ratchet, 12, ["crash", "memory"]), "mem-2-honest": (good, 12, [])}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_submission_cannot_ratchet_its_memory_cap(course):
+    """`--memory-mb 256`: the third attempt, after two crashed ones, is killed at the cap."""
+    limits = sandbox.Limits(cell_seconds=60, task_seconds=30, submission_seconds=240)
+    _evict(600)
+    corpus.grade_in_order(course, memory_corpus(course), limits.merged({"memory_bytes": CAP}))
