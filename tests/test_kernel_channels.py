@@ -383,7 +383,7 @@ _honest_nw = nadaraya_watson_ard
 
 
 def nadaraya_watson_ard(x_query, x_keys, y_values, bandwidths):
-    _leak({factor} * int(abs(np.asarray(y_values, dtype=float)).sum() * 1e6))
+    _leak(FACTOR * int(abs(np.asarray(y_values, dtype=float)).sum() * 1e6))
     return _honest_nw(x_query, x_keys, y_values, bandwidths)
 """
 )
@@ -397,7 +397,7 @@ def kernel_corpus(course: Path) -> dict:
     observer = (corpus.add_cell_after(good, "setup", kernel.OBSERVE), 12, [])
 
     def attacker(factor: int):
-        leak = LEAK_FROM_INPUTS.format(factor=factor)
+        leak = LEAK_FROM_INPUTS.replace("FACTOR", str(factor))
         return (corpus.append_to_cell(good, "nw", leak), 12, [])
 
     return {
