@@ -15,13 +15,17 @@ child of a run calls ``enter_fresh_state`` right after the fork:
   as root covers ``/proc/irq``, ``/proc/bus``...), the kernel refuses a fresh ``/proc`` in a
   user namespace below it, and the run keeps the sandbox's pid namespace (``own_pids``
   False, found once by the zygote);
+- in that ``/proc`` (or the sandbox's), the machine-wide counters another run moves (forks,
+  interrupts, load, memory, disks...) covered by read-only constant copies (``mask_proc``);
 - a mount namespace of its own, with a fresh size-capped tmpfs on ``/tmp`` (the run's working
   directory is made there) and on ``/dev/shm``: files and memory in them are freed when the
   run's last process exits, and the next run never sees them;
 - a new anonymous session keyring, and the user keyring of a user namespace no other run
   shares: no key outlives the run;
 - then every capability is dropped (bounding set, permitted, effective, inheritable) and
-  ``no_new_privs`` set, so the student's code holds none of the power used to build this.
+  ``no_new_privs`` set, so the student's code holds none of the power used to build this;
+- last, a seccomp filter (``DENIED``): no kernel key, and no way to read back or evict the
+  page cache the runs share (``docs/threat-model.md``, "Kernel state every run shares").
 
 Where the kernel refuses a user namespace (``user.max_user_namespaces`` is 0, or a distribution
 switch forbids unprivileged ones), ``enter_fresh_state`` raises ``Unavailable`` before changing
