@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+import test_grader_fresh_state  # noqa: E402 - its `delegated` fixture
 from hostile import as_nobody, corpus, kernel  # noqa: E402
 
 from autograder import frames, isolation, sandbox  # noqa: E402
@@ -38,6 +39,7 @@ from autograder.protocol import Plan  # noqa: E402
 A = corpus.A
 LIMITS = sandbox.Limits(cell_seconds=60, task_seconds=30, submission_seconds=180)
 public_tmp = as_nobody.public_tmp  # a folder `nobody` can reach
+delegated = test_grader_fresh_state.delegated  # a cgroup delegated to `nobody`
 
 # ---- the filter, instruction by instruction -------------------------------------------
 
@@ -567,3 +569,24 @@ def test_a_submission_cannot_ratchet_its_memory_cap(course):
     limits = sandbox.Limits(cell_seconds=60, task_seconds=30, submission_seconds=240)
     _evict(600)
     corpus.grade_in_order(course, memory_corpus(course), limits.merged({"memory_bytes": CAP}))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_submission_cannot_ratchet_its_memory_cap_as_an_unprivileged_user(
+    course, public_tmp, delegated
+):
+    """Rootless (`nobody`) in a delegated cgroup: the run's cgroup is made inside the
+    delegation and the run moves itself in through descriptors `nobody` opened."""
+    version, procs_files = delegated
+    _evict(600)
+    stderr, _graded = as_nobody.grade(
+        course,
+        A,
+        public_tmp,
+        memory_corpus(course),
+        procs_files=procs_files,
+        workers=1,
+        options=["--memory-mb", str(CAP >> 20)],
+    )
+    assert f"limits: cgroup v{version} per sandbox and a fresh one per run" in stderr, stderr
