@@ -590,3 +590,43 @@ def test_a_submission_cannot_ratchet_its_memory_cap_as_an_unprivileged_user(
         options=["--memory-mb", str(CAP >> 20)],
     )
     assert f"limits: cgroup v{version} per sandbox and a fresh one per run" in stderr, stderr
+
+
+def test_a_runs_cgroup_sits_beside_the_zygotes_on_both_hierarchies(tmp_path, monkeypatch):
+    """Laid out in a folder (the kernel's own cgroup v2 is tested by tests/test_cgroups.py
+    and this host's v1 by the sandbox tests above): on v2 the slot's cgroup enables its
+    controllers for its children, so it holds no process itself; on v1 the child is made in
+    each hierarchy. Its cgroup.procs files open for writing; removal goes deepest first."""
+    from autograder import cgroups
+
+    slot = tmp_path / "v2" / "slot-0"
+    slot.mkdir(parents=True)
+    (slot / "cgroup.subtree_control").write_text("")
+    v2 = cgroups.Cgroup(2, {c: slot for c in ("memory", "pids", "cpu")}, [])
+    run = v2.child("run-0")
+    assert (slot / "cgroup.subtree_control").read_text() == "+cpu +memory +pids"
+    assert run.leaves == {c: slot / "run-0" for c in ("memory", "pids", "cpu")}
+    assert run.procs_files == [str(slot / "run-0" / "cgroup.procs")]
+    v1_leaves = {c: tmp_path / c / "slot-0" for c in ("memory", "pids", "cpu")}
+    for leaf in v1_leaves.values():
+        leaf.mkdir(parents=True)
+    v1 = cgroups.Cgroup(1, v1_leaves, [])
+    zygote, run = v1.child("zygote"), v1.child("run-0")
+    assert sorted(run.procs_files) == sorted(
+        str(p / "run-0" / "cgroup.procs") for p in v1_leaves.values()
+    )
+    for path in run.procs_files:
+        Path(path).write_text("")  # the kernel makes it; a folder does not
+    fds = run.open_procs()
+    try:
+        assert len(fds) == 3 and all(os.get_inheritable(fd) is False for fd in fds)
+        os.write(fds[0], b"0")
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert Path(run.procs_files[0]).read_text() == "0"
+    (run.leaves["memory"] / "inner").mkdir()
+    below = cgroups._below([v1_leaves["memory"]])
+    assert below[0] == run.leaves["memory"] / "inner"  # deepest first, as rmdir needs
+    assert set(below[1:]) == {run.leaves["memory"], zygote.leaves["memory"]}
+    assert zygote.leaves["memory"].parent == v1_leaves["memory"]
