@@ -401,15 +401,15 @@ def _zeroed(text: str) -> str:
     such as cpu0 or sda1 keep their digits (no word boundary inside them)."""
     import re
 
-    zeroed = re.sub(r"\b\d+(\.\d+)?\b", lambda m: "0.00" if m.group(1) else "0", text)
-    return _blanks(zeroed)
+    fractions = re.sub(r"(?<![\w.])\d+\.\d+(?![\w.])", "0.00", text)
+    return _blanks(re.sub(r"(?<![\w.])\d+(?![\w.])", "0", fractions))
 
 
 def _blanks(text: str) -> str:
     """Every run of spaces and tabs as one (a tab where the run has one)."""
     import re
 
-    return re.sub(r"[ \t]+", lambda m: "\t" if "\t" in m.group() else " ", text)
+    return re.sub(r" +", " ", re.sub(r"[ \t]*\t[ \t]*", "\t", text))
 
 
 def _meminfo(text: str) -> str:
@@ -464,15 +464,15 @@ def _bind_read_only(source: str, target: str) -> None:
     _check(_libc.mount(None, target.encode(), None, flags, None), f"make {target} read-only")
 
 
-def mask_proc() -> None:
-    """Cover the machine-wide counters of the run's /proc (``proc_masks``, ``PROC_HIDDEN``)
-    with read-only copies, in the run's own mount namespace. The run holds no capability
+def mask_proc(masks: dict[str, str]) -> None:
+    """Cover the machine-wide counters of the run's /proc (``masks``, from ``proc_masks``, and
+    ``PROC_HIDDEN``) with read-only copies, in the run's own mount namespace. The run holds no capability
     afterwards, so it cannot unmount them; in a user namespace of its own they would be locked
     mounts, which it cannot unmount either, and under which the kernel refuses it a /proc of
     its own ("too revealing"): no way to the real counters is left."""
     os.mkdir(MASK_STAGING, 0o700)
     _mount_tmpfs(MASK_STAGING, 4 << 20)
-    for number, (name, text) in enumerate(sorted(proc_masks().items())):
+    for number, (name, text) in enumerate(sorted(masks.items())):
         copy = f"{MASK_STAGING}/{number}"
         with open(copy, "w") as handle:
             handle.write(text)
@@ -485,8 +485,10 @@ def mask_proc() -> None:
     os.rmdir(MASK_STAGING)
 
 
-def enter_fresh_state(tmp_bytes: int, own_pids: bool = True) -> None:
+def enter_fresh_state(tmp_bytes: int, own_pids: bool = True, masks: dict | None = None) -> None:
     """In the forked child, before any student code: the namespaces, mounts and keyring above.
+    ``masks``: ``proc_masks()`` made once by the zygote (they hold no number, only the files'
+    shape, which no run changes), else made here.
     Returns in the process that runs the submission: with ``own_pids``, pid 1 of a pid
     namespace of its own (its parent, outside it, never returns from here)."""
     uid, gid = os.getuid(), os.getgid()
@@ -528,7 +530,8 @@ def enter_fresh_state(tmp_bytes: int, own_pids: bool = True) -> None:
             _libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None),
             "mount a fresh /proc",
         )
-    mask_proc()  # on the fresh /proc, or else on the sandbox's, in this mount namespace
+    # on the fresh /proc, or else on the sandbox's, in this mount namespace
+    mask_proc(proc_masks() if masks is None else masks)
     # the session keyring came with the fork, shared with the zygote: join a new, empty one
     keyctl = KEY_SYSCALLS[os.uname().machine][1][2]
     if _libc.syscall(keyctl, KEYCTL_JOIN_SESSION_KEYRING, None) < 0:

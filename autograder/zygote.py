@@ -407,6 +407,7 @@ def zygote(preload: list[str], sandboxed: bool, control_fd: int) -> None:
         _scrub()
     _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans come back to us
     _prctl(4, 0)  # PR_SET_DUMPABLE 0: no /proc/<us>/fd for the child
+    masks = isolation.proc_masks() if sandboxed else {}  # once: the same for every run
     own_pids = sandboxed and _fresh_state_works(own_pids=True)
     fresh = own_pids or (sandboxed and _fresh_state_works(own_pids=False))
     control.sendall(frames.encode_frame({"ev": "ready", "error": None, "fresh": fresh}))
@@ -434,7 +435,7 @@ def zygote(preload: list[str], sandboxed: bool, control_fd: int) -> None:
                 os.setsid()
                 if fresh:
                     code = NO_FRESH_STATE
-                    isolation.enter_fresh_state(run["tmp_bytes"], own_pids)
+                    isolation.enter_fresh_state(run["tmp_bytes"], own_pids, masks)
                     code = 0
                 run_submission(input_fd, events_fd)
             except BaseException:  # noqa: BLE001 - reported by exit status
