@@ -133,6 +133,9 @@ SYSCALLS = {
             "io_uring_enter": 426,
             "io_uring_register": 427,
             "cachestat": 451,
+            "io_setup": 206,
+            "io_submit": 209,
+            "process_madvise": 440,
         },
     ),
     "aarch64": (
@@ -152,6 +155,9 @@ SYSCALLS = {
             "io_uring_enter": 426,
             "io_uring_register": 427,
             "cachestat": 451,
+            "io_setup": 0,
+            "io_submit": 2,
+            "process_madvise": 440,
         },
     ),
 }
@@ -168,14 +174,15 @@ POSIX_FADV_DONTNEED, POSIX_FADV_NOREUSE = 4, 5
 #: - the page cache is the machine's, shared by every run that reads the same read-only file
 #:   (/usr, the interpreter), so whether a page of such a file is resident carries a value
 #:   from one run to the next. Reading it back: mincore (on a mapping of the file), preadv2
-#:   with RWF_NOWAIT (fails when not resident), cachestat, io_uring (its reads with
-#:   IOCB_NOWAIT behave as RWF_NOWAIT). Setting it to "not resident" (a read only sets it):
-#:   posix_fadvise DONTNEED (evicts) and NOREUSE, madvise COLD and PAGEOUT (deactivate,
-#:   reclaim). readahead and remap_file_pages have no use here but fill or map the cache.
+#:   with RWF_NOWAIT (fails when not resident), cachestat, io_uring and Linux AIO (io_submit
+#:   takes RWF_NOWAIT too). Setting it to "not resident" (a read only sets it): posix_fadvise
+#:   DONTNEED (evicts) and NOREUSE, madvise COLD and PAGEOUT (deactivate, reclaim), and
+#:   process_madvise (the same advice, on the caller itself without any capability).
+#:   readahead and remap_file_pages have no use here but fill or map the cache.
 #: - ENOSYS where a program treats it as "this kernel has none" and falls back: glibc's
 #:   preadv2/pwritev2 without flags become preadv/pwritev (``os.preadv`` with no flags never
 #:   calls preadv2), libunwind validates addresses with msync when mincore fails, io_uring
-#:   users fall back to threads; EPERM for the madvise and fadvise advice alone (Python
+#:   and AIO users fall back to threads; EPERM for the madvise and fadvise advice alone (Python
 #:   raises OSError, every library ignores a refused hint).
 DENIED = (
     ("add_key", errno.EPERM, None),
@@ -188,6 +195,9 @@ DENIED = (
     ("io_uring_enter", errno.ENOSYS, None),
     ("io_uring_register", errno.ENOSYS, None),
     ("cachestat", errno.ENOSYS, None),
+    ("io_setup", errno.ENOSYS, None),
+    ("io_submit", errno.ENOSYS, None),
+    ("process_madvise", errno.ENOSYS, None),
     ("readahead", errno.ENOSYS, None),
     ("remap_file_pages", errno.ENOSYS, None),
     ("madvise", errno.EPERM, (2, (MADV_COLD, MADV_PAGEOUT))),

@@ -85,6 +85,9 @@ def test_the_filter_denies_each_listed_call_and_nothing_else(machine):
         "io_uring_enter": errno.ENOSYS,
         "io_uring_register": errno.ENOSYS,
         "cachestat": errno.ENOSYS,
+        "io_setup": errno.ENOSYS,
+        "io_submit": errno.ENOSYS,
+        "process_madvise": errno.ENOSYS,
         "readahead": errno.ENOSYS,
         "remap_file_pages": errno.ENOSYS,
     }
@@ -271,6 +274,11 @@ print("preadv", os.preadv(fd, [bytearray(16)], 0) == 16)
 print("io_uring", _syscall("io_uring_setup", 8, (ctypes.c_char * 120)()))
 print("cachestat", _syscall("cachestat", fd, (ctypes.c_uint64 * 2)(), (ctypes.c_uint64 * 8)(), 0))
 print("readahead", _syscall("readahead", fd, 0, 4096))
+context = ctypes.c_ulong(0)
+print("io_setup", _syscall("io_setup", 1, ctypes.byref(context)))
+pidfd = os.pidfd_open(os.getpid())
+span = (ctypes.c_void_p * 2)(where, 4096)
+print("process_madvise", _syscall("process_madvise", pidfd, span, 1, 21, 0))
 import numpy as np, torch
 import matplotlib.pyplot as plt
 plt.plot([1, 2])
@@ -329,7 +337,7 @@ def test_each_probe_is_refused_and_the_libraries_still_run(runs_in):
     ]
     assert said["preadv2-nowait"] == str(errno.EOPNOTSUPP)  # glibc: no preadv2, flags refused
     assert said["preadv"] == "True"
-    for name in ("io_uring", "cachestat", "readahead"):
+    for name in ("io_uring", "cachestat", "readahead", "io_setup", "process_madvise"):
         assert said[name] == f"[-1, {errno.ENOSYS}]", name
     assert said["libraries"] == "0.75 3.0 True"
     assert escape.ended == "done", escape.cells

@@ -47,8 +47,10 @@ _libc.syscall.restype = ctypes.c_long
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
 _NR = {
-    "x86_64": {"mincore": 27, "madvise": 28, "io_uring_setup": 425, "cachestat": 451, "readahead": 187},
-    "aarch64": {"mincore": 232, "madvise": 233, "io_uring_setup": 425, "cachestat": 451, "readahead": 213},
+    "x86_64": {"mincore": 27, "madvise": 28, "io_uring_setup": 425, "cachestat": 451,
+               "readahead": 187, "io_setup": 206, "process_madvise": 440},
+    "aarch64": {"mincore": 232, "madvise": 233, "io_uring_setup": 425, "cachestat": 451,
+                "readahead": 213, "io_setup": 0, "process_madvise": 440},
 }[os.uname().machine]
 PROT_READ, MAP_SHARED = 1, 1
 
