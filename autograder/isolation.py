@@ -265,7 +265,9 @@ def seccomp_program(machine: str) -> list[tuple]:
 
 def deny_syscalls() -> None:
     """Install the run's seccomp filter (``DENIED``); kept across fork and exec, and no
-    process of the run can remove it."""
+    process of the run can remove it. Sets no_new_privs (which an unprivileged process needs
+    first): also where no fresh state can be built, the run gets the same filter."""
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     program = seccomp_program(os.uname().machine)
     filters = (_SockFilter * len(program))(*[_SockFilter(*op) for op in program])
     prog = _SockFprog(len(program), filters)

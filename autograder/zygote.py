@@ -437,6 +437,8 @@ def zygote(preload: list[str], sandboxed: bool, control_fd: int) -> None:
                     code = NO_FRESH_STATE
                     isolation.enter_fresh_state(run["tmp_bytes"], own_pids, masks)
                     code = 0
+                elif sandboxed and os.uname().machine in isolation.SYSCALLS:
+                    isolation.deny_syscalls()  # no namespaces here, but the same filter
                 run_submission(input_fd, events_fd)
             except BaseException:  # noqa: BLE001 - reported by exit status
                 code = code or 70
