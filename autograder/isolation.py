@@ -364,10 +364,10 @@ def _become_init() -> None:
 #: /proc files that show machine-wide counters every process on the machine moves (forks,
 #: context switches, interrupts, page faults, disk sectors, pages of each kind, the load
 #: average and last pid, idle time, pressure stall times, open files, dentries, inodes, AIO
-#: requests, ptys, the last pid): another run changes them and this one would read the
-#: change. Each is covered by a read-only copy of its text at the run's start with every
-#: number 0, so its shape (the CPU lines glibc counts CPUs by, the devices, the field names a
-#: parser looks for) stays and no value does.
+#: requests, ptys): another run changes them and this one would read the change. Each is
+#: covered by a read-only copy of its text with every number 0, so its shape (the CPU lines
+#: glibc counts CPUs by, the devices, the field names a parser looks for) stays and no value
+#: does (the zygote makes the copies once: ``proc_masks``).
 PROC_ZEROED = (
     "stat",
     "loadavg",
@@ -425,11 +425,11 @@ def _blanks(text: str) -> str:
 
 
 def _meminfo(text: str) -> str:
-    kept, out = {}, []
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        kept[key] = rest
-    total = kept.get("MemTotal", "")
+    """meminfo as PROC_KEPT_MEMINFO says: the total, all of it free and available."""
+    total = next(
+        (line.partition(":")[2] for line in text.splitlines() if line.startswith("MemTotal:")), ""
+    )
+    out = []
     for line in text.splitlines():
         key, _, rest = line.partition(":")
         if key in ("MemFree", "MemAvailable"):
@@ -477,11 +477,11 @@ def _bind_read_only(source: str, target: str) -> None:
 
 
 def mask_proc(masks: dict[str, str]) -> None:
-    """Cover the machine-wide counters of the run's /proc (``masks``, from ``proc_masks``, and
-    ``PROC_HIDDEN``) with read-only copies, in the run's own mount namespace. The run holds no capability
-    afterwards, so it cannot unmount them; in a user namespace of its own they would be locked
-    mounts, which it cannot unmount either, and under which the kernel refuses it a /proc of
-    its own ("too revealing"): no way to the real counters is left."""
+    """Cover the machine-wide counters of the run's /proc (``masks``, from ``proc_masks``,
+    and ``PROC_HIDDEN``) with read-only copies, in the run's own mount namespace. The run
+    holds no capability afterwards, so it cannot unmount them; in a user namespace of its own
+    they would be locked mounts, which it cannot unmount either, and under which the kernel
+    refuses it a /proc of its own ("too revealing"): no way to the real counters is left."""
     os.mkdir(MASK_STAGING, 0o700)
     _mount_tmpfs(MASK_STAGING, 4 << 20)
     for number, (name, text) in enumerate(sorted(masks.items())):
