@@ -5,7 +5,8 @@ page of a /usr file is resident). Used by tests/test_kernel_channels.py.
 - `LEAK`: a function ``_leak(value)`` that writes ``value`` into every such place: it forks
   ``value % 61 + 1`` processes (/proc/stat's ``processes``, /proc/loadavg's last pid), reads
   the /usr files whose bit of ``value`` is 1 (making them resident) and tries to evict the
-  others (posix_fadvise DONTNEED, madvise PAGEOUT and COLD on a mapping of them).
+  others (posix_fadvise DONTNEED, madvise PAGEOUT and COLD on a mapping of them, and
+  process_madvise PAGEOUT on itself).
 - `OBSERVE`: a cell that reads every masked /proc file and probes the residency of those
   files every way the kernel offers (mincore, preadv2 with RWF_NOWAIT, cachestat, io_uring)
   and prints ``observed <json>``: what a later run would decode (the digest of all of it, and
@@ -93,6 +94,9 @@ def _leak(value):
             where = _mapped(fd, size)
             for advice in (21, 20):  # MADV_PAGEOUT, MADV_COLD
                 _syscall("madvise", ctypes.c_void_p(where), ctypes.c_size_t(size), advice)
+            pidfd = os.pidfd_open(os.getpid())  # the same advice through process_madvise
+            _syscall("process_madvise", pidfd, (ctypes.c_void_p * 2)(where, size), 1, 21, 0)
+            os.close(pidfd)
             _libc.munmap(ctypes.c_void_p(where), ctypes.c_size_t(size))
         finally:
             os.close(fd)
