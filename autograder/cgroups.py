@@ -12,6 +12,14 @@ number of tasks, and the cpu controller gives each sandbox at most one CPU's wor
 - cgroup v1 and hybrid hosts (controllers at /sys/fs/cgroup/{memory,pids,cpu}): the same
   subtree under the grader's own cgroup in each controller's hierarchy.
 
+Inside a slot's cgroup, the zygote has a leaf of its own (``zygote``) and each run gets a
+fresh one (``Cgroup.child``), made before the run and removed after it: the run's processes
+are in it (the run's first step writes itself into its ``cgroup.procs``, through descriptors
+the trusted side opened: ``autograder/zygote.py``), its memory limit is the submission's
+limit exactly, and nothing is charged to it from before (page cache an earlier run brought
+in, the zygote's own memory), so no earlier run can raise or lower what the next one may use
+(``docs/threat-model.md``, "Memory").
+
 Only directories this module made are written to, and `Cgroup.remove` deletes them (the
 subtree too, once empty). Where no cgroup can be made, `open_cgroup` returns None and the
 reason, which the grader prints with the guarantees that are weaker without it.
@@ -49,6 +57,28 @@ class Cgroup:
 
     def __init__(self, version: int, leaves: dict, subtrees: list):
         self.version, self.leaves, self.subtrees = version, leaves, subtrees
+
+    def child(self, name: str) -> Cgroup:
+        """A new cgroup below this one in each hierarchy (its limits its own, its usage
+        counted in this one's too). On v2 this one may then hold no process itself (the "no
+        internal processes" rule): every process goes into a child."""
+        if self.version == 2:
+            leaf = self.leaves["memory"]
+            wanted = " ".join(f"+{c}" for c in sorted(self.leaves))
+            if not set(self.leaves) <= set((leaf / "cgroup.subtree_control").read_text().split()):
+                _write(leaf / "cgroup.subtree_control", wanted)
+            (leaf / name).mkdir()
+            return Cgroup(2, {c: leaf / name for c in self.leaves}, [])
+        leaves = {c: leaf / name for c, leaf in self.leaves.items()}
+        for leaf in leaves.values():
+            leaf.mkdir()
+        return Cgroup(1, leaves, [])
+
+    def open_procs(self) -> list[int]:
+        """Descriptors of this cgroup's ``cgroup.procs`` files, opened for writing here: a
+        process that holds them moves itself in by writing "0" (the kernel checks the
+        permission of whoever opened them), without seeing or reaching any cgroup file."""
+        return [os.open(path, os.O_WRONLY | os.O_CLOEXEC) for path in self.procs_files]
 
     @property
     def procs_files(self) -> list[str]:
@@ -96,13 +126,24 @@ class Cgroup:
         return 0
 
     def pids(self) -> list[int]:
+        """Every process in this cgroup and in the cgroups below it."""
         out = set()
         for leaf in self.leaves.values():
-            try:
-                out |= {int(p) for p in (leaf / "cgroup.procs").read_text().split()}
-            except OSError:
-                continue
+            for procs in leaf.rglob("cgroup.procs"):
+                try:
+                    out |= {int(p) for p in procs.read_text().split()}
+                except OSError:
+                    continue
         return sorted(out)
+
+    def unreclaimable(self) -> int:
+        """Memory charged here and below that no reclaim can free without killing or
+        deleting something (anonymous memory and tmpfs/shared memory): what a leak would hold.
+        Page cache is left out: the kernel reclaims it when a limit needs the room."""
+        leaf = self.leaves["memory"]
+        stat = dict(line.split() for line in (leaf / "memory.stat").read_text().splitlines())
+        keys = ("anon", "shmem") if self.version == 2 else ("total_rss", "total_shmem")
+        return sum(int(stat.get(key, 0)) for key in keys)
 
     def kill_all(self) -> int:
         """SIGKILL every process in the cgroup until it is empty; returns how many there were."""
@@ -121,7 +162,7 @@ class Cgroup:
 
     def remove(self) -> None:
         self.kill_all()
-        for leaf in self.leaves.values():
+        for leaf in [*_below(self.leaves.values()), *self.leaves.values()]:
             for _ in range(100):
                 try:
                     leaf.rmdir()
@@ -137,6 +178,12 @@ class Cgroup:
                 pass
 
 
+def _below(folders) -> list[Path]:
+    """The cgroups below ``folders``, deepest first (the order rmdir needs)."""
+    found = {p for folder in folders if folder.is_dir() for p in folder.rglob("*") if p.is_dir()}
+    return sorted(found, key=lambda p: -len(p.parts))
+
+
 def _subtree_name() -> str:
     return f"{PROJECT}-{os.getpid()}"
 
@@ -147,12 +194,11 @@ def _remove_stale(parent: Path) -> None:
         pid = subtree.name.rsplit("-", 1)[-1]
         if not pid.isdigit() or Path(f"/proc/{pid}").exists():
             continue
-        for leaf in subtree.iterdir():
-            if leaf.is_dir():
-                try:
-                    leaf.rmdir()
-                except OSError:
-                    pass
+        for leaf in _below([subtree]):
+            try:
+                leaf.rmdir()
+            except OSError:
+                pass
         try:
             subtree.rmdir()
         except OSError:

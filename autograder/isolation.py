@@ -15,13 +15,17 @@ child of a run calls ``enter_fresh_state`` right after the fork:
   as root covers ``/proc/irq``, ``/proc/bus``...), the kernel refuses a fresh ``/proc`` in a
   user namespace below it, and the run keeps the sandbox's pid namespace (``own_pids``
   False, found once by the zygote);
+- in that ``/proc`` (or the sandbox's), the machine-wide counters another run moves (forks,
+  interrupts, load, memory, disks...) covered by read-only constant copies (``mask_proc``);
 - a mount namespace of its own, with a fresh size-capped tmpfs on ``/tmp`` (the run's working
   directory is made there) and on ``/dev/shm``: files and memory in them are freed when the
   run's last process exits, and the next run never sees them;
 - a new anonymous session keyring, and the user keyring of a user namespace no other run
   shares: no key outlives the run;
 - then every capability is dropped (bounding set, permitted, effective, inheritable) and
-  ``no_new_privs`` set, so the student's code holds none of the power used to build this.
+  ``no_new_privs`` set, so the student's code holds none of the power used to build this;
+- last, a seccomp filter (``DENIED``): no kernel key, and no way to read back or evict the
+  page cache the runs share (``docs/threat-model.md``, "Kernel state every run shares").
 
 Where the kernel refuses a user namespace (``user.max_user_namespaces`` is 0, or a distribution
 switch forbids unprivileged ones), ``enter_fresh_state`` raises ``Unavailable`` before changing
@@ -40,7 +44,8 @@ CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x1000, 0x4000, 0x40000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 0x1, 0x2, 0x4, 0x8, 0x20
+MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 0x1000, 0x4000, 0x40000, 0x2
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 4, 24, 38
 KEYCTL_JOIN_SESSION_KEYRING = 1
@@ -108,11 +113,100 @@ def drop_capabilities() -> None:
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
 
 
-#: per machine: (the seccomp audit arch, the numbers of add_key, request_key and keyctl)
-KEY_SYSCALLS = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7, (217, 218, 219))}
+#: per machine: the seccomp audit arch, and the number of each system call a run is denied
+#: (from the kernel's asm/unistd_64.h and asm-generic/unistd.h)
+SYSCALLS = {
+    "x86_64": (
+        0xC000003E,
+        {
+            "add_key": 248,
+            "request_key": 249,
+            "keyctl": 250,
+            "mincore": 27,
+            "madvise": 28,
+            "readahead": 187,
+            "fadvise64": 221,
+            "remap_file_pages": 216,
+            "preadv2": 327,
+            "pwritev2": 328,
+            "io_uring_setup": 425,
+            "io_uring_enter": 426,
+            "io_uring_register": 427,
+            "cachestat": 451,
+            "io_setup": 206,
+            "io_submit": 209,
+            "process_madvise": 440,
+        },
+    ),
+    "aarch64": (
+        0xC00000B7,
+        {
+            "add_key": 217,
+            "request_key": 218,
+            "keyctl": 219,
+            "mincore": 232,
+            "madvise": 233,
+            "readahead": 213,
+            "fadvise64": 223,  # fadvise64_64 there, the same arguments
+            "remap_file_pages": 234,
+            "preadv2": 286,
+            "pwritev2": 287,
+            "io_uring_setup": 425,
+            "io_uring_enter": 426,
+            "io_uring_register": 427,
+            "cachestat": 451,
+            "io_setup": 0,
+            "io_submit": 2,
+            "process_madvise": 440,
+        },
+    ),
+}
+#: per machine: (the audit arch, the numbers of add_key, request_key and keyctl)
+KEY_SYSCALLS = {
+    machine: (arch, tuple(numbers[n] for n in ("add_key", "request_key", "keyctl")))
+    for machine, (arch, numbers) in SYSCALLS.items()
+}
+MADV_COLD, MADV_PAGEOUT = 20, 21
+POSIX_FADV_DONTNEED, POSIX_FADV_NOREUSE = 4, 5
+#: what a run may not do: (system call, the errno it gets, None or (argument index, the
+#: values of that argument that are denied)). Why each:
+#: - kernel keys outlive the processes that make them and are visible by uid: EPERM;
+#: - the page cache is the machine's, shared by every run that reads the same read-only file
+#:   (/usr, the interpreter), so whether a page of such a file is resident carries a value
+#:   from one run to the next. Reading it back: mincore (on a mapping of the file), preadv2
+#:   with RWF_NOWAIT (fails when not resident), cachestat, io_uring and Linux AIO (io_submit
+#:   takes RWF_NOWAIT too). Setting it to "not resident" (a read only sets it): posix_fadvise
+#:   DONTNEED (evicts) and NOREUSE, madvise COLD and PAGEOUT (deactivate, reclaim), and
+#:   process_madvise (the same advice, on the caller itself without any capability).
+#:   readahead and remap_file_pages have no use here but fill or map the cache.
+#: - ENOSYS where a program treats it as "this kernel has none" and falls back: glibc's
+#:   preadv2/pwritev2 without flags become preadv/pwritev (``os.preadv`` with no flags never
+#:   calls preadv2), libunwind validates addresses with msync when mincore fails, io_uring
+#:   and AIO users fall back to threads; EPERM for the madvise and fadvise advice alone (Python
+#:   raises OSError, every library ignores a refused hint).
+DENIED = (
+    ("add_key", errno.EPERM, None),
+    ("request_key", errno.EPERM, None),
+    ("keyctl", errno.EPERM, None),
+    ("mincore", errno.ENOSYS, None),
+    ("preadv2", errno.ENOSYS, None),
+    ("pwritev2", errno.ENOSYS, None),
+    ("io_uring_setup", errno.ENOSYS, None),
+    ("io_uring_enter", errno.ENOSYS, None),
+    ("io_uring_register", errno.ENOSYS, None),
+    ("cachestat", errno.ENOSYS, None),
+    ("io_setup", errno.ENOSYS, None),
+    ("io_submit", errno.ENOSYS, None),
+    ("process_madvise", errno.ENOSYS, None),
+    ("readahead", errno.ENOSYS, None),
+    ("remap_file_pages", errno.ENOSYS, None),
+    ("madvise", errno.EPERM, (2, (MADV_COLD, MADV_PAGEOUT))),
+    ("fadvise64", errno.EPERM, (3, (POSIX_FADV_DONTNEED, POSIX_FADV_NOREUSE))),
+)
 X32_BIT = 0x40000000  # x86_64's x32 system calls: denied, like any other ABI's
 SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+_LD, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, |JGE|K, BPF_RET|K
 
 
 class _SockFilter(ctypes.Structure):
@@ -128,23 +222,53 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
 
 
-def deny_keyrings() -> None:
-    """A seccomp filter: add_key, request_key and keyctl fail with EPERM, and so does every
-    system call of another ABI (i386 or x32, whose numbers differ). Kernel keys outlive the
-    processes that make them and are visible by uid, so a run may make none."""
-    arch, numbers = KEY_SYSCALLS[os.uname().machine]
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, |JGE|K, BPF_RET|K
-    deny = SECCOMP_RET_ERRNO | errno.EPERM
-    n = len(numbers)
-    program = [
-        (ld, 0, 0, 4),  # seccomp_data.arch
-        (jeq, 0, n + 3, arch),  # another ABI: deny
-        (ld, 0, 0, 0),  # seccomp_data.nr
-        (jge, n + 1, 0, X32_BIT),
-        *[(jeq, n - i, 0, number) for i, number in enumerate(numbers)],
-        (ret, 0, 0, SECCOMP_RET_ALLOW),
-        (ret, 0, 0, deny),
+def _rule(number: int, code: int, args) -> list[tuple]:
+    """The BPF of one DENIED entry, the system call number in the accumulator: skipped for
+    another call; else the errno, or (an argument's low 32 bits, which the kernel reads as an
+    int) the errno for the listed values and ALLOW for any other."""
+    deny = (_RET, 0, 0, SECCOMP_RET_ERRNO | code)
+    if args is None:
+        body = [deny]
+    else:
+        index, values = args
+        n = len(values)
+        body = [
+            (_LD, 0, 0, 16 + 8 * index),  # seccomp_data.args[index], its low word
+            *[(_JEQ, n - i, 0, value) for i, value in enumerate(values)],
+            (_RET, 0, 0, SECCOMP_RET_ALLOW),
+            deny,
+        ]
+    return [(_JEQ, 0, len(body), number), *body]
+
+
+def seccomp_program(machine: str) -> list[tuple]:
+    """The run's filter as (code, jt, jf, k): DENIED on this machine's ABI, and every system
+    call of another ABI (i386 or x32, whose numbers differ) fails with EPERM."""
+    arch, numbers = SYSCALLS[machine]
+    rules = [op for name, code, args in DENIED for op in _rule(numbers[name], code, args)]
+    other_abi = (_RET, 0, 0, SECCOMP_RET_ERRNO | errno.EPERM)
+    head = [
+        (_LD, 0, 0, 4),  # seccomp_data.arch
+        (_JEQ, 0, 0, arch),  # jf set below: another ABI
+        (_LD, 0, 0, 0),  # seccomp_data.nr
+        (_JGE, 0, 0, X32_BIT),  # jt set below: x32
     ]
+    tail = [(_RET, 0, 0, SECCOMP_RET_ALLOW), other_abi]
+    program = head + rules + tail
+    last = len(program) - 1
+    program[1] = (_JEQ, 0, last - 2, arch)
+    program[3] = (_JGE, last - 4, 0, X32_BIT)
+    if max(max(jt, jf) for _code, jt, jf, _k in program) > 255:
+        raise ValueError("a seccomp jump is too long")  # a DENIED list far longer than today's
+    return program
+
+
+def deny_syscalls() -> None:
+    """Install the run's seccomp filter (``DENIED``); kept across fork and exec, and no
+    process of the run can remove it. Sets no_new_privs (which an unprivileged process needs
+    first): also where no fresh state can be built, the run gets the same filter."""
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    program = seccomp_program(os.uname().machine)
     filters = (_SockFilter * len(program))(*[_SockFilter(*op) for op in program])
     prog = _SockFprog(len(program), filters)
     _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp")
@@ -237,13 +361,151 @@ def _become_init() -> None:
     _pass_on(status)
 
 
-def enter_fresh_state(tmp_bytes: int, own_pids: bool = True) -> None:
+#: /proc files that show machine-wide counters every process on the machine moves (forks,
+#: context switches, interrupts, page faults, disk sectors, pages of each kind, the load
+#: average and last pid, idle time, pressure stall times, open files, dentries, inodes, AIO
+#: requests, ptys): another run changes them and this one would read the change. Each is
+#: covered by a read-only copy of its text with every number 0, so its shape (the CPU lines
+#: glibc counts CPUs by, the devices, the field names a parser looks for) stays and no value
+#: does (the zygote makes the copies once: ``proc_masks``).
+PROC_ZEROED = (
+    "stat",
+    "loadavg",
+    "uptime",
+    "vmstat",
+    "zoneinfo",
+    "buddyinfo",
+    "diskstats",
+    "interrupts",
+    "softirqs",
+    "schedstat",
+    "swaps",
+    "pressure/cpu",
+    "pressure/io",
+    "pressure/memory",
+    "pressure/irq",
+    "sys/fs/file-nr",
+    "sys/fs/inode-nr",
+    "sys/fs/inode-state",
+    "sys/fs/dentry-state",
+    "sys/fs/aio-nr",
+    "sys/kernel/pty/nr",
+    "sys/kernel/ns_last_pid",
+)
+#: lists whose length is state another run changes: every lock on the machine, the modules
+#: and crypto algorithms loaded (a run may make the kernel load one: a socket of a family not
+#: yet loaded), kernel symbols (modules' among them), keys per uid, slab caches: empty
+PROC_EMPTIED = ("locks", "modules", "crypto", "kallsyms", "key-users", "slabinfo", "vmallocinfo")
+#: meminfo: read by libraries that size themselves by the machine's memory, so a plausible
+#: constant: the total as it is (no run changes it), all of it free and available, the
+#: huge page size as it is, every other number 0 (the free and cached amounts move with what
+#: every process, and every run's page cache, holds). entropy_avail: 256 since Linux 5.18.
+PROC_KEPT_MEMINFO = ("MemTotal", "Hugepagesize", "VmallocTotal")
+PROC_CONSTANT = {"sys/kernel/random/entropy_avail": "256\n"}
+#: folders of per-interrupt counters: covered by an empty read-only folder
+PROC_HIDDEN = ("irq",)
+MASK_STAGING = "/tmp/.proc-masks"  # a tmpfs of its own for the copies, detached once bound
+
+
+def _zeroed(text: str) -> str:
+    """``text`` with every number 0 ("0.00" where it had a fraction) and every run of blanks
+    one blank (the padding of a right-aligned column tells how many digits it held); names
+    such as cpu0 or sda1 keep their digits (no word boundary inside them)."""
+    import re
+
+    fractions = re.sub(r"(?<![\w.])\d+\.\d+(?![\w.])", "0.00", text)
+    return _blanks(re.sub(r"(?<![\w.])\d+(?![\w.])", "0", fractions))
+
+
+def _blanks(text: str) -> str:
+    """Every run of spaces and tabs as one (a tab where the run has one)."""
+    import re
+
+    return re.sub(r" +", " ", re.sub(r"[ \t]*\t[ \t]*", "\t", text))
+
+
+def _meminfo(text: str) -> str:
+    """meminfo as PROC_KEPT_MEMINFO says: the total, all of it free and available."""
+    total = next(
+        (line.partition(":")[2] for line in text.splitlines() if line.startswith("MemTotal:")), ""
+    )
+    out = []
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("MemFree", "MemAvailable"):
+            rest = total
+        elif key not in PROC_KEPT_MEMINFO:
+            rest = _zeroed(rest)
+        out.append(f"{key}:{rest}")
+    return _blanks("\n".join(out) + "\n")
+
+
+def _read(path: str) -> str | None:
+    """The text of a /proc file, "" where this uid may not read it, None where it is absent."""
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+def proc_masks(root: str = "/proc") -> dict[str, str]:
+    """{path under root: the text a run reads there instead} for the files this kernel has."""
+    masks = {}
+    for name in PROC_ZEROED:
+        text = _read(f"{root}/{name}")
+        if text is not None:
+            masks[name] = _zeroed(text)
+    for name in PROC_EMPTIED:
+        if os.path.exists(f"{root}/{name}"):
+            masks[name] = ""
+    meminfo = _read(f"{root}/meminfo")
+    if meminfo is not None:
+        masks["meminfo"] = _meminfo(meminfo)
+    for name, text in PROC_CONSTANT.items():
+        if os.path.exists(f"{root}/{name}"):
+            masks[name] = text
+    return masks
+
+
+def _bind_read_only(source: str, target: str) -> None:
+    _check(_libc.mount(source.encode(), target.encode(), None, MS_BIND, None), f"cover {target}")
+    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+    _check(_libc.mount(None, target.encode(), None, flags, None), f"make {target} read-only")
+
+
+def mask_proc(masks: dict[str, str]) -> None:
+    """Cover the machine-wide counters of the run's /proc (``masks``, from ``proc_masks``,
+    and ``PROC_HIDDEN``) with read-only copies, in the run's own mount namespace. The run
+    holds no capability afterwards, so it cannot unmount them; in a user namespace of its own
+    they would be locked mounts, which it cannot unmount either, and under which the kernel
+    refuses it a /proc of its own ("too revealing"): no way to the real counters is left."""
+    os.mkdir(MASK_STAGING, 0o700)
+    _mount_tmpfs(MASK_STAGING, 4 << 20)
+    for number, (name, text) in enumerate(sorted(masks.items())):
+        copy = f"{MASK_STAGING}/{number}"
+        with open(copy, "w") as handle:
+            handle.write(text)
+        _bind_read_only(copy, f"/proc/{name}")
+    os.mkdir(f"{MASK_STAGING}/empty", 0o555)
+    for name in PROC_HIDDEN:
+        if os.path.isdir(f"/proc/{name}"):
+            _bind_read_only(f"{MASK_STAGING}/empty", f"/proc/{name}")
+    _check(_libc.umount2(MASK_STAGING.encode(), MNT_DETACH), "detach the copies")
+    os.rmdir(MASK_STAGING)
+
+
+def enter_fresh_state(tmp_bytes: int, own_pids: bool = True, masks: dict | None = None) -> None:
     """In the forked child, before any student code: the namespaces, mounts and keyring above.
+    ``masks``: ``proc_masks()`` made once by the zygote (they hold no number, only the files'
+    shape, which no run changes), else made here.
     Returns in the process that runs the submission: with ``own_pids``, pid 1 of a pid
     namespace of its own (its parent, outside it, never returns from here)."""
     uid, gid = os.getuid(), os.getgid()
-    if os.uname().machine not in KEY_SYSCALLS:
-        raise Unavailable(errno.ENOSYS, f"keyctl's number on {os.uname().machine} is not known")
+    if os.uname().machine not in SYSCALLS:
+        raise Unavailable(errno.ENOSYS, f"the system calls of {os.uname().machine} are not known")
     # the zygote is not dumpable, so /proc/self/* of its fork belongs to root: this child may
     # own its /proc files again (it is the submission's own process) to write its id maps
     _check(_libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "dumpable")
@@ -280,13 +542,15 @@ def enter_fresh_state(tmp_bytes: int, own_pids: bool = True) -> None:
             _libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None),
             "mount a fresh /proc",
         )
+    # on the fresh /proc, or else on the sandbox's, in this mount namespace
+    mask_proc(proc_masks() if masks is None else masks)
     # the session keyring came with the fork, shared with the zygote: join a new, empty one
     keyctl = KEY_SYSCALLS[os.uname().machine][1][2]
     if _libc.syscall(keyctl, KEYCTL_JOIN_SESSION_KEYRING, None) < 0:
         code = ctypes.get_errno()
         raise OSError(code, f"a new session keyring: {os.strerror(code)}")
     drop_capabilities()
-    deny_keyrings()
+    deny_syscalls()
     os.chdir("/tmp")
 
 

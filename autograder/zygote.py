@@ -8,7 +8,9 @@ uses), ``frames.py`` (the frame format) and ``isolation.py``
   PyTorch where the notebook does) once, then waits on its control socket, the one channel it
   reads. A run arrives there as one small message (a nonce, the working directory) carrying
   two descriptors made for that run alone (SCM_RIGHTS): the write end of the run's event
-  pipe and the read end of its input pipe.
+  pipe and the read end of its input pipe; where the grader has cgroups, also the
+  ``cgroup.procs`` files of the run's own cgroup (one per hierarchy), opened by the trusted
+  side, into which the child writes itself first (``_join_cgroup``).
 - The child forked for a run closes the control socket before anything else and keeps only
   its run's two descriptors: nothing a submission holds is read again, by the zygote or the
   trusted side, once its run is over (``docs/threat-model.md``, "Per-run channels").
@@ -41,10 +43,13 @@ if __name__ == "__main__":  # in the sandbox (python -I -S): the site-packages c
 else:
     from autograder import contract, frames, isolation
 
-#: the one message the trusted side sends per run, besides its two descriptors
-RUN_FIELDS = {"run": str, "workdir": str, "tmp_bytes": int}
+#: the one message the trusted side sends per run, besides its descriptors (two, and "cgroups")
+RUN_FIELDS = {"run": str, "workdir": str, "tmp_bytes": int, "cgroups": int}
+MAX_CGROUPS = 3  # cgroup v1: memory, pids and cpu hierarchies; v2: one
 #: the child's exit status when it could not build its fresh state (before any student code)
 NO_FRESH_STATE = 71
+#: the child's exit status when it could not move into its run's cgroup (idem)
+NO_CGROUP = 72
 #: ignored by the zygote (SIGPIPE is already, as in any Python process), default in the child
 RESET_SIGNALS = ("SIGIO", "SIGURG", "SIGHUP", "SIGTTIN", "SIGTTOU")
 
@@ -358,19 +363,30 @@ def _scrub(roots=("/tmp", "/dev/shm")) -> bool:
 
 def _run_message(data: bytes, fds: list[int]) -> dict | None:
     """The trusted side's run message: a frame whose header has exactly RUN_FIELDS, and two
-    descriptors. Anything else (only the trusted side can write here) ends the zygote."""
+    descriptors plus one per cgroup hierarchy. Anything else (only the trusted side can write
+    here) ends the zygote."""
     try:
-        if len(fds) != 2:
-            return None
         head, blob = frames.single_frame(data)
         header = json.loads(head)
         if blob or not isinstance(header, dict) or set(header) != set(RUN_FIELDS):
             return None
         if not all(isinstance(header[k], t) for k, t in RUN_FIELDS.items()):
             return None
+        if not 0 <= header["cgroups"] <= MAX_CGROUPS or len(fds) != 2 + header["cgroups"]:
+            return None
         return header
     except (ValueError, TypeError):
         return None
+
+
+def _join_cgroup(fds: list[int]) -> None:
+    """Move this process (the run's first, before it forks or runs anything of the
+    submission) into the run's own cgroup: "0" names the writer, and the kernel checks the
+    permission of the trusted side that opened these files. Everything the run starts is
+    born there; the descriptors are closed, so no code of the submission can move anything."""
+    for fd in fds:
+        os.write(fd, b"0")
+        os.close(fd)
 
 
 def _fresh_state_works(own_pids: bool) -> bool:
@@ -412,12 +428,13 @@ def zygote(preload: list[str], sandboxed: bool, control_fd: int) -> None:
         _scrub()
     _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans come back to us
     _prctl(4, 0)  # PR_SET_DUMPABLE 0: no /proc/<us>/fd for the child
+    masks = isolation.proc_masks() if sandboxed else {}  # once: the same for every run
     own_pids = sandboxed and _fresh_state_works(own_pids=True)
     fresh = own_pids or (sandboxed and _fresh_state_works(own_pids=False))
     control.sendall(frames.encode_frame({"ev": "ready", "error": None, "fresh": fresh}))
     while True:
         try:
-            data, fds, _flags, _address = socket.recv_fds(control, 1 << 16, 2)
+            data, fds, _flags, _address = socket.recv_fds(control, 1 << 16, 2 + MAX_CGROUPS)
         except OSError:
             return
         run = _run_message(data, fds) if data else None
@@ -425,26 +442,31 @@ def zygote(preload: list[str], sandboxed: bool, control_fd: int) -> None:
             for fd in fds:
                 os.close(fd)
             return
-        events_fd, input_fd = fds
+        events_fd, input_fd, *cgroup_fds = fds
         pid = os.fork()
         if pid == 0:
             code = 0
             try:
                 control.close()  # the child holds no channel of ours: only its run's two
+                code = NO_CGROUP
+                _join_cgroup(cgroup_fds)
+                code = 0
                 for name in RESET_SIGNALS:
                     signal.signal(getattr(signal, name), signal.SIG_DFL)
                 os.setsid()
                 if fresh:
                     code = NO_FRESH_STATE
-                    isolation.enter_fresh_state(run["tmp_bytes"], own_pids)
+                    isolation.enter_fresh_state(run["tmp_bytes"], own_pids, masks)
                     code = 0
+                elif sandboxed and os.uname().machine in isolation.SYSCALLS:
+                    isolation.deny_syscalls()  # no namespaces here, but the same filter
                 run_submission(input_fd, events_fd)
             except BaseException:  # noqa: BLE001 - reported by exit status
                 code = code or 70
             finally:
                 os._exit(code)
-        os.close(events_fd)  # from here on only the child and the trusted side hold them
-        os.close(input_fd)
+        for fd in fds:  # from here on only the child and the trusted side hold them
+            os.close(fd)
         _pid, status = os.waitpid(pid, 0)
         _sweep(sandboxed, pid)
         import shutil

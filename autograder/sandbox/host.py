@@ -99,7 +99,8 @@ def describe_mode() -> list[str]:
         lines.append(
             "fresh state: each run in user, IPC, mount, network, UTS and pid namespaces of its "
             "own (a new /tmp, /dev/shm, System V IPC, message queues, keyrings, loopback, host "
-            "name, pids and /proc, no capability)"
+            "name, pids and /proc, no capability; machine-wide /proc counters masked, no "
+            "page-cache probe)"
         )
     else:
         lines.append(
@@ -109,8 +110,8 @@ def describe_mode() -> list[str]:
     cgroup, why = cgroups.open_cgroup(f"probe-{os.getpid()}")
     if cgroup is not None:
         lines.append(
-            f"limits: cgroup v{cgroup.version} per sandbox (memory incl. page cache, tmpfs, shared "
-            "memory and memfds; pids; one CPU)"
+            f"limits: cgroup v{cgroup.version} per sandbox and a fresh one per run (memory incl. "
+            "page cache, tmpfs, shared memory and memfds; pids; one CPU)"
         )
         cgroup.remove()
     else:

@@ -17,7 +17,9 @@ class Limits:
     """Every limit of one submission. The wall-clock budgets are kept by the trusted side:
     nothing the sandbox sends extends them, and retries spend the same submission budget."""
 
-    memory_bytes: int = 2 << 30  # address space on top of what the zygote maps
+    #: the run's own cgroup's memory limit (page cache, tmpfs and shared memory included;
+    #: nothing charged before the run), and its address space on top of the zygote's
+    memory_bytes: int = 2 << 30
     cpu_seconds: int = 900  # RLIMIT_CPU of one child (all cells and cases)
     processes: int = 48  # RLIMIT_NPROC for the slot's uid (threads count)
     file_bytes: int = 64 << 20  # RLIMIT_FSIZE: captured output and any file written

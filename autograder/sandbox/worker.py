@@ -1,7 +1,8 @@
 """The zygote handle: one long-lived sandboxed worker per slot, and each run sent to it.
 
 ``Sandbox`` starts the worker (``autograder/zygote.py``, under the command line of
-``autograder.sandbox.command``, in a cgroup of its own where the machine has one), waits for
+``autograder.sandbox.command``, in a cgroup of its own where the machine has one: the slot's,
+with the zygote in its ``zygote`` leaf and each run in a fresh leaf made for it), waits for
 its ``ready`` message, and kills it with everything it started (process group, pid namespace,
 every process of the slot's uid). ``Sandbox.run`` gives each run its own pair of pipes (handed
 to the zygote over its control socket, with a nonce), writes the request and later the cases
@@ -36,8 +37,8 @@ from autograder.sandbox.slots import Slot
 
 _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner")
 _ROOTLESS_SLOTS = itertools.count()
-START_MEMORY = 4 << 30  # headroom while the zygote imports NumPy and PyTorch
-LEAK_SLACK = 256 << 20  # memory still charged after a run beyond this: restart the sandbox
+START_MEMORY = 4 << 30  # the zygote's room (it imports NumPy and PyTorch), beside a run's limit
+LEAK_SLACK = 256 << 20  # unreclaimable memory left after a run beyond this: restart the sandbox
 CPU_SAMPLE_SECONDS = 1.0  # how often a run samples its sandbox's CPU time (the idle check)
 
 
@@ -75,13 +76,16 @@ class Sandbox:
                 f"slot-{self.slot.uid}" if self.slot else f"slot-rootless-{next(_ROOTLESS_SLOTS)}"
             )
             self.cgroup, self.cgroup_note = cgroups.open_cgroup(name)
+        self.zygote_cgroup = self._zygote_cgroup()
+        self.runs = itertools.count()  # names each run's cgroup
         self.process: subprocess.Popen | None = None
         self.control_socket: socket.socket | None = None
         self.control: wire.FrameReader | None = None
         self.starts = 0
         self.dirty = False
-        self.baseline = 0  # the zygote's own memory, measured once it is ready
+        self.baseline = 0  # the zygote's own unreclaimable memory, measured once it is ready
         self.fresh = False  # each run in namespaces of its own (isolation.py), else swept
+        self.run_cgroup: cgroups.Cgroup | None = None  # the cgroup of the run under way
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -102,8 +106,32 @@ class Sandbox:
         ready = self._await_ready()
         self.fresh = ready["fresh"]
         if self.cgroup is not None:
-            self.baseline = self.cgroup.memory_usage()
-            self.cgroup.set_limits(self.baseline + self.limits.memory_bytes, self.limits.processes)
+            self.baseline = self.cgroup.unreclaimable()
+
+    def _zygote_cgroup(self) -> cgroups.Cgroup | None:
+        """The zygote's leaf in the slot's cgroup, beside the runs' (on v2 the slot's cgroup
+        itself may hold no process once it has children). The slot's limits bound the zygote
+        and a run together; a run's own cgroup bounds the run alone (``_run_cgroup``)."""
+        if self.cgroup is None:
+            return None
+        try:
+            self.cgroup.set_limits(self.limits.memory_bytes + START_MEMORY, self.limits.processes)
+            return self.cgroup.child("zygote")
+        except OSError as err:
+            self.cgroup.remove()
+            self.cgroup = None
+            self.cgroup_note = f"cannot create the grader's cgroups ({err.strerror or err})"
+            return None
+
+    def _run_cgroup(self) -> cgroups.Cgroup | None:
+        """A fresh cgroup for one run, its memory limit the submission's limit exactly: nothing
+        is charged to it before the run's first process moves in (no page cache of an earlier
+        run, none of the zygote's memory), so every run may use the same, whatever ran before."""
+        if self.cgroup is None:
+            return None
+        group = self.cgroup.child(f"run-{next(self.runs)}")
+        group.set_limits(self.limits.memory_bytes, self.limits.processes)
+        return group
 
     def _command(self, control_fd: int) -> list[str]:
         """The zygote's command line, sandboxed or not, made to join the cgroup first."""
@@ -119,10 +147,8 @@ class Sandbox:
             command = unsandboxed_command(control_fd, self.preload)
         if self.cgroup is None:
             return command
-        # the zygote starts with room to import its modules; the cap tightens once it is ready
         self.cgroup.kill_all()
-        self.cgroup.set_limits(self.limits.memory_bytes + START_MEMORY, self.limits.processes)
-        files = " ".join(shlex.quote(f) for f in self.cgroup.procs_files)
+        files = " ".join(shlex.quote(f) for f in self.zygote_cgroup.procs_files)
         return ["/bin/sh", "-c", f'echo $$ | tee {files} > /dev/null && exec "$@"', "sh", *command]
 
     @staticmethod
@@ -239,34 +265,39 @@ class Sandbox:
             task_seconds=self.limits.task_seconds,
             deadline=deadline,
         )
-        oom_before = self.cgroup.oom_kills() if self.cgroup else 0
+        self.run_cgroup = self._run_cgroup()
+        # the run's first step moves it into its cgroup through these (zygote.py)
+        cgroup_fds = self.run_cgroup.open_procs() if self.run_cgroup else []
         nonce = secrets.token_hex(16)
         events_read, events_write = os.pipe()
         input_read, input_write = os.pipe()
         try:
-            message = frames.encode_frame(
-                {"run": nonce, "workdir": request["workdir"], "tmp_bytes": self.limits.tmpfs_bytes}
-            )
+            header = {"run": nonce, "workdir": request["workdir"], "cgroups": len(cgroup_fds)}
+            message = frames.encode_frame(dict(header, tmp_bytes=self.limits.tmpfs_bytes))
+            held = [events_write, input_read, *cgroup_fds]
             try:
-                sent = socket.send_fds(self.control_socket, [message], [events_write, input_read])
+                sent = socket.send_fds(self.control_socket, [message], held)
             except OSError:
                 sent = 0
-            os.close(events_write)
-            os.close(input_read)
+            for fd in held:
+                os.close(fd)
             _set_nonblocking(input_write)
             events = wire.FrameReader(events_read, wire.EVENTS, self.limits.result_bytes)
             if sent != len(message):
-                return self._end(run, events, oom_before, "lost", "the sandbox took no run")
+                return self._end(run, events, "lost", "the sandbox took no run")
             outbox = bytearray(frames.encode_frame(request))
-            return self._drive(run, events, input_write, outbox, nonce, oom_before, received_before)
+            return self._drive(run, events, input_write, outbox, nonce, received_before)
         finally:
             for fd in (events_read, input_write):
                 try:
                     os.close(fd)
                 except OSError:
                     pass
+            if self.run_cgroup is not None:
+                self.run_cgroup.remove()
+                self.run_cgroup = None
 
-    def _drive(self, run, events, input_fd, outbox, nonce, oom_before, received_before):
+    def _drive(self, run, events, input_fd, outbox, nonce, received_before):
         next_sample = 0.0
         while True:
             now = time.monotonic()
@@ -280,7 +311,7 @@ class Sandbox:
                     detail = (
                         f"used up the submission's budget of {self.limits.submission_seconds:g} s"
                     )
-                return self._end(run, events, oom_before, how, detail)
+                return self._end(run, events, how, detail)
             readers = [r.fd for r in (events, self.control) if not r.eof]
             try:
                 ready, writable, _ = select.select(
@@ -290,7 +321,7 @@ class Sandbox:
                     min(run.step_deadline(), next_sample) - now,
                 )
             except (OSError, ValueError):
-                return self._broken(run, events, oom_before)
+                return self._broken(run, events)
             if writable:
                 try:
                     outbox[: os.write(input_fd, bytes(outbox[: 1 << 16]))] = b""
@@ -302,9 +333,7 @@ class Sandbox:
                 if events.fd in ready:
                     events.fill()
                 if received_before + events.received > self.limits.stream_bytes:
-                    return self._end(
-                        run, events, oom_before, "output", "sent back more data than allowed"
-                    )
+                    return self._end(run, events, "output", "sent back more data than allowed")
                 while (frame := events.next()) is not None:
                     cases = run.on_event(*frame)
                     if cases is not None:
@@ -314,30 +343,28 @@ class Sandbox:
                 exit_frame = self.control.next()
             except wire.ProtocolViolation as err:
                 if not run.started_submission:  # nothing of the submission ran yet
-                    return self._end(run, events, oom_before, "lost", f"before its start: {err}")
-                return self._end(
-                    run, events, oom_before, "protocol", f"broke the result protocol ({err})"
-                )
+                    return self._end(run, events, "lost", f"before its start: {err}")
+                return self._end(run, events, "protocol", f"broke the result protocol ({err})")
             if exit_frame is not None:
                 try:
                     run.on_exit(exit_frame[0], nonce)
                 except LostSandbox as err:
-                    return self._end(run, events, oom_before, "lost", str(err))
-                return self._finish(run, exit_frame[0], events, input_fd, outbox, oom_before)
+                    return self._end(run, events, "lost", str(err))
+                return self._finish(run, exit_frame[0], events, input_fd, outbox)
             if self.control.eof or (events.eof and not ready):
-                return self._broken(run, events, oom_before)
+                return self._broken(run, events)
 
-    def _broken(self, run, events, oom_before) -> RunResult:
+    def _broken(self, run, events) -> RunResult:
         """The zygote or the child's stream went away without an exit message."""
         if not run.started_submission:
-            return self._end(run, events, oom_before, "lost", "the sandbox died before the run")
-        return self._end(run, events, oom_before, "crash", "the worker process was killed")
+            return self._end(run, events, "lost", "the sandbox died before the run")
+        return self._end(run, events, "crash", "the worker process was killed")
 
-    def _end(self, run, events, oom_before, how: str, detail: str, kill: bool = True):
+    def _end(self, run, events, how: str, detail: str, kill: bool = True):
         result = run.result
         result.ended, result.detail, result.where = how, detail, run.where()
         result.received = events.received
-        result.oom_kills = (self.cgroup.oom_kills() - oom_before) if self.cgroup else 0
+        result.oom_kills = self.run_cgroup.oom_kills() if self.run_cgroup else 0
         if result.oom_kills and how in ("crash", "timeout"):
             result.ended, result.detail = (
                 "memory",
@@ -347,25 +374,21 @@ class Sandbox:
             result.processes_at_kill = self.kill()
         return result
 
-    def _finish(self, run, exit_header, events, input_fd, outbox, oom_before) -> RunResult:
+    def _finish(self, run, exit_header, events, input_fd, outbox) -> RunResult:
         """The zygote says the child and everything it started are gone: read what is left."""
         try:
             while select.select([events.fd], [], [], 0)[0] and not events.eof:
                 events.fill()
                 if events.received > self.limits.stream_bytes:
-                    return self._end(
-                        run, events, oom_before, "output", "sent back more data than allowed"
-                    )
+                    return self._end(run, events, "output", "sent back more data than allowed")
             while (frame := events.next()) is not None:
                 run.on_event(*frame)
             if events.buffer:
                 raise wire.ProtocolViolation("a truncated frame")
         except wire.ProtocolViolation as err:
             if not run.started_submission:
-                return self._end(run, events, oom_before, "lost", f"before its start: {err}")
-            return self._end(
-                run, events, oom_before, "protocol", f"broke the result protocol ({err})"
-            )
+                return self._end(run, events, "lost", f"before its start: {err}")
+            return self._end(run, events, "protocol", f"broke the result protocol ({err})")
         # anything left unread or unaccounted for on a channel: a fresh sandbox next time
         self.dirty = not exit_header["clean"] or bool(outbox) or _unread_bytes(input_fd) > 0
         code = exit_header["code"]
@@ -373,20 +396,19 @@ class Sandbox:
         if run.phase == "finished" and code == 0:
             result.received = events.received
             if self.cgroup is not None:
-                result.oom_kills = self.cgroup.oom_kills() - oom_before
-                # anything still charged after the sweep (a leak) means a fresh sandbox next time
-                self.dirty = self.dirty or self.cgroup.memory_usage() > self.baseline + LEAK_SLACK
+                result.oom_kills = self.run_cgroup.oom_kills()
+                # memory still held after the sweep (a leak) means a fresh sandbox next time
+                leaked = self.cgroup.unreclaimable() - self.baseline
+                self.dirty = self.dirty or leaked > LEAK_SLACK
             if self.dirty:
                 self.kill()
             return result
         if not run.started_submission:
-            return self._end(
-                run, events, oom_before, "lost", f"the run ended before its start (status {code})"
-            )
+            return self._end(run, events, "lost", f"the run ended before its start (status {code})")
         if code == -signal.SIGXCPU:
-            return self._end(run, events, oom_before, "timeout", "used up its CPU-time limit")
+            return self._end(run, events, "timeout", "used up its CPU-time limit")
         how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
-        return self._end(run, events, oom_before, "crash", f"the process ended early ({how})")
+        return self._end(run, events, "crash", f"the process ended early ({how})")
 
 
 def _unread_bytes(fd: int) -> int:

@@ -66,13 +66,19 @@ def public_tmp():
 
 
 def grade(
-    course: Path, assignment: str, folder: Path, cases: dict, procs_files=(), workers: int = 2
+    course: Path,
+    assignment: str,
+    folder: Path,
+    cases: dict,
+    procs_files=(),
+    workers: int = 2,
+    options=(),
 ) -> tuple[str, Path]:
     """Grade `cases` (student -> (notebook, score, reasons)) with `python -m autograder grade`
     started as `nobody` in a copy of `course` made in `folder` (which `nobody` can reach);
     asserts every score and reason, returns (stderr, the copy). With `procs_files`, the process
     first moves itself into that cgroup (as root, the way a delegating service manager starts a
-    unit's only process) and only then becomes `nobody`."""
+    unit's only process) and only then becomes `nobody`. `options`: more options of `grade`."""
     nobody = pwd.getpwnam("nobody")
     if os.geteuid() != 0:
         pytest.fail("this test starts the grader as `nobody`, which needs root")
@@ -89,7 +95,8 @@ def grade(
         os.chown(path, nobody.pw_uid, nobody.pw_gid)
     command = [sys.executable, "-m", "autograder", "--course", str(mine), "grade", assignment]
     command += ["--workers", str(workers), "--cell-timeout", "30", "--task-timeout", "15"]
-    command = nobody_command(command + ["--budget", "120"])  # reachable from a private checkout
+    command += ["--budget", "120", *options]
+    command = nobody_command(command)  # reachable from a private checkout
     if procs_files:
         moves = " && ".join(f"echo $$ > {f}" for f in procs_files)
         command = ["/bin/sh", "-c", f'{moves} && exec "$@"', "sh", *command]
