@@ -72,4 +72,4 @@ def _grade(job: GradeJob, work: AssignmentWork, result: SubmissionResult) -> Non
             "the kernel killed a process of the submission for going over the memory limit",
         )
     cell_outputs(program, record, result, work.limits.cell_output_chars)
-    judge(spec, work.check_specs, work.all_cases, record, result)
+    judge(spec, work.check_specs, work.all_cases, record, result, program)

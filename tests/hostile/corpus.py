@@ -319,6 +319,8 @@ def forge(header: bytes, blob: bytes = b"") -> None:
 
 
 def event(**fields) -> bytes:
+    if fields.get("ev") in ("cell", "case"):  # no error, so no place (autograder/wire.py)
+        fields = {"at_cell": -1, "at_line": 0, "module": None, **fields}
     return json.dumps(fields).encode()
 '''
 
@@ -866,7 +868,6 @@ def over_the_caps(base: dict) -> dict:
     nested: list = []
     for _ in range(99):
         nested = [nested]
-    image = {"image/png": "iVBORw0KGgo="}
     return {
         "many-cells": (
             _with(base, *[_cell("markdown", "x") for _ in range(60_000)]),
