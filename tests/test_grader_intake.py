@@ -256,3 +256,52 @@ def test_no_cap_shares_a_name_with_a_limit():
     given = {"cell_output_chars": 123, "stored_output_chars": 456}
     assert budgets.resolve(None, given).cell_output_chars == 123
     assert budgets.resolve_caps(None, given).stored_output_chars == 456
+
+
+#: the peak memory of reading the costliest saved outputs under the byte cap (8 MiB of
+#: one-line output chunks: 1.16 million JSON strings), over the file's size: measured 13.9
+#: (113 MiB for 8.1 MB, twice alike); the bound leaves 15 % for another allocator's slack
+OUTPUT_MEMORY_RATIO = 16
+
+
+def test_reading_saved_outputs_costs_memory_bounded_by_the_byte_cap(tmp_path):
+    """A 40 MB notebook of saved outputs is refused unread by the byte cap (its reason the
+    cap's sentence); the costliest one under the cap is read, its outputs dropped with
+    nothing over a per-cell cap, in a bounded multiple of its size."""
+    import subprocess
+
+    def notebook_of(text) -> Path:
+        out = [{"output_type": "stream", "name": "stdout", "text": text}]
+        cell = {"cell_type": "code", "metadata": {}, "execution_count": None, "source": "x = 1"}
+        notebook = {"nbformat": 4, "nbformat_minor": 4, "metadata": {}}
+        path = tmp_path / f"{len(text)}.ipynb"
+        path.write_text(json.dumps(notebook | {"cells": [cell | {"outputs": out}] * 4}))
+        return path
+
+    big = notebook_of("y" * 10_000_000)
+    assert big.stat().st_size > 40_000_000
+    with pytest.raises(
+        InvalidNotebook, match=r"^the notebook is 38\.\d MiB, over the cap of 8\.0 MiB$"
+    ):
+        intake.read_notebook(big, sandbox.Limits().notebook_bytes)
+    under = notebook_of(["a\n"] * 290_000)
+    child = (
+        "import resource, sys\n"
+        "from autograder import intake, notebook\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "data, _ = intake.read_notebook(sys.argv[1], 8 << 20)\n"
+        "parsed, dropped = notebook.read_graded(data)\n"
+        "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "print(len(data), (peak - before) * 1024, len(parsed.cells), dropped)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", child, str(under)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        check=True,
+    )
+    size, grown, cells, dropped = run.stdout.split(" ", 3)
+    assert (int(cells), dropped.strip()) == (4, "[]")
+    assert int(size) > 8_000_000
+    assert int(grown) < OUTPUT_MEMORY_RATIO * int(size), int(grown) / int(size)
