@@ -6,15 +6,17 @@ list; a hidden case's message gives the type alone. The words are the student's 
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
+import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from hostile import corpus  # noqa: E402
 
-from autograder import checks, frames, grading, notebook, sandbox, wire, zygote  # noqa: E402, I001
+from autograder import checks, frames, grading, notebook, report, sandbox, wire, zygote  # noqa: E402, I001
 from autograder.grading import verdict  # noqa: E402
 
 A = "ch1_pooling"
@@ -168,10 +170,15 @@ def graded(tmp_path_factory, bubblewrap):
     }
     for student, nb in notebooks.items():
         corpus.write_submission(course, A, student, nb)
+    # a notebook nbformat's schema refuses, naming in its error the attachment it chose
+    refused = json.loads(nbformat.writes(good))
+    refused["cells"][0]["attachments"] = {CHOSEN: {"image/png": 12}}
+    corpus.write_submission(course, A, "refused", json.dumps(refused))
     outcome = grading.grade_assignment(course, A, workers=1, limits=LIMITS)
+    report.write_report(course, A, course / "report.html")
     results = {r.student: r for r in outcome["graded"]}
     cells = {s: corpus._index(nb, "nw") + 2 for s, nb in notebooks.items()}  # the added cell
-    return results, cells
+    return results, cells, course
 
 
 def _case_lines(result, grade_id: str) -> list[str]:
@@ -180,12 +187,12 @@ def _case_lines(result, grade_id: str) -> list[str]:
 
 
 def test_an_honest_submission_graded_beside_them_keeps_full_marks(graded):
-    results, _cells = graded
+    results, _cells, _course = graded
     assert (results["honest"].score, results["honest"].reasons) == (12, [])
 
 
 def test_a_public_error_names_its_line_and_a_hidden_one_its_type(graded):
-    results, cells = graded
+    results, cells, _course = graded
     result = results["raises"]
     assert result.score == 10  # test-nw (2 points) alone
     lines = _case_lines(result, "test-nw")
@@ -201,7 +208,7 @@ def test_a_public_error_names_its_line_and_a_hidden_one_its_type(graded):
 
 
 def test_an_import_in_a_function_names_the_module_of_the_list(graded):
-    results, cells = graded
+    results, cells, _course = graded
     result = results["imports-in-function"]
     assert result.score == 10
     lines = _case_lines(result, "test-nw")
@@ -227,7 +234,7 @@ def test_an_import_in_a_function_names_the_module_of_the_list(graded):
     ],
 )
 def test_a_failed_import_in_a_cell_says_which_module_only_from_the_list(graded, student, said):
-    results, _cells = graded
+    results, _cells, _course = graded
     result = results[student]
     assert result.score == 12  # the cell's error stops that cell only
     error = result.cell_outputs[2][-1]
@@ -236,3 +243,75 @@ def test_a_failed_import_in_a_cell_says_which_module_only_from_the_list(graded, 
         "the grader offers only NumPy and Python's standard library (and PyTorch in the "
         "chapters whose notebook imports it)"
     )
+
+
+# ---------------------------------------------------------------------------------------
+# every refusal in fixed words: nothing a submission chose reaches feedback or the report
+
+CHOSEN = "regraded by hand: 12 of 12"
+
+
+def _refusal(body: bytes) -> str:
+    with pytest.raises(notebook.InvalidNotebook) as refused:
+        notebook.read_submission(body)
+    return str(refused.value)
+
+
+def _nb(**fields) -> dict:
+    base = {"nbformat": 4, "nbformat_minor": 4, "metadata": {}, "cells": []}
+    return base | fields
+
+
+@pytest.mark.parametrize(
+    "body, said",
+    [
+        ({"nbformat": CHOSEN, "cells": []}, notebook.NO_VERSION),  # nbformat: "Unsupported ..."
+        (_nb(nbformat=7), notebook.NO_VERSION),
+        (_nb(metadata={CHOSEN: {"x": 1}}, cells=[{"cell_type": CHOSEN}]), None),
+        (
+            _nb(cells=[{"cell_type": "markdown", "metadata": {}, "source": "", CHOSEN: 1}]),
+            notebook.INVALID,
+        ),
+        (_nb(nbformat=3, nbformat_minor=0, worksheets=[{"cells": [{CHOSEN: 1}]}]), None),
+        (_nb(cells={CHOSEN: []}), None),
+        (["a list", CHOSEN], None),
+    ],
+)
+def test_a_refusal_names_no_field_value_or_key_the_notebook_chose(body, said):
+    import json
+
+    message = _refusal(json.dumps(body).encode())
+    assert "regraded" not in message and "12" not in message, message
+    fixed = {notebook.NO_VERSION, notebook.INVALID, notebook.UNCONVERTIBLE, notebook.NO_CELLS}
+    assert message == said if said is not None else message in fixed, message
+
+
+@pytest.mark.parametrize(
+    "raw, said",
+    [
+        (f'{{"nbformat": 4, "{CHOSEN}'.encode(), r"it is not JSON: line 1, column \d+\)$"),
+        (b'{"cells": "\xff' + CHOSEN.encode(), r"\(it is not UTF-8 text\)$"),
+        (b"[" * 100_000 + b"]" * 100_000, r"nested too deep|not JSON"),
+    ],
+)
+def test_an_unreadable_file_is_refused_in_fixed_words(raw, said):
+    import re
+
+    message = _refusal(raw)
+    assert re.search(said, message) and "regraded" not in message, message
+
+
+def test_a_refused_notebook_says_a_fixed_sentence_everywhere(graded):
+    """The schema error would name the attachment the notebook chose: the record, the
+    autograded notebook and the report say the fixed sentence, and never that text."""
+    results, _cells, course = graded
+    result = results["refused"]
+    assert (result.score, result.reasons, result.notes) == (
+        0,
+        ["invalid notebook"],
+        [notebook.INVALID],
+    )
+    for path in (course / "autograded" / "refused" / A / f"{A}.ipynb", course / "report.html"):
+        text = path.read_text()
+        assert "regraded" not in text, path
+    assert "not a valid Jupyter notebook" in (course / "report.html").read_text()
