@@ -247,7 +247,10 @@ def drop_ungraded(raw, caps: Caps = DEFAULT_CAPS) -> list[str]:
             chars, _depth = _measure(outputs, 1 << 62, 1 << 62)
             dropped_chars += chars
             over |= chars > caps.stored_output_chars
-            cell["outputs"] = []
+            if cell.get("cell_type") == "code":
+                cell["outputs"] = []  # what nbformat's schema asks of a code cell
+            else:
+                del cell["outputs"]
         if "attachments" in cell:
             chars, _depth = _measure(cell["attachments"], 1 << 62, 1 << 62)
             attached.append((cell, chars))

@@ -111,7 +111,7 @@ def _check_place(header: dict, code) -> None:
     with a failed import and only from the fixed list."""
     cell, line, module = header["at_cell"], header["at_line"], header["module"]
     error = code in contract.ERROR_CODES
-    if not (-1 <= cell < zygote.MAX_LINE and 0 <= line <= zygote.MAX_LINE):
+    if not (-1 <= cell < zygote.MAX_PLACE and 0 <= line <= zygote.MAX_PLACE):
         raise ProtocolViolation("error place out of range")
     if (cell == -1) != (line == 0) or (cell != -1 and not error):
         raise ProtocolViolation("error place without an error")

@@ -80,9 +80,10 @@ KNOWN_MODULES = frozenset(
         "plotly ipywidgets networkx solutions answers autograder attention_check google"
     ).split()
 )
-#: the bound on a line number the sandbox reports (the trusted side checks it again against
-#: the cell it names): more than any cell within the intake caps holds
-MAX_LINE = 1 << 20
+#: the bound on a program cell's index and on a line number the sandbox reports (the trusted
+#: side checks both again against the program): more than any notebook within the intake
+#: caps holds (2,000 cells, 200,000 characters in one)
+MAX_PLACE = 1 << 20
 #: an error event's place: `error_place`'s three values
 PLACE_FIELDS = ("at_cell", "at_line", "module")
 #: what compiled code of program cell N is called, so an error's frames name their cell
@@ -101,7 +102,7 @@ def error_place(err: BaseException, cells: int) -> tuple[int, int, str | None]:
             name = tb.tb_frame.f_code.co_filename
             if name.startswith("<cell ") and name.endswith(">") and name[6:-1].isdigit():
                 index = int(name[6:-1])
-                if index < cells and 0 < tb.tb_lineno <= MAX_LINE:
+                if index < cells and 0 < tb.tb_lineno <= MAX_PLACE:
                     cell, line = index, tb.tb_lineno
             tb = tb.tb_next
         if isinstance(err, ModuleNotFoundError) and isinstance(err.name, str):

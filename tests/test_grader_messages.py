@@ -66,7 +66,7 @@ def _header(**fields) -> bytes:
 @pytest.mark.parametrize(
     "fields, why",
     [
-        ({"at_line": zygote.MAX_LINE + 1}, "out of range"),
+        ({"at_line": zygote.MAX_PLACE + 1}, "out of range"),
         ({"at_cell": -2, "at_line": 0}, "out of range"),
         ({"at_cell": -1}, "without an error"),  # a line and no cell
         ({"at_line": 0}, "without an error"),  # a cell and no line
