@@ -229,7 +229,7 @@ ATTACHMENTS_DROPPED = (
 
 def drop_ungraded(raw, caps: Caps = DEFAULT_CAPS) -> list[str]:
     """Drop, in place, what a submission saved beside its code, before any cap is checked:
-    every code cell's saved outputs (the grader shows the outputs of its own run, never these)
+    every cell's saved outputs (the grader shows the outputs of its own run, never these)
     and, when they are over ``caps`` (more than ``caps.attachments``, or more than
     ``caps.stored_output_chars`` characters in one cell), every attachment (an image in a
     written answer is kept within them: the formgrader shows it). The fixed sentences saying
