@@ -85,8 +85,16 @@ GRADER = {
     "grader.no_check": "this test cell calls no check",
     "cell.syntax": "the cell has a syntax error",
     "cell.syntax_at": "the cell has a syntax error at line {line}",
-    "cell.import": "the cell raised ModuleNotFoundError: an import failed, and {offered}",
-    "cell.raised": "the cell raised {error}",
+    "cell.import": (
+        "the cell raised ModuleNotFoundError{module}{where}: an import failed, and {offered}"
+    ),
+    "cell.raised": "the cell raised {error}{where}",
+    "grader.where": " (at line {line} of {where}: `{code}`)",
+    "grader.where_no_code": " (at line {line} of {where})",
+    "grader.in_cell": "notebook cell {cell}",
+    "grader.in_restored_cell": "a cell restored as given",
+    "grader.module_named": ": no module named '{module}'",
+    "grader.module_unknown": ": a module not installed here",
     "cell.stopped_there": "notebook cell {cell}: {error}, so it stopped there",
 }
 

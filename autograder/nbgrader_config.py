@@ -19,8 +19,12 @@ c.CourseDirectory.db_url = "sqlite:///" + os.path.join(_ROOT, "gradebook.db")
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
-# A notebook must finish in well under this (ch3 trains a small model for a few seconds).
-c.Execute.timeout = 300
+# In autograde a cell's timeout is its chapter's (ChapterTimeout below, from
+# autograder/nbgrader_sanitise.py: the chapter's cell budget of autograder/budgets.py plus
+# what the student's kernel imports; 46 s for ch6, 70 s for ch3), not 300 s for every
+# course: the formgrader's Autograde button runs inside the Jupyter server, which a
+# looping cell held for the whole timeout. This one is for any other app that executes.
+c.Execute.timeout = 120
 
 # Feedback shows each test cell's verdict and messages, but never the hidden test code.
 # Stock nbgrader copies it into the HTML twice: in the cell's source, and in the context
@@ -92,20 +96,31 @@ if os.path.basename(_ROOT) == "autograder" and os.path.isfile(os.path.join(_ROOT
     sys.path.insert(0, _CHECKOUT)
 
 from nbgrader.converters import Autograde  # noqa: E402
+from nbgrader.preprocessors import Execute  # noqa: E402
 
 from autograder.nbgrader_sanitise import (  # noqa: E402
+    ChapterTimeout,
     KeepOnlyCourseFiles,
     NameStudent,
     SanitiseForInstructor,
+    ScrubPaths,
 )
 
 c.Autograde.autograde_preprocessors = [
-    *Autograde.class_traits()["autograde_preprocessors"].default(),
+    *(
+        ChapterTimeout if step is Execute else step
+        for step in Autograde.class_traits()["autograde_preprocessors"].default()
+    ),
+    ScrubPaths,  # the interrupted cell's traceback names the instructor's folders
     SanitiseForInstructor,
     KeepOnlyCourseFiles,  # the formgrader serves the folder's files: no student page there
     NameStudent,  # nbgrader creates students without a name: "None, None" in the formgrader
 ]
-c.GenerateFeedback.preprocessors = [*c.GenerateFeedback.preprocessors, SanitiseForInstructor]
+c.GenerateFeedback.preprocessors = [
+    *c.GenerateFeedback.preprocessors,
+    ScrubPaths,
+    SanitiseForInstructor,
+]
 c.HTMLExporter.preprocessors = [SanitiseForInstructor]
 
 # Math, offline, in the feedback pages and the formgrader: nbgrader's templates call

@@ -23,14 +23,23 @@ only the notebooks, ``timestamp.txt`` and the files of the instructor's ``source
 `NameStudent` (not a sanitiser, but of the same kind: nbgrader's own autograde made to do
 what our grader does) gives a student nbgrader creates the name our grader gives
 (`autograder.gradebook.name_student`), so the formgrader never lists "None, None".
+
+`ChapterTimeout` is nbgrader's ``Execute`` with a cell's timeout derived from the chapter's
+budget (`stock_cell_seconds`), not one number for every course: the formgrader's Autograde
+button runs autograde inside the Jupyter server, which a looping cell held for the whole
+timeout (300 s). `ScrubPaths` removes the instructor's paths (the course folder, the
+checkout, the Python environment, the home folder) from every traceback, error and stderr
+output nbgrader records: the interrupted cell's ``KeyboardInterrupt`` traceback named them.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from nbconvert.preprocessors import Preprocessor
+from nbgrader.preprocessors import Execute
 from traitlets import Bool
 
 from autograder import sanitise
@@ -85,3 +94,91 @@ class NameStudent(Preprocessor):
         with Gradebook(resources["nbgrader"]["db_url"]) as gb:
             name_student(gb, resources["nbgrader"]["student"])
         return nb, resources
+
+
+#: what stock nbgrader's kernel does that the sandbox's run does not: import the reference
+#: package (PyTorch in chapters 3 to 6) for ``run_hidden`` and compute the hidden cases'
+#: answers there, on a machine whose Jupyter server shares the CPU
+STOCK_SECONDS = 30.0
+
+
+def stock_cell_seconds(assignment: str) -> int:
+    """The seconds one cell of ``assignment`` gets in stock nbgrader: the chapter's cell
+    budget (`autograder.budgets.resolve`, 4 T + 15 s from its reference's time T) plus
+    ``STOCK_SECONDS``; an assignment without a plug-in gets the default ``Limits``'."""
+    from autograder import budgets, checks
+
+    checks.load_chapters()
+    chapter = checks.CHAPTERS.get(assignment)
+    return int(budgets.resolve(chapter).cell_seconds + STOCK_SECONDS + 0.999)
+
+
+class ChapterTimeout(Execute):
+    """nbgrader's Execute, its per-cell ``timeout`` that of the assignment it runs."""
+
+    def preprocess(self, nb, resources=None, km=None):
+        # not a trait: ExecutePreprocessor.preprocess re-runs the client's __init__, which
+        # resets every trait (``timeout`` too) to its configured value
+        self.chapter_seconds = stock_cell_seconds(resources["nbgrader"]["assignment"])
+        return super().preprocess(nb, resources, km=km)
+
+    def preprocess_cell(self, cell, resources, index):
+        self.timeout = self.chapter_seconds
+        return super().preprocess_cell(cell, resources, index)
+
+
+def instructor_paths(*more: str) -> list[tuple[str, str]]:
+    """(path, what stands for it) of every folder of the instructor's a traceback may name,
+    longest first, so that a folder inside another is replaced before it."""
+    checkout = str(Path(__file__).resolve().parents[1])
+    named = [
+        *((path, "<course>") for path in more),
+        (checkout, "<checkout>"),
+        (sys.prefix, "<python>"),
+        (sys.base_prefix, "<python>"),
+        (os.path.realpath(sys.prefix), "<python>"),
+        (os.path.expanduser("~"), "~"),
+    ]
+    kept = {path.rstrip("/"): mark for path, mark in reversed(named) if len(path.rstrip("/")) > 1}
+    return sorted(kept.items(), key=lambda item: -len(item[0]))
+
+
+def scrub_paths(text: str, paths: list[tuple[str, str]]) -> str:
+    """``text`` with each of ``paths`` replaced where it is a whole folder (``/root`` in
+    ``/root/x``, not in ``/rootfs``)."""
+    import re
+
+    for path, mark in paths:
+        text = re.sub(re.escape(path) + r"(?![\w.-])", lambda _m, mark=mark: mark, text)
+    return text
+
+
+class ScrubPaths(Preprocessor):
+    """Every error output's name, value and traceback, and every stderr stream, with the
+    instructor's paths (`instructor_paths`, the course folder included) replaced."""
+
+    enabled = Bool(True)
+
+    def preprocess(self, nb, resources):
+        course = resources.get("nbgrader", {}).get("course_root") or _course_root(self)
+        paths = instructor_paths(*([os.path.realpath(course), course] if course else []))
+        for cell in nb.cells:
+            for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+                if output.get("output_type") == "error":
+                    output["ename"] = scrub_paths(str(output.get("ename", "")), paths)
+                    output["evalue"] = scrub_paths(str(output.get("evalue", "")), paths)
+                    output["traceback"] = [
+                        scrub_paths(str(line), paths) for line in output.get("traceback", [])
+                    ]
+                elif output.get("output_type") == "stream" and output.get("name") == "stderr":
+                    text = output.get("text", "")
+                    text = "".join(text) if isinstance(text, list) else str(text)
+                    output["text"] = scrub_paths(text, paths)
+        return nb, resources
+
+
+def _course_root(preprocessor) -> str | None:
+    """The course folder of the nbgrader app running ``preprocessor`` (exporter -> app)."""
+    app = getattr(getattr(preprocessor, "parent", None), "parent", None)
+    coursedir = getattr(app, "coursedir", None)
+    return getattr(coursedir, "root", None)

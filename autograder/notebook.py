@@ -3,10 +3,11 @@
 - `load_assignment(course, id)` reads ``source/<id>/<id>.ipynb`` (and the released copy, for
   the test cells as students saw them) into an `AssignmentSpec`: the graded test cells with
   their points and ``check("name", fn)`` calls, the locked cells, the solution cells.
-- `read_submission(path)` parses a submitted notebook; a file that is not a notebook, or one
-  over an intake cap (`Caps`: cells, characters, stored output, HTML depth, attachments,
-  metadata; checked by `over_caps` in one pass before anything else), raises
-  `InvalidNotebook` with the reason.
+- `read_submission(path)` parses a submitted notebook; what it saved beside its code (outputs,
+  attachments over their caps) is dropped first, with a note (`drop_ungraded`); a file that is
+  not a notebook, or one whose code is over an intake cap (`Caps`: cells, characters, HTML
+  depth, metadata; checked by `over_caps` in one pass before anything else), raises
+  `InvalidNotebook` with the reason, always a fixed sentence or the grader's own numbers.
 - `build_program(spec, submission)` is the code the sandbox runs: the submission's code cells
   minus every graded test cell (matched by nbgrader ``grade_id`` and by content), with the
   locked cells restored from the source; plus a list of tampering notes (edited, deleted,
@@ -168,7 +169,8 @@ class Caps:
     cells: int = 2000  # cells in the notebook
     cell_source_chars: int = 200_000  # characters of one cell's source
     source_chars: int = 2_000_000  # characters of every cell's source together
-    stored_output_chars: int = 4_000_000  # characters in one cell's stored outputs
+    # over these two, what was saved beside the code is dropped with a note (`drop_ungraded`)
+    stored_output_chars: int = 4_000_000  # characters in one cell's stored outputs/attachments
     html_depth: int = 100  # elements open inside each other in a markdown or raw cell
     attachments: int = 100  # files attached to markdown cells, in all
     metadata_depth: int = 16  # nesting of a cell's or the notebook's metadata
@@ -207,23 +209,85 @@ def _metadata_over(meta, caps: Caps, where: str) -> str | None:
     return None
 
 
+def _cells(raw) -> list:
+    """The cells of a parsed notebook, nbformat 4's or 3's (kept in worksheets)."""
+    cells = raw.get("cells")
+    if not isinstance(cells, list):
+        sheets = raw.get("worksheets") if isinstance(raw.get("worksheets"), list) else []
+        cells = [c for s in sheets if isinstance(s, dict) for c in (s.get("cells") or [])]
+    return cells
+
+
+#: what a submission is told when what it saved beside its code was dropped (numbers only)
+NOT_GRADED = "they are not graded"
+OUTPUTS_DROPPED = "saved outputs were dropped before grading ({chars:,} characters): " + NOT_GRADED
+ATTACHMENTS_DROPPED = (
+    "attachments were dropped before grading ({count:,}, {chars:,} characters, over the "
+    "limit of {limit:,} attachments or {limit_chars:,} characters in one cell): " + NOT_GRADED
+)
+
+
+def drop_ungraded(raw, caps: Caps = DEFAULT_CAPS) -> list[str]:
+    """Drop, in place, what a submission saved beside its code, before any cap is checked:
+    every cell's saved outputs (the grader shows the outputs of its own run, never these)
+    and, when they are over ``caps`` (more than ``caps.attachments``, or more than
+    ``caps.stored_output_chars`` characters in one cell), every attachment (an image in a
+    written answer is kept within them: the formgrader shows it). The fixed sentences saying
+    what was dropped, when it was over a cap (an honest notebook's outputs go silently):
+    a large saved output costs no points, and its JSON is let go here, at the first step."""
+    if not isinstance(raw, dict):
+        return []
+    dropped_chars, over, notes = 0, False, []
+    attached: list[tuple[dict, int]] = []
+    for cell in _cells(raw):
+        if not isinstance(cell, dict):
+            continue
+        outputs = cell.get("outputs")
+        if outputs is not None:
+            chars, _depth = _measure(outputs, 1 << 62, 1 << 62)
+            dropped_chars += chars
+            over |= chars > caps.stored_output_chars
+            if cell.get("cell_type") == "code":
+                cell["outputs"] = []  # what nbformat's schema asks of a code cell
+            else:
+                del cell["outputs"]
+        if "attachments" in cell:
+            chars, _depth = _measure(cell["attachments"], 1 << 62, 1 << 62)
+            attached.append((cell, chars))
+    if over:
+        notes.append(OUTPUTS_DROPPED.format(chars=dropped_chars))
+    count = sum(
+        len(c["attachments"]) if isinstance(c["attachments"], dict) else 1 for c, _ in attached
+    )
+    if count > caps.attachments or any(chars > caps.stored_output_chars for _c, chars in attached):
+        for cell, _chars in attached:
+            del cell["attachments"]
+        notes.append(
+            ATTACHMENTS_DROPPED.format(
+                count=count,
+                chars=sum(chars for _c, chars in attached),
+                limit=caps.attachments,
+                limit_chars=caps.stored_output_chars,
+            )
+        )
+    return notes
+
+
 def over_caps(raw, caps: Caps = DEFAULT_CAPS) -> str | None:
     """Why the parsed JSON of a submission is over one of ``caps`` (None: within them), found
-    in one pass over it, before nbformat validates it and long before anything sanitises it."""
+    in one pass over it, before nbformat validates it and long before anything sanitises it.
+    Outputs and attachments are not counted here: `drop_ungraded` drops them first."""
     from autograder.sanitise import html_depth
 
     if not isinstance(raw, dict):
         return None  # not a notebook: nbformat says so
-    cells = raw.get("cells")
-    if not isinstance(cells, list):  # nbformat 3 keeps its cells in worksheets
-        sheets = raw.get("worksheets") if isinstance(raw.get("worksheets"), list) else []
-        cells = [c for s in sheets if isinstance(s, dict) for c in (s.get("cells") or [])]
+    cells = _cells(raw)
     if len(cells) > caps.cells:
         return f"the notebook has {len(cells):,} cells; the limit is {caps.cells:,}"
     problem = _metadata_over(raw.get("metadata"), caps, "the notebook's")
     if problem:
         return problem
-    total, attachments = 0, 0
+    total = 0
     for number, cell in enumerate(cells, 1):
         if not isinstance(cell, dict):
             continue  # nbformat's schema refuses it
@@ -243,18 +307,6 @@ def over_caps(raw, caps: Caps = DEFAULT_CAPS) -> str | None:
         problem = _metadata_over(cell.get("metadata"), caps, f"cell {number}'s")
         if problem:
             return problem
-        outputs = cell.get("outputs")
-        if outputs is not None:
-            chars, _depth = _measure(outputs, 1 << 30, caps.stored_output_chars)
-            if chars > caps.stored_output_chars:
-                return (
-                    f"cell {number} stores more than {caps.stored_output_chars:,} characters of "
-                    "output (clear the outputs and hand it in again)"
-                )
-        if isinstance(cell.get("attachments"), dict):
-            attachments += len(cell["attachments"])
-            if attachments > caps.attachments:
-                return f"the notebook has more than {caps.attachments} attachments"
         if cell.get("cell_type") in ("markdown", "raw"):
             depth = html_depth(text, caps.html_depth)
             if depth > caps.html_depth:
@@ -267,42 +319,78 @@ def over_caps(raw, caps: Caps = DEFAULT_CAPS) -> str | None:
 
 def read_submission(source, caps: Caps = DEFAULT_CAPS):
     """The submitted notebook (a path, or the file's bytes), or InvalidNotebook saying why it
-    cannot be graded. ``caps`` are checked on the parsed JSON before anything else is done
-    with it (`over_caps`)."""
+    cannot be graded: `read_graded`'s notebook."""
+    return read_graded(source, caps)[0]
+
+
+#: why a file is not a notebook, in fixed words: nothing a submission wrote is quoted (the
+#: parsers' messages repeat a version, a key or a field path the file chose)
+NOT_UTF8 = "not a readable Jupyter notebook (it is not UTF-8 text)"
+NOT_JSON = "not a readable Jupyter notebook (it is not JSON: line {line}, column {column})"
+TOO_DEEP = "not a readable Jupyter notebook (it is nested too deep to read)"
+NO_VERSION = "not a readable Jupyter notebook (its nbformat version is not 3 or 4)"
+UNCONVERTIBLE = "not a readable Jupyter notebook (nbformat cannot read its structure)"
+NO_CELLS = "not a Jupyter notebook: it has no list of cells"
+INVALID = (
+    "not a valid Jupyter notebook (nbformat's schema rejects its structure; open and save it "
+    "in Jupyter to see where)"
+)
+
+
+def _parsed(source):
+    """The JSON of a submission (a path or its bytes); InvalidNotebook in fixed words."""
     import json
 
     try:
-        text = source.decode("utf-8") if isinstance(source, bytes) else Path(source).read_text()
-        raw = json.loads(text)
+        data = source if isinstance(source, bytes) else Path(source).read_bytes()
     except FileNotFoundError:
-        raise InvalidNotebook(f"no notebook at {source}") from None
-    except (UnicodeDecodeError, ValueError, RecursionError, OSError) as err:
-        first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise InvalidNotebook(f"not a readable Jupyter notebook ({first[:200]})") from None
+        raise InvalidNotebook("no notebook was handed in") from None
+    except OSError:
+        raise InvalidNotebook("the notebook cannot be read") from None
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise InvalidNotebook(NOT_UTF8) from None
+    except json.JSONDecodeError as err:  # its position is the grader's count, not the file's text
+        raise InvalidNotebook(NOT_JSON.format(line=err.lineno, column=err.colno)) from None
+    except (ValueError, RecursionError):
+        raise InvalidNotebook(TOO_DEEP) from None
+
+
+def read_graded(source, caps: Caps = DEFAULT_CAPS):
+    """(the submitted notebook, what was dropped from it): what it saved beside its code is
+    dropped first (`drop_ungraded`, with the sentences saying so), then ``caps`` are checked
+    on what is left (`over_caps`), then nbformat reads and validates it, from the one parse.
+    InvalidNotebook's reason is always a fixed sentence or the grader's own numbers."""
+    raw = _parsed(source)
+    dropped = drop_ungraded(raw, caps)
     problem = over_caps(raw, caps)
     if problem:
         raise InvalidNotebook(problem)
+    major = raw.get("nbformat") if isinstance(raw, dict) else None
+    if type(major) is not int or major not in (3, 4):
+        raise InvalidNotebook(NO_VERSION)
+    minor = raw.get("nbformat_minor")
     try:
-        notebook = nbformat.convert(nbformat.reader.reads(text), 4)
-    except Exception as err:  # nbformat raises several types for bad structure
-        first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise InvalidNotebook(f"not a readable Jupyter notebook ({first[:200]})") from None
+        read = nbformat.versions[major].to_notebook_json(
+            raw, minor=minor if type(minor) is int else 0
+        )
+        notebook = nbformat.convert(read, 4)
+    except Exception:  # noqa: BLE001 - nbformat raises several types for bad structure
+        raise InvalidNotebook(UNCONVERTIBLE) from None
     if not isinstance(notebook.get("cells"), list):
-        raise InvalidNotebook("not a Jupyter notebook: it has no list of cells")
+        raise InvalidNotebook(NO_CELLS)
     try:
         nbformat.validate(notebook)
     except Exception:  # noqa: BLE001 - nbformat's ValidationError and its relatives
         # a fixed sentence: the schema's message and the path it names hold field names the
         # submission chose (".../attachments/<any text>"), which must reach no feedback
-        raise InvalidNotebook(
-            "not a valid Jupyter notebook (nbformat's schema rejects its structure; open and "
-            "save it in Jupyter to see where)"
-        ) from None
+        raise InvalidNotebook(INVALID) from None
     for index, cell in enumerate(notebook.cells):
         problem = _metadata_problem(cell.get("metadata", {}).get("nbgrader"))
         if problem:
             raise InvalidNotebook(f"cell {index + 1} has invalid nbgrader metadata ({problem})")
-    return notebook
+    return notebook, dropped
 
 
 #: nbgrader metadata fields and their types (the submission's copy of them is hostile)
@@ -500,10 +588,27 @@ def autograded_notebook(
         if test.grade_id not in placed:
             new = _test_cell(spec, test.grade_id, test_messages)
             cells.insert(_insert_position(cells, spec, test.grade_id), new)
-    notebook.cells = cells
+    note = dropped_note(record)
+    notebook.cells = ([note] if note is not None else []) + cells
     notebook.metadata["autograder"] = record
     _consistent_cell_ids(notebook)
     return notebook
+
+
+#: the reason under which `drop_ungraded`'s sentences are recorded
+DROPPED = "outputs dropped"
+
+
+def dropped_note(record: dict):
+    """The markdown cell that opens the feedback when something the submission saved beside
+    its code was dropped (the record's notes under `DROPPED`: fixed sentences), else None."""
+    notes = record.get("notes", []) if DROPPED in record.get("reasons", []) else []
+    shown = [n for n in notes if n.endswith(NOT_GRADED)]
+    if not shown:
+        return None
+    return nbformat.v4.new_markdown_cell(
+        "**From the grader:** " + "; ".join(shown) + ". Your code was graded."
+    )
 
 
 def _consistent_cell_ids(notebook) -> None:

@@ -6,7 +6,7 @@ at a glance, which part of the chapter the class did not get:
 - the score histogram;
 - the pass rate of every task (test cell) and of every check case (public and hidden);
 - the failure reasons counted (timeout, memory, crash, tampered cell, invalid notebook...);
-- the most common wrong-answer messages;
+- the most common mistakes: each (check, named mistake or message) counted once per student;
 - the submissions to look at: every student whose grading has a reason or a note
   (timeout, tampered cell...).
 
@@ -51,6 +51,54 @@ def _bar_figure(labels: list[str], rates: list[float], title: str):
     return fig
 
 
+#: a number in a message: it differs between students, the mistake it describes repeats
+_NUMBER = re.compile(r"\d+(\.\d+)?(e[-+]?\d+)?")
+#: where a public case's error was raised (`grading.verdict.source_line`): each student's own
+_PLACE = re.compile(r" \(at line \d+ of [^:)]*(: `.*`)?\)")
+KNOWN = "your result matches a known mistake: "
+#: the lines of a task's message that say no mistake, or only list more cases
+_NOT_A_MISTAKE = re.compile(
+    r"(\w+: all \d+ public and \d+ hidden cases passed|this test cell calls no check"
+    r"|\.\.\. and \d+ more|(case '[^']*'(, )?)+ failed too)$"
+)
+
+
+def mistake_of(text: str) -> str:
+    """What a failing case's message names, as it repeats from student to student: the
+    known mistake's hint when it names one (the chapter's text), else the message without its
+    case, its place and its numbers."""
+    text = text.split("': ", 1)[1] if text.startswith("case '") and "': " in text else text
+    if KNOWN in text:  # the chapter's own hint: its numbers are equations, not the student's
+        return text.split(KNOWN, 1)[1][:300]
+    return _NUMBER.sub("#", _PLACE.sub("", text))[:300]
+
+
+def mistakes(record: dict) -> set[tuple[str, str]]:
+    """(check, mistake) of every failure a submission's record shows, each once: read from its
+    test cells' messages (the grader's lines, `grading.verdict`: a head line per check, then
+    its failing cases). A notebook that was not graded is one mistake, whatever its cells."""
+    found = set()
+    for task in record.get("tasks", []):
+        check = ""
+        for line in str(task.get("message", "")).splitlines():
+            item = line[4:] if line.startswith("  - ") else None
+            if item is None:
+                head = re.match(r"(\w+): (.*)$", line)
+                if line.startswith("not graded: "):
+                    found.add(("", mistake_of(line)))
+                elif head and not _NOT_A_MISTAKE.match(line):
+                    check = head[1]
+                    if not re.match(
+                        r"(\d+ of \d+ public cases failed|hidden check failed)", head[2]
+                    ):
+                        found.add((check, mistake_of(head[2])))  # a fatal line: not run at all
+                elif head:
+                    check = head[1]
+            elif not _NOT_A_MISTAKE.match(item):
+                found.add((check, mistake_of(item)))
+    return found
+
+
 def summarise(records: list[dict]) -> dict:
     """The numbers the page shows (also what the tests check)."""
     scores = [r["score"] for r in records]
@@ -67,9 +115,8 @@ def summarise(records: list[dict]) -> dict:
                 key = f"{check} / {case_name}" + (" (hidden)" if hidden else "")
                 case_total[key] += 1
                 case_pass[key] += bool(passed)
-            for message in task.get("wrong", []):
-                # numbers differ between students; the shape of the mistake is what repeats
-                messages[re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "#", message)[:300]] += 1
+        # each mistake once per submission, however many cases and test cells show it
+        messages.update(mistakes(record))
     return {
         "n": len(records),
         "scores": scores,
@@ -77,7 +124,7 @@ def summarise(records: list[dict]) -> dict:
         "task_rates": {k: task_pass[k] / task_total[k] for k in task_total},
         "case_rates": {k: case_pass[k] / case_total[k] for k in case_total},
         "reasons": dict(reasons.most_common()),
-        "messages": messages.most_common(10),
+        "messages": sorted(messages.items(), key=lambda kv: (-kv[1], kv[0]))[:10],
         "attention": sorted(
             (
                 str(r.get("student", "")),
@@ -119,10 +166,12 @@ def render(assignment: str, summary: dict) -> str:
     parts += [
         f"<tr><td>{html.escape(k)}</td><td>{v}</td></tr>" for k, v in summary["reasons"].items()
     ]
-    parts.append("</table><h2>Most common wrong-answer messages</h2><ol>")
+    parts.append("</table><h2>Most common mistakes</h2>")
+    parts.append("<p>Each counted once per student, whatever the cases that show it.</p><ol>")
     parts += [
-        f"<li><b>{count}×</b> <code>{html.escape(message)}</code></li>"
-        for message, count in summary["messages"]
+        f"<li><b>{count} student{'s' if count != 1 else ''}</b> "
+        f"<code>{html.escape(f'{check}: {mistake}' if check else mistake)}</code></li>"
+        for (check, mistake), count in summary["messages"]
     ]
     parts.append("</ol><h2>Submissions to look at</h2>")
     parts.append("<table><tr><th>student</th><th>score</th><th>why</th></tr>")

@@ -104,7 +104,15 @@ def markdown_html(source: str, attachments: dict | None = None) -> str:
     """A student's markdown as nbconvert renders it, cleaned."""
     from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 
-    renderer = IPythonRenderer(escape=False, attachments=_image_attachments(attachments))
+    class Renderer(IPythonRenderer):
+        def _embed_image_or_attachment(self, src: str) -> str:
+            # an attachment that is not there (never attached, not an image, or dropped at
+            # intake: `notebook.drop_ungraded`) is no image, not an error that stops the record
+            if src.startswith("attachment:") and src[len("attachment:") :] not in self.attachments:
+                return ""
+            return super()._embed_image_or_attachment(src)
+
+    renderer = Renderer(escape=False, attachments=_image_attachments(attachments))
     return clean_html(MarkdownWithMath(renderer=renderer).render(str(source)))
 
 

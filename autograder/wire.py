@@ -23,16 +23,20 @@ import zipfile
 
 import numpy as np
 
-from autograder import contract, frames, judging
+from autograder import contract, frames, judging, zygote
 
 MAX_HEADER_BYTES = frames.MAX_HEADER_BYTES
 
+#: where an error was raised (`zygote.error_place`): a program cell and a line in it, bounded
+#: integers checked here and again against the cell by the trusted side, and a module name
+#: from the fixed list
+PLACE = {"at_cell": int, "at_line": int, "module": (str, None)}
 #: the child's events: key -> allowed type(s) (None means JSON null)
 EVENTS = {
     "setup": {},
-    "cell": {"cell": int, "error": (str, None), "output": str},
+    "cell": {"cell": int, "error": (str, None), "output": str, **PLACE},
     "cells_done": {},
-    "case": {"task": int, "case": int, "outcome": str, "code": (str, None), "n": int},
+    "case": {"task": int, "case": int, "outcome": str, "code": (str, None), "n": int, **PLACE},
     "task_missing": {"task": int, "code": str},
     "task_end": {"task": int},
     "done": {},
@@ -97,7 +101,22 @@ def parse_header(raw: bytes, schema: dict) -> dict:
         raise ProtocolViolation("bad cell error code")
     if header["ev"] == "task_missing" and header["code"] not in MISSING_CODES:
         raise ProtocolViolation("bad missing code")
+    if header["ev"] in ("cell", "case"):
+        _check_place(header, header["error"] if header["ev"] == "cell" else header["code"])
     return header
+
+
+def _check_place(header: dict, code) -> None:
+    """An error's place: a line only with a cell, either only with an error, a module only
+    with a failed import and only from the fixed list."""
+    cell, line, module = header["at_cell"], header["at_line"], header["module"]
+    error = code in judging.ERROR_CODES
+    if not (-1 <= cell < zygote.MAX_PLACE and 0 <= line <= zygote.MAX_PLACE):
+        raise ProtocolViolation("error place out of range")
+    if (cell == -1) != (line == 0) or (cell != -1 and not error):
+        raise ProtocolViolation("error place without an error")
+    if module is not None and (code != "ModuleNotFoundError" or module not in zygote.KNOWN_MODULES):
+        raise ProtocolViolation("bad module name")
 
 
 class FrameReader:
@@ -172,7 +191,10 @@ def read_outcome(header: dict, blob: bytes, expected: tuple, comparator: str) ->
     if header["outcome"] != "value":
         if blob:
             raise ProtocolViolation("blob on a non-value outcome")
-        return {"kind": header["outcome"], "code": header["code"]}
+        outcome = {"kind": header["outcome"], "code": header["code"]}
+        if header["outcome"] == "error":
+            outcome.update((key, header[key]) for key in PLACE)
+        return outcome
     n = header["n"]
     if n < 1 or n > 16:
         raise ProtocolViolation("bad number of outputs")

@@ -96,6 +96,48 @@ def read_frame(fd: int) -> tuple[dict, bytes]:
     return frames.read_frame(lambda n: _read_exact(fd, n))
 
 
+#: the modules a student plausibly imports: a failed import of one is named in its message,
+#: any other is "a module not installed here" (the name is the submission's choice)
+KNOWN_MODULES = frozenset(
+    (
+        "numpy torch matplotlib scipy pandas sklearn seaborn tensorflow keras jax einops tqdm "
+        "IPython PIL cv2 statsmodels sympy numba transformers torchvision torchtext d2l mxnet "
+        "plotly ipywidgets networkx solutions answers autograder attention_check google"
+    ).split()
+)
+#: the bound on a program cell's index and on a line number the sandbox reports (the trusted
+#: side checks both again against the program): more than any notebook within the intake
+#: caps holds (2,000 cells, 200,000 characters in one)
+MAX_PLACE = 1 << 20
+#: an error event's place: `error_place`'s three values
+PLACE_FIELDS = ("at_cell", "at_line", "module")
+#: what compiled code of program cell N is called, so an error's frames name their cell
+CELL_FILE = "<cell {}>"
+
+
+def error_place(err: BaseException, cells: int) -> tuple[int, int, str | None]:
+    """(program cell, line in it, module): where the innermost frame of the submission's own
+    cells was when ``err`` was raised (-1, 0 when none was), and for a failed import the
+    top-level module's name if it is one of `KNOWN_MODULES`. Numbers and a name from a fixed
+    list only: the trusted side reads the line from the source it parsed."""
+    cell, line, module = -1, 0, None
+    try:
+        tb = err.__traceback__
+        while tb is not None:
+            name = tb.tb_frame.f_code.co_filename
+            if name.startswith("<cell ") and name.endswith(">") and name[6:-1].isdigit():
+                index = int(name[6:-1])
+                if index < cells and 0 < tb.tb_lineno <= MAX_PLACE:
+                    cell, line = index, tb.tb_lineno
+            tb = tb.tb_next
+        if isinstance(err, ModuleNotFoundError) and isinstance(err.name, str):
+            top = err.name.split(".")[0]
+            module = top if top in KNOWN_MODULES else None
+    except BaseException:  # noqa: BLE001 - a hostile exception object: no place to give
+        return -1, 0, None
+    return cell, line, module
+
+
 def neutralise_magics(source: str) -> str:
     # IPython line magics and shell escapes are not Python: they become comments
     out = []
@@ -186,11 +228,12 @@ def run_submission(input_fd: int, events_fd: int) -> None:
         os.dup2(out_fd, 1)
         os.dup2(out_fd, 2)
         os.close(out_fd)
-        error = None
+        error, place = None, (-1, 0, None)
         try:
-            exec(compile(neutralise_magics(source), f"<cell {index}>", "exec"), namespace)
+            exec(compile(neutralise_magics(source), CELL_FILE.format(index), "exec"), namespace)
         except BaseException as err:  # noqa: BLE001 - SystemExit too: a cell error
             error = error_code(err)
+            place = error_place(err, len(request["cells"]))
         try:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -202,6 +245,7 @@ def run_submission(input_fd: int, events_fd: int) -> None:
                 "cell": index,
                 "error": error,
                 "output": _read_capture(capture, output_limit),
+                **dict(zip(PLACE_FIELDS, place)),
             }
         )
     os.dup2(devnull, 1)
@@ -234,7 +278,11 @@ def run_submission(input_fd: int, events_fd: int) -> None:
                 "outcome": outcome["kind"],
                 "code": outcome.get("code"),
                 "n": 0,
+                **dict(zip(PLACE_FIELDS, (-1, 0, None))),
             }
+            if outcome["kind"] == "error":
+                place = error_place(outcome.pop("exception"), len(request["cells"]))
+                header.update(zip(PLACE_FIELDS, place))
             payload = b""
             if outcome["kind"] == "value":
                 header["n"] = len(outcome["arrays"])

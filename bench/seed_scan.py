@@ -394,7 +394,8 @@ def margin(spec: dict, expected, outcome: dict) -> float:
             return 0.0 if missed == 0 else math.inf
         return missed / (1 - float(comp["threshold"]))
     worst = 0.0
-    for exp, g, scale in zip(expected, got, contract._scales(expected)):
+    scales = getattr(expected, "scale", None) or (None,) * len(expected)
+    for exp, g, scale in zip(expected, got, scales):
         if exp.shape != g.shape:
             return math.inf
         e_f, g_f = exp.astype(np.float64), g.astype(np.float64)

@@ -403,6 +403,98 @@ def test_greedy_that_recomputes_the_prefix_instead_of_reading_the_cache_fails():
 
 
 # ----------------------------------------------------------------------------------------
+# mistakes as a student writes them: a forgotten shift, np.roll's wrap-around, and a decoder
+# whose cross-attention takes its keys and values from the decoder
+
+
+def _layer_norm(x, eps=1e-5):  # the notebook's given helper
+    centred = x - x.mean(-1, keepdims=True)
+    return centred / np.sqrt((centred**2).mean(-1, keepdims=True) + eps)
+
+
+def _block_cross_from_decoder(
+    y, memory, self_attn, cross_attn, w_1, b_1, w_2, b_2, num_heads, src_mask=None
+):
+    y = np.asarray(y, dtype=float)
+    n = y.shape[-2]
+    causal = np.arange(n)[None, :] <= np.arange(n)[:, None]
+    a = _layer_norm(y + transformer.cross_attention(y, y, *self_attn, num_heads, causal)[0])
+    b = _layer_norm(a + transformer.cross_attention(a, a, *cross_attn, num_heads)[0])
+    return _layer_norm(b + np.maximum(0.0, b @ w_1 + b_1) @ w_2 + b_2)
+
+
+def _step_cross_from_decoder(
+    x_t,
+    cache_k,
+    cache_v,
+    memory,
+    self_attn,
+    cross_attn,
+    w_1,
+    b_1,
+    w_2,
+    b_2,
+    num_heads,
+    src_mask=None,
+):
+    x_t = np.asarray(x_t, dtype=float)
+    w_q, w_k, w_v, w_o = self_attn
+    cache_k = np.concatenate([cache_k, x_t @ w_k], axis=-2)
+    cache_v = np.concatenate([cache_v, x_t @ w_v], axis=-2)
+    split = multihead.split_heads
+    q, k, v = split(x_t @ w_q, num_heads), split(cache_k, num_heads), split(cache_v, num_heads)
+    weights = transformer.softmax(q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1]))
+    a = _layer_norm(x_t + multihead.merge_heads(weights @ v) @ w_o)
+    b = _layer_norm(a + transformer.cross_attention(a, a, *cross_attn, num_heads)[0])
+    return _layer_norm(b + np.maximum(0.0, b @ w_1 + b_1) @ w_2 + b_2), cache_k, cache_v
+
+
+STUDENT_MISTAKES = {
+    # name -> (check, the student's function, the hints any of which its failures may name)
+    "forgot to shift": (
+        "shift_right",
+        lambda targets, bos_id: np.asarray(targets),
+        ("the targets were not shifted", "np.roll wraps around"),
+    ),
+    "np.roll, no BOS": (
+        "shift_right",
+        lambda targets, bos_id: np.roll(targets, 1, axis=-1),
+        ("np.roll wraps around",),
+    ),
+    "np.roll without axis": (
+        "shift_right",
+        lambda targets, bos_id: np.roll(np.asarray(targets), 1),
+        ("np.roll without axis=-1", "np.roll wraps around"),
+    ),
+    "decoder_block: keys and values from the decoder": (
+        "decoder_block",
+        _block_cross_from_decoder,
+        ("cross_attention(a, memory, *cross_attn, num_heads, src_mask)",),
+    ),
+    "decoder_step: keys and values from the decoder": (
+        "decoder_step",
+        _step_cross_from_decoder,
+        ("cross_attention(a, memory, *cross_attn, num_heads, src_mask)",),
+    ),
+}
+
+
+@pytest.mark.parametrize("wrong", sorted(STUDENT_MISTAKES))
+def test_a_students_mistake_fails_every_case_named_on_public_and_hidden(wrong):
+    """Written as a student writes it: every public and hidden case (3 seeds) fails, each
+    with one of the mistake's hints, and its own first hint is named on a public and on a
+    hidden case."""
+    name, fn, hints = STUDENT_MISTAKES[wrong]
+    named = {False: 0, True: 0}
+    for case, hidden in _all_cases(name):
+        verdict = _judge(name, fn, case, hidden)
+        assert not verdict.passed, (case.name, hidden)
+        assert any(hint in verdict.message for hint in hints), verdict.message
+        named[hidden] += hints[0] in verdict.message
+    assert named[False] and named[True], named
+
+
+# ----------------------------------------------------------------------------------------
 # the references pass their own cases
 
 

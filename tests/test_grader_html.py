@@ -342,3 +342,15 @@ def test_formgrader_submission_page_runs_no_student_script(graded, formgrader, c
         assert extra.status == 404 and watched.page.evaluate("window.__pwned || null") is None
     finally:
         watched.close()
+
+
+def test_an_image_of_a_missing_attachment_is_no_image_and_no_error():
+    """A written answer whose attachment was never there, was no image, or was dropped at
+    intake (`notebook.drop_ungraded`) renders without it: nbconvert's "missing attachment"
+    error would otherwise stop the recording of that submission on every rerun."""
+    source = "before ![gone](attachment:gone.png) after ![kept](attachment:plot.png)"
+    shown = sanitise.markdown_html(source, {"plot.png": {"image/png": PNG}})
+    assert "before" in shown and "after" in shown
+    sources = re.findall(r'src="([^"]*)"', shown)
+    assert len(sources) == 1 and sources[0].startswith("data:image/png;base64,"), shown
+    assert "gone.png" not in shown.split("alt=")[0]

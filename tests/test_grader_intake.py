@@ -127,7 +127,7 @@ def budgeted(tmp_path_factory, bubblewrap):
     base = json.loads(nbformat.writes(corpus.solved(course, A)))
     corpus.write_submission(course, A, "honest", json.dumps(base))
     hostile = corpus.over_the_caps(base)
-    for student, (text, _why) in hostile.items():
+    for student, (text, _why) in {**hostile, **corpus.saved_beside_the_code(base)}.items():
         corpus.write_submission(course, A, student, text)
     outcome = grading.grade_assignment(course, A, workers=2, limits=LIMITS)
     return course, {r.student: r for r in outcome["graded"]}, hostile
@@ -138,10 +138,7 @@ def test_an_honest_submission_beside_notebooks_over_the_caps_keeps_full_marks(bu
     assert (results["honest"].score, results["honest"].reasons) == (12, [])
 
 
-@pytest.mark.parametrize(
-    "student",
-    ["many-cells", "deep-raw", "deep-markdown", "huge-output", "deep-metadata", "many-attachments"],
-)
+@pytest.mark.parametrize("student", ["many-cells", "deep-raw", "deep-markdown", "deep-metadata"])
 def test_a_notebook_over_a_cap_scores_zero_with_its_reason_and_a_small_record(budgeted, student):
     """The reason names the cap; the autograded notebook holds the released test cells only
     (4, not the submission's 60,000), so the recording wrote a bounded file."""
@@ -157,6 +154,41 @@ def test_a_notebook_over_a_cap_scores_zero_with_its_reason_and_a_small_record(bu
     tests = len(notebook.load_assignment(course, A).tests)
     assert len(nbformat.read(autograded, as_version=4).cells) == tests  # the released tests
     assert autograded.stat().st_size < 1 << 20
+
+
+@pytest.mark.parametrize("student", ["huge-output", "huge-attachment", "many-attachments"])
+def test_what_is_saved_beside_the_code_is_dropped_with_a_note_and_the_code_keeps_full_marks(
+    budgeted, student
+):
+    """4.5 MB of saved output in one cell, a 5 MB attachment, 500 attachments: full marks (12
+    of 12, the honest notebook's), the fixed note in the record and at the top of the
+    feedback, and an autograded notebook that carries none of it."""
+    course, results, _hostile = budgeted
+    result = results[student]
+    base = json.loads(nbformat.writes(corpus.solved(course, A)))
+    _text, notes = corpus.saved_beside_the_code(base)[student]
+    assert (result.score, result.reasons, result.notes) == (12, [notebook.DROPPED], notes)
+    autograded = course / "autograded" / student / A / f"{A}.ipynb"
+    assert autograded.stat().st_size < 200_000  # the honest notebook's is about 20 KB
+    graded = nbformat.read(autograded, as_version=4)
+    assert graded.cells[0].cell_type == "markdown" and "From the grader" in graded.cells[0].source
+    assert notes[0] in graded.cells[0].source
+    assert not any(cell.get("attachments") for cell in graded.cells)
+    honest = nbformat.read(course / "autograded" / "honest" / A / f"{A}.ipynb", as_version=4)
+    assert not any("From the grader" in cell.source for cell in honest.cells)  # saved nothing over
+
+
+def test_code_over_a_cap_beside_a_huge_output_is_still_refused_in_fixed_words():
+    base = json.loads(nbformat.writes(nbformat.v4.new_notebook()))
+    big = {"output_type": "stream", "name": "stdout", "text": "y" * 5_000_000}
+    cell = {"cell_type": "code", "metadata": {}, "source": "x = 1\n" * 40_000, "outputs": [big]}
+    cell["execution_count"] = None
+    base["cells"] = [cell]
+    with pytest.raises(InvalidNotebook) as refused:
+        notebook.read_submission(json.dumps(base).encode())
+    assert str(refused.value) == (
+        "cell 1 holds 240,000 characters; the limit for one cell is 200,000"
+    )
 
 
 def test_a_refusal_comes_before_validation_and_sanitising(tmp_path, monkeypatch):
@@ -224,3 +256,52 @@ def test_no_cap_shares_a_name_with_a_limit():
     given = {"cell_output_chars": 123, "stored_output_chars": 456}
     assert budgets.resolve(None, given).cell_output_chars == 123
     assert budgets.resolve_caps(None, given).stored_output_chars == 456
+
+
+#: the peak memory of reading the costliest saved outputs under the byte cap (8 MiB of
+#: one-line output chunks: 1.16 million JSON strings), over the file's size: measured 13.9
+#: (113 MiB for 8.1 MB, twice alike); the bound leaves 15 % for another allocator's slack
+OUTPUT_MEMORY_RATIO = 16
+
+
+def test_reading_saved_outputs_costs_memory_bounded_by_the_byte_cap(tmp_path):
+    """A 40 MB notebook of saved outputs is refused unread by the byte cap (its reason the
+    cap's sentence); the costliest one under the cap is read, its outputs dropped with
+    nothing over a per-cell cap, in a bounded multiple of its size."""
+    import subprocess
+
+    def notebook_of(text) -> Path:
+        out = [{"output_type": "stream", "name": "stdout", "text": text}]
+        cell = {"cell_type": "code", "metadata": {}, "execution_count": None, "source": "x = 1"}
+        notebook = {"nbformat": 4, "nbformat_minor": 4, "metadata": {}}
+        path = tmp_path / f"{len(text)}.ipynb"
+        path.write_text(json.dumps(notebook | {"cells": [cell | {"outputs": out}] * 4}))
+        return path
+
+    big = notebook_of("y" * 10_000_000)
+    assert big.stat().st_size > 40_000_000
+    with pytest.raises(
+        InvalidNotebook, match=r"^the notebook is 38\.\d MiB, over the cap of 8\.0 MiB$"
+    ):
+        intake.read_notebook(big, sandbox.Limits().notebook_bytes)
+    under = notebook_of(["a\n"] * 290_000)
+    child = (
+        "import resource, sys\n"
+        "from autograder import intake, notebook\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "data, _ = intake.read_notebook(sys.argv[1], 8 << 20)\n"
+        "parsed, dropped = notebook.read_graded(data)\n"
+        "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "print(len(data), (peak - before) * 1024, len(parsed.cells), dropped)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", child, str(under)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        check=True,
+    )
+    size, grown, cells, dropped = run.stdout.split(" ", 3)
+    assert (int(cells), dropped.strip()) == (4, "[]")
+    assert int(size) > 8_000_000
+    assert int(grown) < OUTPUT_MEMORY_RATIO * int(size), int(grown) / int(size)

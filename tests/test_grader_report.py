@@ -61,7 +61,8 @@ def _record(student: str, index: int) -> dict:
                 "grade_id": "test-pooling",
                 "passed": False,
                 "cases": [["epanechnikov_weights", "one item", False, False]],
-                "wrong": [f"epanechnikov_weights: <script>window.__pwned={index}</script> differs"],
+                "message": "epanechnikov_weights: 1 of 1 public cases failed\n  - case 'one "
+                f"item': <script>window.__pwned={index}</script> differs",
             }
         ],
     }
@@ -91,3 +92,80 @@ def test_report_escapes_hostile_student_ids_notes_and_messages(tmp_path):
         assert f"tampered\ntest cell '<b>{i}</b>' was edited" in page.cells
     # the four messages differ only in a number, so they are counted as one, shown as text
     assert "epanechnikov_weights: <script>window.__pwned=#</script> differs" in page.cells
+
+
+# ---------------------------------------------------------------------------------------
+# the most common mistakes: once per student, by check and named mistake
+
+
+def _graded(student: str, failures: dict) -> dict:
+    """The record of a submission of ch1 whose check ``name`` failed with ``failures[name]``
+    ((case, hidden, message) each), every other check passed: the grader's own lines."""
+    from autograder import contract
+    from autograder.grading import verdict
+    from autograder.grading.results import SubmissionResult, TaskResult
+
+    result = SubmissionResult(student, A, 1, max_score=12.0)
+    for grade_id, check in [("test-pooling", "epanechnikov_weights"), ("test-nw", "nw_ard")]:
+        verdicts = [
+            contract.Verdict(check, case, hidden, False, message)
+            for case, hidden, message in failures.get(check, [])
+        ] + [contract.Verdict(check, f"ok {i}", i % 2 == 0, True) for i in range(4)]
+        lines, wrong = verdict._feedback(check, verdicts)
+        result.tasks.append(TaskResult(grade_id, 6.0, "\n".join(lines), verdicts, wrong))
+    return result.to_record()
+
+
+def test_each_mistake_is_counted_once_per_student_by_check_and_name():
+    """10 students: 6 make the known mistake "no clipping" (on one to four cases each, public
+    and hidden), 3 of them also "transposed" on another check; 2 raise at their own line; one
+    notebook was refused (all its test cells not graded). The report lists each mistake with
+    the number of students who made it, most first, no case names, no line of anyone's."""
+    from autograder import report
+    from autograder.grading import verdict
+    from autograder.grading.results import SubmissionResult
+    from autograder.notebook import load_assignment
+
+    clipping = "your result matches a known mistake: no clipping at 0 (eq. 1.4)"
+    records = []
+    for i in range(6):
+        cases = [
+            (f"case {k}", k % 2 == 1, f"case 'case {k}': {clipping}") for k in range(1 + i % 4)
+        ]
+        failures = {"epanechnikov_weights": cases}
+        if i < 3:
+            failures["nw_ard"] = [
+                (
+                    "wide",
+                    False,
+                    f"case 'wide': expected shape (3, {i + 4}), got ({i + 4}, 3): transposed?",
+                )
+            ]
+        records.append(_graded(f"s{i}", failures))
+    for i in range(2):
+        raised = (
+            f"case 'small': epanechnikov_weights raised ValueError (at line {i + 3} of notebook "
+            f"cell {i + 7}: `x = y{i} @ z`)"
+        )
+        records.append(_graded(f"r{i}", {"epanechnikov_weights": [("small", False, raised)]}))
+    spec = type("Spec", (), {"tests": load_assignment(_course(), A).tests})
+    refused = SubmissionResult("bad", A, 1, max_score=12.0)
+    verdict.not_graded(spec, refused, "invalid notebook", "the notebook has 3,000 cells")
+    records.append(refused.to_record())
+    records.append(_graded("perfect", {}))
+    shown = report.summarise(records)["messages"]
+    assert shown == [
+        (("epanechnikov_weights", "no clipping at 0 (eq. 1.4)"), 6),
+        (("nw_ard", "expected shape (#, #), got (#, #): transposed?"), 3),
+        (("epanechnikov_weights", "epanechnikov_weights raised ValueError"), 2),
+        (("", "not graded: the notebook has #,# cells"), 1),
+    ]
+    page = report.render(A, report.summarise(records))
+    assert "<b>6 students</b> <code>epanechnikov_weights: no clipping at 0 (eq. 1.4)</code>" in page
+    assert "<b>1 student</b> <code>not graded: the notebook has #,# cells</code>" in page
+
+
+def _course():
+    from pathlib import Path
+
+    return Path(__file__).resolve().parents[1] / "autograder"

@@ -562,6 +562,14 @@ def _tril(k):
 
 
 HINT_SCALE = "divide each head's scores by sqrt(d_h) = sqrt(d / h), the width of one head"
+#: keys and values from the decoder: the line of the given helper (Task 1's cross_attention,
+#: which the notebook says computes both attentions) that the cross-attention should be
+HINT_CROSS_FROM_DECODER = (
+    "cross-attention takes its keys and values from the encoder output memory, and only its "
+    "queries from A, the decoder's states: the line is "
+    "`b = _layer_norm(a + cross_attention(a, memory, *cross_attn, num_heads, src_mask)[0])`, "
+    "not cross_attention(a, a, ...) (only the self-attention passes one array twice)"
+)
 HINT_NO_CAUSAL = (
     "the decoder's self-attention is causal: query i may attend to keys j <= i only "
     "(the later words are not written yet)"
@@ -642,10 +650,13 @@ def _step_variant(
     cache_inputs=False,
     swap_kv=False,
     swap_outputs=False,
+    cross_from_decoder=False,
 ):
     """``decoder_step`` built with one known mistake. ``cache_inputs``: the inputs x_s are
     cached (and projected when attending); ``swap_kv``: the new key goes to cache_v and the
-    new value to cache_k; ``swap_outputs``: returns (y_t, cache_v, cache_k)."""
+    new value to cache_k; ``swap_outputs``: returns (y_t, cache_v, cache_k);
+    ``cross_from_decoder``: the cross-attention's keys and values come from the decoder's
+    state a (no source mask fits them), not from memory."""
 
     def outputs(
         x_t,
@@ -683,8 +694,9 @@ def _step_variant(
             split(x_t @ w_q, num_heads), split(keys, num_heads), split(values, num_heads)
         )
         a = transformer.layer_norm(x_t + merge(heads) @ w_o)  # (B, 1, d)
-        mask = src_mask if use_src_mask else None
-        y_t = transformer._cross_and_ffn(a, memory, cross_attn, w_1, b_1, w_2, b_2, num_heads, mask)
+        mask = src_mask if use_src_mask and not cross_from_decoder else None
+        source = a if cross_from_decoder else memory  # (B, 1, d) or (B, n_src, d)
+        y_t = transformer._cross_and_ffn(a, source, cross_attn, w_1, b_1, w_2, b_2, num_heads, mask)
         return (y_t, v, k) if swap_outputs else (y_t, k, v)
 
     return outputs
@@ -1034,11 +1046,7 @@ CHAPTER = register(
                         "right)",
                         _block_variant(cross_scale=_unscaled),
                     ),
-                    Mistake(
-                        "cross-attention takes its keys and values from the encoder output "
-                        "memory (and its queries from A, the decoder's states)",
-                        _block_variant(cross_from_decoder=True),
-                    ),
+                    Mistake(HINT_CROSS_FROM_DECODER, _block_variant(cross_from_decoder=True)),
                     Mistake(
                         "cross-attention's queries come from A, the decoder's states after its "
                         "self-attention; memory (the encoder output) gives only the keys and values",
@@ -1086,7 +1094,25 @@ CHAPTER = register(
                     "dtype": "token ids are integers, used to index the embedding table: keep the "
                     "targets' integer dtype (np.zeros and np.empty make floats)",
                 },
-                mistakes=(
+                mistakes=told_apart(
+                    Mistake(
+                        "np.roll wraps around: it brings the last target y_n round to the "
+                        "front, where BOS belongs (np.roll(targets, 1, axis=-1), then put BOS "
+                        "at position 0)",
+                        lambda targets, bos: np.roll(targets, 1, axis=-1),
+                    ),
+                    Mistake(
+                        "np.roll without axis=-1 rolls the whole batch as one flat array and "
+                        "wraps around: each row starts with a target of another row; roll "
+                        "along the last axis and put BOS at position 0",
+                        lambda targets, bos: np.roll(targets, 1),
+                    ),
+                    Mistake(
+                        "the targets were not shifted: the decoder's input is [BOS, y_1, ..., "
+                        "y_(n-1)], so that position t reads y_(t-1) and predicts y_t (fed y_t "
+                        "itself, it would copy the word it must predict)",
+                        lambda targets, bos: np.array(targets, copy=True),
+                    ),
                     Mistake(
                         "shift to the right: the input is [BOS, y_1, ..., y_(n-1)], so that "
                         "position t reads y_(t-1) and predicts y_t",
@@ -1100,10 +1126,6 @@ CHAPTER = register(
                         lambda targets, bos: np.concatenate(
                             [np.full(targets.shape[:-1] + (1,), bos), targets[..., 1:]], -1
                         ),
-                    ),
-                    Mistake(
-                        "np.roll brings the last target round to the front: put BOS there",
-                        lambda targets, bos: np.roll(targets, 1, axis=-1),
                     ),
                 ),
             ),
@@ -1198,6 +1220,7 @@ CHAPTER = register(
                         "return (y_t, cache_k, cache_v) in this order: the keys' cache first",
                         _step_variant(swap_outputs=True),
                     ),
+                    Mistake(HINT_CROSS_FROM_DECODER, _step_variant(cross_from_decoder=True)),
                 ),
             ),
             Check(

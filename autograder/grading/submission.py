@@ -46,9 +46,11 @@ def _grade(job: GradeJob, work: AssignmentWork, result: SubmissionResult) -> Non
     if job.refused:
         return not_graded(spec, result, "invalid notebook", job.refused)
     try:
-        submission = nbparse.read_submission(job.notebook, work.caps)
+        submission, dropped = nbparse.read_graded(job.notebook, work.caps)
     except nbparse.InvalidNotebook as err:
         return not_graded(spec, result, "invalid notebook", str(err))
+    for note in dropped:
+        result.add_reason(nbparse.DROPPED, note)
     program = nbparse.build_program(spec, submission)
     result.unanswered = nbparse.unanswered_manual_cells(spec, submission)
     for note in program.tampering:
@@ -74,4 +76,4 @@ def _grade(job: GradeJob, work: AssignmentWork, result: SubmissionResult) -> Non
     language = messages.language_of(submission.metadata)  # the feedback's; hostile: checked
     cell_outputs(program, record, result, work.limits.cell_output_chars, language)
     all_cases = [p + h for p, h in zip(work.public.cases, job.hidden.cases, strict=True)]
-    judge(spec, work.check_specs, all_cases, record, result, language)
+    judge(spec, work.check_specs, all_cases, record, result, language, program)

@@ -13,8 +13,10 @@ the feedback are the cell's own captured output and the grader's reason for stop
 from __future__ import annotations
 
 import ast
+import dataclasses
 
-from autograder import checks, frames, judging, messages
+from autograder import checks, frames, judging, messages, zygote
+from autograder import notebook as nbparse
 from autograder.contract import Verdict
 from autograder.grading.check_data import tasks_of
 from autograder.grading.results import SubmissionResult, TaskResult
@@ -46,12 +48,12 @@ SYNTAX_LINE_CHARS = 1 << 16
 def syntax_error_line(source: str) -> int | None:
     """The line of a cell that does not parse, from the source the student submitted (theirs,
     and read before any case existed); None if it parses here or is too long to look at."""
-    from autograder.zygote import neutralise_magics  # what the sandbox compiles
-
     if len(source) > SYNTAX_LINE_CHARS:
         return None
     try:
-        compile(neutralise_magics(source), "<cell>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        compile(
+            zygote.neutralise_magics(source), "<cell>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True
+        )
     except SyntaxError as err:
         return err.lineno
     except Exception:  # noqa: BLE001 - too deep or too large to parse: no line to give
@@ -59,17 +61,76 @@ def syntax_error_line(source: str) -> int | None:
     return None
 
 
-def cell_error_text(code: str, source: str, language: str = messages.ENGLISH) -> str:
+#: a line of the submission quoted in a message: at most this many characters of it
+LINE_CHARS = 120
+
+
+def source_line(program, cell: int, line: int, language: str = messages.ENGLISH) -> str:
+    """ " (at line L of notebook cell C: `the line`)": where a public error was raised, the
+    line read here from the code the trusted side parsed (the sandbox sends two integers,
+    checked against that code: "" when they name no line of it), printable characters only,
+    at most ``LINE_CHARS`` of them. The wording of the student's own check
+    (``contract._where_raised``), with the notebook cell added."""
+    if program is None or not 0 <= cell < len(program.cells):
+        return ""
+    source = program.cells[cell]
+    lines = source.split("\n")
+    if not 1 <= line <= len(lines) or nbparse.BEGIN_HIDDEN in source:
+        return ""
+    text = "".join(c if c.isprintable() else " " for c in lines[line - 1][: LINE_CHARS + 1])
+    text = text.strip()
+    text = text if len(text) <= LINE_CHARS else text[: LINE_CHARS - 1] + "…"
+    origin = program.origin[cell]
+    where = (
+        messages.say(language, "grader.in_cell", cell=origin + 1)
+        if origin is not None
+        else messages.say(language, "grader.in_restored_cell")
+    )
+    key = "grader.where" if text else "grader.where_no_code"
+    return messages.say(language, key, line=line, where=where, code=text)
+
+
+def module_text(module, language: str = messages.ENGLISH) -> str:
+    """What a failed import is said to miss: a name of the fixed list, or no name."""
+    if module in zygote.KNOWN_MODULES:
+        return messages.say(language, "grader.module_named", module=module)
+    return messages.say(language, "grader.module_unknown")
+
+
+def located(message: str, name: str, outcome: dict, program) -> str:
+    """A public case's English error message with the module a failed import missed and the
+    line that raised it, inserted after "<name> raised <type>" (``contract.failure_of``'s
+    words). Another language's message is left as it is."""
+    head = f"{name} raised {outcome.get('code')}"
+    at = message.find(head)
+    if at < 0 or outcome.get("kind") != "error":
+        return message
+    extra = source_line(program, outcome.get("at_cell", -1), outcome.get("at_line", 0))
+    if outcome["code"] == "ModuleNotFoundError":
+        extra = module_text(outcome.get("module")) + extra
+    end = at + len(head)
+    return message[:end] + extra + message[end:]
+
+
+def cell_error_text(
+    code: str, source: str, language: str = messages.ENGLISH, event=None, program=None
+) -> str:
     """What a cell's error is called in its feedback: the error class (a fixed list), and
-    for a syntax error its line, for a failed import what the grader offers."""
+    for a syntax error its line, for a failed import the module (of a fixed list) and what
+    the grader offers, for any other the line that raised it (`source_line`)."""
     if code == "SyntaxError":
         line = syntax_error_line(source)
         if line:
             return messages.say(language, "cell.syntax_at", line=line)
         return messages.say(language, "cell.syntax")
+    event = event or {}
+    where = source_line(program, event.get("at_cell", -1), event.get("at_line", 0), language)
     if code == "ModuleNotFoundError":
-        return messages.say(language, "cell.import", offered=("offered", {}))
-    return messages.say(language, "cell.raised", error=code)
+        module = module_text(event.get("module"), language)
+        return messages.say(
+            language, "cell.import", module=module, where=where, offered=("offered", {})
+        )
+    return messages.say(language, "cell.raised", error=code, where=where)
 
 
 def _fatal(check: str, function: str, record: RunRecord, task_index: int, result, language):
@@ -105,10 +166,12 @@ def judge(
     record: RunRecord,
     result: SubmissionResult,
     language: str = messages.ENGLISH,
+    program=None,
 ) -> None:
     """Every case of every check call judged (``judging.judge``), into one `TaskResult` per
     test cell, its feedback in ``language``; a task that never ran gets one fatal message for
-    all its cases. ``wrong`` (what the instructor's report counts) is English."""
+    all its cases. ``wrong`` (what the instructor's report counts) is English. A public
+    case's error names its line of ``program`` (`located`); a hidden case's, its type only."""
     per_test: dict = {t.grade_id: ([], [], []) for t in spec.tests}  # verdicts, lines, wrong
     for task_index, (grade_id, check, function) in enumerate(tasks_of(spec)):
         fatal = _fatal(check, function, record, task_index, result, language)
@@ -132,7 +195,13 @@ def judge(
             )
             verdicts.append(local)
             same = language == messages.ENGLISH or local.passed
-            english.append(local if same else judging.judge(check_specs[check], case, got))
+            verdict = local if same else judging.judge(check_specs[check], case, got)
+            if not case.hidden and not verdict.passed:
+                shown = located(verdict.message, check_specs[check]["name"], got, program)
+                verdict = dataclasses.replace(verdict, message=shown)
+                if same:
+                    verdicts[-1] = verdict
+            english.append(verdict)
         test_verdicts, lines, wrong = per_test[grade_id]
         test_verdicts += verdicts
         if fatal:
@@ -222,7 +291,7 @@ def cell_outputs(
             code = event["error"]
             if code in ERROR_REASONS:
                 result.add_reason(ERROR_REASONS[code], f"cell {origin + 1}: {code}")
-            text = cell_error_text(code, program.cells[program_index], language)
+            text = cell_error_text(code, program.cells[program_index], language, event, program)
             if not result.cell_error:
                 result.cell_error = messages.say(
                     language, "cell.stopped_there", cell=origin + 1, error=text

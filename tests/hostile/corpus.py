@@ -323,6 +323,8 @@ def forge(header: bytes, blob: bytes = b"") -> None:
 
 
 def event(**fields) -> bytes:
+    if fields.get("ev") in ("cell", "case"):  # no error, so no place (autograder/wire.py)
+        fields = {"at_cell": -1, "at_line": 0, "module": None, **fields}
     return json.dumps(fields).encode()
 '''
 
@@ -870,7 +872,6 @@ def over_the_caps(base: dict) -> dict:
     nested: list = []
     for _ in range(99):
         nested = [nested]
-    image = {"image/png": "iVBORw0KGgo="}
     return {
         "many-cells": (
             _with(base, *[_cell("markdown", "x") for _ in range(60_000)]),
@@ -884,21 +885,45 @@ def over_the_caps(base: dict) -> dict:
             _with(base, _cell("markdown", "<span><div>" * (deep // 2))),
             f"cell {n + 1} nests HTML elements more than 100 deep; the grader does not render that",
         ),
+        "deep-metadata": (
+            _with(base, nested=nested),
+            "the notebook's metadata is nested more than 16 deep",
+        ),
+    }
+
+
+def saved_beside_the_code(base: dict) -> dict:
+    """Notebooks under the byte cap whose code is ``base``'s and which save beside it more
+    than the caps on outputs and attachments: name -> (notebook text, the notes it must get).
+    What was saved is dropped before grading, with the note; the code keeps its marks."""
+    image = {"image/png": "iVBORw0KGgo="}
+    big_image = {"image/png": "A" * 5_000_000}  # 5 MB of base64
+    printed = "y" * 4_500_000
+    return {
         "huge-output": (
             _with(
                 base,
                 _cell(
                     "code",
-                    "print('y' * 5_000_000)",
-                    outputs=[{"output_type": "stream", "name": "stdout", "text": "y" * 5_000_000}],
+                    "print('y' * 4_500_000)",
+                    outputs=[{"output_type": "stream", "name": "stdout", "text": printed}],
                 ),
             ),
-            f"cell {n + 1} stores more than 4,000,000 characters of output (clear the outputs "
-            "and hand it in again)",
+            # the printed text and the stream's keys and values: 4,500,000 + 31
+            [
+                "saved outputs were dropped before grading (4,500,031 characters): they are "
+                "not graded"
+            ],
         ),
-        "deep-metadata": (
-            _with(base, nested=nested),
-            "the notebook's metadata is nested more than 16 deep",
+        "huge-attachment": (
+            _with(
+                base, _cell("markdown", "![a](attachment:a.png)", attachments={"a.png": big_image})
+            ),
+            [
+                "attachments were dropped before grading (1, 5,000,014 characters, over the "
+                "limit of 100 attachments or 4,000,000 characters in one cell): they are not "
+                "graded"
+            ],
         ),
         "many-attachments": (
             _with(
@@ -909,7 +934,11 @@ def over_the_caps(base: dict) -> dict:
                     attachments={f"a{i}.png": image for i in range(500)},
                 ),
             ),
-            "the notebook has more than 100 attachments",
+            [
+                "attachments were dropped before grading (500, 14,390 characters, over the "
+                "limit of 100 attachments or 4,000,000 characters in one cell): they are not "
+                "graded"
+            ],
         ),
     }
 
