@@ -184,7 +184,7 @@ def cmd_grade(args) -> int:
             "leaves those points out); generate the feedback after"
         )
     print(
-        f"graded {len(outcome['graded'])}, skipped {len(outcome['skipped'])}; hidden-case seed {outcome['seed']}; "
+        f"graded {len(outcome['graded'])}, skipped {len(outcome['skipped'])}; batch seed {outcome['seed']} (each student's hidden cases from it and their id); "
         f"start-up {outcome['startup_seconds']:.1f} s; grading {outcome['grading_seconds']:.1f} s"
     )
     if outcome["rerun"]:
@@ -318,7 +318,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-sandbox", action="store_true", help="run students' code without bubblewrap"
     )
     grade.add_argument(
-        "--seed", type=int, help="hidden-case seed (default: fresh per run, recorded)"
+        "--seed",
+        type=int,
+        help="the batch's seed: each student's hidden cases come from it and the student id "
+        "(default: fresh per run, recorded)",
     )
     grade.add_argument("--cell-timeout", type=_positive(float), help="wall seconds per cell")
     grade.add_argument("--task-timeout", type=_positive(float), help="wall seconds per task")
