@@ -123,7 +123,9 @@ def _judged(outcome: dict, hidden: bool, program) -> str:
     record = grading.run.RunRecord(outcomes={(0, 0): outcome})
     result = grading.results.SubmissionResult("s", A, 0)
     specs = {"nadaraya_watson_ard": checks.spec("nadaraya_watson_ard")}
-    verdict.judge(types.SimpleNamespace(tests=(test,)), specs, [[case]], record, result, program)
+    verdict.judge(
+        types.SimpleNamespace(tests=(test,)), specs, [[case]], record, result, program=program
+    )
     return result.tasks[0].cases[0].message
 
 
