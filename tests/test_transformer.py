@@ -28,6 +28,7 @@ from solutions.transformer import (
     greedy_decode_cached,
     greedy_decode_without_cache,
     head_ablation,
+    joint_ablation,
     label_smoothed_cross_entropy,
     label_smoothed_loss,
     noam_rate,
@@ -637,6 +638,24 @@ def test_constant_schedule_holds_the_noam_peak_from_the_first_step():
         train_translator(seed=3, schedule="cosine", **config)
 
 
+def test_peak_then_decay_schedule_is_noam_without_its_ramp():
+    """schedule="peak_then_decay" (the warm-up experiment's arm that drops the ramp alone):
+    the Noam rate at max(s, w), i.e. the peak for steps 1..w, the Noam rate from step w on;
+    so it equals the constant arm up to step w and the Noam run from step w."""
+    config = {**TRAINED, "steps": 7, "d_model": 16, "d_ff": 32, "warmup": 3}
+    runs = {
+        schedule: train_translator(seed=3, schedule=schedule, **config)[1]["lr"]
+        for schedule in ("noam", "constant", "peak_then_decay")
+    }
+    steps = np.arange(1, 8)
+    expected = noam_rate(np.maximum(steps, 3), 16, 3)
+    np.testing.assert_allclose(runs["peak_then_decay"], expected, rtol=1e-12)
+    np.testing.assert_allclose(runs["peak_then_decay"][:3], runs["constant"][:3], rtol=1e-12)
+    np.testing.assert_allclose(runs["peak_then_decay"][2:], runs["noam"][2:], rtol=1e-12)
+    assert runs["noam"][0] < runs["peak_then_decay"][0]  # the ramp is gone
+    assert runs["constant"][-1] > runs["peak_then_decay"][-1]  # the decay is kept
+
+
 def test_training_draws_from_the_split_it_is_given(monkeypatch):
     """holdout="voice" (the composition experiment) reaches every batch; the default is the
     split of held-out combinations."""
@@ -726,6 +745,37 @@ def test_head_ablation_zeroes_one_head_at_a_time_and_restores_the_weights():
     assert table["encoder"][0, 0] == table["none"] == np.mean(resolution_margins(model, pairs) > 0)
     after = model.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_joint_ablation_zeroes_every_head_of_one_layer_as_zeroing_by_hand_does():
+    """joint_ablation zeroes the whole output projection of one attention layer at a time
+    (its bias stays): the same fraction as a copy of the model with that weight set to zero
+    by hand, not the fraction of any single head zeroed (the model is chosen so that they
+    differ), and the weights come back unchanged."""
+    torch.manual_seed(8)
+    model = Translator(len(SOURCE_VOCAB), len(TARGET_VOCAB), 16, 2, num_layers=2).eval()
+    pairs = make_pairs(200, seed=17, kinds=("it",))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    joint = joint_ablation(model, pairs)
+    single = head_ablation(model, pairs)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert joint["none"] == np.mean(resolution_margins(model, pairs) > 0)
+    differs = 0
+    for part, names in (
+        ("encoder", "core.encoder.{}.attn"),
+        ("decoder_self", "core.decoder.{}.self_attn"),
+        ("cross", "core.decoder.{}.cross_attn"),
+    ):
+        assert joint[part].shape == (2,)
+        for layer in range(2):
+            by_hand = Translator(len(SOURCE_VOCAB), len(TARGET_VOCAB), 16, 2, num_layers=2)
+            by_hand.load_state_dict(before)
+            by_hand.eval()
+            with torch.no_grad():
+                by_hand.get_submodule(names.format(layer)).out_proj.weight.zero_()
+            assert joint[part][layer] == np.mean(resolution_margins(by_hand, pairs) > 0)
+            differs += joint[part][layer] not in single[part][layer]
+    assert differs >= 2  # measured 3 of the 6 layers: a one-head ablation would fail
 
 
 @pytest.fixture(scope="module")
