@@ -112,6 +112,7 @@ __all__ = [
     "train_translator",
     "CHAPTER_MODEL",
     "resolution_margins",
+    "resolution_choices",
     "head_ablation",
     "joint_ablation",
     "resolution_run",
@@ -844,9 +845,19 @@ def resolution_margins(model: Translator, pairs) -> np.ndarray:
     resolved. Fluency errors elsewhere in the sentence do not count. Returns float (P,)
     for the P pairs with ``pronoun >= 0``, in order.
     """
+    return np.array(
+        [float(lp[0] - lp[1:].max()) for _, lp in _choice_log_probs(model, pairs)]
+    )
+
+
+@torch.no_grad()
+def _choice_log_probs(model: Translator, pairs):
+    """For every pair with a pronoun, in order: (pair, float64 tensor of the
+    log-probabilities of ``pair.choices``' words at the teacher-forced answer
+    position)."""
     pairs = [p for p in pairs if p.pronoun >= 0]
     if not pairs:
-        return np.zeros(0)
+        return []
     model.eval()
     src, tgt = encode_batch(pairs)
     logits, _ = model(src, tgt[:, :-1])  # input position t predicts target word t + 1
@@ -854,11 +865,24 @@ def resolution_margins(model: Translator, pairs) -> np.ndarray:
     at = log_p[
         torch.arange(len(pairs)), [p.answer for p in pairs]
     ]  # (P, V): word i at row i
-    margins = []
-    for row, p in zip(at, pairs):
-        ids = [TARGET_VOCAB.stoi[w] for w in p.choices]
-        margins.append(float(row[ids[0]] - row[ids[1:]].max()))
-    return np.array(margins)
+    return [
+        (p, row[[TARGET_VOCAB.stoi[w] for w in p.choices]]) for row, p in zip(at, pairs)
+    ]
+
+
+def resolution_choices(model: Translator, pairs) -> np.ndarray:
+    """Which candidate the model names, one int per pair with a pronoun: the index in
+    order of mention (as ``pair.antecedent``) of the candidate whose word gets the
+    largest log-probability in ``resolution_margins``' teacher-forced choice. It equals
+    ``pair.antecedent`` exactly when the margin is positive; a wrong answer says which
+    other candidate the model took instead."""
+    named = []
+    for p, lp in _choice_log_probs(model, pairs):
+        # choices: the antecedent's word, then the others' in order of mention
+        others = [c for c in range(len(p.choices)) if c != p.antecedent]
+        best = int(lp.argmax())
+        named.append(p.antecedent if best == 0 else others[best - 1])
+    return np.array(named, dtype=int)
 
 
 def _attention_layers(model: Translator) -> dict[str, list[MultiHeadAttention]]:
@@ -942,7 +966,8 @@ def resolution_run(
     """Train one translator
     (``train_translator(seed=..., num_heads=..., lr_factor=..., **config)``) and score
     it: "resolved", a bool per pronoun sentence of ``pairs`` in order
-    (``resolution_margins`` > 0), "resolution", their mean, and "exact_match", the
+    (``resolution_margins`` > 0), "resolution", their mean, "named", the candidate each
+    names (``resolution_choices``), and "exact_match", the
     fraction of ``exact_pairs`` it translates exactly by greedy decoding (nan if there
     are none). A module-level function, so that a sweep can hand its runs to other
     processes: each run is seeded and single-threaded, so where it runs does not change
@@ -960,6 +985,7 @@ def resolution_run(
     return {
         "resolved": resolved.tolist(),
         "resolution": float(np.mean(resolved)),
+        "named": resolution_choices(model, pairs).tolist(),
         "exact_match": exact,
     }
 

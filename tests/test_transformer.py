@@ -32,6 +32,7 @@ from solutions.transformer import (
     label_smoothed_cross_entropy,
     label_smoothed_loss,
     noam_rate,
+    resolution_choices,
     resolution_margins,
     resolution_run,
     sequence_log_prob,
@@ -687,6 +688,7 @@ def test_resolution_run_scores_resolution_per_sentence_and_exact_match():
     resolved = resolution_margins(model, pairs) > 0
     assert out["resolved"] == resolved.tolist() and len(resolved) < len(pairs)
     assert out["resolution"] == np.mean(resolved)
+    assert out["named"] == resolution_choices(model, pairs).tolist()
     assert out["exact_match"] == evaluate_translator(model, exact_pairs)["exact_match"]
     assert np.isnan(resolution_run(pairs, 0, 2, 1.0, config)["exact_match"])
 
@@ -711,6 +713,30 @@ def test_resolution_margins_compare_the_antecedent_with_the_best_other_candidate
         right, *wrong = (TARGET_VOCAB.stoi[w] for w in p.choices)
         assert margin == pytest.approx((log_p[right] - log_p[wrong].max()).item(), abs=1e-5)
     assert resolution_margins(model, make_pairs(5, seed=1, kinds=("reorder",))).shape == (0,)
+
+
+def test_resolution_choices_name_the_candidate_whose_word_is_most_probable():
+    """The named candidate (index in order of mention) is the one whose English word has
+    the largest log-probability at the answer position, recomputed here from the words;
+    it is the antecedent exactly when the margin is positive."""
+    torch.manual_seed(6)
+    model = Translator(len(SOURCE_VOCAB), len(TARGET_VOCAB), d_model=16, num_heads=2).eval()
+    pairs = [p for p in make_pairs(60, seed=16) if p.pronoun >= 0]
+    named = resolution_choices(model, pairs)
+    margins = resolution_margins(model, pairs)
+    np.testing.assert_array_equal(named == [p.antecedent for p in pairs], margins > 0)
+    assert (margins > 0).any() and (margins < 0).any()  # both kinds of answer occur
+    src, tgt = encode_batch(pairs)
+    with torch.no_grad():
+        logits, _ = model(src, tgt[:, :-1])
+    for i, (p, c) in enumerate(zip(pairs, named)):
+        # choices: the antecedent's word first, then the others' in order of mention
+        others = iter(p.choices[1:])
+        by_mention = [
+            p.choices[0] if k == p.antecedent else next(others) for k in range(len(p.candidates))
+        ]
+        scores = [logits[i, p.answer, TARGET_VOCAB.stoi[w]].item() for w in by_mention]
+        assert c == int(np.argmax(scores))
 
 
 def test_without_source_positions_the_translator_reads_a_bag_of_words():
