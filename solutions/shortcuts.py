@@ -24,12 +24,25 @@ rules a model could use instead of reading the sentence in order:
 - ``gru_baseline``: a bidirectional GRU over the words, no attention, its two final
   states into a linear layer.
 
-The last three are trained with Adam through ``solutions.training.train_loop`` (seeded,
-one thread, deterministic); all of them see only the Chinese source. Every one but
-``marker_position_baseline``, ``position_baseline`` and ``gru_baseline`` is blind to the
-order of the words beyond two neighbours (a function of the bag of 1- and 2-grams, or of
-the length), so on a set closed under ``solutions.zh_en.twins`` it is right on at most
-half of the 它 sentences.
+Three more read exactly what the twins leave out, three words in a row or a position
+with the predicate, and show what decides 它 on the combination split: the word before
+"， 所以" (the last event's last word: an animal after an active event, its verb after a
+passive one) together with the predicate.
+
+- ``pronoun_context_baseline``: the most frequent answer for each (3 words before the
+  pronoun, word after it): for 它, the 3-gram "X ， 所以" and the predicate;
+- ``position_predicate_baseline``: ``position_baseline``'s key with the last word (the
+  predicate of a 它 sentence) added;
+- ``cnn_baseline``: a convolution of width 3 over the word embeddings, max-pooled over
+  the sentence, then an MLP: a function of the set of 3-grams.
+
+The trained ones (the logistic regressions, the MLP, the GRU, the CNN) use Adam through
+``solutions.training.train_loop`` (seeded, one thread, deterministic); all of them see
+only the Chinese source. Every one but ``marker_position_baseline``,
+``position_baseline``, ``gru_baseline`` and the three above is blind to the order of the
+words beyond two neighbours (a function of the bag of 1- and 2-grams, or of the length),
+so on a set closed under ``solutions.zh_en.twins`` it is right on at most half of the 它
+sentences.
 """
 
 from __future__ import annotations
@@ -54,6 +67,9 @@ __all__ = [
     "ngram_logistic_baseline",
     "pooled_ngram_mlp_baseline",
     "gru_baseline",
+    "pronoun_context_baseline",
+    "position_predicate_baseline",
+    "cnn_baseline",
 ]
 
 
@@ -116,6 +132,34 @@ marker_position_baseline.__doc__ = (
     "The commonest answer in training for each (index of 被 or -1, last word): "
     "it reads a position."
 )
+
+
+position_predicate_baseline = _table_baseline(
+    lambda p: (len(p.source), p.pronoun, p.candidates, p.source[-1])
+)
+position_predicate_baseline.__doc__ = (
+    "The commonest answer in training for each (length, pronoun index, candidate "
+    "indices, last word): the positions tell whether an animal or a verb ends the last "
+    "event, the last word of a 它 sentence is its predicate."
+)
+
+
+def pronoun_context_baseline(train_pairs, before=3, after=1):
+    """The commonest answer in training for each window around the pronoun: the
+    ``before`` words before it and the ``after`` words after it (an unseen window: the
+    overall commonest answer).
+
+    For 它 with the defaults the window is "X ， 所以 它 P": the 3-gram that ends in
+    所以, whose first word X ends the last event (its second animal after an active
+    event, its verb after a passive one), and the predicate P. Both are 3-grams of the
+    sentence ("X ， 所以" and "所以 它 P"), which the twins do not keep: the bag twin
+    swaps the two events, so X changes.
+    """
+
+    def window(p):
+        return tuple(p.source[max(p.pronoun - before, 0) : p.pronoun + 1 + after])
+
+    return _table_baseline(window)(train_pairs)
 
 
 def bag_of_words_baseline(train_pairs, bigrams=False):
@@ -280,6 +324,15 @@ def pooled_ngram_mlp_baseline(
     return _bag_baseline(train_pairs, _ngrams, hidden, steps, lr, l2, seed)
 
 
+def _encode_words(pairs, min_length=1):
+    """(B, n) source ids, padded with 0, n at least ``min_length``; (B,) lengths."""
+    lengths = torch.tensor([len(p.source) for p in pairs])
+    src = torch.zeros(len(pairs), max(int(lengths.max()), min_length), dtype=torch.long)
+    for i, p in enumerate(pairs):
+        src[i, : len(p.source)] = torch.tensor(SOURCE_VOCAB.encode(p.source))
+    return src, lengths
+
+
 class _BiGRU(nn.Module):
     def __init__(self, vocab, width, classes):
         super().__init__()
@@ -304,15 +357,7 @@ def gru_baseline(train_pairs, width=32, steps=300, batch_size=64, lr=0.01, seed=
     (drawn with a generator seeded by ``seed``), ``steps`` updates."""
     train = _resolution(train_pairs)
     classes = _class_count(train)
-
-    def encode(pairs):
-        lengths = torch.tensor([len(p.source) for p in pairs])
-        src = torch.zeros(len(pairs), int(lengths.max()), dtype=torch.long)
-        for i, p in enumerate(pairs):
-            src[i, : len(p.source)] = torch.tensor(SOURCE_VOCAB.encode(p.source))
-        return src, lengths
-
-    src, lengths = encode(train)
+    src, lengths = _encode_words(train)
     y, has = _targets_and_mask(train, classes)
     rows = np.random.default_rng(seed).integers(len(train), size=(steps, batch_size))
 
@@ -333,6 +378,75 @@ def gru_baseline(train_pairs, width=32, steps=300, batch_size=64, lr=0.01, seed=
     def predict(pairs):
         pairs = _resolution(pairs)
         _, mask = _targets_and_mask(pairs, classes)
-        return model(*encode(pairs)).masked_fill(~mask, -1e9).argmax(-1).tolist()
+        return model(*_encode_words(pairs)).masked_fill(~mask, -1e9).argmax(-1).tolist()
+
+    return predict
+
+
+class _WindowCNN(nn.Module):
+    """Word embeddings, one convolution of width ``kernel`` (no padding: each output
+    reads ``kernel`` words in a row), ReLU, the maximum over the sentence's windows,
+    then an MLP to the candidates: a function of the set of ``kernel``-grams."""
+
+    def __init__(self, vocab, width, channels, classes, kernel):
+        super().__init__()
+        self.kernel = kernel
+        self.embed = nn.Embedding(vocab, width)
+        self.conv = nn.Conv1d(width, channels, kernel)
+        self.head = nn.Sequential(
+            nn.Linear(channels, channels), nn.ReLU(), nn.Linear(channels, classes)
+        )
+
+    def forward(self, src, lengths):
+        x = self.embed(src).transpose(1, 2)  # (B, width, n)
+        windows = torch.relu(self.conv(x))  # (B, C, n - kernel + 1)
+        # windows that run into the padding after a short sentence are not read
+        real = torch.arange(windows.shape[-1]) < (lengths[:, None] - self.kernel + 1)
+        pooled = windows.masked_fill(~real[:, None, :], -torch.inf).amax(-1)  # (B, C)
+        return self.head(pooled)
+
+
+def cnn_baseline(
+    train_pairs,
+    width=32,
+    channels=64,
+    kernel=3,
+    steps=300,
+    batch_size=64,
+    lr=0.01,
+    seed=0,
+):
+    """A convolutional network of width ``kernel`` over the source words, no attention
+    and no recurrence: ``channels`` filters over ``kernel`` words in a row, max-pooled
+    over the sentence, an MLP to a softmax over the candidates. It sees which
+    ``kernel``-grams occur, not where. Adam on minibatches of ``batch_size`` training
+    pairs (drawn with a generator seeded by ``seed``), ``steps`` updates."""
+    train = _resolution(train_pairs)
+    classes = _class_count(train)
+    if min(len(p.source) for p in train) < kernel:
+        raise ValueError(f"expected sentences of at least {kernel} words")
+    src, lengths = _encode_words(train, kernel)
+    y, has = _targets_and_mask(train, classes)
+    rows = np.random.default_rng(seed).integers(len(train), size=(steps, batch_size))
+
+    def batch_loss(model, step):
+        b = torch.from_numpy(rows[step])
+        logits = model(src[b], lengths[b]).masked_fill(~has[b], -1e9)
+        return nn.functional.cross_entropy(logits, y[b])
+
+    model, _ = train_loop(
+        lambda: _WindowCNN(len(SOURCE_VOCAB), width, channels, classes, kernel),
+        batch_loss,
+        steps=steps,
+        seed=seed,
+        lr=lr,
+    )
+
+    @torch.no_grad()
+    def predict(pairs):
+        pairs = _resolution(pairs)
+        _, mask = _targets_and_mask(pairs, classes)
+        logits = model(*_encode_words(pairs, kernel))
+        return logits.masked_fill(~mask, -1e9).argmax(-1).tolist()
 
     return predict

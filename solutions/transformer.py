@@ -30,10 +30,12 @@ What this file builds, in the order the chapter derives it:
   over the model).
 - ``train_translator`` trains a ``Translator`` on ``solutions.zh_en``'s generated
   Chinese-English pairs with the smoothed loss and the Noam schedule (or, as the warm-up
-  experiment's control, a constant rate at its peak), seeded and on one
-  thread (``source_positions=False``: the control without source positions);
+  experiment's controls, a constant rate at its peak, or its peak then its decay),
+  seeded and on one thread (``source_positions=False``: the control without source
+  positions);
   ``evaluate_translator`` measures exact match and pronoun resolution, ``head_ablation``
-  which attention heads the resolution needs.
+  which attention heads the resolution needs (one at a time) and ``joint_ablation``
+  which attention layers (all their heads at once).
 
 Conventions (``docs/conventions.md``): rows are items; masks are boolean, True = "may
 attend"; NumPy weight matrices are used as ``x @ w``. ``nn.Transformer`` marks with True
@@ -110,7 +112,9 @@ __all__ = [
     "train_translator",
     "CHAPTER_MODEL",
     "resolution_margins",
+    "resolution_choices",
     "head_ablation",
+    "joint_ablation",
     "resolution_run",
     "evaluate_translator",
 ]
@@ -768,8 +772,11 @@ def train_translator(
     ``noam_rate(step, d_model, warmup, lr_factor)`` (step 1-based), through
     ``solutions.training.train_loop`` (seeded, one CPU thread, deterministic).
     ``schedule="constant"``: the Noam schedule's peak
-    ``lr_factor / sqrt(d_model * warmup)`` at every step instead (no ramp, no decay: the
-    warm-up experiment's control).
+    ``lr_factor / sqrt(d_model * warmup)`` at every step instead (no ramp, no decay: a
+    control of the warm-up experiment). ``schedule="peak_then_decay"``: the Noam rate at
+    step ``max(s, warmup)``, i.e. the peak for the first ``warmup`` steps and the Noam
+    rate from then on (the schedule without its ramp and nothing else: the experiment's
+    other control).
     ``holdout``: the split that training draws from (``make_pairs``): ``"voice"`` also
     leaves out the held-out pairs of predicate and voice.
     Returns ``(model, history)``: the model in eval mode; history["loss"] and
@@ -792,16 +799,17 @@ def train_translator(
             logits, tgt[:, 1:], smoothing, ignore_index=PAD, pad_index=PAD
         )
 
-    if schedule not in ("noam", "constant"):
-        raise ValueError(f"expected schedule 'noam' or 'constant', got {schedule!r}")
+    schedules = ("noam", "constant", "peak_then_decay")
+    if schedule not in schedules:
+        raise ValueError(f"expected schedule among {schedules}, got {schedule!r}")
     peak = noam_rate(warmup, d_model, warmup, lr_factor)
 
     def rate(step):  # step 0-based, as in batch_loss
-        return (
-            peak
-            if schedule == "constant"
-            else noam_rate(step + 1, d_model, warmup, lr_factor)
-        )
+        if schedule == "constant":
+            return peak
+        # eq. (ch6-noam) at s; without the ramp, at max(s, w): the peak until w
+        s = step + 1 if schedule == "noam" else max(step + 1, warmup)
+        return noam_rate(s, d_model, warmup, lr_factor)
 
     return train_loop(
         lambda: Translator(
@@ -837,9 +845,19 @@ def resolution_margins(model: Translator, pairs) -> np.ndarray:
     resolved. Fluency errors elsewhere in the sentence do not count. Returns float (P,)
     for the P pairs with ``pronoun >= 0``, in order.
     """
+    return np.array(
+        [float(lp[0] - lp[1:].max()) for _, lp in _choice_log_probs(model, pairs)]
+    )
+
+
+@torch.no_grad()
+def _choice_log_probs(model: Translator, pairs):
+    """For every pair with a pronoun, in order: (pair, float64 tensor of the
+    log-probabilities of ``pair.choices``' words at the teacher-forced answer
+    position)."""
     pairs = [p for p in pairs if p.pronoun >= 0]
     if not pairs:
-        return np.zeros(0)
+        return []
     model.eval()
     src, tgt = encode_batch(pairs)
     logits, _ = model(src, tgt[:, :-1])  # input position t predicts target word t + 1
@@ -847,11 +865,24 @@ def resolution_margins(model: Translator, pairs) -> np.ndarray:
     at = log_p[
         torch.arange(len(pairs)), [p.answer for p in pairs]
     ]  # (P, V): word i at row i
-    margins = []
-    for row, p in zip(at, pairs):
-        ids = [TARGET_VOCAB.stoi[w] for w in p.choices]
-        margins.append(float(row[ids[0]] - row[ids[1:]].max()))
-    return np.array(margins)
+    return [
+        (p, row[[TARGET_VOCAB.stoi[w] for w in p.choices]]) for row, p in zip(at, pairs)
+    ]
+
+
+def resolution_choices(model: Translator, pairs) -> np.ndarray:
+    """Which candidate the model names, one int per pair with a pronoun: the index in
+    order of mention (as ``pair.antecedent``) of the candidate whose word gets the
+    largest log-probability in ``resolution_margins``' teacher-forced choice. It equals
+    ``pair.antecedent`` exactly when the margin is positive; a wrong answer says which
+    other candidate the model took instead."""
+    named = []
+    for p, lp in _choice_log_probs(model, pairs):
+        # choices: the antecedent's word, then the others' in order of mention
+        others = [c for c in range(len(p.choices)) if c != p.antecedent]
+        best = int(lp.argmax())
+        named.append(p.antecedent if best == 0 else others[best - 1])
+    return np.array(named, dtype=int)
 
 
 def _attention_layers(model: Translator) -> dict[str, list[MultiHeadAttention]]:
@@ -864,32 +895,68 @@ def _attention_layers(model: Translator) -> dict[str, list[MultiHeadAttention]]:
 
 
 @torch.no_grad()
+def _resolved_without(
+    model: Translator, pairs, attn: MultiHeadAttention, heads
+) -> float:
+    """The fraction of the pronoun pairs resolved with ``heads`` of ``attn`` zeroed.
+
+    Zeroing head i sets to zero the columns of the output projection that read it
+    (``out_proj.weight[:, i d_h:(i + 1) d_h]``): the head's contribution to the residual
+    stream is gone, the other heads' are unchanged (the bias stays). The weights are
+    restored afterwards, even if scoring raises."""
+    weight = attn.out_proj.weight
+    kept = weight.clone()
+    for h in heads:
+        weight[:, h * attn.d_head : (h + 1) * attn.d_head] = 0.0
+    try:
+        return float(np.mean(resolution_margins(model, pairs) > 0))
+    finally:
+        weight.copy_(kept)
+
+
+@torch.no_grad()
 def head_ablation(model: Translator, pairs) -> dict[str, np.ndarray]:
     """Which attention heads the pronoun resolution uses: zero one head at a time.
 
-    Zeroing head i of a ``MultiHeadAttention`` sets to zero the columns of its output
-    projection that read that head (``out_proj.weight[:, i d_h:(i + 1) d_h]``): the
-    head's contribution to the residual stream is gone, the other heads' are unchanged
-    (the bias stays). For every head the fraction of the pronoun pairs of ``pairs`` with
-    a positive ``resolution_margins`` is measured with that head zeroed, and the weights
-    restored.
+    For every head of every attention layer, the fraction of the pronoun pairs of
+    ``pairs`` with a positive ``resolution_margins`` while that head alone is zeroed
+    (``_resolved_without``). A head that another head duplicates costs nothing here:
+    ``joint_ablation`` zeroes them together.
     Returns {"encoder", "decoder_self", "cross"}: float arrays (layers, h), and "none":
     the fraction with nothing zeroed.
     """
     out = {"none": float(np.mean(resolution_margins(model, pairs) > 0))}
     for part, layers in _attention_layers(model).items():
-        table = np.zeros((len(layers), layers[0].num_heads))
-        for i, attn in enumerate(layers):
-            weight = attn.out_proj.weight
-            for h in range(attn.num_heads):
-                cols = slice(h * attn.d_head, (h + 1) * attn.d_head)
-                kept = weight[:, cols].clone()
-                weight[:, cols] = 0.0
-                try:
-                    table[i, h] = np.mean(resolution_margins(model, pairs) > 0)
-                finally:
-                    weight[:, cols] = kept
-        out[part] = table
+        out[part] = np.array(
+            [
+                [
+                    _resolved_without(model, pairs, attn, [h])
+                    for h in range(attn.num_heads)
+                ]
+                for attn in layers
+            ]
+        )
+    return out
+
+
+@torch.no_grad()
+def joint_ablation(model: Translator, pairs) -> dict[str, np.ndarray]:
+    """Zero every head of one attention layer at once, one layer at a time.
+
+    Single heads can be dispensable because others do the same work; zeroing all the
+    heads of a layer together (``_resolved_without`` with every head: the sub-layer adds
+    only its output bias) shows what the layer as a whole carries.
+    Returns {"encoder", "decoder_self", "cross"}: float arrays (layers,), the fraction
+    of the pronoun pairs resolved with that layer's heads zeroed, and "none".
+    """
+    out = {"none": float(np.mean(resolution_margins(model, pairs) > 0))}
+    for part, layers in _attention_layers(model).items():
+        out[part] = np.array(
+            [
+                _resolved_without(model, pairs, attn, range(attn.num_heads))
+                for attn in layers
+            ]
+        )
     return out
 
 
@@ -899,7 +966,8 @@ def resolution_run(
     """Train one translator
     (``train_translator(seed=..., num_heads=..., lr_factor=..., **config)``) and score
     it: "resolved", a bool per pronoun sentence of ``pairs`` in order
-    (``resolution_margins`` > 0), "resolution", their mean, and "exact_match", the
+    (``resolution_margins`` > 0), "resolution", their mean, "named", the candidate each
+    names (``resolution_choices``), and "exact_match", the
     fraction of ``exact_pairs`` it translates exactly by greedy decoding (nan if there
     are none). A module-level function, so that a sweep can hand its runs to other
     processes: each run is seeded and single-threaded, so where it runs does not change
@@ -917,6 +985,7 @@ def resolution_run(
     return {
         "resolved": resolved.tolist(),
         "resolution": float(np.mean(resolved)),
+        "named": resolution_choices(model, pairs).tolist(),
         "exact_match": exact,
     }
 
