@@ -63,15 +63,55 @@ def rounded(weights) -> list:
     return np.round(np.asarray(weights, dtype=np.float64), DECIMALS).tolist()
 
 
-def view(name: str, queries, keys, weights_by_variant: dict) -> dict:
+def view(
+    name: str, queries, keys, weights_by_variant: dict, causal: bool = False
+) -> dict:
     """One attention of one model on one sentence: its rows (queries), its columns
-    (keys) and its weights for each combination of masks."""
+    (keys), whether the causal mask hides key j > i from query i, and its weights for
+    each combination of masks."""
     return {
         "name": name,
         "queries": list(queries),
         "keys": list(keys),
+        "causal": causal,
         "weights": {variant_key(v): rounded(w) for v, w in weights_by_variant.items()},
     }
+
+
+def check_masks(examples: list[dict], masks) -> None:
+    """What the chapters' paragraphs say of the explorer, checked on the examples the
+    page shows: every row is a distribution (to the rounding); with every mask on, the
+    ``<pad>`` keys and, under the causal mask, the later keys have weight 0; with a mask
+    off, the keys it hid take weight (somewhere on the page: under Luong's dot score a
+    ``<pad>`` state is a zero vector, and its weight can round to 0)."""
+    masks = tuple(masks)
+    seen = dict.fromkeys(masks, 0.0)  # weight on the hidden keys, each mask off
+    for example in examples:
+        for v in example["views"]:
+            weights = {k: np.asarray(w) for k, w in v["weights"].items()}
+            on = weights[variant_key(masks)]
+            for key, w in weights.items():
+                if not np.allclose(w.sum(-1), 1, atol=1e-3):
+                    raise AssertionError(
+                        f"{v['name']} ({key!r}): a row is no distribution"
+                    )
+            n_q, n_k = on.shape[-2:]
+            hidden = {
+                "padding": np.array([k == PAD_LABEL for k in v["keys"]])[None, :],
+                "causal": np.triu(np.ones((n_q, n_k), bool), 1) & v["causal"],
+            }
+            for mask in masks:
+                where = np.broadcast_to(hidden[mask], (n_q, n_k))
+                if np.any(on[..., where] != 0):
+                    raise AssertionError(
+                        f"{v['name']} of {example['sentence']!r}: the {mask} mask "
+                        "hides nothing"
+                    )
+                off = weights[variant_key(m for m in masks if m != mask)]
+                seen[mask] += float(off[..., where].sum())
+    unseen = [mask for mask, weight in seen.items() if not weight > 0]
+    if unseen:
+        raise AssertionError(f"without the {unseen} mask nothing more is seen")
 
 
 # --------------------------------------------------------------------------------------
@@ -165,7 +205,7 @@ def decoder_only_example(name: str, model: TinyTransformer, tokens, labels) -> d
     }
     return {
         "sentence": " ".join(labels),
-        "views": [view(name, labels, labels, by_variant)],
+        "views": [view(name, labels, labels, by_variant, causal=True)],
     }
 
 
@@ -250,6 +290,7 @@ def translator_example(model: Translator, sentence: str, batch) -> dict:
             queries,
             keys,
             {v: run[name][:, b, :, rows, cols] for v, run in runs.items()},
+            causal=name == "decoder_self",
         )
         for name, queries, keys, rows, cols in grids
     ]
@@ -270,8 +311,7 @@ def explorer_html(chapter: str, masks, examples: list[dict]) -> str:
     return (
         f'<div class="attention-explorer" data-chapter="{html.escape(chapter)}">'
         '<script type="application/json" class="attention-explorer-data">'
-        f"{text}</script>"
-        "<noscript>The attention explorer needs JavaScript.</noscript></div>"
+        f"{text}</script></div>"
     )
 
 
@@ -385,6 +425,7 @@ def seq2seq_page(models: dict, sentences: list[str], directory: Path = SAVED) ->
     sentences padded to the longest."""
     save_models("ch3_seq2seq", models, sentences, directory)
     examples = [seq2seq_example(models, s, sentences) for s in sentences]
+    check_masks(examples, ["padding"])
     return explorer_html("ch3_seq2seq", ["padding"], examples)
 
 
@@ -400,6 +441,7 @@ def decoder_only_page(models: dict, sequences: dict, directory: Path = SAVED) ->
         for name, seqs in sequences.items()
         for s in seqs
     ]
+    check_masks(examples, ["causal"])
     return explorer_html("ch5_multihead", ["causal"], examples)
 
 
@@ -408,4 +450,5 @@ def translator_page(model: Translator, sentences: list[str], directory: Path = S
     translator, the sentences padded to the longest."""
     save_models("ch6_transformer", {"translator": model}, sentences, directory)
     examples = [translator_example(model, s, sentences) for s in sentences]
+    check_masks(examples, ["causal", "padding"])
     return explorer_html("ch6_transformer", ["causal", "padding"], examples)

@@ -53,8 +53,8 @@ def translator():
     torch.manual_seed(4)
     model = Translator(len(zh_en.SOURCE_VOCAB), len(zh_en.TARGET_VOCAB), 32, 4, 2, 64, False)
     model.core.decoder = model.core.decoder[:1]  # one decoder layer, as the chapter's
-    with torch.no_grad():  # untrained, it would write <eos> first: now 32 words
-        model.out_bias[zh_en.EOS] = -100.0
+    with torch.no_grad():  # untrained, it writes <eos>, <pad>, <bos>: now 32 words
+        model.out_bias[[zh_en.PAD, zh_en.BOS, zh_en.EOS]] = -100.0
     return model.eval()
 
 
@@ -220,6 +220,7 @@ def test_translator_weights_with_every_mask_are_the_models_forward(translator):
 
 def test_translator_weights_without_a_mask(translator):
     src, tgt_in, outputs = explorer.translator_batch(translator, ZH)
+    assert all(len(words) == 32 for words in outputs)  # no empty translation
     b = 1  # the shorter sentence: 3 <pad> keys
     n_src, n_tgt = 4, len(outputs[b]) + 1
     no_pad = explorer.translator_weights(translator, src, tgt_in, padding=False)
@@ -334,3 +335,25 @@ def test_saved_models_rebuild_the_same_weights(tmp_path, seq2seq_models, tiny, t
 def test_an_unknown_model_is_refused():
     with pytest.raises(TypeError, match="no model of type Linear"):
         explorer.constructor_arguments(torch.nn.Linear(2, 2))
+
+
+def test_the_build_checks_what_the_paragraphs_say_of_the_masks(translator):
+    """check_masks: <pad> keys and later keys get 0 under their mask and some weight
+    without it; a page whose mask hid nothing, or showed nothing more without it, or
+    whose rows are no distributions, fails the build."""
+    masks = ["causal", "padding"]
+    examples = [explorer.translator_example(translator, s, ZH) for s in ZH]
+    explorer.check_masks(examples, masks)  # the model's own: fine
+    cross = next(v for v in examples[1]["views"] if v["name"] == "cross")
+    cross["weights"]["causal+padding"] = cross["weights"]["causal"]  # padding "on"
+    with pytest.raises(AssertionError, match="the padding mask hides nothing"):
+        explorer.check_masks(examples, masks)
+    examples = [explorer.translator_example(translator, s, ZH) for s in ZH]
+    for example in examples:
+        decoder = next(v for v in example["views"] if v["name"] == "decoder_self")
+        decoder["weights"]["padding"] = decoder["weights"]["causal+padding"]  # "off"
+    with pytest.raises(AssertionError, match=r"without the \['causal'\] mask"):
+        explorer.check_masks(examples, masks)
+    examples[0]["views"][0]["weights"]["causal"] = [[[[0.5, 0.4]]]]
+    with pytest.raises(AssertionError, match="no distribution"):
+        explorer.check_masks(examples, masks)
