@@ -37,7 +37,7 @@
         decoder_self: "decoder self-attention",
         cross: "cross-attention",
       },
-      grid: (view, sentence) => `${view} weights on “${sentence}”: queries`,
+      grid: (view, sentence) => `${view} weights on “${sentence}”: one row per query, the arrow keys move between them`,
       describe: (view, layer, head, sentence, q, k) =>
         `Heat map of the ${view} weights, layer ${layer}, head ${head}, on “${sentence}”: ` +
         `${q} rows, one per query, and ${k} columns, one per key; the darker a cell, the ` +
@@ -65,7 +65,7 @@
         decoder_self: "解码器自注意力",
         cross: "交叉注意力",
       },
-      grid: (view, sentence) => `${view}的权重，句子“${sentence}”：查询`,
+      grid: (view, sentence) => `${view}的权重，句子“${sentence}”：每行一个查询，用方向键在行间移动`,
       describe: (view, layer, head, sentence, q, k) =>
         `${view}权重的热图，第 ${layer} 层，第 ${head} 个头，句子“${sentence}”：` +
         `${q} 行，每行一个查询；${k} 列，每列一个键；格子颜色越深，权重越大。` +
