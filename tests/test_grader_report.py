@@ -111,7 +111,7 @@ def _graded(student: str, failures: dict) -> dict:
             contract.Verdict(check, case, hidden, False, message)
             for case, hidden, message in failures.get(check, [])
         ] + [contract.Verdict(check, f"ok {i}", i % 2 == 0, True) for i in range(4)]
-        lines, wrong = verdict._feedback(check, verdicts)
+        lines, wrong = verdict._feedback(check, verdicts, "en"), verdict._shown(verdicts)
         result.tasks.append(TaskResult(grade_id, 6.0, "\n".join(lines), verdicts, wrong))
     return result.to_record()
 

@@ -44,9 +44,11 @@ def python_paths() -> tuple[str, list[str]]:
         ),
     ]
     interpreter = next((c for c in candidates if c and os.access(c, os.X_OK)), candidates[0])
-    site = [
-        p
+    # each resolved: a virtualenv reached through a link (``.venv -> /root/.../.venv``) is
+    # bound, and made reachable for a slot's uid, where its files really are
+    site = {
+        os.path.realpath(p)
         for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
         if os.path.isdir(p)
-    ]
+    }
     return interpreter, sorted(site)
