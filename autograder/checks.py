@@ -159,6 +159,11 @@ class Check:
     # size of the terms the output is computed from; the absolute tolerance is atol * scale,
     # so atol is then a number of float64 ulps of those terms. None: atol is absolute.
     scale: Callable[..., tuple] | None = None
+    # the other graded functions (check names) the student's function is asked to call, as
+    # the source notebook's solution does: in the hidden run they answer its calls with the
+    # solution's answers, and where one fails its own check this one's failing public cases
+    # are not counted (``autograder.grading.callees``)
+    calls: tuple = ()
     assignment: str = ""  # set by register()
 
 
@@ -455,6 +460,7 @@ def spec(name: str, language: str = "en") -> dict:
         "atol": check.atol,
         "hints": {k: say(v, check.assignment, language) for k, v in check.hints.items()},
         "comparator": dict(check.comparator),
+        "calls": list(check.calls),
     }
 
 

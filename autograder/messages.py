@@ -82,6 +82,12 @@ GRADER = {
     "stopped.fork bomb": "it started too many processes",
     "stopped.other": "it was stopped",
     "grader.no_result": "case '{case}': no result",
+    "grader.callee_first": (
+        "{check}: {failed} of {public} public cases failed, and {check} calls your {callee}, "
+        "which fails its own check: they are not counted. Fix {callee} first. {check} was "
+        "graded on its hidden cases, where {callee} answered as the solution does"
+    ),
+    "grader.callee_excused": "not counted: your {callee} fails its own check",
     "grader.no_check": "this test cell calls no check",
     "cell.syntax": "the cell has a syntax error",
     "cell.syntax_at": "the cell has a syntax error at line {line}",

@@ -3,7 +3,7 @@ autograde inside the Jupyter server, which a looping cell held for the whole tim
 before the feedback showed a ``KeyboardInterrupt`` traceback naming the instructor's folders.
 
 Here ``nbgrader autograde`` (as the suite runs it, tests/test_nbgrader_pipeline.py) grades a
-ch6 submission whose ``decoder_step`` never returns: the cell is interrupted after the
+ch6 submission whose ``greedy_decode_cached`` never returns: the cell is interrupted after the
 chapter's own timeout (`nbgrader_sanitise.stock_cell_seconds`, 46 s for ch6), costs only its
 test cell's points, and neither the autograded notebook nor the feedback names a folder of
 the instructor's (the course, the checkout, the Python environment, home)."""
@@ -47,7 +47,7 @@ def looped(tmp_path_factory):
         (target / "timestamp.txt").write_text("2026-12-01 12:00:00.000000 UTC")
     looping = source
     for cell in looping.cells:
-        if cell.metadata.get("nbgrader", {}).get("grade_id") == "decoder-step":
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "greedy-decode-cached":
             cell.source = SOLUTION_REGION.sub(
                 lambda m: "".join(m.group(1) + line + "\n" for line in LOOP.splitlines()),
                 cell.source,

@@ -492,6 +492,7 @@ CHAPTER = register(
                         HINT_ATT_DS_NOT_TRANSPOSED, _attention_backward_with(transpose_ds=False)
                     ),
                 ),
+                calls=("softmax_backward",),
             ),
             Check(
                 "sparsemax",

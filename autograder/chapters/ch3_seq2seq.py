@@ -626,6 +626,7 @@ CHAPTER = register(
                         )
                     ),
                 ),
+                calls=("coverage_context", "coverage_loss"),
             ),
             Check(
                 "translate",

@@ -453,6 +453,7 @@ CHAPTER = register(
                         _importance_mean_terms,
                     ),
                 ),
+                calls=("gated_multihead_attention",),
             ),
             Check(
                 "multihead_backward",

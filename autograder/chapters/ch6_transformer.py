@@ -1077,6 +1077,7 @@ CHAPTER = register(
                         _block_variant(norm_first=True),
                     ),
                 ),
+                calls=("cross_attention",),
             ),
             Check(
                 "shift_right",
@@ -1222,6 +1223,7 @@ CHAPTER = register(
                     ),
                     Mistake(HINT_CROSS_FROM_DECODER, _step_variant(cross_from_decoder=True)),
                 ),
+                calls=("cross_attention",),
             ),
             Check(
                 "greedy_decode_cached",
@@ -1291,6 +1293,7 @@ CHAPTER = register(
                         _greedy_variant(step=_step_ignoring_the_cache),
                     ),
                 ),
+                calls=("decoder_step",),
             ),
         ),
     )

@@ -13,11 +13,13 @@ process that held a hidden input never produces anything a student sees in full.
 - The public set is the same for every submission (``public_case_set``, cached per process).
   The hidden set is each submission's own (``hidden_case_set``), from ``hidden_seed``: the
   batch seed and the student id, so whatever one submission learns of its hidden inputs, by
-  any channel, says nothing about the next submission's.
+  any channel, says nothing about the next submission's. A caller's hidden cases carry the
+  calls the solution makes to its callees, with their answers (``callees``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import threading
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ from typing import NamedTuple
 
 from autograder import casefile, frames
 from autograder.contract import Case
+from autograder.grading import callees
 
 _cache: dict = {}
 _cache_lock = threading.Lock()
@@ -81,6 +84,7 @@ def case_set(tasks, cases: list, hidden: bool) -> CaseSet:
                 {
                     "args": [casefile.encode(a, arrays) for a in case.args],
                     "kwargs": {k: casefile.encode(v, arrays) for k, v in case.kwargs.items()},
+                    **({"calls": callees.encode(case.calls, arrays)} if case.calls else {}),
                 }
                 for case in task_cases
             ],
@@ -101,8 +105,17 @@ def _public(reg, check: str) -> list[Case]:
         return _cache.setdefault(key, value)
 
 
-def _hidden(reg, check: str, seed: int) -> list[Case]:
-    return [reg.prepare(check, c, hidden=True) for c in reg.hidden_cases(check, seed)]
+def _hidden(reg, check: str, seed: int, solution: dict | None = None) -> list[Case]:
+    """One check's hidden cases made whole; a caller's (``Check.calls``) with the calls the
+    solution makes to its callees on each case (``callees.record``), given ``solution``."""
+    cases = [reg.prepare(check, c, hidden=True) for c in reg.hidden_cases(check, seed)]
+    calls = tuple(reg.spec(check).get("calls", ())) if solution is not None else ()
+    if not calls:
+        return cases
+    return [
+        dataclasses.replace(case, calls=callees.record(solution, check, calls, case))
+        for case in cases
+    ]
 
 
 def cases_for(reg, check: str, seed: int) -> list[Case]:
@@ -120,4 +133,7 @@ def hidden_case_set(spec, reg, seed: int) -> CaseSet:
     """One submission's hidden run: the hidden cases of ``seed`` (``hidden_seed``), never
     cached (each submission has its own)."""
     tasks = tasks_of(spec)
-    return case_set(tasks, [_hidden(reg, task.check, seed) for task in tasks], hidden=True)
+    solution = callees.solution_of(spec)
+    return case_set(
+        tasks, [_hidden(reg, task.check, seed, solution) for task in tasks], hidden=True
+    )

@@ -171,52 +171,105 @@ def judge(
     """Every case of every check call judged (``judging.judge``), into one `TaskResult` per
     test cell, its feedback in ``language``; a task that never ran gets one fatal message for
     all its cases. ``wrong`` (what the instructor's report counts) is English. A public
-    case's error names its line of ``program`` (`located`); a hidden case's, its type only."""
+    case's error names its line of ``program`` (`located`); a hidden case's, its type only.
+    A caller whose callee fails its own check is scored on its hidden cases alone
+    (`excuse_callers`)."""
+    judged = [
+        _judge_task(task_index, task, check_specs, all_cases, record, result, language, program)
+        for task_index, task in enumerate(tasks_of(spec))
+    ]
+    excuse_callers(judged, check_specs, language)
     per_test: dict = {t.grade_id: ([], [], []) for t in spec.tests}  # verdicts, lines, wrong
-    for task_index, (grade_id, check, function) in enumerate(tasks_of(spec)):
-        fatal = _fatal(check, function, record, task_index, result, language)
-        verdicts, english = [], []
-        for case_index, case in enumerate(all_cases[task_index]):
-            got = record.outcomes.get((task_index, case_index))
-            if fatal or got is None:
-                said = fatal or tuple(
-                    messages.say(lang, "grader.no_result", case=case.name)
-                    for lang in (language, messages.ENGLISH)
-                )
-                verdicts.append(Verdict(check, case.name, case.hidden, False, said[0]))
-                english.append(Verdict(check, case.name, case.hidden, False, said[1]))
-                continue
-            if got["kind"] == "error" and got["code"] in ERROR_REASONS:
-                result.add_reason(
-                    ERROR_REASONS[got["code"]], f"{check}, case '{case.name}': {got['code']}"
-                )
-            local = judging.judge(
-                *checks.localised(check_specs[check], case, language), got, language
-            )
-            verdicts.append(local)
-            same = language == messages.ENGLISH or local.passed
-            verdict = local if same else judging.judge(check_specs[check], case, got)
-            if not case.hidden and not verdict.passed:
-                shown = located(verdict.message, check_specs[check]["name"], got, program)
-                verdict = dataclasses.replace(verdict, message=shown)
-                if same:
-                    verdicts[-1] = verdict
-            english.append(verdict)
-        test_verdicts, lines, wrong = per_test[grade_id]
-        test_verdicts += verdicts
-        if fatal:
-            lines.append(fatal[0])
-            wrong.append(fatal[1])
+    for task in judged:
+        test_verdicts, lines, wrong = per_test[task.grade_id]
+        test_verdicts += task.verdicts
+        if task.fatal:
+            lines.append(task.fatal[0])
+            wrong.append(task.fatal[1])
         else:
-            lines += _feedback(check, verdicts, language)
-            wrong += _shown(english)
-
+            lines += task.notes + _feedback(task.check, task.verdicts, language)
+            wrong += _shown(task.english)
     for test in spec.tests:
         verdicts, lines, wrong = per_test[test.grade_id]
         if not lines:
             lines.append(messages.say(language, "grader.no_check"))
         result.tasks.append(
             TaskResult(test.grade_id, test.points, "\n".join(lines), verdicts, wrong)
+        )
+
+
+@dataclasses.dataclass
+class _Judged:
+    """One check call's verdicts, in the submission's language and in English (the report's)."""
+
+    grade_id: str
+    check: str
+    fatal: tuple | None
+    verdicts: list
+    english: list
+    notes: list = dataclasses.field(default_factory=list)  # feedback lines before the summary
+
+
+def _judge_task(task_index, task, check_specs, all_cases, record, result, language, program):
+    grade_id, check, function = task
+    fatal = _fatal(check, function, record, task_index, result, language)
+    verdicts, english = [], []
+    for case_index, case in enumerate(all_cases[task_index]):
+        got = record.outcomes.get((task_index, case_index))
+        if fatal or got is None:
+            said = fatal or tuple(
+                messages.say(lang, "grader.no_result", case=case.name)
+                for lang in (language, messages.ENGLISH)
+            )
+            verdicts.append(Verdict(check, case.name, case.hidden, False, said[0]))
+            english.append(Verdict(check, case.name, case.hidden, False, said[1]))
+            continue
+        if got["kind"] == "error" and got["code"] in ERROR_REASONS:
+            result.add_reason(
+                ERROR_REASONS[got["code"]], f"{check}, case '{case.name}': {got['code']}"
+            )
+        local = judging.judge(*checks.localised(check_specs[check], case, language), got, language)
+        verdicts.append(local)
+        same = language == messages.ENGLISH or local.passed
+        verdict = local if same else judging.judge(check_specs[check], case, got)
+        if not case.hidden and not verdict.passed:
+            shown = located(verdict.message, check_specs[check]["name"], got, program)
+            verdict = dataclasses.replace(verdict, message=shown)
+            if same:
+                verdicts[-1] = verdict
+        english.append(verdict)
+    return _Judged(grade_id, check, fatal, verdicts, english)
+
+
+def excuse_callers(judged: list, check_specs: dict, language: str) -> None:
+    """A caller's failing public cases are not counted where a function it calls
+    (``Check.calls``) fails its own check: it called the student's callee there, while its
+    hidden cases ran with the callee answering as the solution does (``grading.callees``),
+    so those score its own work. Its feedback names the callee to fix first. Whether a
+    callee fails is read before any excuse (a callee excused as a caller still fails)."""
+    failing = {
+        task.check for task in judged if task.fatal or not all(v.passed for v in task.verdicts)
+    }
+    for task in judged:
+        callees = [c for c in check_specs[task.check].get("calls", ()) if c in failing]
+        public = [i for i, v in enumerate(task.verdicts) if not v.hidden]
+        failed = [i for i in public if not task.verdicts[i].passed]
+        if task.fatal or not callees or not failed:
+            continue
+        callee = ", ".join(callees)
+        for i in failed:
+            for verdicts, lang in ((task.verdicts, language), (task.english, messages.ENGLISH)):
+                said = messages.say(lang, "grader.callee_excused", callee=callee)
+                verdicts[i] = dataclasses.replace(verdicts[i], passed=True, message=said)
+        task.notes.append(
+            messages.say(
+                language,
+                "grader.callee_first",
+                check=task.check,
+                callee=callee,
+                failed=len(failed),
+                public=len(public),
+            )
         )
 
 
