@@ -212,7 +212,6 @@ class Case:
     expected: Expected | None = None
     mistakes: tuple = ()
     hidden: bool = False
-    calls: dict = field(default_factory=dict)  # the grader's: a callee's answers (hidden run)
 
     def fresh(self) -> tuple[list, dict]:
         return [fresh(a) for a in self.args], {k: fresh(v) for k, v in self.kwargs.items()}

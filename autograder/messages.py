@@ -87,6 +87,7 @@ GRADER = {
         "which fails its own check: they are not counted. Fix {callee} first. {check} was "
         "graded on its hidden cases, where {callee} answered as the solution does"
     ),
+    "grader.hidden_passed": "{check}: all {hidden} hidden cases passed",
     "grader.callee_excused": "not counted: your {callee} fails its own check",
     "grader.no_check": "this test cell calls no check",
     "cell.syntax": "the cell has a syntax error",

@@ -55,6 +55,21 @@ def _graded_code_cells(nb):
     ]
 
 
+TASK_HEADING = re.compile(r"^## Task \d+ — (.*) \((\d+) points?(, graded by hand)?\)$", re.M)
+
+
+def _tasks(nb) -> list:
+    """(title, stated points, by hand, graded cells) of each "## Task N — ... (P points)"."""
+    tasks: list = []
+    for cell in nb.cells:
+        heading = TASK_HEADING.search(cell.source) if cell.cell_type == "markdown" else None
+        if heading:
+            tasks.append((heading[1], int(heading[2]), bool(heading[3]), []))
+        if cell.metadata.get("nbgrader", {}).get("grade") and tasks:
+            tasks[-1][3].append(cell)
+    return tasks
+
+
 @pytest.mark.parametrize("assignment", checks.ASSIGNMENTS)
 def test_source_notebook_structure(assignment):
     nb = _source(assignment)
@@ -62,9 +77,14 @@ def test_source_notebook_structure(assignment):
         "the opening must name the chapter to read"
     )
     tests = _graded_code_cells(nb)
-    assert 4 <= len(tests) <= 6
+    tasks = _tasks(nb)
+    assert 4 <= len([t for t in tasks if not t[2]]) <= 6  # the ladder: warm-up, core, stretch
+    for title, stated, _by_hand, cells in tasks:  # a task's points are its test cells'
+        assert cells and sum(c.metadata["nbgrader"]["points"] for c in cells) == stated, title
     points = sum(c.metadata["nbgrader"]["points"] for c in tests)
     assert 10 <= points <= 20
+    # one check per test cell: one task's bug never costs another task's points
+    assert all(len(CONTRACT_REGEX.findall(HIDDEN_BLOCK.sub("", c.source))) == 1 for c in tests)
     manual = [
         c
         for c in nb.cells

@@ -19,7 +19,6 @@ process that held a hidden input never produces anything a student sees in full.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import threading
 from dataclasses import dataclass
@@ -73,8 +72,11 @@ def hidden_seed(batch_seed: int, student: str) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-def case_set(tasks, cases: list, hidden: bool) -> CaseSet:
-    """The cases of one run (``cases[t]``: the whole cases of task t) with their encoding."""
+def case_set(tasks, cases: list, hidden: bool, tables: list | None = None) -> CaseSet:
+    """The cases of one run (``cases[t]``: the whole cases of task t) with their encoding;
+    ``tables[t][c]``: the calls the solution makes to task t's callees on its case c, with
+    their answers (``callees.record``), sent with the case (a hidden run's only)."""
+    tables = tables or [[{}] * len(task_cases) for task_cases in cases]
     arrays: dict = {}
     encoded = tuple(
         {
@@ -84,12 +86,12 @@ def case_set(tasks, cases: list, hidden: bool) -> CaseSet:
                 {
                     "args": [casefile.encode(a, arrays) for a in case.args],
                     "kwargs": {k: casefile.encode(v, arrays) for k, v in case.kwargs.items()},
-                    **({"calls": callees.encode(case.calls, arrays)} if case.calls else {}),
+                    **({"calls": callees.encode(table, arrays)} if table else {}),
                 }
-                for case in task_cases
+                for case, table in zip(task_cases, task_tables, strict=True)
             ],
         }
-        for task, task_cases in zip(tasks, cases, strict=True)
+        for task, task_cases, task_tables in zip(tasks, cases, tables, strict=True)
     )
     return CaseSet(hidden, tuple(tuple(c) for c in cases), encoded, frames.pack(arrays))
 
@@ -105,17 +107,15 @@ def _public(reg, check: str) -> list[Case]:
         return _cache.setdefault(key, value)
 
 
-def _hidden(reg, check: str, seed: int, solution: dict | None = None) -> list[Case]:
-    """One check's hidden cases made whole; a caller's (``Check.calls``) with the calls the
-    solution makes to its callees on each case (``callees.record``), given ``solution``."""
-    cases = [reg.prepare(check, c, hidden=True) for c in reg.hidden_cases(check, seed)]
+def _hidden(reg, check: str, seed: int) -> list[Case]:
+    return [reg.prepare(check, c, hidden=True) for c in reg.hidden_cases(check, seed)]
+
+
+def _tables(reg, check: str, cases: list, solution: dict | None) -> list[dict]:
+    """A caller's (``Check.calls``) tables, one per case: the calls the solution makes to its
+    callees on it, with their answers; {} for a check that calls none."""
     calls = tuple(reg.spec(check).get("calls", ())) if solution is not None else ()
-    if not calls:
-        return cases
-    return [
-        dataclasses.replace(case, calls=callees.record(solution, check, calls, case))
-        for case in cases
-    ]
+    return [callees.record(solution, check, calls, case) if calls else {} for case in cases]
 
 
 def cases_for(reg, check: str, seed: int) -> list[Case]:
@@ -134,6 +134,6 @@ def hidden_case_set(spec, reg, seed: int) -> CaseSet:
     cached (each submission has its own)."""
     tasks = tasks_of(spec)
     solution = callees.solution_of(spec)
-    return case_set(
-        tasks, [_hidden(reg, task.check, seed, solution) for task in tasks], hidden=True
-    )
+    cases = [_hidden(reg, task.check, seed) for task in tasks]
+    tables = [_tables(reg, t.check, c, solution) for t, c in zip(tasks, cases, strict=True)]
+    return case_set(tasks, cases, hidden=True, tables=tables)

@@ -187,7 +187,8 @@ def judge(
             lines.append(task.fatal[0])
             wrong.append(task.fatal[1])
         else:
-            lines += task.notes + _feedback(task.check, task.verdicts, language)
+            counted = [v for i, v in enumerate(task.verdicts) if i not in task.excused]
+            lines += task.notes + _feedback(task.check, counted, language)
             wrong += _shown(task.english)
     for test in spec.tests:
         verdicts, lines, wrong = per_test[test.grade_id]
@@ -208,6 +209,7 @@ class _Judged:
     verdicts: list
     english: list
     notes: list = dataclasses.field(default_factory=list)  # feedback lines before the summary
+    excused: set = dataclasses.field(default_factory=set)  # public cases not counted
 
 
 def _judge_task(task_index, task, check_specs, all_cases, record, result, language, program):
@@ -257,6 +259,7 @@ def excuse_callers(judged: list, check_specs: dict, language: str) -> None:
         if task.fatal or not callees or not failed:
             continue
         callee = ", ".join(callees)
+        task.excused.update(failed)
         for i in failed:
             for verdicts, lang in ((task.verdicts, language), (task.english, messages.ENGLISH)):
                 said = messages.say(lang, "grader.callee_excused", callee=callee)
@@ -280,6 +283,8 @@ def _feedback(check: str, verdicts: list[Verdict], language: str) -> list[str]:
     public = [v for v in verdicts if not v.passed and not v.hidden]
     hidden = [v for v in verdicts if not v.passed and v.hidden]
     if not public and not hidden:
+        if not n_public:  # its public cases were not counted (``excuse_callers``)
+            return [messages.say(language, "grader.hidden_passed", check=check, hidden=n_hidden)]
         return [
             messages.say(
                 language, "grader.all_passed", check=check, public=n_public, hidden=n_hidden
