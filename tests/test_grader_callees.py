@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hostile import corpus  # noqa: E402
+from hostile import as_nobody, corpus  # noqa: E402
 
 from autograder import checks, contract, judging, sandbox, zygote  # noqa: E402
 from autograder import notebook as nbparse  # noqa: E402
@@ -180,6 +180,12 @@ def greedy_decode_cached(*args, **kwargs):
         pass
 """
 
+LOOPING_STEP = """
+def decoder_step(*args, **kwargs):
+    while True:
+        pass
+"""
+
 WRONG_SHIFT = """
 def shift_right(targets, bos_id):  # no shift
     return np.asarray(targets)
@@ -199,23 +205,54 @@ FULL = {
 }
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory, bubblewrap):
-    course = corpus.released_course(tmp_path_factory.mktemp("callees") / "course", (A,))
+def _batch(course: Path) -> dict:
+    """student -> (notebook, total score, reasons), graded in name order on one worker."""
     good = corpus.solved(course, A)
     wrong_cross = corpus.append_to_cell(good, "cross-attention", WRONG_CROSS)
-    batch = {
-        "a-wrong-cross": wrong_cross,
-        "b-wrong-cross-and-block": corpus.append_to_cell(wrong_cross, "decoder-block", WRONG_BLOCK),
-        "c-looping-greedy": corpus.append_to_cell(good, "greedy-decode-cached", LOOPING_GREEDY),
-        "d-wrong-shift": corpus.append_to_cell(good, "shift-right", WRONG_SHIFT),
-        "e-honest": good,
+    return {
+        "a-wrong-cross": (wrong_cross, 17, []),
+        "b-wrong-cross-and-block": (
+            corpus.append_to_cell(wrong_cross, "decoder-block", WRONG_BLOCK),
+            14,
+            [],
+        ),
+        "c-looping-greedy": (
+            corpus.append_to_cell(good, "greedy-decode-cached", LOOPING_GREEDY),
+            18,
+            ["timeout"],
+        ),
+        "d-wrong-shift": (corpus.append_to_cell(good, "shift-right", WRONG_SHIFT), 19, []),
+        "e-honest": (good, 20, []),
+        "f-looping-step": (
+            corpus.append_to_cell(good, "decoder-step", LOOPING_STEP),
+            18,
+            ["timeout"],
+        ),
     }
-    for student, notebook in batch.items():
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory, bubblewrap):
+    return corpus.released_course(tmp_path_factory.mktemp("callees") / "course", (A,))
+
+
+@pytest.fixture(scope="module")
+def graded(course):
+    batch = _batch(course)
+    for student, (notebook, _score, _reasons) in batch.items():
         corpus.write_submission(course, A, student, notebook)
     limits = sandbox.Limits(cell_seconds=20, task_seconds=10, submission_seconds=120)
     outcome = grade_assignment(course, A, workers=1, limits=limits, seed=3)
-    return {r.student: r for r in outcome["graded"]}
+    results = {r.student: r for r in outcome["graded"]}
+    got = {s: (r.points, sorted(r.reasons)) for s, r in results.items()}
+    assert got == {s: (float(c[1]), c[2]) for s, c in batch.items()}
+    return results
+
+
+def test_rootless_the_same_scores(graded, course, public_tmp):
+    """As ``nobody`` (rootless sandboxes), the same batch gets the same scores and reasons
+    (``as_nobody.grade`` asserts them)."""
+    as_nobody.grade(course, A, public_tmp, _batch(course), workers=1)
 
 
 def _cells(result) -> dict:
@@ -253,3 +290,17 @@ def test_a_wrong_shift_costs_the_shift_only(graded):
 def test_an_honest_submission_keeps_full_marks(graded):
     assert _cells(graded["e-honest"]) == FULL
     assert graded["e-honest"].points == 20
+
+
+def test_a_looping_callee_costs_its_own_cell_and_not_its_callers(graded):
+    """``decoder_step`` loops: ``greedy_decode_cached``, which calls it, is stopped in the
+    public run too, and still runs on its hidden cases, where ``decoder_step`` answers the
+    solution's calls (``grading.run.rescued``)."""
+    result = graded["f-looping-step"]
+    assert _cells(result) == {**FULL, "test-decoder-step": 0}
+    cache = next(t for t in result.tasks if t.grade_id == "test-cache")
+    assert "Fix decoder_step first" in cache.message
+    assert "greedy_decode_cached: all 4 hidden cases passed" in cache.message
+
+
+public_tmp = as_nobody.public_tmp

@@ -33,6 +33,9 @@ class RunRecord:
     missing: dict = field(default_factory=dict)  # task -> "undefined" | "not_callable"
     failed_tasks: dict = field(default_factory=dict)  # task -> (reason, note)
     failed_cells: dict = field(default_factory=dict)  # program cell -> (reason, note)
+    # task -> (reason, note): stopped in the public run while a callee of its was stopped or
+    # missing there, so run on its hidden cases all the same (``rescued``)
+    rescued: dict = field(default_factory=dict)
     grader_error: str = ""
     starts: int = 0
     attempts: int = 0
@@ -88,8 +91,10 @@ def run_program(
     # a task the public run did not finish, found missing or stopped has lost its points
     # (a protocol violation or a flood there stopped every task it had not finished): only
     # the others run again
+    for task in rescued(public, check_specs, record):
+        record.rescued[task] = record.failed_tasks.pop(task)
     hidden_phase.skip = (
-        (set(range(len(public.cases))) - phase.done)
+        (set(range(len(public.cases))) - phase.done - set(record.rescued))
         | set(record.missing)
         | set(record.failed_tasks)
     )
@@ -102,6 +107,16 @@ def run_program(
         return record
     hidden_phase.run()
     return record
+
+
+def rescued(public: CaseSet, check_specs: dict, record: RunRecord) -> list[int]:
+    """The tasks the public run stopped (a timeout, a crash) while one of the functions they
+    call (``Check.calls``) was stopped or missing there too: a looping ``decoder_step`` stops
+    ``greedy_decode_cached``, which calls it. Their hidden cases run all the same, with the
+    callee answering the solution's calls (``grading.callees``), so one bug costs one task."""
+    checks = [task["check"] for task in public.encoded]
+    broken = {checks[t] for t in (set(record.failed_tasks) | set(record.missing))}
+    return [t for t in record.failed_tasks if broken & set(check_specs[checks[t]].get("calls", ()))]
 
 
 class _Phase:

@@ -215,6 +215,10 @@ class _Judged:
 def _judge_task(task_index, task, check_specs, all_cases, record, result, language, program):
     grade_id, check, function = task
     fatal = _fatal(check, function, record, task_index, result, language)
+    if task_index in record.rescued:  # stopped with its callee: its public cases say no more
+        reason, _detail = record.rescued[task_index]
+        stopped = messages.say(messages.ENGLISH, TASK_STOPPED.get(reason, "stopped.other"))
+        result.add_reason(reason, f"{check}, in its public cases: {stopped}")
     verdicts, english = [], []
     for case_index, case in enumerate(all_cases[task_index]):
         got = record.outcomes.get((task_index, case_index))

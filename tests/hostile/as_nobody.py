@@ -104,7 +104,7 @@ def grade(
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=folder, timeout=800)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "sandbox: rootless" in done.stderr
-    scores = corpus.gradebook_scores(mine)
+    scores = corpus.gradebook_scores(mine, assignment)
     assert {s: scores.get(s) for s in cases} == {s: float(c[1]) for s, c in cases.items()}, (
         done.stdout
     )

@@ -829,11 +829,11 @@ def start_grader(course: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def gradebook_scores(course: Path) -> dict:
+def gradebook_scores(course: Path, assignment: str = A) -> dict:
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        return {s.student.id: s.score for s in gb.assignment_submissions(A)}
+        return {s.student.id: s.score for s in gb.assignment_submissions(assignment)}
 
 
 def autograded_mtimes(course: Path) -> dict:
