@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from autograder import casefile, contract, judging
-from autograder.contract import Case, Seeded, Verdict, normalise
+from autograder.contract import Case, Outcome, Seeded, Verdict, normalise
 
 __all__ = [
     "Seeded",
@@ -510,7 +510,7 @@ def localised(check_spec: dict, case: Case, language: str) -> tuple[dict, Case]:
     return {**check_spec, "hints": hints}, dataclasses.replace(case, mistakes=mistakes)
 
 
-def verdict(name: str, case: Case, expected_arrays, outcome: dict) -> Verdict:
+def verdict(name: str, case: Case, expected_arrays, outcome: Outcome) -> Verdict:
     """One case judged by the contract's judge (the same everywhere), worded by
     ``judging.judge`` (a public case as the student's checker words it)."""
     whole = dataclasses.replace(
@@ -526,7 +526,7 @@ def compare(name: str, case: Case, expected_arrays, got) -> Verdict:
         if isinstance(got, tuple) and all(isinstance(g, np.ndarray) for g in got)
         else normalise(got)
     )
-    return verdict(name, case, expected_arrays, {"kind": "value", "arrays": got})
+    return verdict(name, case, expected_arrays, Outcome("value", got))
 
 
 class HiddenCheckFailed(AssertionError):

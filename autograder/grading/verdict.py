@@ -13,11 +13,10 @@ the feedback are the cell's own captured output and the grader's reason for stop
 from __future__ import annotations
 
 import ast
-import dataclasses
 
 from autograder import checks, frames, judging, messages, zygote
 from autograder import notebook as nbparse
-from autograder.contract import Verdict
+from autograder.contract import Case, Outcome, Verdict
 from autograder.grading.check_data import tasks_of
 from autograder.grading.results import SubmissionResult, TaskResult
 from autograder.grading.run import RunRecord
@@ -97,19 +96,16 @@ def module_text(module, language: str = messages.ENGLISH) -> str:
     return messages.say(language, "grader.module_unknown")
 
 
-def located(message: str, name: str, outcome: dict, program) -> str:
-    """A public case's English error message with the module a failed import missed and the
-    line that raised it, inserted after "<name> raised <type>" (``contract.failure_of``'s
-    words). Another language's message is left as it is."""
-    head = f"{name} raised {outcome.get('code')}"
-    at = message.find(head)
-    if at < 0 or outcome.get("kind") != "error":
-        return message
-    extra = source_line(program, outcome.get("at_cell", -1), outcome.get("at_line", 0))
-    if outcome["code"] == "ModuleNotFoundError":
-        extra = module_text(outcome.get("module")) + extra
-    end = at + len(head)
-    return message[:end] + extra + message[end:]
+def located(outcome: Outcome, case: Case, program, language: str = messages.ENGLISH) -> dict | None:
+    """A public case's error's place, in ``language``: the parameters ``module`` (what a failed
+    import missed) and ``where`` (the line that raised it) of its message (``raised``,
+    ``raised_import``), which every language's template places itself. None for a hidden
+    case (its type alone) or an outcome that is not an error."""
+    if case.hidden or outcome.kind != "error":
+        return None
+    where = source_line(program, outcome.at_cell, outcome.at_line, language)
+    missed = outcome.code == "ModuleNotFoundError"
+    return {"module": module_text(outcome.module, language) if missed else "", "where": where}
 
 
 def cell_error_text(
@@ -186,22 +182,23 @@ def judge(
                 verdicts.append(Verdict(check, case.name, case.hidden, False, said[0]))
                 english.append(Verdict(check, case.name, case.hidden, False, said[1]))
                 continue
-            if got["kind"] == "error" and got["code"] in ERROR_REASONS:
+            if got.kind == "error" and got.code in ERROR_REASONS:
                 result.add_reason(
-                    ERROR_REASONS[got["code"]], f"{check}, case '{case.name}': {got['code']}"
+                    ERROR_REASONS[got.code], f"{check}, case '{case.name}': {got.code}"
                 )
             local = judging.judge(
-                *checks.localised(check_specs[check], case, language), got, language
+                *checks.localised(check_specs[check], case, language),
+                got,
+                language,
+                located(got, case, program, language),
             )
             verdicts.append(local)
             same = language == messages.ENGLISH or local.passed
-            verdict = local if same else judging.judge(check_specs[check], case, got)
-            if not case.hidden and not verdict.passed:
-                shown = located(verdict.message, check_specs[check]["name"], got, program)
-                verdict = dataclasses.replace(verdict, message=shown)
-                if same:
-                    verdicts[-1] = verdict
-            english.append(verdict)
+            english.append(
+                local
+                if same
+                else judging.judge(check_specs[check], case, got, where=located(got, case, program))
+            )
         test_verdicts, lines, wrong = per_test[grade_id]
         test_verdicts += verdicts
         if fatal:
