@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from autograder import casefile, contract, judging
-from autograder.contract import Case, Seeded, Verdict, normalise
+from autograder.contract import Case, Outcome, Seeded, Verdict, normalise
 
 __all__ = [
     "Seeded",
@@ -516,7 +516,7 @@ def localised(check_spec: dict, case: Case, language: str) -> tuple[dict, Case]:
     return {**check_spec, "hints": hints}, dataclasses.replace(case, mistakes=mistakes)
 
 
-def verdict(name: str, case: Case, expected_arrays, outcome: dict) -> Verdict:
+def verdict(name: str, case: Case, expected_arrays, outcome: Outcome) -> Verdict:
     """One case judged by the contract's judge (the same everywhere), worded by
     ``judging.judge`` (a public case as the student's checker words it)."""
     whole = dataclasses.replace(
@@ -532,7 +532,7 @@ def compare(name: str, case: Case, expected_arrays, got) -> Verdict:
         if isinstance(got, tuple) and all(isinstance(g, np.ndarray) for g in got)
         else normalise(got)
     )
-    return verdict(name, case, expected_arrays, {"kind": "value", "arrays": got})
+    return verdict(name, case, expected_arrays, Outcome("value", got))
 
 
 class HiddenCheckFailed(AssertionError):
@@ -545,16 +545,43 @@ class HiddenCheckFailed(AssertionError):
         ]
 
 
-def run_hidden(name: str, fn, seed: int | None = None, language: str = "en") -> None:
+#: the most of the notebook ``kernel_language`` reads: the grader's own cap on a submitted
+#: notebook (``autograder.sandbox.Limits.notebook_bytes``)
+KERNEL_NOTEBOOK_BYTES = 8 << 20
+
+
+def kernel_language(assignment: str) -> str:
+    """The language of the notebook this kernel runs, for ``run_hidden``'s messages. Stock
+    ``nbgrader autograde`` (the formgrader's Autograde button too) executes
+    ``autograded/<student>/<id>/<id>.ipynb`` with that folder as the kernel's working folder,
+    and the notebook's metadata says its edition (``messages.language_of``, hostile input like
+    all of it). English where there is no such notebook or it is unreadable, a link, over
+    ``KERNEL_NOTEBOOK_BYTES`` or not JSON."""
+    import json
+
+    from autograder import intake, messages
+
+    path = pathlib.Path(f"{assignment}.ipynb")
+    try:
+        body = intake.read_bounded(path, KERNEL_NOTEBOOK_BYTES)
+        notebook = json.loads(body) if len(body) <= KERNEL_NOTEBOOK_BYTES else None
+    except (intake.Unreadable, ValueError, RecursionError):
+        return messages.ENGLISH
+    return messages.language_of(notebook.get("metadata") if isinstance(notebook, dict) else None)
+
+
+def run_hidden(name: str, fn, seed: int | None = None, language: str | None = None) -> None:
     """Run ``fn`` on the hidden cases inside the student's kernel (stock nbgrader).
 
     seed None -> the ``ATTENTION_HIDDEN_SEED`` environment variable, else a fixed default, so
     a regrade gives the same verdict. Raises ``HiddenCheckFailed`` with the grader's summary
-    (``judging.summary``), in ``language``.
+    (``judging.summary``), in ``language``: None -> the notebook's (``kernel_language``), as
+    the sandboxed grader words it, from the same catalog.
     """
     __tracebackhide__ = True
     if seed is None:
         seed = int(os.environ.get(HIDDEN_SEED_ENV, DEFAULT_HIDDEN_SEED))
+    language = language or kernel_language(_get(name).assignment)
     cases = [prepare(name, case, True, language) for case in hidden_cases(name, seed)]
     verdicts, _notes = judging.run_cases(spec(name, language), fn, cases, language)
     failed = [v for v in verdicts if not v.passed]

@@ -5,7 +5,7 @@ to every notebook with ``public_cases.npz``. It holds what a student's offline c
 the codec's reader (``value``, ``fresh``, ``load_cases``: a case argument is an array, a
 number, a bool, a string, None or a ``Seeded``, stored as a small JSON spec plus an
 uncompressed ``.npz``, never pickle), one typed ``Case``, one case runner (``run_case`` -> an
-*outcome*: the return value as arrays, or an error or bad-return code from fixed
+``Outcome``: the return value as arrays, or an error or bad-return code from fixed
 vocabularies), one judge (``assess`` -> what is wrong, as a message id and its numbers;
 ``judge`` -> a ``Verdict`` worded from ``MESSAGES``) and ``check(name, fn)``. The same
 ``assess`` judges everywhere, so a failure reads the same: in the student's kernel, in the
@@ -45,8 +45,9 @@ MESSAGES = {
     "end": ".",
     "because": ": {why}.",
     "not_implemented": "{function} is not implemented yet",
-    "raised": "{function} raised {error}",
-    "raised_import": "{function} raised ModuleNotFoundError: an import failed, and {offered}.",
+    "raised": "{function} raised {error}{where}",
+    "raised_import": "{function} raised ModuleNotFoundError{module}{where}: an import failed, and "
+    "{offered}.",
     "offered": "the grader offers only NumPy and Python's standard library (and PyTorch in "
     "the chapters whose notebook imports it)",
     "bad.none": "the returned value is None: did you forget a `return` statement?",
@@ -236,9 +237,7 @@ def load_cases(path, catalog: dict | None = None) -> dict:
     arrays = unpack(open(path, "rb").read())
     meta = json.loads(arrays.pop("__meta__").tobytes().decode())
     if meta.get("version") != FORMAT_VERSION:
-        raise ValueError(
-            f"{path} has format version {meta.get('version')}, expected {FORMAT_VERSION}"
-        )
+        raise ValueError(f"{path}: format version {meta.get('version')}, not {FORMAT_VERSION}")
     if catalog is not None:
         catalog.update(meta.get("messages") or {})
     out = {}
@@ -321,23 +320,37 @@ def normalise(value) -> tuple[np.ndarray, ...]:
     return (_to_array(value),)
 
 
-def run_case(fn, args, kwargs) -> dict:
-    """Call ``fn`` once: {"kind": "value", "arrays": (...)} or {"kind": "error"|"bad", "code": ...}.
+@dataclass(frozen=True, eq=False)
+class Outcome:
+    """What one call of a student's function came to (``run_case``), the one shape it has up
+    to the judge (``assess``): "value" with ``arrays`` (one per output), "error" with ``code``
+    (of ``ERRORS``) or "bad" with ``code`` (of ``BAD_RETURNS``). An error keeps ``exception``
+    in your own kernel (for ``run_cases``' notes; no message uses it); from the grader's
+    sandbox it comes with where it was raised instead: ``at_cell``, ``at_line`` (-1 and 0 for
+    none) and a failed import's ``module`` (of a fixed list). Never compared by value."""
 
-    A "error" outcome also carries ``exception`` (the object itself) for the student's own
-    kernel; it never crosses the sandbox boundary and no message uses it. A KeyboardInterrupt
-    is the student's Ctrl-C: raised on (the sandbox worker makes it an outcome).
-    """
+    kind: str
+    arrays: tuple = ()
+    code: str | None = None
+    exception: BaseException | None = None
+    at_cell: int = -1
+    at_line: int = 0
+    module: str | None = None
+
+
+def run_case(fn, args, kwargs) -> Outcome:
+    """Call ``fn`` once: its ``Outcome``. A KeyboardInterrupt is the student's Ctrl-C: raised
+    on (the sandbox worker makes it an outcome)."""
     try:
         value = fn(*args, **kwargs)
     except BaseException as err:  # noqa: BLE001 - the student's error is an outcome
         if isinstance(err, KeyboardInterrupt):
             raise
-        return {"kind": "error", "code": error_code(err), "exception": err}
+        return Outcome("error", code=error_code(err), exception=err)
     try:
-        return {"kind": "value", "arrays": normalise(value)}
+        return Outcome("value", normalise(value))
     except ReturnProblem as problem:
-        return {"kind": "bad", "code": problem.code}
+        return Outcome("bad", code=problem.code)
 
 
 # ----------------------------------------------------------------------------------------
@@ -499,23 +512,22 @@ def _sequence_finding(spec: dict, expected: tuple, got: tuple) -> tuple[bool, tu
     return False, ("accuracy.low", found), _hint(hints, "predictions", "values")
 
 
-def failure_of(spec: dict, outcome: dict) -> tuple | None:
-    """(finding, hint) for an outcome that is not a value (an error or a bad return), else None."""
-    function = spec.get("name", "")
-    if outcome["kind"] == "error":
-        code = outcome["code"]
-        if code == "NotImplementedError":
-            return ("not_implemented", {"function": function}), None
-        hint = _hint(spec.get("hints", {}), "", code)
-        if code == "ModuleNotFoundError":
-            return ("raised_import", {"function": function, "offered": ("offered", {})}), hint
-        return ("raised", {"function": function, "error": code}), hint
-    if outcome["kind"] == "bad":
-        return (f"bad.{outcome['code']}", {}), None
-    return None
+def failure_of(spec: dict, outcome: Outcome) -> tuple | None:
+    """(finding, hint) for an outcome that is not a value (an error or a bad return), else None.
+    An error's place (``{module}``, ``{where}``) is left empty: the grader's to fill (``judge``)."""
+    function, code = spec.get("name", ""), outcome.code
+    if outcome.kind != "error":
+        return ((f"bad.{code}", {}), None) if outcome.kind == "bad" else None
+    if code == "NotImplementedError":
+        return ("not_implemented", {"function": function}), None
+    place = {"function": function, "module": "", "where": ""}
+    hint = _hint(spec.get("hints", {}), "", code)
+    if code == "ModuleNotFoundError":
+        return ("raised_import", {**place, "offered": ("offered", {})}), hint
+    return ("raised", {**place, "error": code}), hint
 
 
-def assess(spec: dict, case: Case, outcome: dict) -> tuple[bool, tuple | None, str | None]:
+def assess(spec: dict, case: Case, outcome: Outcome) -> tuple[bool, tuple | None, str | None]:
     """What ``outcome`` (what ``run_case`` returned) comes to against the case's ``expected``
     arrays and known ``mistakes``: (passed, finding, hint). The one judge of every place: the
     student's checker words the finding (``judge``), the grader words a hidden case's with a
@@ -534,7 +546,7 @@ def assess(spec: dict, case: Case, outcome: dict) -> tuple[bool, tuple | None, s
     failure = failure_of(spec, outcome)
     if failure:
         return False, *failure
-    got, hints = tuple(outcome["arrays"]), spec.get("hints", {})
+    got, hints = tuple(outcome.arrays), spec.get("hints", {})
     names = list(spec.get("outputs") or ["output"])
     if len(got) != len(expected):
         key = "arity.one" if len(expected) == 1 else "arity.many"
@@ -572,20 +584,21 @@ def worded(messages: dict, case: str, finding: tuple, hint: str | None) -> str:
     return text + (render(messages, "hint", hint=hint) if hint else "")
 
 
-def judge(spec: dict, case: Case, outcome: dict, messages: dict = MESSAGES) -> Verdict:
+def judge(spec: dict, case: Case, outcome: Outcome, messages=MESSAGES, where=None) -> Verdict:
     """The verdict on one public case, worded from the catalog ``messages`` (counts, indices,
-    the returned number of axes, the maximum error). A hidden case is the grader's to word
-    (``autograder.judging.judge``): it is refused here."""
+    the returned number of axes, the maximum error); ``where``: an error's ``module`` and
+    ``where`` as the grader words them (your own kernel has notes instead, ``run_cases``). A
+    hidden case is the grader's to word (``autograder.judging.judge``): it is refused here."""
     if case.hidden:
         raise ValueError("a hidden case is worded by autograder.judging.judge")
     passed, finding, hint = assess(spec, case, outcome)  # a pass may say how well (accuracy)
+    if finding and where:
+        finding = (finding[0], {**finding[1], **where})
     text = worded(messages, case.name, finding, hint) if finding else "ok"
     return Verdict(spec.get("name", ""), case.name, False, passed, text)
 
 
-def summary(
-    name: str, failures: list[str], total: int, shown: int | None = None, messages=MESSAGES
-) -> str:
+def summary(name: str, failures: list, total: int, shown=None, messages=MESSAGES) -> str:
     """The head line and the first ``shown`` failing public cases, as every place shows them."""
     if not failures:
         return render(messages, "summary.passed", name=name, total=total)
@@ -634,11 +647,8 @@ def _where_raised(err: BaseException, messages: dict) -> str:
         code = (err.text or "").strip()
         key = "note.syntax" if code else "note.syntax_only"
         return text + render(messages, key, line=err.lineno, code=code)
-    frames = [
-        f
-        for f in traceback.extract_tb(err.__traceback__)
-        if os.path.abspath(f.filename) != os.path.abspath(__file__)
-    ]
+    here, tb = os.path.abspath(__file__), traceback.extract_tb(err.__traceback__)
+    frames = [f for f in tb if os.path.abspath(f.filename) != here]  # not the checker's own
     frame = ([f for f in frames if _yours(f.filename)] or frames or [None])[-1]
     if frame is not None:
         code = (frame.line or "").strip()
@@ -657,11 +667,11 @@ def run_cases(spec: dict, fn, cases: list[Case], messages=MESSAGES, judge_case=N
     for case in cases:
         outcome = run_case(fn, *case.fresh())
         verdicts.append((judge_case or judge)(spec, case, outcome, messages))
-        error = outcome["code"] if outcome["kind"] == "error" else None
+        error = outcome.code if outcome.kind == "error" else None
         if error == "NotImplementedError":
             break
         if error and not case.hidden:
-            where = _where_raised(outcome["exception"], messages)
+            where = _where_raised(outcome.exception, messages)
             notes.append(render(messages, "note.raised", case=case.name, error=where))
     return verdicts, notes
 

@@ -587,6 +587,23 @@ class _HandGradingCsv:
                 yield ["" if v is None else str(v) for v in values]
 
 
+#: a case's fields in a grading record, named (``TaskResult.to_record``): records written before
+#: grader v5 hold each case as a list of these four values in this order
+CASE_FIELDS = ("check", "case", "hidden", "passed")
+
+
+def recorded_case(entry) -> dict | None:
+    """One case of a record's test cell as its named fields, whichever grader wrote it: an
+    object now, the list [check, case, hidden, passed] before (an instructor's gradebook of an
+    earlier term still makes its report); None for anything else (the record lives in a
+    notebook an instructor may have edited)."""
+    if isinstance(entry, list) and len(entry) == len(CASE_FIELDS):
+        entry = dict(zip(CASE_FIELDS, entry))
+    if not isinstance(entry, dict) or not all(name in entry for name in CASE_FIELDS):
+        return None
+    return {name: entry[name] for name in CASE_FIELDS}
+
+
 def load_records(course: Path, assignment: str) -> list[dict]:
     """The grading record of every autograded notebook of an assignment (for the report),
     with the score and maximum the gradebook holds now (an instructor's manual scores

@@ -18,7 +18,7 @@ the others' names only.
 from __future__ import annotations
 
 from autograder import contract, frames, messages
-from autograder.contract import Case, Verdict
+from autograder.contract import Case, Outcome, Verdict
 
 #: the error codes a sandboxed run may report: the contract's classes, a full file (the
 #: sandbox's output limit) and any other BaseException
@@ -87,11 +87,19 @@ def hidden_finding(finding: tuple) -> tuple:
     return hidden_key, kept(params)
 
 
-def judge(spec: dict, case: Case, outcome: dict, language: str = messages.ENGLISH) -> Verdict:
-    """The verdict on one case, public or hidden, worded in ``language``."""
+def judge(
+    spec: dict,
+    case: Case,
+    outcome: Outcome,
+    language: str = messages.ENGLISH,
+    where: dict | None = None,
+) -> Verdict:
+    """The verdict on one case, public or hidden, worded in ``language``. ``where``: a public
+    error's place (``module``, ``where``: texts in ``language`` that the grader made from the
+    outcome's place and its own copy of the code); a hidden case's error gives its type alone."""
     catalog = messages.catalog(language)
     if not case.hidden:
-        return contract.judge(spec, case, outcome, catalog)
+        return contract.judge(spec, case, outcome, catalog, where)
     passed, finding, hint = contract.assess(spec, case, outcome)
     if passed:
         return Verdict(spec.get("name", ""), case.name, True, True)

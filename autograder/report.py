@@ -29,7 +29,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from autograder.gradebook import load_records  # noqa: E402
+from autograder.gradebook import load_records, recorded_case  # noqa: E402
 
 
 def _png(fig) -> str:
@@ -111,10 +111,10 @@ def summarise(records: list[dict]) -> dict:
         for task in record.get("tasks", []):
             task_total[task["grade_id"]] += 1
             task_pass[task["grade_id"]] += bool(task.get("passed"))
-            for check, case_name, hidden, passed in task.get("cases", []):
-                key = f"{check} / {case_name}" + (" (hidden)" if hidden else "")
+            for case in filter(None, map(recorded_case, task.get("cases", []))):
+                key = f"{case['check']} / {case['case']}" + (" (hidden)" if case["hidden"] else "")
                 case_total[key] += 1
-                case_pass[key] += bool(passed)
+                case_pass[key] += bool(case["passed"])
         # each mistake once per submission, however many cases and test cells show it
         messages.update(mistakes(record))
     return {

@@ -186,15 +186,14 @@ def _fits(comparator: str, expected: tuple, declared: tuple) -> bool:
     return tuple(declared) == tuple(expected)
 
 
-def read_outcome(header: dict, blob: bytes, expected: tuple, comparator: str) -> dict:
-    """A case event as a contract outcome; arrays are read only if every declared shape fits."""
+def read_outcome(header: dict, blob: bytes, expected: tuple, comparator: str) -> contract.Outcome:
+    """A case event (`parse_header` checked it) as a ``contract.Outcome``; arrays are read only
+    if every declared shape fits (else they are `Declared`); an error keeps its place."""
     if header["outcome"] != "value":
         if blob:
             raise ProtocolViolation("blob on a non-value outcome")
-        outcome = {"kind": header["outcome"], "code": header["code"]}
-        if header["outcome"] == "error":
-            outcome.update((key, header[key]) for key in PLACE)
-        return outcome
+        place = {key: header[key] for key in PLACE} if header["outcome"] == "error" else {}
+        return contract.Outcome(header["outcome"], code=header["code"], **place)
     n = header["n"]
     if n < 1 or n > 16:
         raise ProtocolViolation("bad number of outputs")
@@ -244,8 +243,8 @@ def read_outcome(header: dict, blob: bytes, expected: tuple, comparator: str) ->
             if any(
                 len(d.shape) == 2 and d.shape[0] == e.shape[0] for e, d in zip(expected, declared)
             ):
-                return {"kind": "bad", "code": "too_large"}
-        return {"kind": "value", "arrays": tuple(declared)}
+                return contract.Outcome("bad", code="too_large")
+        return contract.Outcome("value", tuple(declared))
     arrays = []
     for info in infos:
         try:
@@ -253,4 +252,4 @@ def read_outcome(header: dict, blob: bytes, expected: tuple, comparator: str) ->
                 arrays.append(np.lib.format.read_array(member, allow_pickle=False))
         except Exception:  # noqa: BLE001
             raise ProtocolViolation("unreadable npy data") from None
-    return {"kind": "value", "arrays": tuple(arrays)}
+    return contract.Outcome("value", tuple(arrays))

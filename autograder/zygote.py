@@ -27,6 +27,7 @@ uses), ``frames.py`` (the frame format) and ``isolation.py``
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -64,16 +65,20 @@ def error_code(err: BaseException) -> str:
     return contract.error_code(err)
 
 
-def run_case(function, args, kwargs) -> dict:
+def run_case(function, args, kwargs, cells: int) -> contract.Outcome:
     """``contract.run_case``, where a KeyboardInterrupt is only something the function raised
-    (no one at a keyboard) and a full file is the output limit."""
+    (no one at a keyboard) and a full file is the output limit; an error's outcome as it
+    leaves the sandbox: where it was raised (`error_place`, in a program of ``cells`` cells)
+    in place of the exception object, which holds the student's values."""
     try:
         outcome = contract.run_case(function, args, kwargs)
     except KeyboardInterrupt as err:
-        outcome = {"kind": "error", "code": "KeyboardInterrupt", "exception": err}
-    if outcome["kind"] == "error":
-        outcome["code"] = error_code(outcome["exception"])
-    return outcome
+        outcome = contract.Outcome("error", exception=err)
+    if outcome.kind != "error":
+        return outcome
+    err = outcome.exception
+    place = dict(zip(PLACE_FIELDS, error_place(err, cells)))
+    return dataclasses.replace(outcome, code=error_code(err), exception=None, **place)
 
 
 def _same(given, want) -> bool:
@@ -127,14 +132,16 @@ def answering(own, table: dict, arrays: dict):
     return callee
 
 
-def run_answered(namespace: dict, function, args, kwargs, tables: dict, arrays) -> dict:
+def run_answered(
+    namespace: dict, function, args, kwargs, tables: dict, arrays, cells: int
+) -> contract.Outcome:
     """``run_case`` with each callee named in ``tables`` answering its reference calls
     (``answering``): in the hidden run only (the public run is sent no table)."""
     saved = {name: namespace.get(name) for name in tables}
     try:
         for name, table in tables.items():
             namespace[name] = answering(saved[name], table, arrays)
-        return run_case(function, args, kwargs)
+        return run_case(function, args, kwargs, cells)
     finally:
         for name, own in saved.items():
             if own is None:
@@ -178,7 +185,7 @@ KNOWN_MODULES = frozenset(
 #: side checks both again against the program): more than any notebook within the intake
 #: caps holds (2,000 cells, 200,000 characters in one)
 MAX_PLACE = 1 << 20
-#: an error event's place: `error_place`'s three values
+#: an error event's place: `error_place`'s three values, the fields of a ``contract.Outcome``
 PLACE_FIELDS = ("at_cell", "at_line", "module")
 #: what compiled code of program cell N is called, so an error's frames name their cell
 CELL_FILE = "<cell {}>"
@@ -340,27 +347,24 @@ def run_submission(input_fd: int, events_fd: int) -> None:
                 k: contract.fresh(contract.value(s, arrays)) for k, s in case["kwargs"].items()
             }
             tables = case.get("calls") or {}
+            cells = len(request["cells"])
             if tables:
-                outcome = run_answered(namespace, function, args, kwargs, tables, arrays)
+                outcome = run_answered(namespace, function, args, kwargs, tables, arrays, cells)
             else:
-                outcome = run_case(function, args, kwargs)
+                outcome = run_case(function, args, kwargs, cells)
             header = {
                 "ev": "case",
                 "task": task_index,
                 "case": case_index,
-                "outcome": outcome["kind"],
-                "code": outcome.get("code"),
-                "n": 0,
-                **dict(zip(PLACE_FIELDS, (-1, 0, None))),
+                "outcome": outcome.kind,
+                "code": outcome.code,
+                "n": len(outcome.arrays),
+                **{name: getattr(outcome, name) for name in PLACE_FIELDS},
             }
-            if outcome["kind"] == "error":
-                place = error_place(outcome.pop("exception"), len(request["cells"]))
-                header.update(zip(PLACE_FIELDS, place))
             payload = b""
-            if outcome["kind"] == "value":
-                header["n"] = len(outcome["arrays"])
+            if outcome.kind == "value":
                 try:
-                    payload = frames.pack({f"r{i}": a for i, a in enumerate(outcome["arrays"])})
+                    payload = frames.pack({f"r{i}": a for i, a in enumerate(outcome.arrays)})
                 except MemoryError:
                     header.update(outcome="error", code="MemoryError", n=0)
             emit(header, payload)

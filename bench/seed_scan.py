@@ -375,12 +375,12 @@ VARIANTS = {
 # the margin of one judged case
 
 
-def margin(spec: dict, expected, outcome: dict) -> float:
+def margin(spec: dict, expected, outcome: contract.Outcome) -> float:
     """The worst error / tolerance over the entries (> 1: the judge fails it); for an
     accuracy threshold the missed fraction over the allowed one; exact outputs 0 or inf."""
-    if outcome["kind"] != "value":
+    if outcome.kind != "value":
         return math.inf
-    got = outcome["arrays"]
+    got = outcome.arrays
     kind = spec.get("comparator", {}).get("kind", "allclose")
     if kind in ("accuracy", "tokens"):  # the judge's own reading of token sequences
         comp = spec["comparator"]

@@ -517,7 +517,7 @@ def test_a_hidden_case_still_has_at_most_64_messages_with_every_named_mistake(na
     sys.path.insert(0, str(Path(__file__).parent))
     from test_checker_messages import _hostile_outcomes
 
-    from autograder import judging
+    from autograder import contract, judging
 
     rng = np.random.default_rng(0)
     spec = checks.spec(name)
@@ -525,7 +525,7 @@ def test_a_hidden_case_still_has_at_most_64_messages_with_every_named_mistake(na
     messages = set()
     with np.errstate(all="ignore"):
         outcomes = list(_hostile_outcomes(case.expected, rng))
-        outcomes += [{"kind": "value", "arrays": outputs} for _, outputs in case.mistakes]
+        outcomes += [contract.Outcome("value", outputs) for _, outputs in case.mistakes]
         for outcome in outcomes:
             verdict = judging.judge(spec, dataclasses.replace(case, hidden=True), outcome)
             if not verdict.passed:

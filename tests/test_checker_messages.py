@@ -70,11 +70,11 @@ def test_a_syntax_error_gives_its_line(public_cases, tmp_path, monkeypatch):
 def _hostile_outcomes(expected: tuple, rng) -> list:
     """Outcomes that each carry a different number: errors, bad returns, wrong arity, wrong
     shapes and axis counts, values off by a chosen amount in chosen entries, NaN and inf."""
-    outcomes = [{"kind": "error", "code": code} for code in contract.ERRORS]
-    outcomes += [{"kind": "bad", "code": code} for code in contract.BAD_RETURNS]
+    outcomes = [contract.Outcome("error", code=code) for code in contract.ERRORS]
+    outcomes += [contract.Outcome("bad", code=code) for code in contract.BAD_RETURNS]
     for k in range(1, 17):
-        outcomes.append({"kind": "value", "arrays": tuple(np.zeros(2) for _ in range(k))})
-        outcomes.append({"kind": "value", "arrays": (np.zeros((1,) * k),) + expected[1:]})
+        outcomes.append(contract.Outcome("value", tuple(np.zeros(2) for _ in range(k))))
+        outcomes.append(contract.Outcome("value", (np.zeros((1,) * k),) + expected[1:]))
     for _ in range(300):
         arrays = []
         for e in expected:
@@ -88,7 +88,7 @@ def _hostile_outcomes(expected: tuple, rng) -> list:
             if rng.random() < 0.3:
                 a = np.zeros(tuple(int(d) for d in rng.integers(0, 9, size=a.ndim)))
             arrays.append(a)
-        outcomes.append({"kind": "value", "arrays": tuple(arrays)})
+        outcomes.append(contract.Outcome("value", tuple(arrays)))
     return outcomes
 
 

@@ -261,7 +261,7 @@ def test_token_predictions_of_a_wrong_shape_are_not_echoed():
     spec = checks.spec("translate")
     rows = checks.expected("translate", checks.public_cases("translate")[0])
     for sent in ((0, 101365718, 99824035), (rows[0].shape[0] + 7340, 0)):
-        outcome = {"kind": "value", "arrays": (np.zeros(sent, dtype=np.int64),)}
+        outcome = contract.Outcome("value", (np.zeros(sent, dtype=np.int64),))
         message = contract.judge(spec, Case("c", expected=rows), outcome).message
         assert not {"101365718", "99824035", str(sent[0])} & set(re.findall(r"\d+", message))
         assert "expected predictions of shape" in message, message
@@ -585,10 +585,10 @@ def test_a_declared_scale_makes_the_absolute_tolerance_ulps_of_the_summed_terms(
     1e-19), and no more; the message gives the bound at the worst entry, not the scale."""
     spec = {"name": "g", "outputs": ["grad"], "rtol": 0.0, "atol": 1e-15, "hints": {}}
     scaled = contract.Expected((np.array([1e-10, 3.0]),), [np.array([1.0, 1e3])])
-    near = {"kind": "value", "arrays": (np.array([1e-10 + 8e-16, 3.0 + 9e-13]),)}
+    near = contract.Outcome("value", (np.array([1e-10 + 8e-16, 3.0 + 9e-13]),))
     case = Case("c", expected=scaled)
     assert contract.judge(spec, case, near) == contract.Verdict("g", "c", False, True, "ok")
-    far = {"kind": "value", "arrays": (np.array([1e-10 + 3e-15, 3.0]),)}
+    far = contract.Outcome("value", (np.array([1e-10 + 3e-15, 3.0]),))
     verdict = contract.judge(spec, case, far)
     message = verdict.message
     assert not verdict.passed and "max error 3e-15 vs tolerance 1e-15 there" in message
@@ -597,7 +597,7 @@ def test_a_declared_scale_makes_the_absolute_tolerance_ulps_of_the_summed_terms(
     assert not contract.judge(spec, Case("c", expected=unscaled), near).passed
     # a known mistake is recognised within the same bound around its own outputs
     mistake = [("the sign", (np.array([-1e-10, 3.0]),))]
-    sign = {"kind": "value", "arrays": (np.array([-1e-10 + 5e-16, 3.0]),)}
+    sign = contract.Outcome("value", (np.array([-1e-10 + 5e-16, 3.0]),))
     with_mistake = Case("c", expected=scaled, mistakes=tuple(mistake))
     assert "known mistake: the sign" in contract.judge(spec, with_mistake, sign).message
 

@@ -117,11 +117,11 @@ def test_with_its_callees_answers_a_right_caller_passes_whatever_its_callee(assi
                     k: contract.fresh(contract.value(s, arrays)) for k, s in sent["kwargs"].items()
                 }
                 outcome = zygote.run_answered(
-                    namespace, namespace[caller], args, kwargs, sent["calls"], arrays
+                    namespace, namespace[caller], args, kwargs, sent["calls"], arrays, 1
                 )
                 verdict = judging.judge(checks.spec(caller), case, outcome)
                 assert verdict.passed, (caller, seed, case.name, verdict.message)
-                plain = zygote.run_case(namespace[caller], *case.fresh())
+                plain = zygote.run_case(namespace[caller], *case.fresh(), 1)
                 without.append(judging.judge(checks.spec(caller), case, plain).passed)
     finally:
         namespace.update(own)

@@ -6,6 +6,7 @@ list; a hidden case's message gives the type alone. The words are the student's 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from hostile import corpus  # noqa: E402
 
-from autograder import checks, frames, grading, notebook, report, sandbox, wire, zygote  # noqa: E402, I001
+from autograder import checks, contract, frames, grading, notebook, report, sandbox, wire, zygote  # noqa: E402, I001
 from autograder.grading import verdict  # noqa: E402
 
 A = "ch1_pooling"
@@ -84,13 +85,15 @@ def test_a_place_outside_the_schema_is_a_protocol_violation(fields, why):
 def test_a_place_in_the_schema_reaches_the_outcome():
     header = wire.parse_header(_header(code="ModuleNotFoundError", module="torch"), wire.EVENTS)
     outcome = wire.read_outcome(header, b"", (), "allclose")
-    assert outcome == {
-        "kind": "error",
-        "code": "ModuleNotFoundError",
-        "at_cell": 2,
-        "at_line": 7,
-        "module": "torch",
-    }
+    assert dataclasses.asdict(outcome) == dict(
+        kind="error",
+        arrays=(),
+        code="ModuleNotFoundError",
+        exception=None,
+        at_cell=2,
+        at_line=7,
+        module="torch",
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -112,7 +115,7 @@ def test_the_line_is_read_from_the_program_bounded_and_printable():
     assert verdict.source_line(None, 0, 1) == ""
 
 
-def _judged(outcome: dict, hidden: bool, program) -> str:
+def _judged(outcome: contract.Outcome, hidden: bool, program) -> str:
     """The message ``verdict.judge`` gives one case of nadaraya_watson_ard with ``outcome``."""
     import dataclasses
     import types
@@ -131,21 +134,21 @@ def _judged(outcome: dict, hidden: bool, program) -> str:
 
 def test_a_public_case_names_module_and_line_and_a_hidden_case_the_type_alone():
     program = notebook.Program(cells=["x = 0\nimport torch\n"], origin=[2])
-    outcome = {"kind": "error", "code": "ModuleNotFoundError", "at_cell": 0, "at_line": 2}
+    outcome = contract.Outcome("error", code="ModuleNotFoundError", at_cell=0, at_line=2)
     name = checks.public_cases("nadaraya_watson_ard")[0].name
-    public = _judged({**outcome, "module": "torch"}, False, program)
+    public = _judged(dataclasses.replace(outcome, module="torch"), False, program)
     assert public.startswith(
         f"case '{name}': nadaraya_watson_ard raised ModuleNotFoundError: no module named 'torch' "
         "(at line 2 of notebook cell 3: `import torch`): an import failed, and the grader offers"
     ), public
-    unknown = _judged({**outcome, "module": None}, False, program)
+    unknown = _judged(outcome, False, program)
     assert "raised ModuleNotFoundError: a module not installed here (at line 2 of" in unknown
-    hidden = _judged({**outcome, "module": "torch"}, True, program)
+    hidden = _judged(dataclasses.replace(outcome, module="torch"), True, program)
     assert hidden.startswith(
         f"case '{name}': nadaraya_watson_ard raised ModuleNotFoundError: an import failed"
     ), hidden
     assert "torch" not in hidden.replace("PyTorch", "") and "line" not in hidden
-    value_error = {"kind": "error", "code": "ValueError", "at_cell": 0, "at_line": 1}
+    value_error = contract.Outcome("error", code="ValueError", at_cell=0, at_line=1)
     assert _judged(value_error, True, program) == (
         f"case '{name}': nadaraya_watson_ard raised ValueError"
     )

@@ -105,14 +105,13 @@ def test_frames_round_trip_and_garbage_is_a_protocol_violation():
 
 def test_returned_values_become_outcomes_from_a_fixed_vocabulary():
     outcome = contract.run_case(lambda: (1.5, np.float64(2.0)), [], {})
-    assert outcome["kind"] == "value" and [a.shape for a in outcome["arrays"]] == [(), ()]
-    assert contract.run_case(lambda: None, [], {}) == {"kind": "bad", "code": "none"}
-    assert contract.run_case(lambda: "text", [], {}) == {"kind": "bad", "code": "not_numeric"}
+    assert outcome.kind == "value" and [a.shape for a in outcome.arrays] == [(), ()]
+    none, text = (contract.run_case(f, [], {}) for f in (lambda: None, lambda: "text"))
+    assert (none.kind, none.code, text.kind, text.code) == ("bad", "none", "bad", "not_numeric")
     import torch
 
-    assert contract.run_case(lambda: torch.ones(2, 3, requires_grad=True), [], {})["arrays"][
-        0
-    ].shape == (2, 3)
+    tensor = contract.run_case(lambda: torch.ones(2, 3, requires_grad=True), [], {})
+    assert tensor.arrays[0].shape == (2, 3)
 
     class LeakedSecret0123(ValueError):  # the class name is the student's: never shown
         pass
@@ -121,7 +120,7 @@ def test_returned_values_become_outcomes_from_a_fixed_vocabulary():
         raise LeakedSecret0123("inputs were [0.123, 0.456]")
 
     outcome = contract.run_case(raises, [], {})
-    assert (outcome["kind"], outcome["code"]) == ("error", "ValueError")
+    assert (outcome.kind, outcome.code) == ("error", "ValueError")
 
 
 def test_case_values_cross_as_npz_without_pickle():
@@ -224,7 +223,7 @@ def test_invalid_json_is_an_invalid_notebook(tmp_path):
 
 def test_messages_never_repeat_the_students_exception_text_or_class_name():
     case = checks.Case("secret case", (np.zeros(2),), {}, expected=(np.zeros(2),))
-    outcome = {"kind": "error", "code": "ValueError"}
+    outcome = contract.Outcome("error", code="ValueError")
     verdict = judging.judge(checks.spec("softmax_backward"), case, outcome)
     assert verdict == contract.Verdict(
         "softmax_backward",
@@ -241,7 +240,7 @@ def test_a_wrong_shape_is_judged_from_the_declared_header_before_any_array_is_re
     wrong = np.swapaxes(expected[0], -1, -2)
     header = {"ev": "case", "task": 0, "case": 0, "outcome": "value", "code": None, "n": 1}
     outcome = wire.read_outcome(header, frames.pack({"r0": wrong}), expected, "allclose")
-    assert isinstance(outcome["arrays"][0], wire.Declared)
+    assert isinstance(outcome.arrays[0], wire.Declared)
     verdict = judging.judge(checks.spec("softmax_backward"), case, outcome)
     assert not verdict.passed and "shape" in verdict.message
 
@@ -467,21 +466,21 @@ def test_a_header_with_more_axes_than_numpy_allows_is_a_protocol_violation():
 
 
 def outcome_axes(outcome) -> int:
-    (declared,) = outcome["arrays"]
+    (declared,) = outcome.arrays
     assert isinstance(declared, wire.Declared)
     return declared.ndim
 
 
-def test_case_verdicts_are_typed_and_recorded_as_the_lists_the_report_reads():
+def test_case_verdicts_are_typed_and_recorded_with_the_fields_the_report_reads():
     from autograder.grading.results import SubmissionResult, TaskResult
 
     verdict = contract.Verdict("masked_softmax", "fully-masked row", True, False, "secret 0.123")
     result = SubmissionResult("s", "ch2_soft_hard", 1)
     result.tasks.append(TaskResult("test-a", 2.0, "m", [verdict], ["wrong"]))
     recorded = json.loads(json.dumps(result.to_record()))
-    assert recorded["tasks"][0]["cases"] == [["masked_softmax", "fully-masked row", True, False]]
-    check, case, hidden, passed = recorded["tasks"][0]["cases"][0]  # the report's reading
-    assert (check, case, hidden, passed) == (verdict.check, verdict.case, True, False)
+    assert recorded["tasks"][0]["cases"] == [
+        {"check": "masked_softmax", "case": "fully-masked row", "hidden": True, "passed": False}
+    ]
     assert "secret" not in json.dumps(recorded)  # a verdict's message is not recorded
     assert recorded["tasks"][0]["points"] == 0.0 and recorded["tasks"][0]["passed"] is False
     assert pickle.loads(pickle.dumps(result)).tasks[0].cases[0].case == "fully-masked row"

@@ -201,7 +201,7 @@ def test_the_grader_words_a_public_case_as_the_shipped_checker_does_in_chinese(t
     graded_cases = checks.public_cases("sparsemax")
     assert [c.name for c in graded_cases] == [c.name for c in loaded["sparsemax"]["cases"]]
     for stored, case in zip(loaded["sparsemax"]["cases"], graded_cases):
-        outcome = {"kind": "value", "arrays": (stored.expected[0] * 2.0 + 1.0,)}
+        outcome = contract.Outcome("value", (stored.expected[0] * 2.0 + 1.0,))
         local = contract.judge(spec, stored, outcome, catalog)
         prepared = checks.prepare("sparsemax", case)
         graded_spec, graded = checks.localised(checks.spec("sparsemax"), prepared, "zh_CN")

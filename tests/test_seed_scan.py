@@ -86,7 +86,7 @@ def test_seed_621_near_the_optimum_passes_the_solved_notebook_and_fails_the_old_
     prepared = dataclasses.replace(checks.prepare(name, case), mistakes=())
     expected = prepared.expected
     outcome = contract.run_case(notebook, *prepared.fresh())
-    assert np.max(np.abs(outcome["arrays"][1] - expected[1])) > 1.5e-14  # still there
+    assert np.max(np.abs(outcome.arrays[1] - expected[1])) > 1.5e-14  # still there
     verdict = judging.judge(checks.spec(name), prepared, outcome)
     assert verdict.passed, verdict.message
     unscaled = dataclasses.replace(prepared, expected=contract.Expected(tuple(expected)))
@@ -113,7 +113,7 @@ def test_scaled_tolerance_names_every_recognised_mistake_on_hidden_cases(name):
             for hint, outputs in case.mistakes:
                 if contract._matches(expected, outputs, spec["rtol"], spec["atol"], expected.scale):
                     continue  # this case cannot tell the mistake apart (e.g. a zero gradient)
-                verdict = judging.judge(spec, case, {"kind": "value", "arrays": outputs})
+                verdict = judging.judge(spec, case, contract.Outcome("value", outputs))
                 assert not verdict.passed and hint in verdict.message, verdict.message
                 named[hint] += 1
     assert all(named.values()), named

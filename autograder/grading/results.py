@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from autograder.contract import Verdict
+from autograder.gradebook import CASE_FIELDS
 
 #: the reason for a failure on the trusted side (not the submission's): never recorded
 GRADER_ERROR = "grader error"
@@ -36,15 +37,16 @@ class TaskResult:
         return self.max_points if self.passed else 0.0
 
     def to_record(self) -> dict:
-        """As the gradebook's record holds it: a case as the JSON list [check, case, hidden,
-        passed] (the report reads it back in that order; no message: a hidden case's full
-        message is shown only as ``judging.hidden_shown`` allows, in ``wrong``)."""
+        """As the gradebook's record holds it: a case as its named fields ``check``, ``case``,
+        ``hidden`` and ``passed`` (``gradebook.recorded_case`` reads them back; no message: a
+        hidden case's full message is shown only as ``judging.hidden_shown`` allows, in
+        ``wrong``)."""
         return {
             "grade_id": self.grade_id,
             "points": self.points,
             "max_points": self.max_points,
             "message": self.message,
-            "cases": [[v.check, v.case, v.hidden, v.passed] for v in self.cases],
+            "cases": [{name: getattr(v, name) for name in CASE_FIELDS} for v in self.cases],
             "wrong": list(self.wrong),
             "passed": self.passed,
         }

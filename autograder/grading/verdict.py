@@ -17,7 +17,7 @@ import dataclasses
 
 from autograder import checks, frames, judging, messages, zygote
 from autograder import notebook as nbparse
-from autograder.contract import Verdict
+from autograder.contract import Case, Outcome, Verdict
 from autograder.grading.check_data import tasks_of
 from autograder.grading.results import SubmissionResult, TaskResult
 from autograder.grading.run import RunRecord
@@ -97,19 +97,16 @@ def module_text(module, language: str = messages.ENGLISH) -> str:
     return messages.say(language, "grader.module_unknown")
 
 
-def located(message: str, name: str, outcome: dict, program) -> str:
-    """A public case's English error message with the module a failed import missed and the
-    line that raised it, inserted after "<name> raised <type>" (``contract.failure_of``'s
-    words). Another language's message is left as it is."""
-    head = f"{name} raised {outcome.get('code')}"
-    at = message.find(head)
-    if at < 0 or outcome.get("kind") != "error":
-        return message
-    extra = source_line(program, outcome.get("at_cell", -1), outcome.get("at_line", 0))
-    if outcome["code"] == "ModuleNotFoundError":
-        extra = module_text(outcome.get("module")) + extra
-    end = at + len(head)
-    return message[:end] + extra + message[end:]
+def located(outcome: Outcome, case: Case, program, language: str = messages.ENGLISH) -> dict | None:
+    """A public case's error's place, in ``language``: the parameters ``module`` (what a failed
+    import missed) and ``where`` (the line that raised it) of its message (``raised``,
+    ``raised_import``), which every language's template places itself. None for a hidden
+    case (its type alone) or an outcome that is not an error."""
+    if case.hidden or outcome.kind != "error":
+        return None
+    where = source_line(program, outcome.at_cell, outcome.at_line, language)
+    missed = outcome.code == "ModuleNotFoundError"
+    return {"module": module_text(outcome.module, language) if missed else "", "where": where}
 
 
 def cell_error_text(
@@ -230,20 +227,21 @@ def _judge_task(task_index, task, check_specs, all_cases, record, result, langua
             verdicts.append(Verdict(check, case.name, case.hidden, False, said[0]))
             english.append(Verdict(check, case.name, case.hidden, False, said[1]))
             continue
-        if got["kind"] == "error" and got["code"] in ERROR_REASONS:
-            result.add_reason(
-                ERROR_REASONS[got["code"]], f"{check}, case '{case.name}': {got['code']}"
-            )
-        local = judging.judge(*checks.localised(check_specs[check], case, language), got, language)
+        if got.kind == "error" and got.code in ERROR_REASONS:
+            result.add_reason(ERROR_REASONS[got.code], f"{check}, case '{case.name}': {got.code}")
+        local = judging.judge(
+            *checks.localised(check_specs[check], case, language),
+            got,
+            language,
+            located(got, case, program, language),
+        )
         verdicts.append(local)
         same = language == messages.ENGLISH or local.passed
-        verdict = local if same else judging.judge(check_specs[check], case, got)
-        if not case.hidden and not verdict.passed:
-            shown = located(verdict.message, check_specs[check]["name"], got, program)
-            verdict = dataclasses.replace(verdict, message=shown)
-            if same:
-                verdicts[-1] = verdict
-        english.append(verdict)
+        english.append(
+            local
+            if same
+            else judging.judge(check_specs[check], case, got, where=located(got, case, program))
+        )
     return _Judged(grade_id, check, fatal, verdicts, english)
 
 
