@@ -25,6 +25,7 @@ from autograder.sandbox.limits import Limits
 from autograder.sandbox.processes import tree_cpu_ticks
 
 CPU_SAMPLE_SECONDS = 1.0  # how often a run samples its sandbox's CPU time (the idle check)
+NOT_SAMPLED = -1  # the CPU time before the first sample: no process tree has it
 
 
 class Attempt:
@@ -58,7 +59,13 @@ class Attempt:
     def drive(self) -> RunResult:
         """Until the zygote's exit message, a deadline, a broken stream or a violation."""
         run, events = self.run, self.events
-        next_sample = 0.0
+        # the first sample (a walk of the machine's process table, about 4 ms) a second in: a
+        # run that ends sooner needs none. Until then the CPU time counts as a value no tree
+        # has, so that sample reads as activity, as a sample at the start would have (a run's
+        # start uses CPU): the idle check never ends a step sooner for it
+        now = time.monotonic()
+        run.on_cpu_time(now, NOT_SAMPLED)
+        next_sample = now + CPU_SAMPLE_SECONDS
         while True:
             now = time.monotonic()
             if now >= next_sample:
