@@ -144,9 +144,9 @@ def grade_assignment(
         start.begin(max(1, workers) if wanted and not cluster else 0, recording=bool(wanted))
         recorder = start.recorder()
         triage = _Triage(recorder, start.preparing.limits().notebook_bytes, force)
-        jobs, skipped = triage.first_look(wanted)
-        recorder.log_run(seed, jobs)
+        jobs, skipped = triage.first_look(wanted)  # while the check data is computed
         work = start.preparing.work()
+        recorder.log_run(seed, jobs)  # a run whose check data could not be made logs nothing
         start.preparing.plan(jobs)  # each job's hidden cases are made ahead, in this order
         start.wait()
         startup = time.monotonic() - called  # the check data computed, the sandboxes started
