@@ -23,18 +23,23 @@ One concern per module:
 - `pool`: the started sandboxes of this process, reused across jobs.
 - `schedule`: local threads or a Dask cluster behind one interface.
 - `results`: the typed results (`TaskResult`, `SubmissionResult`).
-- here: `grade_assignment`, the queue, the per-submission locks and the gradebook (only
-  this process writes it, on one recording thread, so the thread that hands out jobs never
-  waits for a recording; the autograded notebook is made in a separate process within the
-  caps' ``record_seconds``: `autograder.gradebook.Renderer`).
+- here: `grade_assignment`, in three steps: `_StartUp` (the check data, the recording
+  process, the sandboxes and nbgrader's gradebook, each begun as soon as it can), `_Triage`
+  (which submissions go out, each read once, under its lock as its job goes out) and
+  `_Batch` (the queue of jobs, and the gradebook: only this process writes it, on one
+  recording thread, so the thread that hands out jobs never waits for a recording; the
+  autograded notebook is made in a separate process within the caps'
+  ``record_seconds``: `autograder.gradebook.Renderer`).
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import secrets
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -95,6 +100,9 @@ __all__ = [
 #: called after each submission is graded or skipped: (student, done, total)
 ProgressCallback = Callable[[str, int, int], None]
 
+#: why a folder of submitted/ is not graded (made by hand: never into the gradebook)
+NOT_PLAIN = "not a plain student id (letters, digits, ._@+-)"
+
 
 def list_students(course: Path, assignment: str) -> list[str]:
     root = Path(course) / "submitted"
@@ -123,8 +131,6 @@ def grade_assignment(
     `progress` is called after each submission is graded or skipped (the CLI draws a bar).
     ``limits``: the instructor's explicit limits, each of which wins over the chapter's: a
     dict of ``Limits`` fields, or a whole ``Limits``; None: the chapter's own."""
-    from autograder.gradebook import RENDERER, Recorder
-
     called = time.monotonic()
     course = Path(course).resolve()
     if sandboxed:
@@ -132,109 +138,223 @@ def grade_assignment(
     spec = nbparse.load_assignment(course, assignment)
     seed = secrets.randbits(31) if seed is None else int(seed)
     wanted = list_students(course, assignment) if not students else list(students)
-    preparing = Preparing(course, assignment, seed, limits, sandboxed, registry, spec)
-    # nbgrader's gradebook, while the check data is computed
-    recorder = Recorder(course, spec, not_graded)
-    recorder.check_gradebook()
-    recording = None
-    if wanted:  # the recording process's imports (about a second) while the check data is computed
-        recording = threading.Thread(target=RENDERER.start, name="recording")
-        recording.start()
-    warming = None
-    if not cluster and wanted:  # the sandboxes start as soon as the chapter's limits are known
-        key = (
-            release_root(assignment, release_files(course, assignment)),
-            preparing.limits(),
-            sandboxed,
-            preload_for(spec.imports),
-        )
-        warming = threading.Thread(target=POOL.warm, args=(key, max(1, workers)))
-        warming.start()
-    work = preparing.work()
-    jobs, skipped = [], []
-    for student in wanted:
-        if not PLAIN_NAME.match(student):  # a folder made by hand: never into the gradebook
-            skipped.append((ascii(student)[:60], "not a plain student id (letters, digits, ._@+-)"))
-        elif not force and recorder.already_graded(
-            student, make_job(course, assignment, student, work.limits.notebook_bytes).sha256
-        ):
-            skipped.append((student, "already graded"))
-        else:
-            jobs.append(student)
-    recorder.log_run(seed, jobs)
-    preparing.plan(jobs)  # each job's hidden cases are made ahead, in this order
-    if warming is not None:
-        warming.join()
-    if recording is not None:
-        recording.join()
-    startup = time.monotonic() - called  # the check data computed, the sandboxes started
-    graded: list[SubmissionResult] = []
-    done = 0
-    counting = threading.Lock()
-
-    def step(student: str) -> None:
-        nonlocal done
-        with counting:
-            done += 1
-            if progress:
-                progress(student, done, len(jobs))
-
-    # finished jobs are recorded on their own thread (the recording itself runs in a separate
-    # process, `gradebook.Renderer`), so this one goes on handing out jobs meanwhile
-    finished: queue.Queue = queue.Queue()
-
-    def record_finished() -> None:
-        while (item := finished.get()) is not None:
-            future, job, lock = item
-            try:
-                graded.append(_collect(future, job, work, recorder))
-            finally:
-                lock.release()
-            step(job.student)
-
-    recorder_thread = threading.Thread(target=record_finished, name="recorder")
-    recorder_thread.start()
-    scheduler = Dask(work, cluster) if cluster else Local(work, workers, keep_sandboxes)
-    in_flight: dict = {}
-    waiting = list(jobs)
+    start = _StartUp(course, spec, seed, limits, sandboxed, registry)
+    scheduler = None
     try:
+        start.begin(max(1, workers) if wanted and not cluster else 0, recording=bool(wanted))
+        recorder = start.recorder()
+        triage = _Triage(recorder, start.preparing.limits().notebook_bytes, force)
+        jobs, skipped = triage.first_look(wanted)  # while the check data is computed
+        work = start.preparing.work()
+        recorder.log_run(seed, jobs)  # a run whose check data could not be made logs nothing
+        start.preparing.plan(jobs)  # each job's hidden cases are made ahead, in this order
+        start.wait()
+        startup = time.monotonic() - called  # the check data computed, the sandboxes started
+        scheduler = Dask(work, cluster) if cluster else Local(work, workers, keep_sandboxes)
+        batch = _Batch(work, triage, start.preparing, progress, skipped, len(jobs))
+        batch.run(jobs, scheduler)
+    finally:
+        start.close(sandboxes_too=scheduler is None and not keep_sandboxes)
+    recorder.log_timings({r.student: r.seconds for r in batch.graded})
+    return {
+        "graded": batch.graded,
+        "skipped": batch.skipped,
+        "seed": seed,
+        "rerun": [r.student for r in batch.graded if not r.complete],
+        "startup_seconds": startup,
+        "grading_seconds": time.monotonic() - called - startup,  # first job to last record
+    }
+
+
+class _StartUp:
+    """Everything a grading call needs before its first job, each begun as soon as it can:
+    the check data in a forked child (`Preparing`: made first, as a process forks only while
+    it has one thread), then on threads of their own the recording process's imports (about
+    a second) and this process's sandboxes (as soon as the chapter's limits are known),
+    while this thread imports nbgrader and checks its gradebook (about a second too)."""
+
+    def __init__(self, course: Path, spec, seed: int, limits, sandboxed: bool, registry):
+        self.course, self.spec, self.sandboxed = course, spec, sandboxed
+        self.preparing = Preparing(course, spec.assignment, seed, limits, sandboxed, registry, spec)
+        self._threads: list[threading.Thread] = []
+
+    def begin(self, sandboxes: int, recording: bool) -> None:
+        """Start the recording process (if anything may be recorded) and ``sandboxes``
+        sandboxes (none: a Dask cluster starts its own), each on a thread."""
+        from autograder.gradebook import RENDERER
+
+        if recording:
+            self._spawn("recording", RENDERER.start)
+        if sandboxes:
+            self._spawn("warming", self._warm, sandboxes)
+
+    def _spawn(self, name: str, target, *args) -> None:
+        thread = threading.Thread(target=target, args=args, name=name)
+        thread.start()
+        self._threads.append(thread)
+
+    def _warm(self, count: int) -> None:
+        try:
+            limits = self.preparing.limits()
+        except BaseException:  # noqa: BLE001 - the caller gets the same error from `work()`
+            return
+        files = release_files(self.course, self.spec.assignment)
+        key = (
+            release_root(self.spec.assignment, files),
+            limits,
+            self.sandboxed,
+            preload_for(self.spec.imports),
+        )
+        POOL.warm(key, count)
+
+    def recorder(self):
+        """The assignment's `gradebook.Recorder`, its gradebook rows checked."""
+        from autograder.gradebook import Recorder
+
+        recorder = Recorder(self.course, self.spec, not_graded)
+        recorder.check_gradebook()
+        return recorder
+
+    def wait(self) -> None:
+        """Until the recording process and the sandboxes are started."""
+        for thread in self._threads:
+            thread.join()
+
+    def close(self, sandboxes_too: bool) -> None:
+        """The recording process and the check data's child, ended; ``sandboxes_too``: the
+        started sandboxes too (a start-up that failed; else the scheduler closes them)."""
+        from autograder.gradebook import RENDERER
+
+        self.wait()
+        RENDERER.close()
+        self.preparing.close()
+        if sandboxes_too:
+            POOL.close()
+
+
+class _Triage:
+    """Which submissions go out, each notebook read once where it can be: a first look before
+    the first job (what the run log, the hidden cases made ahead and the progress bar count),
+    then, under the submission's lock as its job goes out, the job itself. Only a submission
+    with an autograded notebook is read at the first look (to compare its bytes with the
+    graded ones); what the first look saw is read again only if it changed since (another
+    grader recorded it, or the student's file changed)."""
+
+    def __init__(self, recorder, cap: int, force: bool):
+        self.recorder, self.cap, self.force = recorder, cap, force
+        self._looked: dict = {}  # student -> (SHA-256 read or None, its autograded file then)
+
+    def first_look(self, wanted: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+        """(the students whose jobs go out, in order; (student, why) of those skipped)."""
+        jobs, skipped = [], []
+        for student in wanted:
+            if not PLAIN_NAME.match(student):  # a folder made by hand: never into the gradebook
+                skipped.append((ascii(student)[:60], NOT_PLAIN))
+            elif not self.force and self._graded_at_first_look(student):
+                skipped.append((student, "already graded"))
+            else:
+                jobs.append(student)
+        return jobs, skipped
+
+    def _graded_at_first_look(self, student: str) -> bool:
+        autograded = _file_identity(self.recorder.autograded_path(student))
+        if autograded is None:  # never recorded: its job reads the notebook, once
+            self._looked[student] = (None, None)
+            return False
+        sha256 = self._job(student).sha256
+        self._looked[student] = (sha256, autograded)
+        return self.recorder.already_graded(student, sha256)
+
+    def take(self, student: str):
+        """(the student's job, its lock), or why it is skipped now."""
+        lock = self.recorder.try_lock(student)
+        if lock is None:
+            return "being graded by another grader"
+        job = self._job(student)
+        if not self.force and self._graded_since(student, job.sha256):
+            lock.release()
+            return "already graded"
+        return job, lock
+
+    def _graded_since(self, student: str, sha256: str) -> bool:
+        """Whether these bytes are graded now, under the lock: the first look's answer (not
+        graded) while neither the bytes nor the autograded notebook changed since."""
+        looked = self._looked.pop(student, None)
+        if looked is not None and looked[0] in (None, sha256):
+            if _file_identity(self.recorder.autograded_path(student)) == looked[1]:
+                return False
+        return self.recorder.already_graded(student, sha256)
+
+    def _job(self, student: str) -> GradeJob:
+        course, assignment = self.recorder.course, self.recorder.spec.assignment
+        return make_job(course, assignment, student, self.cap)
+
+
+def _file_identity(path: Path) -> tuple | None:
+    """What changes whenever a file is replaced or written (None: no file)."""
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
+class _Batch:
+    """The jobs handed out, at most ``scheduler.in_flight`` at once, and each finished one
+    recorded on a thread of its own (the recording itself runs in a separate process,
+    `gradebook.Renderer`), so the thread that hands out jobs never waits for a recording."""
+
+    def __init__(self, work, triage: _Triage, preparing, progress, skipped: list, total: int):
+        self.work, self.triage, self.preparing, self.progress = work, triage, preparing, progress
+        self.graded: list[SubmissionResult] = []
+        self.skipped = skipped
+        self._total, self._done, self._counting = total, 0, threading.Lock()
+        self._finished: queue.Queue = queue.Queue()
+
+    def run(self, students: list[str], scheduler) -> None:
+        recording = threading.Thread(target=self._record_finished, name="recorder")
+        recording.start()
+        try:
+            self._hand_out(students, scheduler)
+        finally:
+            self._finished.put(None)
+            recording.join()
+            scheduler.close()
+
+    def _hand_out(self, students: list[str], scheduler) -> None:
+        in_flight: dict = {}
+        waiting = deque(students)
         while waiting or in_flight:
             while waiting and len(in_flight) < scheduler.in_flight:
-                student = waiting.pop(0)
-                lock = recorder.try_lock(student)
-                if lock is None:
-                    skipped.append((student, "being graded by another grader"))
-                    step(student)
+                student = waiting.popleft()
+                taken = self.triage.take(student)
+                if isinstance(taken, str):
+                    self.skipped.append((student, taken))
+                    self._step(student)
                     continue
-                job = make_job(course, assignment, student, work.limits.notebook_bytes)
-                if not force and recorder.already_graded(student, job.sha256):
-                    lock.release()
-                    skipped.append((student, "already graded"))
-                    step(student)
-                    continue
-                job = _with_hidden(job, preparing)
+                job, lock = taken
+                job = _with_hidden(job, self.preparing)
                 in_flight[scheduler.submit(job)] = (job, lock)
             if not in_flight:
                 break
             for future in scheduler.wait(list(in_flight)):
-                job, lock = in_flight.pop(future)
-                finished.put((future, job, lock))
-    finally:
-        finished.put(None)
-        recorder_thread.join()
-        scheduler.close()
-        RENDERER.close()
-        preparing.close()
-    recorder.log_timings({r.student: r.seconds for r in graded})
-    rerun = [r.student for r in graded if not r.complete]
-    return {
-        "graded": graded,
-        "skipped": skipped,
-        "seed": seed,
-        "rerun": rerun,
-        "startup_seconds": startup,
-        "grading_seconds": time.monotonic() - called - startup,  # first job to last record
-    }
+                self._finished.put((future, *in_flight.pop(future)))
+
+    def _record_finished(self) -> None:
+        recorder = self.triage.recorder
+        while (item := self._finished.get()) is not None:
+            future, job, lock = item
+            try:
+                self.graded.append(_collect(future, job, self.work, recorder))
+            finally:
+                lock.release()
+            self._step(job.student)
+
+    def _step(self, student: str) -> None:
+        with self._counting:
+            self._done += 1
+            if self.progress:
+                self.progress(student, self._done, self._total)
 
 
 def _with_hidden(job: GradeJob, preparing: Preparing) -> GradeJob:

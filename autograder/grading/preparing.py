@@ -36,6 +36,10 @@ class Preparing:
         self._arrived = threading.Condition()
         self._receiver: threading.Thread | None = None
         self._planned: set = set()
+        # limits and work are asked from two threads (the sandboxes' and the caller's): one
+        # reads the pipe at a time, and a failure is raised to each that asks
+        self._receiving = threading.RLock()
+        self._failed: BaseException | None = None
         if fork is None:  # only a one-thread process forks: no lock can be held in the child
             fork = "solutions" not in sys.modules and threading.active_count() == 1
         if not fork:
@@ -77,34 +81,39 @@ class Preparing:
     # -- the parent -----------------------------------------------------------------------
 
     def _receive(self, kind: str):
+        if self._failed is not None:
+            raise self._failed
         try:
             got, *value = self._pipe.recv()
         except EOFError:
             got, value = "error", [RuntimeError("the process computing the check data died")]
         if got == "error":
             self._child.join()
+            self._failed = value[0]
             raise value[0]
         assert got == kind, (got, kind)
         return value[0]
 
     def limits(self) -> Limits:
-        if self._limits is None:
-            if self._child is None:
-                course, assignment, _seed, limits, _s, registry, _spec = self._args
-                chapter = registry.chapter(assignment)
-                self._limits = effective_limits(limits, chapter)
-            else:
-                self._limits = self._receive("limits")
-        return self._limits
+        with self._receiving:
+            if self._limits is None:
+                if self._child is None:
+                    course, assignment, _seed, limits, _s, registry, _spec = self._args
+                    chapter = registry.chapter(assignment)
+                    self._limits = effective_limits(limits, chapter)
+                else:
+                    self._limits = self._receive("limits")
+            return self._limits
 
     def work(self) -> AssignmentWork:
-        if self._work is None:
-            if self._child is None:
-                self._work = prepare(*self._args)
-            else:
-                self.limits()
-                self._work = self._receive("work")
-        return self._work
+        with self._receiving:
+            if self._work is None:
+                if self._child is None:
+                    self._work = prepare(*self._args)
+                else:
+                    self.limits()
+                    self._work = self._receive("work")
+            return self._work
 
     def plan(self, students: list[str]) -> None:
         """The students whose jobs will go out, in that order: the child makes their hidden

@@ -13,7 +13,10 @@ One concern per module:
 - `slots`: a worker slot (a lock file) and its unprivileged uid; stray processes of free slots.
 - `processes`: the process table (a slot uid's processes, a sandbox's tree and CPU time).
 - `worker`: `Sandbox`, the handle of one long-lived zygote (`autograder/zygote.py`) per slot:
-  start it, send it a run on pipes of the run's own, read the events, kill it.
+  start it, send it a run on pipes of the run's own, read the events, kill it; put together
+  from `slot_cgroup` (the slot's cgroups: the zygote's leaf, each run's fresh one, the leak
+  check), `zygote_process` (the zygote's process and control channel: start, ready, kill)
+  and `attempt` (one run driven to its end against the trusted clock).
 
 The names the grader, the tests and the benches use are importable from here.
 """
