@@ -46,7 +46,7 @@ class RunResult:
     """What one attempt produced (every event already validated) and how it ended."""
 
     cells: dict = field(default_factory=dict)  # program cell -> cell header
-    cases: dict = field(default_factory=dict)  # (task, case) -> contract outcome
+    cases: dict = field(default_factory=dict)  # (task, case) -> contract.Outcome
     missing: dict = field(default_factory=dict)  # task -> "undefined" | "not_callable"
     finished_tasks: list = field(default_factory=list)
     #: done | timeout | budget | crash | memory | output | protocol | lost | grader

@@ -29,7 +29,7 @@ from autograder.sandbox import Limits, Sandbox
 @dataclass
 class RunRecord:
     cells: dict = field(default_factory=dict)  # program cell -> cell header
-    outcomes: dict = field(default_factory=dict)  # (task, case) -> contract outcome
+    outcomes: dict = field(default_factory=dict)  # (task, case) -> contract.Outcome
     missing: dict = field(default_factory=dict)  # task -> "undefined" | "not_callable"
     failed_tasks: dict = field(default_factory=dict)  # task -> (reason, note)
     failed_cells: dict = field(default_factory=dict)  # program cell -> (reason, note)
