@@ -47,7 +47,7 @@ require-bench: ; @$(REQUIRE) "make bench" $(VENV_PACKAGES) $(GRADE_PACKAGES)
 
 ## release: nbgrader generate_assignment for every chapter, plus their public-case data
 release: $(STAMP)
-	$(PY) -m autograder.release
+	$(PY) -m autograder.course.release
 
 ## book: release the assignments, then build both editions: _build/html and _build/html/zh (offline, -W)
 book: require-book release

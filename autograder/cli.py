@@ -5,7 +5,7 @@
                                             import an LMS download (Canvas, Moodle,
                                             Blackboard; or plain <student>_<id>.ipynb): each
                                             student by the roster and the LMS's ids, hostile
-                                            members refused (autograder/collect.py)
+                                            members refused (autograder/course/collect.py)
     feedback <id>                           nbgrader generate_feedback
     export <id> --csv FILE                  nbgrader export (CSV), plus what still waits
                                             for hand grading
@@ -86,7 +86,7 @@ class Progress:
 
 def explicit_limits(args) -> dict:
     """The limits given on the command line, and only those: each wins over the chapter's
-    (``autograder.budgets.resolve``), even where it equals a default."""
+    (``autograder.sandbox.budgets.resolve``), even where it equals a default."""
     given = {
         "cell_seconds": args.cell_timeout,
         "task_seconds": args.task_timeout,
@@ -100,7 +100,7 @@ def explicit_limits(args) -> dict:
     return {name: value for name, value in given.items() if value is not None}
 
 
-#: the intake caps (`autograder.notebook.Caps`) as options: --max-cells N ...
+#: the intake caps (`autograder.checking.notebook.Caps`) as options: --max-cells N ...
 CAP_OPTIONS = {
     "--max-cells": "cells",
     "--max-cell-chars": "cell_source_chars",
@@ -174,7 +174,7 @@ def cmd_grade(args) -> int:
             f"(import an LMS download with `.venv/bin/python -m autograder collect {args.assignment} FILE.zip`)"
         )
         return 0
-    from autograder.gradebook import hand_grading_of
+    from autograder.course.gradebook import hand_grading_of
 
     waiting = hand_grading_of(Path(args.course), args.assignment)
     print(summary_table(outcome["graded"], outcome["skipped"], waiting))
@@ -200,11 +200,11 @@ def cmd_grade(args) -> int:
 def cmd_collect(args) -> int:
     """Each student's notebook of an LMS download into ``submitted/``, the student told by
     the roster and the LMS's ids in the download's layout, every archive member checked on
-    the way (autograder/collect.py): a hostile, ambiguous or unknown member is refused or
+    the way (autograder/course/collect.py): a hostile, ambiguous or unknown member is refused or
     skipped with a message that says why, the rest collected. Exit 1 if none was."""
     import zipfile
 
-    from autograder import collect
+    from autograder.course import collect
 
     archive = Path(args.archive)
     if not archive.is_file():
@@ -245,7 +245,7 @@ def cmd_feedback(args) -> int:
     """nbgrader generate_feedback; first a warning naming the students whose written answers
     no one has graded yet (their page would show those points as 0: README, "Generate the
     feedback after the written answers are graded by hand")."""
-    from autograder.gradebook import hand_grading_of
+    from autograder.course.gradebook import hand_grading_of
 
     waiting = sorted(
         s
@@ -269,7 +269,7 @@ def cmd_export(args) -> int:
     status = _nbgrader(
         Path(args.course),
         "export",
-        "--exporter=autograder.gradebook.HandGradingCsvExport",
+        "--exporter=autograder.course.gradebook.HandGradingCsvExport",
         f"--to={target}",
         f"--assignment=['{args.assignment}']",
     )
@@ -283,7 +283,7 @@ def cmd_export(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from autograder.report import write_report
+    from autograder.course.report import write_report
 
     out = (
         Path(args.out)
@@ -296,7 +296,7 @@ def cmd_report(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from autograder.collect import LAYOUTS
+    from autograder.course.collect import LAYOUTS
 
     parser = argparse.ArgumentParser(
         prog="python -m autograder", description=__doc__.split("\n")[0]
@@ -334,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive(float),
         help="a submitted notebook over this size is refused unread (default 8 MiB)",
     )
-    from autograder.notebook import DEFAULT_CAPS
+    from autograder.checking.notebook import DEFAULT_CAPS
 
     for option, cap in CAP_OPTIONS.items():
         default = getattr(DEFAULT_CAPS, cap)

@@ -20,7 +20,7 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
 # In autograde a cell's timeout is its chapter's (ChapterTimeout below, from
-# autograder/nbgrader_sanitise.py: the chapter's cell budget of autograder/budgets.py plus
+# autograder/course/nbgrader_sanitise.py: the chapter's cell budget of autograder/sandbox/budgets.py plus
 # what the student's kernel imports; 46 s for ch6, 70 s for ch3), not 300 s for every
 # course: the formgrader's Autograde button runs inside the Jupyter server, which a
 # looping cell held for the whole timeout. This one is for any other app that executes.
@@ -81,7 +81,7 @@ c.GenerateFeedback.preprocessors = [
 
 # Nothing a student wrote is live HTML where the instructor looks, whichever path wrote the
 # notebook (docs/threat-model.md). Our grader sanitises as it writes autograded/; the same
-# sanitiser (autograder/sanitise.py, as the preprocessor of autograder/nbgrader_sanitise.py)
+# sanitiser (autograder/checking/sanitise.py, as the preprocessor of autograder/course/nbgrader_sanitise.py)
 # runs last in nbgrader's autograde, so `nbgrader autograde` and the formgrader's Autograde
 # button write it sanitised too, and again in what renders it: generate_feedback and the
 # formgrader's manual-grading view (its HTMLExporter).
@@ -92,13 +92,15 @@ c.GenerateFeedback.preprocessors = [
 import sys  # noqa: E402
 
 _CHECKOUT = os.path.dirname(_ROOT)
-if os.path.basename(_ROOT) == "autograder" and os.path.isfile(os.path.join(_ROOT, "sanitise.py")):
+if os.path.basename(_ROOT) == "autograder" and os.path.isfile(
+    os.path.join(_ROOT, "checking", "sanitise.py")
+):
     sys.path.insert(0, _CHECKOUT)
 
 from nbgrader.converters import Autograde  # noqa: E402
 from nbgrader.preprocessors import Execute  # noqa: E402
 
-from autograder.nbgrader_sanitise import (  # noqa: E402
+from autograder.course.nbgrader_sanitise import (  # noqa: E402
     ChapterTimeout,
     KeepOnlyCourseFiles,
     NameStudent,
@@ -136,7 +138,7 @@ import importlib.metadata  # noqa: E402
 
 import nbgrader  # noqa: E402
 
-from autograder import nbgrader_sanitise as _sanitise  # noqa: E402 - its package's folder
+from autograder.course import nbgrader_sanitise as _sanitise  # noqa: E402 - its package's folder
 
 
 @functools.lru_cache(maxsize=4)
@@ -162,6 +164,6 @@ c.HTMLExporter.filters = {"course_mathjax": _course_mathjax}
 
 # The formgrader's view of the course: a course-local exchange (nbgrader's default,
 # /srv/nbgrader/exchange, does not exist here, and without one every assignment shows as
-# "draft"); `autograder.release` releases into it.
+# "draft"); `autograder.course.release` releases into it.
 c.Exchange.root = os.path.join(_ROOT, "exchange")
 os.makedirs(c.Exchange.root, exist_ok=True)

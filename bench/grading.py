@@ -16,7 +16,7 @@ submissions' own sandboxed seconds (ch3's students train a model) divided by the
 infinite loop in a cell, every graded function replaced by one that loops, a sleep, a read of
 a pipe nobody writes, a busy child process left behind), beside the 28 honest ones alone: the
 cost of the hanging five, which the budgets derived from the reference's time bound
-(`autograder/budgets.py`; a sleep or a blocked read ends sooner, after 10 s without CPU time,
+(`autograder/sandbox/budgets.py`; a sleep or a blocked read ends sooner, after 10 s without CPU time,
 `protocol.IDLE_SECONDS`), and the seconds each of the five took. Target: at most 3 minutes
 per assignment with 2 workers.
 
@@ -53,7 +53,7 @@ import nbformat
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from autograder import checks  # noqa: E402
+from autograder.checking import checks  # noqa: E402
 
 #: every registered chapter (the plug-ins are the one list), in id order
 ASSIGNMENTS = list(checks.ASSIGNMENTS)
@@ -70,7 +70,7 @@ def release_course(root: Path, only: tuple = ()) -> Path:
     shutil.copy(REPO / "autograder" / "nbgrader_config.py", course)
     shutil.copytree(REPO / "autograder" / "source", course / "source")
     subprocess.run(
-        [sys.executable, "-m", "autograder.release", "--course", str(course)]
+        [sys.executable, "-m", "autograder.course.release", "--course", str(course)]
         + [option for assignment in only for option in ("--only", assignment)],
         check=True,
         cwd=REPO,
@@ -159,8 +159,8 @@ def make_hanging_batch(course: Path, assignment: str, with_hangs: bool) -> int:
 
 def hanging(args) -> int:
     """The --hanging mode (see the module's docstring)."""
-    from autograder import budgets
     from autograder.grading import REGISTRY, effective_limits
+    from autograder.sandbox import budgets
 
     failed = False
     with tempfile.TemporaryDirectory(prefix="grading-bench-") as tmp:

@@ -43,8 +43,10 @@ if str(ROOT) not in sys.path:
 import nbformat  # noqa: E402
 import numpy as np  # noqa: E402
 
-from autograder import checks, contract, judging, release  # noqa: E402
-from autograder.notebook import strip_hidden_tests  # noqa: E402
+from autograder.checking import checks, judging  # noqa: E402
+from autograder.checking.notebook import strip_hidden_tests  # noqa: E402
+from autograder.course import release  # noqa: E402
+from autograder.student import contract  # noqa: E402
 
 # ----------------------------------------------------------------------------------------
 # the instructor's solution, as a namespace of functions

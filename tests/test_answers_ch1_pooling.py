@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from answers import ch1_pooling as key
-from autograder import checks, contract, judging
+from autograder.checking import checks, judging
+from autograder.student import contract
 from solutions import pooling
 
 torch.set_default_dtype(torch.float64)

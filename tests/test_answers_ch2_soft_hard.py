@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from answers import ch2_soft_hard as answers
-from autograder import checks, judging
+from autograder.checking import checks, judging
 from solutions.conventions import masked_softmax
 
 A = "ch2_soft_hard"

@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from answers import ch3_seq2seq as answers
-from autograder import checks, contract, judging
+from autograder.checking import checks, judging
+from autograder.student import contract
 from solutions.conventions import masked_softmax
 
 RNG = np.random.default_rng(3)

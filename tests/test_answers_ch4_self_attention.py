@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from answers import ch4_self_attention as ans
-from autograder import checks, judging
 from autograder.chapters import ch4_self_attention as plugin
+from autograder.checking import checks, judging
 from solutions.conventions import masked_softmax
 
 NAMES = (

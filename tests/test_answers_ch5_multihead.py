@@ -20,8 +20,9 @@ import pytest
 import torch
 
 from answers import ch5_multihead as answers
-from autograder import checks, contract, judging
 from autograder.chapters import ch5_multihead as plugin
+from autograder.checking import checks, judging
+from autograder.student import contract
 from solutions.conventions import masked_softmax
 
 torch.set_default_dtype(torch.float64)

@@ -21,8 +21,8 @@ import pytest
 import torch
 
 from answers.ch6_transformer import greedy_decode_cached, packed_decoder_mask
-from autograder import checks
 from autograder.chapters import ch6_transformer as plugin
+from autograder.checking import checks
 from solutions import multihead, transformer
 
 CHECKS = [c.name for c in checks.checks_for("ch6_transformer")]
@@ -517,7 +517,8 @@ def test_a_hidden_case_still_has_at_most_64_messages_with_every_named_mistake(na
     sys.path.insert(0, str(Path(__file__).parent))
     from test_checker_messages import _hostile_outcomes
 
-    from autograder import contract, judging
+    from autograder.checking import judging
+    from autograder.student import contract
 
     rng = np.random.default_rng(0)
     spec = checks.spec(name)

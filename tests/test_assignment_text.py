@@ -1,4 +1,4 @@
-"""The released notebooks' prose (autograder/assignment_text.py): the book's roles written
+"""The released notebooks' prose (autograder/checking/assignment_text.py): the book's roles written
 as the site shows them, and the Chinese edition of every assignment.
 
 - every ``{eq}`` label a source notebook cites gets the number the built site prints next
@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import assignment_text, checks
+from autograder.checking import assignment_text, checks
 
 REPO = Path(__file__).resolve().parents[1]
 SITE = REPO / "_build" / "html"

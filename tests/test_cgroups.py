@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import cgroups, sandbox
+from autograder import sandbox
+from autograder.sandbox import cgroups
 
 
 @pytest.fixture

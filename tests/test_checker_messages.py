@@ -16,7 +16,9 @@ import re
 import numpy as np
 import pytest
 
-from autograder import checks, contract, judging, release
+from autograder.checking import checks, judging
+from autograder.course import release
+from autograder.student import contract
 
 
 @pytest.fixture(scope="module")

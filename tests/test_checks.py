@@ -18,9 +18,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autograder import casefile, checks, contract, judging, release
 from autograder.chapters import ch3_seq2seq
-from autograder.checks import Case, Seeded
+from autograder.checking import casefile, checks, judging
+from autograder.checking.checks import Case, Seeded
+from autograder.course import release
+from autograder.student import contract
 
 NAMES = sorted(checks.REGISTRY)
 CONTRACT_REGEX = re.compile(r"check\(\s*[\"'](\w+)[\"']\s*,\s*(\w+)\s*\)")

@@ -8,12 +8,15 @@ import re
 import tokenize
 from pathlib import Path
 
-from autograder import casefile, checks, contract, judging, messages
+from autograder.checking import casefile, checks, judging, messages
+from autograder.student import contract
 
-PACKAGE = Path(checks.__file__).resolve().parent
+PACKAGE = Path(checks.__file__).resolve().parent.parent
 # everything but chapters/ and source/: the package's modules and the grading pipeline
 CORE = sorted(PACKAGE.glob("*.py")) + sorted(
-    p for package in ("grading", "sandbox") for p in (PACKAGE / package).glob("*.py")
+    p
+    for package in ("grading", "sandbox", "student", "checking", "course")
+    for p in (PACKAGE / package).glob("*.py")
 )
 
 
@@ -163,7 +166,8 @@ def test_what_only_the_sandbox_or_the_grader_needs_does_not_ship():
 
 
 def test_the_case_writer_never_ships_and_is_not_in_the_sandbox():
-    from autograder import release, sandbox
+    from autograder import sandbox
+    from autograder.course import release
 
     source = Path(release.__file__).read_text()
     assert "shutil.copyfile(Path(contract.__file__)" in source and "casefile.__file__" not in source
@@ -172,7 +176,7 @@ def test_the_case_writer_never_ships_and_is_not_in_the_sandbox():
     assert casefile not in IN_SANDBOX
     for path in Path(sandbox.__file__).parent.glob("*.py"):
         assert "casefile" not in path.read_text(), path
-    assert release.FORBIDDEN.search("from autograder.casefile import encode")
+    assert release.FORBIDDEN.search("from autograder.checking.casefile import encode")
 
 
 def test_one_codec_and_one_case_runner():
@@ -205,7 +209,7 @@ def test_a_reference_is_the_function_itself_and_loading_the_registry_imports_no_
         assert checks.reference_name(fn).startswith(("solutions.", "answers.")), check.name
     for path in sorted((PACKAGE / "chapters").glob("ch*.py")):
         assert not re.search(r'"solutions\.\w+:', path.read_text()), path.name
-    probe = "import sys; from autograder import checks; print('torch' in sys.modules)"
+    probe = "import sys; from autograder.checking import checks; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stderr
 
@@ -214,7 +218,12 @@ def test_a_reference_is_the_function_itself_and_loading_the_registry_imports_no_
 # the one message catalog: every id the code uses exists, every id is used
 
 #: the modules that word messages
-WORDING = ["contract.py", "judging.py", "messages.py", "grading/verdict.py"]
+WORDING = [
+    "student/contract.py",
+    "checking/judging.py",
+    "checking/messages.py",
+    "grading/verdict.py",
+]
 MESSAGE_ID = re.compile(r"^[a-z][a-z_]*(\.[a-z_ ]+)*$")
 
 
@@ -289,7 +298,7 @@ def test_every_message_id_the_code_uses_is_in_the_catalog_and_every_id_is_used()
 def test_every_public_failure_has_a_hidden_wording_with_no_number_of_the_outcome():
     """Each message a failing case can get has its hidden wording (``judging.hidden_finding``),
     which keeps none of the numbers computed from what the function returned."""
-    from autograder import judging as j
+    from autograder.checking import judging as j
 
     failures = [
         k

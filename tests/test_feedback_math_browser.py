@@ -2,7 +2,7 @@
 
 nbgrader's templates load MathJax from a CDN: with no network a student's feedback page and
 the instructor's manual-grading view showed raw TeX. The course's macro
-(``autograder/nbgrader_templates/base/mathjax.html.j2``, set up in
+(``autograder/course/nbgrader_templates/base/mathjax.html.j2``, set up in
 ``autograder/nbgrader_config.py``) writes the site's own MathJax 3 into the page. Here, on a
 released copy of ch1_pooling with one recorded submission (``alice``, solved, whose written
 answer mixes math with TeX that would make a link, a style, a class or load code), every
@@ -33,11 +33,11 @@ from hostile import corpus  # noqa: E402
 from test_site_browser import PageVisit, browser  # noqa: E402, F401 - the shared Chromium
 
 from autograder import cli  # noqa: E402
-from autograder import notebook as nbparse  # noqa: E402
-from autograder.contract import Verdict  # noqa: E402
-from autograder.gradebook import Recorder  # noqa: E402
+from autograder.checking import notebook as nbparse  # noqa: E402
+from autograder.course.gradebook import Recorder  # noqa: E402
 from autograder.grading.results import SubmissionResult, TaskResult  # noqa: E402
 from autograder.grading.verdict import not_graded  # noqa: E402
+from autograder.student.contract import Verdict  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
 A = "ch1_pooling"
@@ -187,7 +187,7 @@ def test_the_macro_replaces_nbconverts_in_both_templates():
         source, path, _ = exporter.environment.loader.get_source(
             exporter.environment, "mathjax.html.j2"
         )
-        assert Path(path) == REPO / "autograder" / "nbgrader_templates" / "base" / (
+        assert Path(path) == REPO / "autograder" / "course" / "nbgrader_templates" / "base" / (
             "mathjax.html.j2"
         ), template
         assert "course_mathjax" in source and "cdnjs" not in source

@@ -1,4 +1,4 @@
-"""The frame format (``autograder/frames.py``): one encoder, one bounded incremental parser.
+"""The frame format (``autograder/student/frames.py``): one encoder, one bounded incremental parser.
 
 Every process of the grader speaks it (the sandbox's run and control channels, the
 recording process); these tests pin the bytes and the bounds, which the hostile corpus
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from test_layering import COURSE_FOLDERS  # noqa: E402 - the course folders, not modules
 
-from autograder import frames
+from autograder.student import frames
 
 
 def test_the_bytes_of_a_frame_are_magic_two_lengths_header_blob():
@@ -79,9 +79,9 @@ def test_a_message_must_be_exactly_one_frame():
 def test_no_module_but_frames_writes_or_splits_a_frame():
     """The magic, the length prefix and its bounds live in ``frames.py`` alone: every other
     module calls it (``wire.FrameReader``, the zygote, the sandbox handle, the recording)."""
-    package = Path(frames.__file__).parent
+    package = Path(frames.__file__).parent.parent
     for path in sorted(package.rglob("*.py")):
-        if path.name == "frames.py" and path.parent == package:
+        if path.name == "frames.py" and path.parent == package / "student":
             continue
         if path.relative_to(package).parts[0] in COURSE_FOLDERS:
             continue  # the course's notebooks and release: no grader module there

@@ -1,6 +1,6 @@
 """What the grader records in nbgrader's gradebook, as the formgrader shows it (README,
 "For instructors"): manual grades survive a regrade, the maximum is the formgrader's, students
-have a name. Through `autograder.gradebook.Recorder` and nbgrader's own `Gradebook` API, on a
+have a name. Through `autograder.course.gradebook.Recorder` and nbgrader's own `Gradebook` API, on a
 released copy of ch1_pooling (12 automatic points in four test cells, and a written answer,
 ``written-bandwidth``, worth 2 points graded by hand); no sandbox runs."""
 
@@ -16,11 +16,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 from hostile import corpus  # noqa: E402
 
 from autograder import cli  # noqa: E402
-from autograder import notebook as nbparse  # noqa: E402
-from autograder.contract import Verdict  # noqa: E402
-from autograder.gradebook import Recorder  # noqa: E402
+from autograder.checking import notebook as nbparse  # noqa: E402
+from autograder.course.gradebook import Recorder  # noqa: E402
 from autograder.grading.results import SubmissionResult, TaskResult  # noqa: E402
 from autograder.grading.verdict import not_graded  # noqa: E402
+from autograder.student.contract import Verdict  # noqa: E402
 
 A = "ch1_pooling"
 WRITTEN = "written-bandwidth"

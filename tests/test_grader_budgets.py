@@ -1,5 +1,5 @@
 """Which limits a submission gets: budgets derived from the reference solution's measured
-time (``autograder.budgets``), the chapter's own limits over them, and the instructor's
+time (``autograder.sandbox.budgets``), the chapter's own limits over them, and the instructor's
 command-line limits over everything, even where they equal a default."""
 
 from __future__ import annotations
@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from autograder import budgets, checks, cli, grading, sandbox
-from autograder import notebook as nbparse
+from autograder import cli, grading, sandbox
+from autograder.checking import checks
+from autograder.checking import notebook as nbparse
+from autograder.sandbox import budgets
 
-COURSE = Path(checks.__file__).resolve().parent
+COURSE = Path(checks.__file__).resolve().parent.parent
 
 
 def _explicit(*flags: str) -> dict:

@@ -29,9 +29,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from hostile import as_nobody, corpus  # noqa: E402
 
-from autograder import checks, contract, judging, sandbox, zygote  # noqa: E402
-from autograder import notebook as nbparse  # noqa: E402
+from autograder import sandbox  # noqa: E402
+from autograder.checking import checks, judging  # noqa: E402
+from autograder.checking import notebook as nbparse  # noqa: E402
 from autograder.grading import callees, check_data, grade_assignment  # noqa: E402
+from autograder.student import contract, zygote  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = REPO / "autograder"

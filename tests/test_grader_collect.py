@@ -37,7 +37,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from hostile import corpus  # noqa: E402
 
-from autograder import cli, collect  # noqa: E402
+from autograder import cli  # noqa: E402
+from autograder.course import collect  # noqa: E402
 
 A = "ch1_pooling"
 NB = f"{A}.ipynb"

@@ -27,7 +27,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from hostile import corpus  # noqa: E402
 
-from autograder import checks, cli, grading, sandbox  # noqa: E402
+from autograder import cli, grading, sandbox  # noqa: E402
+from autograder.checking import checks  # noqa: E402
 from autograder.grading import verdict  # noqa: E402
 from autograder.grading.results import SubmissionResult  # noqa: E402
 from autograder.grading.run import RunRecord  # noqa: E402
@@ -243,7 +244,7 @@ def test_a_stopped_task_reads_the_same_whatever_the_run_reported():
 
 def test_a_feedback_page_loads_nothing_and_runs_only_the_courses_mathjax(graded):
     """nbgrader's feedback template calls nbconvert's ``mathjax()`` macro, which loads MathJax
-    from a CDN; the course's macro (``autograder/nbgrader_templates/base/mathjax.html.j2``)
+    from a CDN; the course's macro (``autograder/course/nbgrader_templates/base/mathjax.html.j2``)
     writes its own MathJax into the page instead: two inline scripts (its configuration and
     MathJax), none with a source, and no ``src`` or ``href`` to another host, so a page
     requests nothing (tests/test_feedback_math_browser.py typesets one in Chromium)."""

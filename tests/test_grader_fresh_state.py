@@ -19,7 +19,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from hostile import as_nobody, corpus  # noqa: E402
 
-from autograder import cgroups, grading, sandbox  # noqa: E402
+from autograder import grading, sandbox  # noqa: E402
+from autograder.sandbox import cgroups  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 A = "ch1_pooling"
@@ -36,7 +37,7 @@ def _key_in_user_keyring(uid: int, description: bytes) -> None:
     per-run state (v2, or a kernel without user namespaces) let a submission do."""
     import ctypes
 
-    from autograder import isolation
+    from autograder.student import isolation
 
     pid = os.fork()
     if pid == 0:

@@ -33,7 +33,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from hostile import as_nobody, corpus  # noqa: E402
 
-from autograder import checks, cli, grading, sandbox  # noqa: E402
+from autograder import cli, grading, sandbox  # noqa: E402
+from autograder.checking import checks  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

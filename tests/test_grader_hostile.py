@@ -208,7 +208,8 @@ def test_an_unreadable_timestamp_is_ignored_with_a_note_and_no_temporary_file_is
 def test_feedback_never_contains_a_hidden_input(graded):
     """Search every autograded notebook and every feedback page for every hidden input value
     of the run (the steal-hidden-cases submission read them all inside the sandbox)."""
-    from autograder import checks, cli
+    from autograder import cli
+    from autograder.checking import checks
 
     assert cli.main(["--course", str(graded["course"]), "feedback", "ch1_pooling"]) == 0
     values = set()  # every student's own hidden inputs (grading.hidden_seed)

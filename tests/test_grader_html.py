@@ -1,6 +1,6 @@
 """Nothing a student wrote is live HTML in what the instructor opens.
 
-- `autograder.sanitise` on its own: a written answer full of active HTML keeps its text, math,
+- `autograder.checking.sanitise` on its own: a written answer full of active HTML keeps its text, math,
   web links and attached images, and loses every script, handler, ``javascript:`` URL,
   frame, object/embed and SVG, as nbgrader's own markdown renderer shows it; outputs keep
   only inert types; cell tags and notebook metadata are dropped.
@@ -33,7 +33,8 @@ from formgrader_server import formgrader_server  # noqa: E402
 from hostile import corpus  # noqa: E402
 from test_site_browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402  (the project's launch)
 
-from autograder import cli, grading, sandbox, sanitise  # noqa: E402
+from autograder import cli, grading, sandbox  # noqa: E402
+from autograder.checking import sanitise  # noqa: E402
 
 A = "ch1_pooling"
 STUDENT = "hostile-answer"

@@ -19,8 +19,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from hostile import corpus  # noqa: E402
 
-from autograder import budgets, cli, gradebook, grading, intake, notebook, sandbox, sanitise  # noqa: E402
-from autograder.notebook import InvalidNotebook  # noqa: E402
+from autograder import cli, grading, sandbox  # noqa: E402
+from autograder.checking import intake, notebook, sanitise  # noqa: E402
+from autograder.checking.notebook import InvalidNotebook  # noqa: E402
+from autograder.course import gradebook  # noqa: E402
+from autograder.sandbox import budgets  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -287,7 +290,7 @@ def test_reading_saved_outputs_costs_memory_bounded_by_the_byte_cap(tmp_path):
     under = notebook_of(["a\n"] * 290_000)
     child = (
         "import resource, sys\n"
-        "from autograder import intake, notebook\n"
+        "from autograder.checking import intake, notebook\n"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         "data, _ = intake.read_notebook(sys.argv[1], 8 << 20)\n"
         "parsed, dropped = notebook.read_graded(data)\n"

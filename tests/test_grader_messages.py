@@ -17,8 +17,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from hostile import corpus  # noqa: E402
 
-from autograder import checks, contract, frames, grading, notebook, report, sandbox, wire, zygote  # noqa: E402, I001
+from autograder import grading, sandbox  # noqa: E402, I001
+from autograder.checking import checks, notebook  # noqa: E402, I001
+from autograder.course import report  # noqa: E402, I001
 from autograder.grading import verdict  # noqa: E402
+from autograder.sandbox import wire  # noqa: E402, I001
+from autograder.student import contract, frames, zygote  # noqa: E402, I001
 
 A = "ch1_pooling"
 LIMITS = sandbox.Limits(cell_seconds=15, task_seconds=15, submission_seconds=60)

@@ -16,7 +16,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from hostile import corpus  # noqa: E402
 from test_grader_messages import IMPORTS_IN_FUNCTION, RAISES  # noqa: E402
 
-from autograder import checks, grading, messages, sandbox  # noqa: E402, I001
+from autograder import grading, sandbox  # noqa: E402, I001
+from autograder.checking import checks, messages  # noqa: E402, I001
 
 A = "ch1_pooling"
 LIMITS = sandbox.Limits(cell_seconds=15, task_seconds=15, submission_seconds=60)

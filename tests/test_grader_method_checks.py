@@ -14,7 +14,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from hostile import corpus  # noqa: E402
 
-from autograder import checks, grading, judging  # noqa: E402
+from autograder import grading  # noqa: E402
+from autograder.checking import checks, judging  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 SEEDS = range(1, 21)

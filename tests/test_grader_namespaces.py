@@ -6,7 +6,7 @@ pids it gets, the processes it sees and the host name, into its own feedback; an
 that, while its function runs on the hidden inputs, writes a number derived from them into
 every one of those; the accomplice again; an attacker leaking another number; the accomplice
 again; an honest student. Each run has network, UTS and pid namespaces of its own
-(`autograder/isolation.py`), so the accomplice observes the same thing after each, and
+(`autograder/student/isolation.py`), so the accomplice observes the same thing after each, and
 everyone keeps full marks. As root, as `nobody` (rootless), and on a Dask worker run by
 `nobody`."""
 

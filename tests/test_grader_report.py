@@ -101,9 +101,9 @@ def test_report_escapes_hostile_student_ids_notes_and_messages(tmp_path):
 def _graded(student: str, failures: dict) -> dict:
     """The record of a submission of ch1 whose check ``name`` failed with ``failures[name]``
     ((case, hidden, message) each), every other check passed: the grader's own lines."""
-    from autograder import contract
     from autograder.grading import verdict
     from autograder.grading.results import SubmissionResult, TaskResult
+    from autograder.student import contract
 
     result = SubmissionResult(student, A, 1, max_score=12.0)
     for grade_id, check in [("test-pooling", "epanechnikov_weights"), ("test-nw", "nw_ard")]:
@@ -121,10 +121,10 @@ def test_each_mistake_is_counted_once_per_student_by_check_and_name():
     and hidden), 3 of them also "transposed" on another check; 2 raise at their own line; one
     notebook was refused (all its test cells not graded). The report lists each mistake with
     the number of students who made it, most first, no case names, no line of anyone's."""
-    from autograder import report
+    from autograder.checking.notebook import load_assignment
+    from autograder.course import report
     from autograder.grading import verdict
     from autograder.grading.results import SubmissionResult
-    from autograder.notebook import load_assignment
 
     clipping = "your result matches a known mistake: no clipping at 0 (eq. 1.4)"
     records = []

@@ -12,7 +12,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import seed_scan  # noqa: E402  (bench/seed_scan.py runs the same notebooks on thousands of seeds)
 
-from autograder import checks, contract, judging  # noqa: E402
+from autograder.checking import checks, judging  # noqa: E402
+from autograder.student import contract  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

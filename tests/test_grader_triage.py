@@ -13,8 +13,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from hostile import corpus  # noqa: E402
 
 from autograder import grading  # noqa: E402
-from autograder import notebook as nbparse  # noqa: E402
-from autograder.gradebook import Recorder  # noqa: E402
+from autograder.checking import notebook as nbparse  # noqa: E402
+from autograder.course.gradebook import Recorder  # noqa: E402
 from autograder.grading.verdict import not_graded  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]

@@ -16,9 +16,12 @@ import nbformat
 import numpy as np
 import pytest
 
-from autograder import casefile, checks, cli, contract, frames, grading, judging, sandbox, wire
-from autograder import notebook as nbparse
-from autograder.protocol import Plan
+from autograder import cli, grading, sandbox
+from autograder.checking import casefile, checks, judging
+from autograder.checking import notebook as nbparse
+from autograder.sandbox import wire
+from autograder.sandbox.protocol import Plan
+from autograder.student import contract, frames
 
 
 def _cell(
@@ -44,7 +47,7 @@ def _cell(
 
 TEST_SOURCE = (
     'check("masked_softmax", masked_softmax)\n### BEGIN HIDDEN TESTS\n'
-    'from autograder.checks import run_hidden\nrun_hidden("masked_softmax", masked_softmax)\n'
+    'from autograder.checking.checks import run_hidden\nrun_hidden("masked_softmax", masked_softmax)\n'
     "### END HIDDEN TESTS"
 )
 
@@ -258,7 +261,8 @@ def test_sandbox_command_isolates_network_course_files_and_uid(tmp_path, bubblew
     # modules it imports go in (IN_SANDBOX)
     hidden = (repo + "/solutions", repo + "/autograder")
     worker = {
-        repo + f"/autograder/{name}.py" for name in ("contract", "frames", "zygote", "isolation")
+        repo + f"/autograder/student/{name}.py"
+        for name in ("contract", "frames", "zygote", "isolation")
     }
     assert worker <= set(bound)
     assert not any(
@@ -505,7 +509,7 @@ def test_a_step_whose_sandbox_uses_no_cpu_ends_at_the_idle_limit_not_its_budget(
     """The idle check of a step (the trusted clock and the sandbox's CPU time): any change of
     the CPU time or any event restarts it; a step idle for IDLE_SECONDS ends as a timeout that
     says why, long before its wall-clock budget; with no CPU sample there is no idle check."""
-    from autograder import protocol
+    from autograder.sandbox import protocol
 
     idle = protocol.IDLE_SECONDS
     run = protocol.Run(
@@ -540,7 +544,7 @@ def test_a_sleeping_or_blocked_cell_ends_idle_but_a_busy_child_keeps_its_cell_al
     """In a real sandbox: a sleep and a read of a pipe nobody writes end as idle timeouts
     (the cell budget is far longer); a cell that waits on a child process computing for
     twice the idle limit, and one that sleeps for less than it, finish."""
-    from autograder import protocol
+    from autograder.sandbox import protocol
 
     monkeypatch.setattr(protocol, "IDLE_SECONDS", 2.0)
     box = sandbox.Sandbox(None, sandbox.Limits(cell_seconds=120, task_seconds=120))
@@ -594,10 +598,10 @@ def test_cell_outputs_are_capped_on_the_trusted_side_whatever_the_sandbox_sent()
     """The sandbox's own cap runs in the student's process: 600 cells that each sent 60,019
     characters (its frames allow that much) once made a 36 MB autograded notebook. The
     trusted side cuts each cell to the cell cap and the notebook to 50 cells' worth."""
+    from autograder.checking.notebook import Program
     from autograder.grading.results import SubmissionResult
     from autograder.grading.run import RunRecord
     from autograder.grading.verdict import NOTEBOOK_OUTPUT_CELLS, SANDBOX_NOTE_CHARS, cell_outputs
-    from autograder.notebook import Program
 
     cells = 600
     program = Program(cells=["print('x')"] * cells, origin=list(range(cells)))

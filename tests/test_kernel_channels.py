@@ -33,8 +33,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 import test_grader_fresh_state  # noqa: E402 - its `delegated` fixture
 from hostile import as_nobody, corpus, kernel  # noqa: E402
 
-from autograder import frames, isolation, sandbox  # noqa: E402
-from autograder.protocol import Plan  # noqa: E402
+from autograder import sandbox  # noqa: E402
+from autograder.sandbox.protocol import Plan  # noqa: E402
+from autograder.student import frames, isolation  # noqa: E402
 
 A = corpus.A
 LIMITS = sandbox.Limits(cell_seconds=60, task_seconds=30, submission_seconds=180)
@@ -160,8 +161,9 @@ def run_cells(box, cells, seconds=120.0):
 #: cell's error and output (JSON): the same runs, started as `nobody` (rootless mode)
 RUNNER = """
 import json, secrets, sys, time
-from autograder import frames, sandbox
-from autograder.protocol import Plan
+from autograder import sandbox
+from autograder.student import frames
+from autograder.sandbox.protocol import Plan
 
 runs = json.load(open(sys.argv[1]))
 box = sandbox.Sandbox(None, sandbox.Limits(cell_seconds=60, task_seconds=30))
@@ -607,7 +609,7 @@ def test_a_runs_cgroup_sits_beside_the_zygotes_on_both_hierarchies(tmp_path, mon
     and this host's v1 by the sandbox tests above): on v2 the slot's cgroup enables its
     controllers for its children, so it holds no process itself; on v1 the child is made in
     each hierarchy. Its cgroup.procs files open for writing; removal goes deepest first."""
-    from autograder import cgroups
+    from autograder.sandbox import cgroups
 
     slot = tmp_path / "v2" / "slot-0"
     slot.mkdir(parents=True)

@@ -32,30 +32,33 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "autograder"
 
 LAYERS = {
-    "autograder.contract": 0,
-    "autograder.casefile": 0,
-    "autograder.frames": 0,
-    "autograder.isolation": 0,
-    "autograder.cgroups": 0,
-    "autograder.notebook": 0,
-    "autograder.sanitise": 0,
-    "autograder.intake": 0,
-    "autograder.gradebook_ids": 0,
-    "autograder.assignment_text": 0,
-    "autograder.checks": 0,
-    "autograder.messages": 0,
-    "autograder.judging": 0,
+    "autograder.student.contract": 0,
+    "autograder.checking.casefile": 0,
+    "autograder.student.frames": 0,
+    "autograder.student.isolation": 0,
+    "autograder.sandbox.cgroups": 0,
+    "autograder.checking.notebook": 0,
+    "autograder.checking.sanitise": 0,
+    "autograder.checking.intake": 0,
+    "autograder.course.gradebook_ids": 0,
+    "autograder.checking.assignment_text": 0,
+    "autograder.checking.checks": 0,
+    "autograder.checking.messages": 0,
+    "autograder.checking.judging": 0,
     "autograder.chapters": 0,
-    "autograder.wire": 1,
-    "autograder.protocol": 1,
-    "autograder.zygote": 1,
+    "autograder.student": 0,
+    "autograder.checking": 0,
+    "autograder.sandbox.wire": 1,
+    "autograder.sandbox.protocol": 1,
+    "autograder.student.zygote": 1,
     "autograder.sandbox": 1,
-    "autograder.budgets": 2,
-    "autograder.gradebook": 2,
-    "autograder.report": 2,
-    "autograder.release": 2,
-    "autograder.collect": 2,
-    "autograder.nbgrader_sanitise": 2,
+    "autograder.course": 2,
+    "autograder.sandbox.budgets": 2,
+    "autograder.course.gradebook": 2,
+    "autograder.course.report": 2,
+    "autograder.course.release": 2,
+    "autograder.course.collect": 2,
+    "autograder.course.nbgrader_sanitise": 2,
     "autograder.nbgrader_config": 2,
     "autograder.grading": 3,
     "autograder.cli": 4,
@@ -85,7 +88,7 @@ def imported(source: str, siblings: set[str] = frozenset()) -> set[str]:
     """Every grader module ``source`` imports, at any depth of the file. ``from autograder
     import x`` counts as the module ``autograder.x`` where there is one; a bare ``import x``
     of a name in ``siblings`` (a copy bound beside the file in the sandbox) as
-    ``autograder.x``."""
+    ``autograder.student.x``."""
     out = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -93,7 +96,7 @@ def imported(source: str, siblings: set[str] = frozenset()) -> set[str]:
                 if alias.name.split(".")[0] == "autograder":
                     out.add(alias.name)
                 elif alias.name in siblings:
-                    out.add(f"autograder.{alias.name}")
+                    out.add(f"autograder.student.{alias.name}")
         elif isinstance(node, ast.ImportFrom):
             assert node.level == 0, "the grader uses absolute imports only"
             if node.module and node.module.split(".")[0] == "autograder":
@@ -134,20 +137,28 @@ def grader_sources() -> dict[str, str]:
 
 def test_no_module_imports_from_a_layer_above_its_own():
     sources = grader_sources()
-    assert {"autograder.grading", "autograder.gradebook", "autograder.budgets"} <= set(sources)
+    assert {
+        "autograder.grading",
+        "autograder.course.gradebook",
+        "autograder.sandbox.budgets",
+    } <= set(sources)
     assert back_arrows(sources) == []
 
 
 def test_a_back_arrow_is_found_even_inside_a_function():
     sources = grader_sources()
-    sources["autograder.budgets"] += "\n\ndef measure():\n    from autograder import grading\n"
-    sources["autograder.gradebook"] += "\n\ndef f():\n    import autograder.grading.verdict\n"
+    sources["autograder.sandbox.budgets"] += (
+        "\n\ndef measure():\n    from autograder import grading\n"
+    )
+    sources["autograder.course.gradebook"] += (
+        "\n\ndef f():\n    import autograder.grading.verdict\n"
+    )
     sources["autograder.sandbox.host"] += "\nfrom autograder.grading.work import prepare\n"
     sources["autograder.extra"] = ""
     assert back_arrows(sources) == [
-        "autograder.budgets (layer 2) imports autograder.grading (layer 3)",
+        "autograder.course.gradebook (layer 2) imports autograder.grading.verdict (layer 3)",
         "autograder.extra is in no layer: add it to LAYERS",
-        "autograder.gradebook (layer 2) imports autograder.grading.verdict (layer 3)",
+        "autograder.sandbox.budgets (layer 2) imports autograder.grading (layer 3)",
         "autograder.sandbox.host (layer 1) imports autograder.grading.work (layer 3)",
     ]
 
@@ -155,15 +166,15 @@ def test_a_back_arrow_is_found_even_inside_a_function():
 def test_the_modules_in_the_sandbox_import_only_each_other():
     inside = {module.__name__ for module in IN_SANDBOX}
     assert inside == {
-        "autograder.contract",
-        "autograder.frames",
-        "autograder.zygote",
-        "autograder.isolation",
+        "autograder.student.contract",
+        "autograder.student.frames",
+        "autograder.student.zygote",
+        "autograder.student.isolation",
     }
     siblings = {name.rsplit(".", 1)[1] for name in inside}
     for module in IN_SANDBOX:
         uses = imported(Path(module.__file__).read_text(), siblings)
         assert uses <= inside, (module.__name__, uses - inside)
     # the zygote, run as a script in there, imports the bound copies by their bare names
-    zygote = Path(PACKAGE / "zygote.py").read_text()
-    assert imported(zygote, siblings) == inside - {"autograder.zygote"}
+    zygote = Path(PACKAGE / "student" / "zygote.py").read_text()
+    assert imported(zygote, siblings) == inside - {"autograder.student.zygote"}

@@ -5,7 +5,7 @@
 points of 14: before the instructor grades the 2-point written answer it reads
 "12/14 + 2 to grade by hand", after it 14/14 with no mark. The manual score is written
 through nbgrader's gradebook API by the formgrader's own rule (its ``GradeHandler.put``);
-the submissions are recorded with `autograder.gradebook.Recorder`, as `grade_assignment`
+the submissions are recorded with `autograder.course.gradebook.Recorder`, as `grade_assignment`
 does; no sandbox runs."""
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from hostile import corpus  # noqa: E402
 
-from autograder import cli, report  # noqa: E402
-from autograder import notebook as nbparse  # noqa: E402
-from autograder.contract import Verdict  # noqa: E402
-from autograder.gradebook import (  # noqa: E402
+from autograder import cli  # noqa: E402
+from autograder.checking import notebook as nbparse  # noqa: E402
+from autograder.course import report  # noqa: E402
+from autograder.course.gradebook import (  # noqa: E402
     HandGrading,
     Recorder,
     hand_grading_of,
@@ -32,6 +32,7 @@ from autograder.gradebook import (  # noqa: E402
 )
 from autograder.grading.results import SubmissionResult, TaskResult  # noqa: E402
 from autograder.grading.verdict import not_graded  # noqa: E402
+from autograder.student.contract import Verdict  # noqa: E402
 
 A = "ch1_pooling"
 WRITTEN = "written-bandwidth"  # 2 points, graded by hand

@@ -1,4 +1,4 @@
-"""The one message catalog (autograder/messages.py): a submission's language chosen from its
+"""The one message catalog (autograder/checking/messages.py): a submission's language chosen from its
 notebook's metadata (hostile: only "en" or "zh_CN", anything else English), every message
 translated with the same placeholders, and a Chinese submission told the same numbers as an
 English one in its own language: by the shipped checker run from a released Chinese folder,
@@ -15,7 +15,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import contract, judging, messages, release
+from autograder.checking import judging, messages
+from autograder.course import release
+from autograder.student import contract
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "book" / "_ext")]
@@ -191,7 +193,7 @@ def test_the_shipped_checker_of_the_chinese_release_says_the_same_numbers_in_chi
 
 def test_the_grader_words_a_public_case_as_the_shipped_checker_does_in_chinese(tmp_path):
     """Locally and in feedback, the same message for the same case and value."""
-    from autograder import checks
+    from autograder.checking import checks
 
     folder = _released_folder(tmp_path, "zh_CN")
     catalog: dict = {}

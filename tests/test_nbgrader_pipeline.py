@@ -2,7 +2,7 @@
 
 One module-scoped fixture does the expensive part once: copy the course (config + source
 notebooks) to a temporary folder, release all five assignments there with
-``autograder.release``, submit three students per assignment and run ONE real
+``autograder.course.release``, submit three students per assignment and run ONE real
 ``nbgrader autograde`` over all of them, then ``nbgrader generate_feedback`` and
 ``nbgrader export``. The tests read the gradebook, the feedback and the CSV.
 
@@ -12,7 +12,7 @@ Students:
 - ``partial``: the release with the first task's solution pasted in and the second task
   answered wrongly -> exactly the first task's points; in ch1_pooling its written answer
   holds HTML that would run in the instructor's browser (`HOSTILE_ANSWER`), which the course's
-  sanitising preprocessor (``autograder/nbgrader_sanitise.py``) must remove in nbgrader's own
+  sanitising preprocessor (``autograder/course/nbgrader_sanitise.py``) must remove in nbgrader's own
   autograde and feedback.
 
 nbgrader runs with this checkout on ``PYTHONPATH``: the course's config imports ``autograder``.
@@ -31,11 +31,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import checks, release
+from autograder.checking import checks
+from autograder.course import release
 
 pytestmark = pytest.mark.slow
 
-COURSE = Path(release.__file__).resolve().parent
+COURSE = Path(release.__file__).resolve().parent.parent
 COURSE_NAME = "attention-derived"
 STUDENTS = ("solver", "blank", "partial")
 HOSTILE_ANSWER = (

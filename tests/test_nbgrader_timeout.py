@@ -22,7 +22,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from test_nbgrader_pipeline import COURSE, SOLUTION_REGION, _nbgrader  # noqa: E402
 
-from autograder import budgets, checks, nbgrader_sanitise, release  # noqa: E402
+from autograder.checking import checks  # noqa: E402
+from autograder.course import nbgrader_sanitise, release  # noqa: E402
+from autograder.sandbox import budgets  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -25,23 +25,16 @@ import nbformat
 import numpy as np
 import pytest
 
-from autograder import (
-    checks,
-    contract,
-    frames,
-    gradebook,
-    grading,
-    judging,
-    messages,
-    report,
-    wire,
-    zygote,
-)
-from autograder import notebook as nbparse
-from autograder.contract import Outcome
+from autograder import grading
+from autograder.checking import checks, judging, messages
+from autograder.checking import notebook as nbparse
+from autograder.course import gradebook, report
 from autograder.grading import verdict
+from autograder.sandbox import wire
+from autograder.student import contract, frames, zygote
+from autograder.student.contract import Outcome
 
-PACKAGE = Path(contract.__file__).resolve().parent
+PACKAGE = Path(contract.__file__).resolve().parent.parent
 A = "ch1_pooling"
 CHECK = "nadaraya_watson_ard"
 

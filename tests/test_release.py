@@ -1,4 +1,4 @@
-"""The source notebooks and `python -m autograder.release` (on a temporary copy of the course).
+"""The source notebooks and `python -m autograder.course.release` (on a temporary copy of the course).
 
 - every source notebook has the required structure: an opening that names the chapter,
   4-6 auto-graded tasks worth 10-20 points, one manually graded answer, locked test cells
@@ -25,9 +25,11 @@ import numpy as np
 import pytest
 import torch
 
-from autograder import assignment_text, checks, contract, release
+from autograder.checking import assignment_text, checks
+from autograder.course import release
+from autograder.student import contract
 
-COURSE = Path(release.__file__).resolve().parent
+COURSE = Path(release.__file__).resolve().parent.parent
 CONTRACT_REGEX = re.compile(r"check\(\s*[\"'](\w+)[\"']\s*,\s*(\w+)\s*\)")
 HIDDEN_BLOCK = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
 REPO = COURSE.parent
@@ -321,7 +323,7 @@ def test_scan_finds_planted_leaks(tmp_path):
     assert release.scan(folder) == []
     (folder / "leak.py").write_text("x = 1\n### BEGIN SOLUTION\n")
     (folder / "cheat.py").write_text("from solutions.pooling import average_pool\n")
-    (folder / "attention_check.py").write_text("from autograder.casefile import encode\n")
+    (folder / "attention_check.py").write_text("from autograder.checking.casefile import encode\n")
     problems = release.scan(folder)
     assert any("leak.py, line 2" in p for p in problems) and any("cheat.py" in p for p in problems)
     assert any("attention_check.py" in p for p in problems)
@@ -353,7 +355,7 @@ def test_cli_reports_failure_with_exit_code(tmp_path):
         [
             sys.executable,
             "-m",
-            "autograder.release",
+            "autograder.course.release",
             "--course",
             str(tmp_path),
             "--only",

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from hostile import corpus  # noqa: E402
 from hostile.corpus import WRONG_EPANECHNIKOV  # noqa: E402
 
-from autograder import checks, messages  # noqa: E402
+from autograder.checking import checks, messages  # noqa: E402
 
 A = "ch1_pooling"
 CHECK = "epanechnikov_weights"

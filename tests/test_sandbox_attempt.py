@@ -11,7 +11,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from test_grader_units import run_cells  # noqa: E402
 
-from autograder import protocol, sandbox  # noqa: E402
+from autograder import sandbox  # noqa: E402
+from autograder.sandbox import protocol  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(300)]
 

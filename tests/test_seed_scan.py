@@ -14,7 +14,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import seed_scan  # noqa: E402
 
-from autograder import checks, contract, judging, release  # noqa: E402
+from autograder.checking import checks, judging  # noqa: E402
+from autograder.course import release  # noqa: E402
+from autograder.student import contract  # noqa: E402
 
 #: seeds per chapter in the sample (bench/seed_scan.py runs thousands); far from the seeds of
 #: tests/test_checks.py.

@@ -35,7 +35,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import checks, release
+from autograder.checking import checks
+from autograder.course import release
 
 REPO = Path(__file__).resolve().parents[1]
 SITE = REPO / "_build" / "html"

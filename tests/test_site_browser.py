@@ -42,7 +42,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from autograder import checks
+from autograder.checking import checks
 
 REPO = Path(__file__).resolve().parents[1]
 HTML = Path(os.environ.get("ATTENTION_BOOK_HTML", REPO / "_build" / "html")).resolve()

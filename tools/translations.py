@@ -7,7 +7,7 @@
                                                     # tests/test_translations.py)
 
 ``update`` extracts every message of the book, and the prose of every assignment's source
-notebook (``autograder/assignment_text.py``: one paragraph a message), into ``_build/gettext`` (Sphinx's gettext
+notebook (``autograder/checking/assignment_text.py``: one paragraph a message), into ``_build/gettext`` (Sphinx's gettext
 builder through tools/build_book.py; run it after ``make book``, whose execution cache it
 reads: figure captions are messages of the cells' outputs) and merges the templates
 into ``locale/zh_CN/LC_MESSAGES/*.po`` with sphinx-intl: a new sentence arrives with an
@@ -30,9 +30,9 @@ fail the build until a translator has dealt with them (docs/translating.md).
   CJK-friendly (``editions.cjk_friendly_emphasis``);
 - Chinese in *italics* (Chinese fonts have no italic face: emphasis is **bold**);
 - straight "quotes" in a Chinese translation's prose (smart quotes would make both ”);
-- a hint of a check (``autograder/checks.py``) without an entry in its catalog,
+- a hint of a check (``autograder/checking/checks.py``) without an entry in its catalog,
   ``checks/<assignment>.po`` or ``checks/shared.po``, or an entry that is no check's hint;
-- a message of the checks' and the grader's catalog (``autograder/messages.py``, English
+- a message of the checks' and the grader's catalog (``autograder/checking/messages.py``, English
   templates with named placeholders) without an entry in ``checks/messages.po``, or an entry
   that is no message's; and in every catalog of ``checks/``, a translation whose
   ``{placeholders}`` are not exactly the English one's (the template would fail, or lose a
@@ -247,9 +247,9 @@ def check(catalogs: Path = CATALOGS) -> list[str]:
 
 def hint_domains() -> list[tuple[str, list[str]]]:
     """(catalog name, the English hints it must translate): each chapter's own hints, then
-    the shared ones (``autograder/checks.py``: one catalog per chapter in ``checks/``)."""
+    the shared ones (``autograder/checking/checks.py``: one catalog per chapter in ``checks/``)."""
     sys.path.insert(0, str(ROOT))
-    from autograder import checks
+    from autograder.checking import checks
 
     checks.load_chapters()
     domains = [(assignment, checks.hint_texts(assignment)) for assignment in checks.ASSIGNMENTS]
@@ -277,9 +277,9 @@ MESSAGES_DOMAIN = "messages"
 
 def message_templates() -> list[str]:
     """The English templates of the checks' and the grader's one message catalog
-    (``autograder/messages.py``), each once, in the catalog's order."""
+    (``autograder/checking/messages.py``), each once, in the catalog's order."""
     sys.path.insert(0, str(ROOT))
-    from autograder import messages
+    from autograder.checking import messages
 
     return list(dict.fromkeys(messages.english().values()))
 
@@ -308,7 +308,7 @@ def write_hint_templates(dest: Path) -> None:
     (dest / "checks").mkdir(parents=True, exist_ok=True)
     catalog = Catalog(project="Attention, derived", domain=MESSAGES_DOMAIN)
     for text in message_templates():
-        catalog.add(text, locations=[("autograder/messages.py", 0)])
+        catalog.add(text, locations=[("autograder/checking/messages.py", 0)])
     with open(dest / "checks" / f"{MESSAGES_DOMAIN}.pot", "wb") as handle:
         write_po(handle, catalog, omit_header=False, no_location=True)
     for domain, texts in hint_domains():
@@ -336,9 +336,9 @@ def update() -> int:
     python = sys.executable
     if subprocess.call([python, str(ROOT / "tools" / "build_book.py"), "--builder", "gettext"]):
         return 1
-    # the assignments' prose (autograder/assignment_text.py): one template per source notebook
+    # the assignments' prose (autograder/checking/assignment_text.py): one template per source notebook
     sys.path.insert(0, str(ROOT))
-    from autograder.assignment_text import write_templates
+    from autograder.checking.assignment_text import write_templates
 
     write_templates(ROOT / "_build" / "gettext" / "assignments", ROOT / "autograder" / "source")
     write_hint_templates(ROOT / "_build" / "gettext")

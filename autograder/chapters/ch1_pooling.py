@@ -1,7 +1,7 @@
 """Chapter plug-in: Attention as pooling (assignment ``ch1_pooling``).
 
 Its checks (inputs from a seed, reference, tolerance, hints, known mistakes), registered
-with ``autograder.checks.register``; the grader core never names this module. The
+with ``autograder.checking.checks.register``; the grader core never names this module. The
 references are the answer key's (``answers/ch1_pooling.py``): the chapter shows the
 Gaussian kernel, the prediction and the derivative in one scalar bandwidth; the tasks ask
 for another kernel, the derivative in the query, one bandwidth per dimension and its
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from answers import ch1_pooling as key
-from autograder.checks import (
+from autograder.checking.checks import (
     HINT_MAX_SHIFT,
     Case,
     Chapter,

@@ -1,7 +1,7 @@
 """Chapter plug-in: Soft and hard attention (assignment ``ch2_soft_hard``).
 
 Its checks (inputs from a seed, reference, tolerance, hints, known mistakes), registered
-with ``autograder.checks.register``; the grader core never names this module. The page shows
+with ``autograder.checking.checks.register``; the grader core never names this module. The page shows
 the softmax, attention and hard attention forward; the tasks are the next steps: the
 softmax's backward pass, attention's backward pass, sparsemax and sparsemax's backward pass
 (references in ``answers/ch2_soft_hard.py``).
@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from answers import ch2_soft_hard as answers
-from autograder.checks import (
+from autograder.checking.checks import (
     HINT_EMPTY,
     HINT_MAX_SHIFT,
     Case,

@@ -1,7 +1,7 @@
 """Chapter plug-in: Seq2seq with attention (assignment ``ch3_seq2seq``).
 
 Its checks (inputs from a seed, reference, tolerance, hints, known mistakes), registered
-with ``autograder.checks.register``; the grader core never names this module.
+with ``autograder.checking.checks.register``; the grader core never names this module.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from answers import ch3_seq2seq as answers
-from autograder.checks import (
+from autograder.checking.checks import (
     HINT_EMPTY,
     HINT_MAX_SHIFT,
     Case,

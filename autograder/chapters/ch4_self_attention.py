@@ -1,7 +1,7 @@
 """Chapter plug-in: Self-attention (assignment ``ch4_self_attention``).
 
 Its checks (inputs from a seed, reference, tolerance, hints, known mistakes), registered
-with ``autograder.checks.register``; the grader core never names this module. The page
+with ``autograder.checking.checks.register``; the grader core never names this module. The page
 shows self-attention, its masks, positions and the online-softmax forward pass, so the
 tasks are the next steps (``answers/ch4_self_attention.py``): Longformer's window with
 global tokens, ALiBi, T5's relative position buckets and the online-softmax backward pass.
@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from answers import ch4_self_attention as answers
-from autograder.checks import (
+from autograder.checking.checks import (
     HINT_MAX_SHIFT,
     Case,
     Chapter,

@@ -1,7 +1,7 @@
 """Chapter plug-in: Multi-head attention (assignment ``ch5_multihead``).
 
 Its checks (inputs from a seed, reference, tolerance, hints, known mistakes), registered
-with ``autograder.checks.register``; the grader core never names this module. The references
+with ``autograder.checking.checks.register``; the grader core never names this module. The references
 are the answer key's (``answers/ch5_multihead.py``): the chapter shows the forward pass, the
 assignment asks for a gate on every head, the heads' importance, the backward pass and the
 memory the backward pass keeps.
@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from answers import ch5_multihead as answers
-from autograder.checks import (
+from autograder.checking.checks import (
     HINT_EMPTY,
     HINT_MAX_SHIFT,
     Case,

@@ -1,7 +1,7 @@
 """Chapter plug-in: The Transformer (assignment ``ch6_transformer``).
 
 Its checks (inputs from a seed, reference, tolerance, hints, known mistakes), registered
-with ``autograder.checks.register``; the grader core never names this module.
+with ``autograder.checking.checks.register``; the grader core never names this module.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from autograder.checks import (
+from autograder.checking.checks import (
     HINT_EMPTY,
     HINT_MAX_SHIFT,
     Case,

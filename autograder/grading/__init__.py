@@ -4,9 +4,9 @@ One concern per module:
 
 - `work`: `prepare` builds, once per assignment, everything a worker needs (`AssignmentWork`),
   from `public_files` (the release's public files), `limits` (the chapter's limits and intake
-  caps, as `autograder.budgets` layers them) and `check_data` (the tasks, typed `Task`, and
+  caps, as `autograder.sandbox.budgets` layers them) and `check_data` (the tasks, typed `Task`, and
   the public cases with their answers, one `contract.Case` each, encoded by
-  `autograder.casefile`: a `CaseSet`); `preparing` runs it in a forked child, which then
+  `autograder.checking.casefile`: a `CaseSet`); `preparing` runs it in a forked child, which then
   makes each submission's own hidden cases (`check_data.hidden_seed`: the batch seed and the
   student id); `jobs`: a `GradeJob` carries one submission's bytes and its hidden cases.
   Work and jobs pickle.
@@ -29,7 +29,7 @@ One concern per module:
   `_Batch` (the queue of jobs, and the gradebook: only this process writes it, on one
   recording thread, so the thread that hands out jobs never waits for a recording; the
   autograded notebook is made in a separate process within the caps'
-  ``record_seconds``: `autograder.gradebook.Renderer`).
+  ``record_seconds``: `autograder.course.gradebook.Renderer`).
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from autograder import notebook as nbparse
-from autograder.gradebook_ids import PLAIN_NAME
+from autograder.checking import notebook as nbparse
+from autograder.course.gradebook_ids import PLAIN_NAME
 from autograder.grading.check_data import (
     CaseSet,
     Task,
@@ -181,7 +181,7 @@ class _StartUp:
     def begin(self, sandboxes: int, recording: bool) -> None:
         """Start the recording process (if anything may be recorded) and ``sandboxes``
         sandboxes (none: a Dask cluster starts its own), each on a thread."""
-        from autograder.gradebook import RENDERER
+        from autograder.course.gradebook import RENDERER
 
         if recording:
             self._spawn("recording", RENDERER.start)
@@ -209,7 +209,7 @@ class _StartUp:
 
     def recorder(self):
         """The assignment's `gradebook.Recorder`, its gradebook rows checked."""
-        from autograder.gradebook import Recorder
+        from autograder.course.gradebook import Recorder
 
         recorder = Recorder(self.course, self.spec, not_graded)
         recorder.check_gradebook()
@@ -223,7 +223,7 @@ class _StartUp:
     def close(self, sandboxes_too: bool) -> None:
         """The recording process and the check data's child, ended; ``sandboxes_too``: the
         started sandboxes too (a start-up that failed; else the scheduler closes them)."""
-        from autograder.gradebook import RENDERER
+        from autograder.course.gradebook import RENDERER
 
         self.wait()
         RENDERER.close()

@@ -33,7 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from autograder import casefile, zygote
+from autograder.checking import casefile
+from autograder.student import zygote
 
 #: the most a case's tables may hold, in array bytes: beyond it the case is sent no table
 #: (its caller is then scored with the student's callee, as before)

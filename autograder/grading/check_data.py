@@ -9,7 +9,7 @@ process that held a hidden input never produces anything a student sees in full.
 - ``CaseSet``: the cases of one run, one tuple of ``contract.Case`` per task, made whole by
   ``checks.prepare`` (the reference's answer and the declared mistakes' answers, which never
   leave the trusted side), and what the sandbox is sent of them: the arguments encoded with
-  the codec's writer (``autograder.casefile``), their arrays as one ``.npz``.
+  the codec's writer (``autograder.checking.casefile``), their arrays as one ``.npz``.
 - The public set is the same for every submission (``public_case_set``, cached per process).
   The hidden set is each submission's own (``hidden_case_set``), from ``hidden_seed``: the
   batch seed and the student id, so whatever one submission learns of its hidden inputs, by
@@ -24,9 +24,10 @@ import threading
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from autograder import casefile, frames
-from autograder.contract import Case
+from autograder.checking import casefile
 from autograder.grading import callees
+from autograder.student import frames
+from autograder.student.contract import Case
 
 _cache: dict = {}
 _cache_lock = threading.Lock()

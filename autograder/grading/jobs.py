@@ -13,8 +13,8 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder import intake
-from autograder import notebook as nbparse
+from autograder.checking import intake
+from autograder.checking import notebook as nbparse
 from autograder.grading.check_data import CaseSet
 
 

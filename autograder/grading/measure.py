@@ -1,10 +1,10 @@
 """Measure a chapter's reference time T: ``python -m autograder.grading.measure [ID ...]``.
 
-T, from which every budget derives (``autograder.budgets``, ``derived``), is the wall time of
+T, from which every budget derives (``autograder.sandbox.budgets``, ``derived``), is the wall time of
 the instructor's solved source notebook (``solved_notebook``) graded as a submission by this
 grader in a warm sandbox: the slowest of ``RUNS`` runs (``measure``), then recorded in the
 chapter's plug-in (``Chapter.reference_seconds``). It grades, so it lives in the grading
-package: ``autograder.budgets`` only holds the formula and never imports the grader.
+package: ``autograder.sandbox.budgets`` only holds the formula and never imports the grader.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-from autograder.budgets import RUNS, derived
 from autograder.sandbox import Limits
+from autograder.sandbox.budgets import RUNS, derived
 
 
 def solved_notebook(course: Path, assignment: str) -> bytes:
@@ -28,7 +28,7 @@ def solved_notebook(course: Path, assignment: str) -> bytes:
     released = course / "release" / assignment / f"{assignment}.ipynb"
     if not released.is_file():
         raise FileNotFoundError(
-            f"{released} does not exist: run `python -m autograder.release --course {course}` first"
+            f"{released} does not exist: run `python -m autograder.course.release --course {course}` first"
         )
     source = nbformat.read(course / "source" / assignment / f"{assignment}.ipynb", as_version=4)
     answers = {
@@ -76,7 +76,7 @@ def measure(course: Path, assignment: str, runs: int = RUNS) -> list[float]:
 
 
 def main(argv=None) -> int:
-    from autograder import checks
+    from autograder.checking import checks
 
     parser = argparse.ArgumentParser(
         prog="python -m autograder.grading.measure",

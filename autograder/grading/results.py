@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from autograder.contract import Verdict
-from autograder.gradebook import CASE_FIELDS
+from autograder.course.gradebook import CASE_FIELDS
+from autograder.student.contract import Verdict
 
 #: the reason for a failure on the trusted side (not the submission's): never recorded
 GRADER_ERROR = "grader error"

@@ -19,11 +19,11 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
-from autograder import frames, wire
 from autograder.grading.check_data import CaseSet
 from autograder.grading.results import GRADER_ERROR
-from autograder.protocol import Plan
-from autograder.sandbox import Limits, Sandbox
+from autograder.sandbox import Limits, Sandbox, wire
+from autograder.sandbox.protocol import Plan
+from autograder.student import frames
 
 
 @dataclass

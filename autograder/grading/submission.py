@@ -8,8 +8,8 @@ import time
 import traceback
 from pathlib import Path
 
-from autograder import messages
-from autograder import notebook as nbparse
+from autograder.checking import messages
+from autograder.checking import notebook as nbparse
 from autograder.grading.jobs import GradeJob
 from autograder.grading.pool import POOL, sandbox_key
 from autograder.grading.results import GRADER_ERROR, SubmissionResult

@@ -1,6 +1,6 @@
 """Verdict: compare every returned value with the reference, on the trusted side.
 
-Messages come from the one message catalog only (``autograder.messages``: fixed text and
+Messages come from the one message catalog only (``autograder.checking.messages``: fixed text and
 numbers computed here, no text from the submission), in the submission's language (its
 notebook's, ``messages.language_of``); what the instructor's report reads (``wrong``, the
 reasons and notes) stays English. What a check says of its hidden cases is a fixed few texts
@@ -15,12 +15,13 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from autograder import checks, frames, judging, messages, zygote
-from autograder import notebook as nbparse
-from autograder.contract import Case, Outcome, Verdict
+from autograder.checking import checks, judging, messages
+from autograder.checking import notebook as nbparse
 from autograder.grading.check_data import tasks_of
 from autograder.grading.results import SubmissionResult, TaskResult
 from autograder.grading.run import RunRecord
+from autograder.student import frames, zygote
+from autograder.student.contract import Case, Outcome, Verdict
 
 #: an error code that is also a failure reason of its own
 ERROR_REASONS = {

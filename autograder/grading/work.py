@@ -1,7 +1,7 @@
 """Prepare: everything the workers need for one assignment, built once per grading call.
 
 ``prepare`` puts together the four things every submission of the assignment needs
-(``AssignmentWork``): the spec from the source notebook (``autograder.notebook``), the
+(``AssignmentWork``): the spec from the source notebook (``autograder.checking.notebook``), the
 release's public files (``public_files``), the chapter's limits and intake caps (``limits``)
 and its check data (``check_data``: the tasks and the public cases), with what the sandbox
 must preload. It pickles: a Dask worker needs no course folder. ``Preparing``
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from autograder import checks
-from autograder import notebook as nbparse
+from autograder.checking import checks
+from autograder.checking import notebook as nbparse
 from autograder.grading.check_data import CaseSet, public_case_set, tasks_of
 from autograder.grading.limits import effective_caps, effective_limits
 from autograder.grading.public_files import release_files, release_root

@@ -12,11 +12,17 @@ One concern per module:
   the grader's only modules inside the sandbox.
 - `slots`: a worker slot (a lock file) and its unprivileged uid; stray processes of free slots.
 - `processes`: the process table (a slot uid's processes, a sandbox's tree and CPU time).
-- `worker`: `Sandbox`, the handle of one long-lived zygote (`autograder/zygote.py`) per slot:
+- `worker`: `Sandbox`, the handle of one long-lived zygote (`autograder/student/zygote.py`) per slot:
   start it, send it a run on pipes of the run's own, read the events, kill it; put together
   from `slot_cgroup` (the slot's cgroups: the zygote's leaf, each run's fresh one, the leak
   check), `zygote_process` (the zygote's process and control channel: start, ready, kill)
   and `attempt` (one run driven to its end against the trusted clock).
+- `cgroups`: kernel-enforced limits, one cgroup per worker slot in the grader's subtree.
+- `budgets`: each chapter's wall-clock budgets, derived from its reference time, and
+  layered under the chapter's own limits and the command line's.
+- `protocol`: the event protocol of one run: which event may come next, each step's
+  budget.
+- `wire`: every byte the sandbox sends back, parsed against a strict schema.
 
 The names the grader, the tests and the benches use are importable from here.
 """

@@ -18,11 +18,11 @@ import select
 import signal
 import time
 
-from autograder import wire
-from autograder.cgroups import Cgroup
-from autograder.protocol import LostSandbox, Run, RunResult
+from autograder.sandbox import wire
+from autograder.sandbox.cgroups import Cgroup
 from autograder.sandbox.limits import Limits
 from autograder.sandbox.processes import tree_cpu_ticks
+from autograder.sandbox.protocol import LostSandbox, Run, RunResult
 
 CPU_SAMPLE_SECONDS = 1.0  # how often a run samples its sandbox's CPU time (the idle check)
 NOT_SAMPLED = -1  # the CPU time before the first sample: no process tree has it

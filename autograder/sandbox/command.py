@@ -21,11 +21,11 @@ import shlex
 import stat
 from pathlib import Path
 
-from autograder import contract, frames, isolation, zygote
 from autograder.sandbox import host
 from autograder.sandbox.limits import Limits
 from autograder.sandbox.python import FULL_PRELOAD, python_paths
 from autograder.sandbox.slots import SLOT_DIR
+from autograder.student import contract, frames, isolation, zygote
 
 #: the grader's only code inside the sandbox: the worker and every module it imports (each
 #: imports none but these: tests/test_layering.py)
@@ -195,7 +195,7 @@ def _worker_binds() -> list[str]:
 
 
 def _zygote_argv(interpreter: str, site: list[str], control_fd: int, preload, sandboxed: bool):
-    """The zygote's own command line (``autograder/zygote.py``, ``__main__``)."""
+    """The zygote's own command line (``autograder/student/zygote.py``, ``__main__``)."""
     script = f"{WORKER_DIR}/zygote.py" if sandboxed else zygote.__file__
     return [
         interpreter,

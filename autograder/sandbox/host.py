@@ -2,7 +2,7 @@
 
 ``require_sandbox`` refuses, saying what to do, where no sandbox can run (no ``bwrap``; not
 root and no unprivileged user namespaces); ``fresh_state_works`` decides whether each run
-gets namespaces of its own (``autograder/isolation.py``) and, as root, how bubblewrap starts
+gets namespaces of its own (``autograder/student/isolation.py``) and, as root, how bubblewrap starts
 (``autograder.sandbox.command``); ``describe_mode`` says all of it to the instructor.
 """
 
@@ -13,7 +13,7 @@ import os
 import shutil
 import subprocess
 
-from autograder import cgroups
+from autograder.sandbox import cgroups
 from autograder.sandbox.slots import FIRST_UID
 
 INSTALL_HINT = (

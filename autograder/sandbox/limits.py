@@ -1,9 +1,9 @@
 """Every resource limit of one submission, in one place (`Limits`).
 
 The defaults are ``DEFAULT_LIMITS``; a chapter's budgets, its own limits and the
-instructor's are layered over them by ``autograder.budgets.resolve``. The sandbox applies
+instructor's are layered over them by ``autograder.sandbox.budgets.resolve``. The sandbox applies
 the memory, process and file limits (``Limits.for_child`` for the run's own rlimits); the
-trusted side keeps every wall-clock budget (``autograder.protocol.Run``).
+trusted side keeps every wall-clock budget (``autograder.sandbox.protocol.Run``).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import shlex
 
-from autograder import cgroups
+from autograder.sandbox import cgroups
 from autograder.sandbox.limits import Limits
 from autograder.sandbox.slots import Slot
 

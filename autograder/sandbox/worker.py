@@ -19,16 +19,16 @@ import secrets
 import socket
 from pathlib import Path
 
-from autograder import cgroups, frames, wire
-from autograder.protocol import Plan, Run, RunResult
-from autograder.sandbox import host
+from autograder.sandbox import cgroups, host, wire
 from autograder.sandbox.attempt import Attempt, set_nonblocking
 from autograder.sandbox.command import sandbox_command, unsandboxed_command
 from autograder.sandbox.limits import DEFAULT_LIMITS, Limits
+from autograder.sandbox.protocol import Plan, Run, RunResult
 from autograder.sandbox.python import FULL_PRELOAD
 from autograder.sandbox.slot_cgroup import SlotCgroup
 from autograder.sandbox.slots import Slot
 from autograder.sandbox.zygote_process import ZygoteProcess
+from autograder.student import frames
 
 
 class Sandbox:

@@ -1,7 +1,7 @@
 """A slot's zygote process: started, checked for its ``ready`` message, and killed with
 everything it started.
 
-The zygote (``autograder/zygote.py``) runs under the command line of
+The zygote (``autograder/student/zygote.py``) runs under the command line of
 ``autograder.sandbox.command``, joined to its slot's cgroup first where there is one. It has
 one channel, a control socket: runs arrive on it (a nonce and the run's own two pipes, as
 SCM_RIGHTS) and its ready/exit messages come back on it. The child of a run closes it before
@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from autograder import wire
+from autograder.sandbox import wire
 from autograder.sandbox.processes import descendants, processes_of_uid
 from autograder.sandbox.slot_cgroup import SlotCgroup
 from autograder.sandbox.slots import Slot

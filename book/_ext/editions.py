@@ -18,7 +18,7 @@ False``), see docs/translating.md. This extension adds what that mechanism lacks
 - **Each edition's assignments.** A ``{download}`` of a released assignment
   (``autograder/release/<id>.zip`` or ``<id>/<id>.ipynb``) gets, in a translated edition,
   that language's release (``autograder/release/zh_CN/...``, same file names), which
-  ``python -m autograder.release`` makes from the same source notebook.
+  ``python -m autograder.course.release`` makes from the same source notebook.
 - **The theme speaks the edition's language.** sphinx-book-theme's own catalog
   (``booktheme``) is replaced by the course's (``theme_strings_in_this_language``), so its
   tooltips and footer are mainland Chinese, not the theme's Taiwan usage or English.

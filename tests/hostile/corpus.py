@@ -5,7 +5,7 @@ a student downloads) with the source's solutions pasted in, then one cell change
 student trying to cheat, or a buggy one, would change it.
 
 - `released_course(dest, assignments)`: a private copy of the course with those assignments
-  released by the real `python -m autograder.release` (cached between test runs, keyed by the
+  released by the real `python -m autograder.course.release` (cached between test runs, keyed by the
   hash of everything the release depends on).
 - `solved(course, id)`: the released notebook with every solution region filled in.
 - `set_cell` / `append_cell` / `drop_cell` / `duplicate_cell`: edit a notebook by grade_id.
@@ -37,12 +37,12 @@ def _release_key(assignments) -> str:
     paths = [
         REPO / "autograder" / name
         for name in (
-            "release.py",
-            "assignment_text.py",
-            "checks.py",
-            "contract.py",
-            "casefile.py",
-            "messages.py",
+            "course/release.py",
+            "checking/assignment_text.py",
+            "checking/checks.py",
+            "student/contract.py",
+            "checking/casefile.py",
+            "checking/messages.py",
             "nbgrader_config.py",
         )
     ]
@@ -74,7 +74,7 @@ def released_course(dest: Path, assignments=("ch1_pooling",)) -> Path:
                 shutil.copytree(
                     REPO / "autograder" / "source" / assignment, cached / "source" / assignment
                 )
-            command = [sys.executable, "-m", "autograder.release", "--course", str(cached)]
+            command = [sys.executable, "-m", "autograder.course.release", "--course", str(cached)]
             for assignment in assignments:
                 command += ["--only", assignment]
             subprocess.run(command, check=True, cwd=REPO, capture_output=True)
@@ -323,7 +323,7 @@ def forge(header: bytes, blob: bytes = b"") -> None:
 
 
 def event(**fields) -> bytes:
-    if fields.get("ev") in ("cell", "case"):  # no error, so no place (autograder/wire.py)
+    if fields.get("ev") in ("cell", "case"):  # no error, so no place (autograder/sandbox/wire.py)
         fields = {"at_cell": -1, "at_line": 0, "module": None, **fields}
     return json.dumps(fields).encode()
 '''
@@ -373,7 +373,7 @@ def loo_loss_and_grad_ard(x, y, bandwidths):
 def _program_position(course: Path, notebook, marker: str) -> tuple[int, int]:
     """(index of the cell holding marker, number of cells) in the program the sandbox runs."""
     sys.path.insert(0, str(REPO))
-    from autograder import notebook as nbparse
+    from autograder.checking import notebook as nbparse
 
     program = nbparse.build_program(nbparse.load_assignment(course, A), notebook)
     return next(i for i, c in enumerate(program.cells) if marker in c), len(program.cells)
@@ -843,7 +843,7 @@ def autograded_mtimes(course: Path) -> dict:
 
 
 # ---------------------------------------------------------------------------------------
-# over the intake caps (autograder/notebook.py, Caps): each under the 8 MiB byte cap
+# over the intake caps (autograder/checking/notebook.py, Caps): each under the 8 MiB byte cap
 
 
 def _with(notebook: dict, *cells, **metadata) -> str:
@@ -865,7 +865,7 @@ def _cell(kind: str, source: str, **fields) -> dict:
 
 
 def over_the_caps(base: dict) -> dict:
-    """Notebooks under the byte cap and over one of `autograder.notebook.Caps` each, made
+    """Notebooks under the byte cap and over one of `autograder.checking.notebook.Caps` each, made
     from ``base`` (a notebook as a dict): name -> (notebook text, the reason it must get)."""
     n = len(base["cells"])
     deep = 30_000  # 150,000 characters: under the cap for one cell's source
@@ -946,7 +946,7 @@ def saved_beside_the_code(base: dict) -> dict:
 def at_the_caps(base: dict) -> str:
     """The costliest notebook within the default caps to record: 2,000 markdown cells of
     HTML nested 80 deep (1,980 characters each, 2,000,000 in all with ``base``'s cells)."""
-    from autograder.notebook import DEFAULT_CAPS as caps
+    from autograder.checking.notebook import DEFAULT_CAPS as caps
 
     room = caps.source_chars - sum(len("".join(c["source"])) for c in base["cells"])
     count = caps.cells - len(base["cells"])

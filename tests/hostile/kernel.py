@@ -103,7 +103,7 @@ def _leak(value):
 """
 )
 
-#: every /proc file the grader masks (autograder/isolation.py), read whole
+#: every /proc file the grader masks (autograder/student/isolation.py), read whole
 MASKED = [
     "stat",
     "loadavg",

@@ -11,9 +11,9 @@ template into it (as *fuzzy*) and ``check`` fails on an entry that is missing, u
 fuzzy, or whose placeholders or code spans differ (docs/translating.md).
 
 A submission's language is its notebook's ``metadata.attention_derived.language``, which the
-release sets (``autograder.release``): hostile input like every byte of a submission, so
+release sets (``autograder.course.release``): hostile input like every byte of a submission, so
 anything but one of ``LANGUAGES`` exactly is English. The instructor's report stays English
-(the reasons, notes and the most common messages of ``autograder.report``): only what the
+(the reasons, notes and the most common messages of ``autograder.course.report``): only what the
 student reads, the feedback, is in the notebook's language.
 
 Trusted side only; never ships as code (the release writes the shipped part as data).
@@ -24,14 +24,14 @@ from __future__ import annotations
 import functools
 import pathlib
 
-from autograder import contract
+from autograder.student import contract
 
 LANGUAGES = ("en", "zh_CN")
 ENGLISH = LANGUAGES[0]
 #: where the release marks a notebook's edition (``metadata.attention_derived.language``)
 METADATA_KEY = "attention_derived"
 CATALOG = (
-    pathlib.Path(__file__).resolve().parents[1]
+    pathlib.Path(__file__).resolve().parents[2]
     / "locale"
     / "zh_CN"
     / "LC_MESSAGES"

@@ -8,7 +8,7 @@ not by the file; ``read_notebook`` adds the cap's verdict (checked with ``fstat`
 read, and again on the bytes read, for a file that grows while it is read).
 
 Both the grading package (the notebook, ``grading.jobs``) and the recording
-(``autograder.gradebook``, ``timestamp.txt``) read through it, so it sits below both.
+(``autograder.course.gradebook``, ``timestamp.txt``) read through it, so it sits below both.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import os
 import stat
 from pathlib import Path
 
-from autograder.notebook import InvalidNotebook
+from autograder.checking.notebook import InvalidNotebook
 
 _CHUNK = 1 << 20
 

@@ -17,8 +17,9 @@ the others' names only.
 
 from __future__ import annotations
 
-from autograder import contract, frames, messages
-from autograder.contract import Case, Outcome, Verdict
+from autograder.checking import messages
+from autograder.student import contract, frames
+from autograder.student.contract import Case, Outcome, Verdict
 
 #: the error codes a sandboxed run may report: the contract's classes, a full file (the
 #: sandbox's output limit) and any other BaseException

@@ -12,8 +12,8 @@ vocabularies), one judge (``assess`` -> what is wrong, as a message id and its n
 in-kernel hidden check of stock ``nbgrader autograde`` and in the sandboxed grader, whose
 worker runs cases with ``run_case`` and whose trusted side judges the outcomes it sends back.
 What only the grader needs never ships: the hidden cases' wording and the grader's own
-sentences (``autograder/judging.py``), the frames and the sandbox's decoding
-(``autograder/frames.py``), the codec's writer (``autograder/casefile.py``).
+sentences (``autograder/checking/judging.py``), the frames and the sandbox's decoding
+(``autograder/student/frames.py``), the codec's writer (``autograder/checking/casefile.py``).
 
 ``MESSAGES`` is the shipped part of the one message catalog (``docs/translating.md``): each
 message's English template, with named placeholders; the release puts the catalog of its
@@ -133,7 +133,7 @@ class Seeded:
 
 
 # ----------------------------------------------------------------------------------------
-# the codec's reader: (JSON spec, arrays) -> case values (its writer, ``autograder/casefile.py``,
+# the codec's reader: (JSON spec, arrays) -> case values (its writer, ``autograder/checking/casefile.py``,
 # runs only on the trusted side and never ships)
 
 
@@ -160,7 +160,7 @@ def fresh(stored):
 
 
 def unpack(blob: bytes) -> dict:
-    """Arrays from a plain ``.npz`` (written by ``autograder.frames.pack``), pickle refused."""
+    """Arrays from a plain ``.npz`` (written by ``autograder.student.frames.pack``), pickle refused."""
     if not blob:
         return {}
     with np.load(io.BytesIO(blob), allow_pickle=False) as data:
@@ -198,7 +198,7 @@ class Case:
 
     A chapter declares ``Case(name, args, kwargs)``; the trusted side adds what the reference
     answers (``expected``), what the known mistakes return (``mistakes``) and whether it is
-    ``hidden`` (``autograder.checks.prepare``); ``public_cases.npz`` stores public ones whole,
+    ``hidden`` (``autograder.checking.checks.prepare``); ``public_cases.npz`` stores public ones whole,
     and into the sandbox only ``args`` and ``kwargs`` go, encoded (never the answers).
 
     args, kwargs: arrays (numeric or boolean), numbers, bools, strings, None or ``Seeded``;
@@ -531,7 +531,7 @@ def assess(spec: dict, case: Case, outcome: Outcome) -> tuple[bool, tuple | None
     """What ``outcome`` (what ``run_case`` returned) comes to against the case's ``expected``
     arrays and known ``mistakes``: (passed, finding, hint). The one judge of every place: the
     student's checker words the finding (``judge``), the grader words a hidden case's with a
-    fixed few texts of its own (``autograder/judging.py``).
+    fixed few texts of its own (``autograder/checking/judging.py``).
 
     spec: the check's public description: ``name``, ``outputs`` (names), ``rtol``, ``atol``,
         ``hints`` (``"kind"`` or ``"output.kind"`` -> text; kinds: arity, shape, transposed,
@@ -588,9 +588,9 @@ def judge(spec: dict, case: Case, outcome: Outcome, messages=MESSAGES, where=Non
     """The verdict on one public case, worded from the catalog ``messages`` (counts, indices,
     the returned number of axes, the maximum error); ``where``: an error's ``module`` and
     ``where`` as the grader words them (your own kernel has notes instead, ``run_cases``). A
-    hidden case is the grader's to word (``autograder.judging.judge``): it is refused here."""
+    hidden case is the grader's to word (``autograder.checking.judging.judge``): it is refused here."""
     if case.hidden:
-        raise ValueError("a hidden case is worded by autograder.judging.judge")
+        raise ValueError("a hidden case is worded by autograder.checking.judging.judge")
     passed, finding, hint = assess(spec, case, outcome)  # a pass may say how well (accuracy)
     if finding and where:
         finding = (finding[0], {**finding[1], **where})

@@ -58,7 +58,7 @@ import zipfile
 from pathlib import Path
 from typing import NamedTuple
 
-from autograder.gradebook_ids import PLAIN_NAME
+from autograder.course.gradebook_ids import PLAIN_NAME
 
 #: a notebook with its figures is a few MiB; more than this is not a submission
 MAX_MEMBER_BYTES = 64 << 20

@@ -2,7 +2,7 @@
 
 The autograded notebook is what ``nbgrader generate_feedback`` and the formgrader render, and
 nbgrader's templates put markdown cells and HTML outputs into the page as they are. So the
-notebook is cleaned as it is written (`autograder.gradebook.Recorder.write_notebook`), with
+notebook is cleaned as it is written (`autograder.course.gradebook.Recorder.write_notebook`), with
 `nh3` (the Python binding of the Rust sanitiser ammonia), before nbgrader ever reads it:
 
 - a markdown cell is rendered by nbconvert's own markdown renderer (the one the feedback and

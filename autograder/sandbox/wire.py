@@ -3,7 +3,7 @@
 Nothing in this module trusts its input and nothing raises anything but `ProtocolViolation`
 (a frame that breaks the schema ends that submission with the reason "protocol violation").
 
-- Frames (``autograder/frames.py``, the one parser): a JSON header of at most
+- Frames (``autograder/student/frames.py``, the one parser): a JSON header of at most
   ``MAX_HEADER_BYTES``, a blob of at most the reader's cap.
 - Headers: one flat JSON object (no nesting at all: checked on the text before parsing),
   an ``ev`` from a fixed set, exactly that event's keys, each of an exact type.
@@ -23,7 +23,8 @@ import zipfile
 
 import numpy as np
 
-from autograder import contract, frames, judging, zygote
+from autograder.checking import judging
+from autograder.student import contract, frames, zygote
 
 MAX_HEADER_BYTES = frames.MAX_HEADER_BYTES
 

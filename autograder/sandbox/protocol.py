@@ -1,7 +1,7 @@
 """The event protocol of one run, in one place: which event may come next, and each step's budget.
 
 A run is one attempt at a submission in a sandbox. The child the zygote forks for it sends
-frames (``autograder.frames``, parsed by ``wire.FrameReader`` against ``wire.EVENTS``) on
+frames (``autograder.student.frames``, parsed by ``wire.FrameReader`` against ``wire.EVENTS``) on
 the run's own event pipe, in this order only:
 
     {"ev": "setup"}                                     the working directory is ready; no
@@ -30,7 +30,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from autograder import wire
+from autograder.sandbox import wire
 
 
 @dataclass

@@ -14,8 +14,8 @@ and named.
   check (it ships in ``public_cases.npz``) and the known mistakes' outputs for a case;
   ``prepare`` makes a chapter's ``Case`` whole with them (``contract.Case``: the one shape a
   case has, from the plug-in to the report).
-- ``verdict``: one case judged with ``autograder.contract.assess``, the very function the
-  student's checker and the sandboxed grader use, worded by ``autograder.judging.judge``,
+- ``verdict``: one case judged with ``autograder.student.contract.assess``, the very function the
+  student's checker and the sandboxed grader use, worded by ``autograder.checking.judging.judge``,
   so a failure reads the same everywhere.
 - ``run_hidden``: the in-kernel hidden check that stock ``nbgrader autograde`` runs.
 - Input builders the chapters share (``normal``, ``lengths_mask``, ``distinct_sizes``,
@@ -40,8 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from autograder import casefile, contract, judging
-from autograder.contract import Case, Outcome, Seeded, Verdict, normalise
+from autograder.checking import casefile, judging
+from autograder.student import contract
+from autograder.student.contract import Case, Outcome, Seeded, Verdict, normalise
 
 __all__ = [
     "Seeded",
@@ -174,7 +175,7 @@ class Chapter:
     reference_seconds: the wall time of the solved source notebook graded in a warm sandbox
         (measured with ``python -m autograder.grading.measure``; say in a comment when and
         how): the chapter's cell, task and submission budgets derive from it
-        (``autograder.budgets``).
+        (``autograder.sandbox.budgets``).
         None: ``Limits()``'s defaults.
     limits: overrides of ``autograder.sandbox.Limits`` fields for this assignment, e.g.
         ``{"memory_bytes": 3 << 30}``; they win over the derived budgets, and an instructor's
@@ -398,7 +399,7 @@ def expected(name: str, case: Case) -> contract.Expected:
 # (``update``) and reports a hint without a finished translation (``check``).
 
 LANGUAGES = ("en", "zh_CN")
-CATALOGS_ROOT = pathlib.Path(__file__).resolve().parents[1] / "locale"
+CATALOGS_ROOT = pathlib.Path(__file__).resolve().parents[2] / "locale"
 SHARED_HINTS = "shared"
 
 
@@ -432,7 +433,7 @@ _CATALOGS: dict = {}
 def _catalog(domain: str, language: str) -> dict:
     key = (domain, language)
     if key not in _CATALOGS:
-        from autograder.assignment_text import read_catalog
+        from autograder.checking.assignment_text import read_catalog
 
         _CATALOGS[key] = read_catalog(hint_catalog_path(domain, language))
     return _CATALOGS[key]
@@ -506,7 +507,7 @@ def say_anywhere(text: str, language: str, first: str | None = None) -> str:
 def localised(check_spec: dict, case: Case, language: str) -> tuple[dict, Case]:
     """A check's spec and a prepared case with their hints in ``language``: the grader
     prepares both once per assignment, in English, and learns a submission's language from
-    its notebook (``autograder.messages.language_of``)."""
+    its notebook (``autograder.checking.messages.language_of``)."""
     if language == "en":
         return check_spec, case
     check = REGISTRY.get(check_spec.get("name"))
@@ -559,7 +560,7 @@ def kernel_language(assignment: str) -> str:
     ``KERNEL_NOTEBOOK_BYTES`` or not JSON."""
     import json
 
-    from autograder import intake, messages
+    from autograder.checking import intake, messages
 
     path = pathlib.Path(f"{assignment}.ipynb")
     try:

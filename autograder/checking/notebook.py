@@ -277,7 +277,7 @@ def over_caps(raw, caps: Caps = DEFAULT_CAPS) -> str | None:
     """Why the parsed JSON of a submission is over one of ``caps`` (None: within them), found
     in one pass over it, before nbformat validates it and long before anything sanitises it.
     Outputs and attachments are not counted here: `drop_ungraded` drops them first."""
-    from autograder.sanitise import html_depth
+    from autograder.checking.sanitise import html_depth
 
     if not isinstance(raw, dict):
         return None  # not a notebook: nbformat says so

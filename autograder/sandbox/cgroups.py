@@ -15,7 +15,7 @@ number of tasks, and the cpu controller gives each sandbox at most one CPU's wor
 Inside a slot's cgroup, the zygote has a leaf of its own (``zygote``) and each run gets a
 fresh one (``Cgroup.child``), made before the run and removed after it: the run's processes
 are in it (the run's first step writes itself into its ``cgroup.procs``, through descriptors
-the trusted side opened: ``autograder/zygote.py``), its memory limit is the submission's
+the trusted side opened: ``autograder/student/zygote.py``), its memory limit is the submission's
 limit exactly, and nothing is charged to it from before (page cache an earlier run brought
 in, the zygote's own memory), so no earlier run can raise or lower what the next one may use
 (``docs/threat-model.md``, "Memory").

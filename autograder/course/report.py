@@ -29,7 +29,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from autograder.gradebook import load_records, recorded_case  # noqa: E402
+from autograder.course.gradebook import load_records, recorded_case  # noqa: E402
 
 
 def _png(fig) -> str:

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BOOK = REPO / "book"
 ZH_CATALOGS = REPO / "locale" / "zh_CN" / "LC_MESSAGES"
 ASSIGNMENT_CATALOGS = ZH_CATALOGS / "assignments"

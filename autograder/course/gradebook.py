@@ -5,7 +5,7 @@
   submission rows are created if missing, then every grade cell's ``auto_score`` is set in
   one commit. Only then is the autograded notebook written (atomically, by rename); its
   metadata carries the submission's SHA-256, which is what "already graded" means on a rerun.
-  It is made and sanitised first (`render_autograded`, `autograder.sanitise.clean_notebook`)
+  It is made and sanitised first (`render_autograded`, `autograder.checking.sanitise.clean_notebook`)
   in a separate process (`Renderer`) within the caps' ``record_seconds`` and a memory
   limit: nbgrader's feedback and formgrader render it, nothing a student wrote may be live
   HTML there, and no notebook may hold the batch.
@@ -43,9 +43,10 @@ from pathlib import Path
 
 import nbformat
 
-from autograder import frames, sanitise
-from autograder import notebook as nbparse
-from autograder.intake import Unreadable, read_bounded
+from autograder.checking import notebook as nbparse
+from autograder.checking import sanitise
+from autograder.checking.intake import Unreadable, read_bounded
+from autograder.student import frames
 
 
 class FileLock:
@@ -265,8 +266,8 @@ def with_totals(text: str, result) -> str:
 def render_autograded(spec, notebook: bytes, messages, outputs, record, caps) -> str:
     """The autograded notebook as JSON text: the graded ``notebook`` (none or unreadable: the
     released copy) with the test cells in their released form and the grader's messages and
-    outputs (`autograder.notebook.autograded_notebook`), sanitised
-    (`autograder.sanitise.clean_notebook`). Linear in ``caps``: the notebook is parsed under
+    outputs (`autograder.checking.notebook.autograded_notebook`), sanitised
+    (`autograder.checking.sanitise.clean_notebook`). Linear in ``caps``: the notebook is parsed under
     them, so no HTML nested past ``caps.html_depth`` reaches the sanitiser."""
     try:
         submission = nbparse.read_submission(notebook, caps) if notebook else None
@@ -288,7 +289,7 @@ RENDER_MEMORY_BYTES = 3 << 30
 
 
 def _write_frame(stream, payload: bytes) -> None:
-    """One call or reply: a frame (``autograder.frames``) whose blob is the payload."""
+    """One call or reply: a frame (``autograder.student.frames``) whose blob is the payload."""
     stream.write(frames.encode_frame({}, payload))
     stream.flush()
 
@@ -328,7 +329,7 @@ def serve_recording() -> None:
 #: as autograder/__main__.py: nbformat's schema needs no IRI grammar (1 s of imports saved)
 _SERVE = (
     "import sys; sys.modules.setdefault('rfc3987_syntax', None); "
-    "from autograder.gradebook import serve_recording; serve_recording()"
+    "from autograder.course.gradebook import serve_recording; serve_recording()"
 )
 
 
@@ -346,7 +347,7 @@ class Renderer:
         self.started = 0  # processes started (a test reads it)
 
     def _start(self) -> None:
-        root = str(Path(__file__).resolve().parents[1])  # where `autograder` is importable
+        root = str(Path(__file__).resolve().parents[2])  # where `autograder` is importable
         path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
         self._child = subprocess.Popen(
             [sys.executable, "-c", _SERVE],
@@ -521,7 +522,7 @@ def __getattr__(name: str):
 class _HandGradingCsv:
     """(``HandGradingCsvExport`` is this on nbgrader's ``CsvExportPlugin``.) ``nbgrader
     export``'s CSV (nbgrader's export plug-in API: ``nbgrader export
-    --exporter=autograder.gradebook.HandGradingCsvExport``), the same columns in the same
+    --exporter=autograder.course.gradebook.HandGradingCsvExport``), the same columns in the same
     order, so whatever reads nbgrader's CSV by column name reads this one, plus two at the
     end: ``needs_manual_grade`` (true while the formgrader lists the submission as waiting
     for a human) and ``to_grade_by_hand`` (the points no one has scored yet, which ``score``

@@ -17,8 +17,8 @@ import json
 
 import numpy as np
 
-from autograder.contract import FORMAT_VERSION, Case, Seeded, value
-from autograder.frames import pack
+from autograder.student.contract import FORMAT_VERSION, Case, Seeded, value
+from autograder.student.frames import pack
 
 __all__ = ["encode", "save_cases", "as_stored"]
 
@@ -67,7 +67,7 @@ def save_cases(path, assignment: str, checks: dict, messages: dict | None = None
     """Write ``public_cases.npz``: checks is name -> {"spec", "cases": [Case]}, every case
     with its ``expected`` answer (an ``Expected`` ships its scale) and its ``mistakes``;
     ``messages``: the checker's message catalog in the edition's language (message id ->
-    template, ``autograder.messages.shipped``; the checker words in English what it lacks)."""
+    template, ``autograder.checking.messages.shipped``; the checker words in English what it lacks)."""
     arrays: dict = {}
     meta = {"version": FORMAT_VERSION, "assignment": assignment, "checks": {}}
     meta["messages"] = dict(messages or {})

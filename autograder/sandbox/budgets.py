@@ -23,7 +23,7 @@ still (``protocol.IDLE_SECONDS``).
 Which limit wins (``resolve``): ``Limits()``'s defaults, then these derived budgets, then
 the chapter's explicit ``limits`` (e.g. chapter 4's memory), then whatever the instructor
 set on the command line (``--cell-timeout``, ``--task-timeout``, ``--budget``,
-``--memory-mb``), which always wins. The intake caps (``autograder.notebook.Caps``: cells,
+``--memory-mb``), which always wins. The intake caps (``autograder.checking.notebook.Caps``: cells,
 characters, HTML depth, attachments, metadata, the recording's CPU seconds) layer the same
 way (``resolve_caps``), from the same dict of names.
 
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from autograder.notebook import Caps
+from autograder.checking.notebook import Caps
 from autograder.sandbox import Limits
 
 #: a step of an honest submission may take this many times the reference's whole run...
@@ -86,7 +86,7 @@ def explicit(limits) -> dict:
 
 
 def resolve(chapter, limits=None) -> Limits:
-    """The limits a submission of ``chapter`` (an ``autograder.checks.Chapter``, or None for
+    """The limits a submission of ``chapter`` (an ``autograder.checking.checks.Chapter``, or None for
     an assignment without a plug-in) gets: defaults < derived budgets < the chapter's own
     ``limits`` < the instructor's explicit ``limits`` (see ``explicit``)."""
     layers = {}
@@ -98,7 +98,7 @@ def resolve(chapter, limits=None) -> Limits:
 
 
 def resolve_caps(chapter, limits=None) -> Caps:
-    """The intake caps of a submission of ``chapter`` (`autograder.notebook.Caps`): its
+    """The intake caps of a submission of ``chapter`` (`autograder.checking.notebook.Caps`): its
     defaults < the chapter's ``limits`` < the instructor's explicit ``limits``."""
     layers = dict(chapter.limits) if chapter is not None else {}
     layers.update(explicit(limits))

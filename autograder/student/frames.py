@@ -2,9 +2,9 @@
 
 A frame is ``MAGIC``, two big-endian uint32 lengths (the JSON header's, the blob's), the
 header, the blob. It carries the trusted side's requests and cases to a sandboxed run and
-the run's events back (``autograder/zygote.py``, ``autograder/sandbox/``), the zygote's
+the run's events back (``autograder/student/zygote.py``, ``autograder/sandbox/``), the zygote's
 control messages, and the calls and replies of the recording process
-(``autograder/gradebook.py``). This module is the only code that writes or splits frames:
+(``autograder/course/gradebook.py``). This module is the only code that writes or splits frames:
 
 - ``encode_frame``: one frame.
 - ``frame_lengths``: the 12-byte prefix checked (magic) and bounded (header and blob sizes)
@@ -15,12 +15,12 @@ control messages, and the calls and replies of the recording process
   and cases, the recording process reading its calls).
 - ``single_frame``: a message that must be exactly one frame (the zygote's run message).
 - ``pack``: the arrays a blob carries, as a plain ``.npz`` (also the array file of
-  ``public_cases.npz``, ``autograder.casefile``); the student's checker only reads them
+  ``public_cases.npz``, ``autograder.checking.casefile``); the student's checker only reads them
   (``contract.unpack``), so the writer stays on the grader's side.
 - ``FILE_TOO_LARGE``: the one error code of the events that the contract does not name.
 
 What a header must hold is not checked here: the untrusted side's schemas are
-``autograder/wire.py``'s. The module imports nothing of the grader: it is bound into the
+``autograder/sandbox/wire.py``'s. The module imports nothing of the grader: it is bound into the
 sandbox beside ``zygote.py`` (``autograder.sandbox.command.IN_SANDBOX``).
 """
 

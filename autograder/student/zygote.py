@@ -16,7 +16,7 @@ uses), ``frames.py`` (the frame format) and ``isolation.py``
   trusted side, once its run is over (``docs/threat-model.md``, "Per-run channels").
 - ``run_submission``: in the child, the request (cells, limits) and later the cases, both read
   from the run's input pipe; every event goes to the run's event pipe. The order of events is
-  ``autograder/protocol.py``'s.
+  ``autograder/sandbox/protocol.py``'s.
 - The child builds the run's fresh state (``isolation.enter_fresh_state``: its own user, IPC,
   mount, network, UTS and, where the kernel allows a fresh /proc here, pid namespace, in which
   the submission runs as pid 1).
@@ -42,7 +42,7 @@ if __name__ == "__main__":  # in the sandbox (python -I -S): the site-packages c
     import frames
     import isolation
 else:
-    from autograder import contract, frames, isolation
+    from autograder.student import contract, frames, isolation
 
 import numpy as np  # noqa: E402 - after the sandbox's site-packages are on the path
 

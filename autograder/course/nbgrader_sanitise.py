@@ -1,6 +1,6 @@
 """Sanitise every notebook nbgrader writes or shows to the instructor, not only ours.
 
-`autograder.sanitise.clean_notebook` makes a notebook safe to render (nothing a student wrote
+`autograder.checking.sanitise.clean_notebook` makes a notebook safe to render (nothing a student wrote
 runs, loads or navigates in the browser). Our grader calls it as it writes ``autograded/``;
 this module is the same function as an nbconvert preprocessor, so that nbgrader's own paths
 use it too. ``nbgrader_config.py`` registers it
@@ -22,7 +22,7 @@ only the notebooks, ``timestamp.txt`` and the files of the instructor's ``source
 
 `NameStudent` (not a sanitiser, but of the same kind: nbgrader's own autograde made to do
 what our grader does) gives a student nbgrader creates the name our grader gives
-(`autograder.gradebook.name_student`), so the formgrader never lists "None, None".
+(`autograder.course.gradebook.name_student`), so the formgrader never lists "None, None".
 
 `ChapterTimeout` is nbgrader's ``Execute`` with a cell's timeout derived from the chapter's
 budget (`stock_cell_seconds`), not one number for every course: the formgrader's Autograde
@@ -42,11 +42,11 @@ from nbconvert.preprocessors import Preprocessor
 from nbgrader.preprocessors import Execute
 from traitlets import Bool
 
-from autograder import sanitise
+from autograder.checking import sanitise
 
 
 class SanitiseForInstructor(Preprocessor):
-    """The whole notebook through `autograder.sanitise.clean_notebook`."""
+    """The whole notebook through `autograder.checking.sanitise.clean_notebook`."""
 
     enabled = Bool(True)  # nbconvert preprocessors are off unless enabled
 
@@ -89,7 +89,7 @@ class NameStudent(Preprocessor):
     def preprocess(self, nb, resources):
         from nbgrader.api import Gradebook
 
-        from autograder.gradebook import name_student
+        from autograder.course.gradebook import name_student
 
         with Gradebook(resources["nbgrader"]["db_url"]) as gb:
             name_student(gb, resources["nbgrader"]["student"])
@@ -104,9 +104,10 @@ STOCK_SECONDS = 30.0
 
 def stock_cell_seconds(assignment: str) -> int:
     """The seconds one cell of ``assignment`` gets in stock nbgrader: the chapter's cell
-    budget (`autograder.budgets.resolve`, 4 T + 15 s from its reference's time T) plus
+    budget (`autograder.sandbox.budgets.resolve`, 4 T + 15 s from its reference's time T) plus
     ``STOCK_SECONDS``; an assignment without a plug-in gets the default ``Limits``'."""
-    from autograder import budgets, checks
+    from autograder.checking import checks
+    from autograder.sandbox import budgets
 
     checks.load_chapters()
     chapter = checks.CHAPTERS.get(assignment)
@@ -130,7 +131,7 @@ class ChapterTimeout(Execute):
 def instructor_paths(*more: str) -> list[tuple[str, str]]:
     """(path, what stands for it) of every folder of the instructor's a traceback may name,
     longest first, so that a folder inside another is replaced before it."""
-    checkout = str(Path(__file__).resolve().parents[1])
+    checkout = str(Path(__file__).resolve().parents[2])
     named = [
         *((path, "<course>") for path in more),
         (checkout, "<checkout>"),

@@ -1,8 +1,8 @@
-"""Release every chapter's assignment: ``python -m autograder.release`` (what ``make release`` runs).
+"""Release every chapter's assignment: ``python -m autograder.course.release`` (what ``make release`` runs).
 
 For every assignment id, in order:
 
-1. compute the public cases from the reference (``autograder.checks``) and write them, with
+1. compute the public cases from the reference (``autograder.checking.checks``) and write them, with
    the contract module (``contract.py`` shipped as ``attention_check.py``) and the chapter's
    support files (its plug-in's ``support_files``), into ``source/<id>/``: the notebook uses them, and
    nbgrader copies every file of the source folder into the release (and back over a
@@ -10,13 +10,13 @@ For every assignment id, in order:
 2. run the real ``nbgrader generate_assignment <id> --force`` through nbgrader's Python API
    with the course's ``nbgrader_config.py`` (gradebook ``autograder/gradebook.db``);
 3. make the released notebook readable in Jupyter (the book's ``{eq}``/``{ref}`` roles
-   written as the site shows them, ``autograder/assignment_text.py``), write the student's
+   written as the site shows them, ``autograder/checking/assignment_text.py``), write the student's
    guide (``README.md``; the Chinese edition's is ``使用说明.md``) with the student's
    ``requirements.txt``, and zip ``release/<id>/`` into ``release/<id>.zip``;
 4. the Chinese edition of the assignment: ``release/zh_CN/<id>/``, the same files with the
    notebook's prose, the checks' hints and the guide in Chinese (``locale/zh_CN/LC_MESSAGES/assignments/<id>.po``; a
    paragraph without a translation fails the release) and the checks' messages in Chinese
-   (``autograder/messages.py``: the catalog in ``public_cases.npz``; the notebook's metadata
+   (``autograder/checking/messages.py``: the catalog in ``public_cases.npz``; the notebook's metadata
    says ``attention_derived.language``, read by the grader to word the feedback), zipped into
    ``release/zh_CN/<id>.zip``
    (the same file name as the English zip, so the exercise page's instructions hold);
@@ -47,10 +47,11 @@ from pathlib import Path
 
 import numpy as np
 
-from autograder import assignment_text, casefile, checks, contract, messages
-from autograder.notebook import imported_packages
+from autograder.checking import assignment_text, casefile, checks, messages
+from autograder.checking.notebook import imported_packages
+from autograder.student import contract
 
-COURSE = Path(__file__).resolve().parent
+COURSE = Path(__file__).resolve().parent.parent
 CHECK_MODULE = "attention_check.py"
 #: what a release must never contain: solution or hidden-test regions, an import of the
 #: reference package, or an import of the grader (the shipped checker is one self-contained
@@ -460,7 +461,7 @@ def scan_zip(zip_path: Path) -> list[str]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m autograder.release", description=__doc__.splitlines()[0]
+        prog="python -m autograder.course.release", description=__doc__.splitlines()[0]
     )
     parser.add_argument(
         "--course", type=Path, default=COURSE, help="course directory (default: autograder/)"

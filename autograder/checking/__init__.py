@@ -1,0 +1,13 @@
+"""What the trusted side checks with, shared by the release, the grading and nbgrader's
+own autograde. Never bound into the sandbox; never shipped as code.
+
+- `checks`: the check registry, every graded function declared once by the chapter that
+  owns it (plug-ins in ``autograder/chapters/``); ``run_hidden`` for stock nbgrader.
+- `notebook`: what is graded, parsed from the instructor's source notebook, and what runs of
+  a submission; `intake`: a student's files, read under a bound fixed before the first byte;
+  `sanitise`: nothing a student wrote reaches the instructor's browser as live HTML.
+- `judging`: the grader's judge, worded for a public or a hidden case; `messages`: the one
+  message catalog in every language of the course (the checker's part ships as data).
+- `casefile`: the writer of ``public_cases.npz``, which the student's checker reads.
+- `assignment_text`: the released notebooks' prose, and their Chinese edition.
+"""
