@@ -205,7 +205,9 @@ RESUME_ASSIGNMENT = "ch1_pooling"
 RESUME_KILL_AT = 0.4  # the share of the batch recorded when the grader is killed
 
 
-def _grade_command(course: Path, workers: int, assignment: str) -> list[str]:
+def _grade_command(course: Path, workers: int, assignment: str, *extra: str) -> list[str]:
+    """``python -m autograder grade`` as the instructor runs it, quietly (``extra``: more
+    options, e.g. ``--force``)."""
     return [
         sys.executable,
         "-m",
@@ -214,6 +216,7 @@ def _grade_command(course: Path, workers: int, assignment: str) -> list[str]:
         str(course),
         "grade",
         assignment,
+        *extra,
         "--quiet",
         "--workers",
         str(workers),
@@ -390,19 +393,7 @@ def run_ours(course: Path, workers: int, assignments: list[str]) -> dict:
     for assignment in assignments:
         started = time.perf_counter()
         done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "autograder",
-                "--course",
-                str(course),
-                "grade",
-                assignment,
-                "--force",
-                "--quiet",
-                "--workers",
-                str(workers),
-            ],
+            _grade_command(course, workers, assignment, "--force"),
             cwd=REPO,
             capture_output=True,
             text=True,
