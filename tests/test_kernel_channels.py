@@ -627,16 +627,20 @@ def test_a_runs_cgroup_sits_beside_the_zygotes_on_both_hierarchies(tmp_path, mon
     assert sorted(run.procs_files) == sorted(
         str(p / "run-0" / "cgroup.procs") for p in v1_leaves.values()
     )
-    for path in run.procs_files:
+    # a run's first process joins through the v1 `tasks` files (its one thread: no global
+    # lock), a v2 cgroup through cgroup.procs
+    assert run.join_files == sorted(str(p / "run-0" / "tasks") for p in v1_leaves.values())
+    assert v2.child("run-1").join_files == [str(slot / "run-1" / "cgroup.procs")]
+    for path in run.join_files:
         Path(path).write_text("")  # the kernel makes it; a folder does not
-    fds = run.open_procs()
+    fds = run.open_for_joining()
     try:
         assert len(fds) == 3 and all(os.get_inheritable(fd) is False for fd in fds)
         os.write(fds[0], b"0")
     finally:
         for fd in fds:
             os.close(fd)
-    assert Path(run.procs_files[0]).read_text() == "0"
+    assert Path(run.join_files[0]).read_text() == "0"
     (run.leaves["memory"] / "inner").mkdir()
     below = cgroups._below([v1_leaves["memory"]])
     assert below[0] == run.leaves["memory"] / "inner"  # deepest first, as rmdir needs

@@ -14,7 +14,7 @@ number of tasks, and the cpu controller gives each sandbox at most one CPU's wor
 
 Inside a slot's cgroup, the zygote has a leaf of its own (``zygote``) and each run gets a
 fresh one (``Cgroup.child``), made before the run and removed after it: the run's processes
-are in it (the run's first step writes itself into its ``cgroup.procs``, through descriptors
+are in it (the run's first step writes itself into it, through descriptors
 the trusted side opened: ``autograder/student/zygote.py``), its memory limit is the submission's
 limit exactly, and nothing is charged to it from before (page cache an earlier run brought
 in, the zygote's own memory), so no earlier run can raise or lower what the next one may use
@@ -74,15 +74,24 @@ class Cgroup:
             leaf.mkdir()
         return Cgroup(1, leaves, [])
 
-    def open_procs(self) -> list[int]:
-        """Descriptors of this cgroup's ``cgroup.procs`` files, opened for writing here: a
-        process that holds them moves itself in by writing "0" (the kernel checks the
-        permission of whoever opened them), without seeing or reaching any cgroup file."""
-        return [os.open(path, os.O_WRONLY | os.O_CLOEXEC) for path in self.procs_files]
+    def open_for_joining(self) -> list[int]:
+        """Descriptors of this cgroup's ``join_files``, opened for writing here: a process
+        that holds them moves itself in by writing "0" (the kernel checks the permission of
+        whoever opened them), without seeing or reaching any cgroup file."""
+        return [os.open(path, os.O_WRONLY | os.O_CLOEXEC) for path in self.join_files]
 
     @property
     def procs_files(self) -> list[str]:
         return sorted({str(leaf / "cgroup.procs") for leaf in self.leaves.values()})
+
+    @property
+    def join_files(self) -> list[str]:
+        """The files a run's first process writes "0" into, while it is its only thread. On
+        v1, ``tasks``: moving that one thread moves the whole process, and the kernel skips the
+        machine-wide lock a ``cgroup.procs`` write takes, whose wait for an RCU grace period
+        cost 5-20 ms a run here (``bench/grading.py``). On v2 (no ``tasks``), ``cgroup.procs``."""
+        name = "tasks" if self.version == 1 else "cgroup.procs"
+        return sorted({str(leaf / name) for leaf in self.leaves.values()})
 
     def set_limits(self, memory_bytes: int, pids: int, cpus: float = 1.0) -> None:
         period = 100_000

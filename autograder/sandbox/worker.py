@@ -144,7 +144,7 @@ class Sandbox:
         )
         self.run_cgroup = self._run_cgroup()
         # the run's first step moves it into its cgroup through these (zygote.py)
-        cgroup_fds = self.run_cgroup.open_procs() if self.run_cgroup else []
+        cgroup_fds = self.run_cgroup.open_for_joining() if self.run_cgroup else []
         nonce = secrets.token_hex(16)
         events_read, events_write = os.pipe()
         input_read, input_write = os.pipe()

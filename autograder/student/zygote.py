@@ -8,9 +8,9 @@ uses), ``frames.py`` (the frame format) and ``isolation.py``
   PyTorch where the notebook does) once, then waits on its control socket, the one channel it
   reads. A run arrives there as one small message (a nonce, the working directory) carrying
   two descriptors made for that run alone (SCM_RIGHTS): the write end of the run's event
-  pipe and the read end of its input pipe; where the grader has cgroups, also the
-  ``cgroup.procs`` files of the run's own cgroup (one per hierarchy), opened by the trusted
-  side, into which the child writes itself first (``_join_cgroup``).
+  pipe and the read end of its input pipe; where the grader has cgroups, also the files
+  that move a process into the run's own cgroup (one per hierarchy: ``Cgroup.join_files``),
+  opened by the trusted side, into which the child writes itself first (``_join_cgroup``).
 - The child forked for a run closes the control socket before anything else and keeps only
   its run's two descriptors: nothing a submission holds is read again, by the zygote or the
   trusted side, once its run is over (``docs/threat-model.md``, "Per-run channels").
@@ -434,9 +434,11 @@ _KEYS_BEFORE: set = set()
 
 def _keys_gone(wait_seconds: float = 2.0) -> bool:
     """A run's keys die with its user namespace, but the kernel collects them a moment later
-    (about 0.1 s): wait until no key is visible that was not there at start. As root the
+    (tens of milliseconds): wait until no key is visible that was not there at start. As root the
     slot uid's own keyrings are cleared first (an earlier grader may have left keys in them).
-    False (a fresh sandbox next) if some key is still there."""
+    False if some key is still there. Asked before each fork, not after each run, so the
+    kernel collects while the trusted side judges the run that ended; a run that finds keys
+    left never starts (the zygote ends, and the trusted side reruns it in a fresh sandbox)."""
     if isolation.in_initial_user_namespace() and not isolation.clear_uid_keyrings():
         return False
     deadline = time.monotonic() + wait_seconds
@@ -452,7 +454,7 @@ def _scrub(roots=("/tmp", "/dev/shm")) -> bool:
     import shutil
 
     _remove_ipc()
-    clean = _keys_gone()
+    clean = True
     try:  # the sandbox's own read-only binds (a virtualenv under /tmp) are not state
         with open("/proc/self/mountinfo") as handle:
             mounts = [line.split()[4] for line in handle]
@@ -505,10 +507,11 @@ def _run_message(data: bytes, fds: list[int]) -> dict | None:
 
 
 def _join_cgroup(fds: list[int]) -> None:
-    """Move this process (the run's first, before it forks or runs anything of the
-    submission) into the run's own cgroup: "0" names the writer, and the kernel checks the
-    permission of the trusted side that opened these files. Everything the run starts is
-    born there; the descriptors are closed, so no code of the submission can move anything."""
+    """Move this process (the run's first, just forked: its only thread, before it forks or
+    runs anything of the submission) into the run's own cgroup: "0" names the writer, and the
+    kernel checks the permission of the trusted side that opened these files (``tasks`` on
+    cgroup v1: the one thread is the whole process). Everything the run starts is born
+    there; the descriptors are closed, so no code of the submission can move anything."""
     for fd in fds:
         os.write(fd, b"0")
         os.close(fd)
@@ -567,6 +570,10 @@ def zygote(preload: list[str], sandboxed: bool, control_fd: int) -> None:
             for fd in fds:
                 os.close(fd)
             return
+        if sandboxed and not _keys_gone():  # a key of an earlier run is still visible
+            for fd in fds:
+                os.close(fd)
+            return  # the run never starts: "lost", rerun in a fresh sandbox
         events_fd, input_fd, *cgroup_fds = fds
         pid = os.fork()
         if pid == 0:
