@@ -120,3 +120,47 @@ def test_students_get_their_id_as_name_and_keep_a_name_the_instructor_set(record
         alice, bob = gb.find_student("alice"), gb.find_student("bob")
         assert (alice.last_name, alice.first_name) == ("alice", "")
         assert (bob.last_name, bob.first_name) == ("Builder", "Robert")
+
+
+def test_a_failed_recording_leaves_the_kept_gradebook_usable(recorder, monkeypatch):
+    """The recordings share one Gradebook (`Recorder._recording_gradebook`): a recording that
+    fails half-way is rolled back, and the next one writes as if it were the first."""
+    from autograder.course import gradebook
+
+    def broken(grade, regraded):
+        raise RuntimeError("the disk is full")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(gradebook, "needs_manual_grade", broken)
+        with pytest.raises(RuntimeError, match="the disk is full"):
+            _record(recorder, "alice", "a" * 64)
+    with recorder.gradebook() as gb:  # no score of the failed recording was committed
+        assert _grade(gb, "alice", "test-loo").auto_score is None
+    result = _record(recorder, "bob", "b" * 64)
+    assert (result.score, result.max_score) == (12.0, 14.0)
+    assert _record(recorder, "alice", "a" * 64).score == 12.0
+    recorder.close()
+    with recorder.gradebook() as gb:
+        assert gb.find_submission(A, "bob").score == gb.find_submission(A, "alice").score == 12
+
+
+def test_grading_an_assignment_the_gradebook_lacks_records_nothing(course, tmp_path, capsys):
+    """The gradebook is checked while the first jobs run (`grading._StartUp`): when it lacks
+    the assignment, the call still fails with the instructor's next step, and no submission
+    is recorded, in the gradebook or as an autograded notebook."""
+    for student in ("alice", "bob", "carol"):
+        corpus.write_submission(course, A, student, corpus.solved(course, A))
+    recorder = Recorder(course, nbparse.load_assignment(course, A), not_graded)
+    with recorder.gradebook() as gb:
+        gb.remove_assignment(A)
+        students_before = sorted(s.id for s in gb.students)
+
+    from autograder.grading import grade_assignment
+
+    with pytest.raises(ValueError, match=r"'ch1_pooling' is not in .*run `make release`"):
+        grade_assignment(course, A, workers=1, sandboxed=False)
+    assert cli.main(["--course", str(course), "grade", A, "--no-sandbox", "--quiet"]) == 2
+    assert "error: assignment 'ch1_pooling' is not in" in capsys.readouterr().err
+    assert not list((course / "autograded").glob(f"*/{A}/*.ipynb"))
+    with recorder.gradebook() as gb:
+        assert sorted(s.id for s in gb.students) == students_before  # no one added

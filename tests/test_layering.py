@@ -6,7 +6,8 @@ never from a layer above (every import counts: at the top of a file, in a functi
 
 0. vocabulary: ``contract``, ``casefile`` (the codec's writer), ``messages`` (the message
    catalog), ``judging`` (the grader's wording), ``frames``, ``isolation``, ``cgroups``, ``notebook``,
-   ``sanitise``, ``intake``, ``gradebook_ids``, ``assignment_text``, ``checks`` and the
+   ``sanitise``, ``intake``, ``gradebook_ids``, ``nbgrader_api`` (how nbgrader's gradebook
+   API is imported), ``assignment_text``, ``checks`` and the
    chapter plug-ins (``chapters``): what the student's checker, the sandbox and the trusted
    side share, and the course's data;
 1. the sandbox: ``wire``, ``protocol``, ``zygote`` and the package ``sandbox``;
@@ -41,6 +42,7 @@ LAYERS = {
     "autograder.checking.sanitise": 0,
     "autograder.checking.intake": 0,
     "autograder.course.gradebook_ids": 0,
+    "autograder.course.nbgrader_api": 0,
     "autograder.checking.assignment_text": 0,
     "autograder.checking.checks": 0,
     "autograder.checking.messages": 0,

@@ -427,8 +427,9 @@ def _metadata_problem(meta) -> str | None:
 
 def unanswered_manual_cells(spec: AssignmentSpec, submission) -> list[str]:
     """Manually graded cells whose content is still the released one (nbgrader scores them 0)."""
-    from nbgrader.utils import compute_checksum
+    from autograder.course import nbgrader_api
 
+    compute_checksum = nbgrader_api.utils().compute_checksum
     manual = {
         gid for gid, meta in spec.metadata.items() if meta.get("grade") and meta.get("solution")
     }

@@ -525,8 +525,9 @@ class Identify:
         )
 
     def _plain_regexp(self, member: Member, shown: str):
-        from nbgrader.utils import parse_utc
+        from autograder.course import nbgrader_api
 
+        parse_utc = nbgrader_api.utils().parse_utc
         match = self.regexp.match(f"/{member.name}")
         if not match:
             raise NotFiled(f"skipped {shown}: its name does not match the --regexp pattern")
@@ -640,8 +641,9 @@ def _enroll(course: Path, students: dict[str, str | None]) -> None:
     """Add students to nbgrader's gradebook, each under its LMS id (``--enroll-unknown``)."""
     import sys
 
-    from nbgrader.api import Gradebook
+    from autograder.course import nbgrader_api
 
+    Gradebook = nbgrader_api.api().Gradebook
     path = os.environ.get("PATH", "")
     # a new gradebook runs nbgrader's `alembic`, installed beside this Python
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{path}"

@@ -24,7 +24,8 @@ One concern per module:
 - `schedule`: local threads or a Dask cluster behind one interface.
 - `results`: the typed results (`TaskResult`, `SubmissionResult`).
 - here: `grade_assignment`, in three steps: `_StartUp` (the check data, the recording
-  process, the sandboxes and nbgrader's gradebook, each begun as soon as it can), `_Triage`
+  process, the sandboxes and nbgrader's gradebook, each begun as soon as it can; the
+  gradebook, whose imports take a second, is checked while the first jobs run), `_Triage`
   (which submissions go out, each read once, under its lock as its job goes out) and
   `_Batch` (the queue of jobs, and the gradebook: only this process writes it, on one
   recording thread, so the thread that hands out jobs never waits for a recording; the
@@ -152,7 +153,8 @@ def grade_assignment(
         startup = time.monotonic() - called  # the check data computed, the sandboxes started
         scheduler = Dask(work, cluster) if cluster else Local(work, workers, keep_sandboxes)
         batch = _Batch(work, triage, start.preparing, progress, skipped, len(jobs))
-        batch.run(jobs, scheduler)
+        batch.run(jobs, scheduler, start.gradebook_checked)
+        start.gradebook_checked()  # also when nothing was recorded: a batch without jobs
     finally:
         start.close(sandboxes_too=scheduler is None and not keep_sandboxes)
     recorder.log_timings({r.student: r.seconds for r in batch.graded})
@@ -170,13 +172,17 @@ class _StartUp:
     """Everything a grading call needs before its first job, each begun as soon as it can:
     the check data in a forked child (`Preparing`: made first, as a process forks only while
     it has one thread), then on threads of their own the recording process's imports (about
-    a second) and this process's sandboxes (as soon as the chapter's limits are known),
-    while this thread imports nbgrader and checks its gradebook (about a second too)."""
+    half a second) and this process's sandboxes (as soon as the chapter's limits are known).
+    nbgrader's gradebook is checked on a thread too (its imports take about a second, the
+    longest of these): the first jobs do not wait for it, only the first recording does
+    (`gradebook_checked`), so a gradebook that lacks the assignment still records nothing."""
 
     def __init__(self, course: Path, spec, seed: int, limits, sandboxed: bool, registry):
         self.course, self.spec, self.sandboxed = course, spec, sandboxed
         self.preparing = Preparing(course, spec.assignment, seed, limits, sandboxed, registry, spec)
         self._threads: list[threading.Thread] = []
+        self._checking: threading.Thread | None = None
+        self._gradebook_error: BaseException | None = None
 
     def begin(self, sandboxes: int, recording: bool) -> None:
         """Start the recording process (if anything may be recorded) and ``sandboxes``
@@ -208,12 +214,28 @@ class _StartUp:
         POOL.warm(key, count)
 
     def recorder(self):
-        """The assignment's `gradebook.Recorder`, its gradebook rows checked."""
+        """The assignment's `gradebook.Recorder`; its gradebook rows are checked on a thread
+        (`gradebook_checked` waits for that)."""
         from autograder.course.gradebook import Recorder
 
         recorder = Recorder(self.course, self.spec, not_graded)
-        recorder.check_gradebook()
+        self._checking = threading.Thread(target=self._check, args=(recorder,), name="gradebook")
+        self._checking.start()
         return recorder
+
+    def _check(self, recorder) -> None:
+        try:
+            recorder.check_gradebook()
+        except BaseException as err:  # noqa: BLE001 - raised again by `gradebook_checked`
+            self._gradebook_error = err
+
+    def gradebook_checked(self) -> None:
+        """Once the gradebook is checked; raises what the check raised (e.g. the assignment
+        was never released), every time it is asked."""
+        if self._checking is not None:
+            self._checking.join()
+        if self._gradebook_error is not None:
+            raise self._gradebook_error
 
     def wait(self) -> None:
         """Until the recording process and the sandboxes are started."""
@@ -226,6 +248,8 @@ class _StartUp:
         from autograder.course.gradebook import RENDERER
 
         self.wait()
+        if self._checking is not None:
+            self._checking.join()
         RENDERER.close()
         self.preparing.close()
         if sandboxes_too:
@@ -310,9 +334,15 @@ class _Batch:
         self.skipped = skipped
         self._total, self._done, self._counting = total, 0, threading.Lock()
         self._finished: queue.Queue = queue.Queue()
+        self._unrecordable = threading.Event()  # the gradebook check failed: hand out no more
 
-    def run(self, students: list[str], scheduler) -> None:
-        recording = threading.Thread(target=self._record_finished, name="recorder")
+    def run(self, students: list[str], scheduler, gradebook_checked: Callable[[], None]) -> None:
+        """Hand out the jobs and record each finished one; nothing is recorded before
+        ``gradebook_checked()`` returns, and nothing at all if it raises (the caller raises
+        it again: the jobs handed out by then are dropped, their locks released)."""
+        recording = threading.Thread(
+            target=self._record_finished, args=(gradebook_checked,), name="recorder"
+        )
         recording.start()
         try:
             self._hand_out(students, scheduler)
@@ -326,6 +356,9 @@ class _Batch:
         waiting = deque(students)
         while waiting or in_flight:
             while waiting and len(in_flight) < scheduler.in_flight:
+                if self._unrecordable.is_set():
+                    waiting.clear()
+                    break
                 student = waiting.popleft()
                 taken = self.triage.take(student)
                 if isinstance(taken, str):
@@ -340,15 +373,23 @@ class _Batch:
             for future in scheduler.wait(list(in_flight)):
                 self._finished.put((future, *in_flight.pop(future)))
 
-    def _record_finished(self) -> None:
-        recorder = self.triage.recorder
+    def _record_finished(self, gradebook_checked: Callable[[], None]) -> None:
+        recorder, checked = self.triage.recorder, False
         while (item := self._finished.get()) is not None:
             future, job, lock = item
             try:
-                self.graded.append(_collect(future, job, self.work, recorder))
+                if not checked:
+                    try:
+                        gradebook_checked()
+                        checked = True
+                    except BaseException:  # noqa: BLE001 - the caller raises it
+                        self._unrecordable.set()
+                if checked:
+                    self.graded.append(_collect(future, job, self.work, recorder))
             finally:
                 lock.release()
             self._step(job.student)
+        recorder.close()
 
     def _step(self, student: str) -> None:
         with self._counting:
