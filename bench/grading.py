@@ -3,7 +3,9 @@
 The batch: for each assignment (every registered chapter), N submissions (default 20) made
 from the released notebook: even ones fully solved, odd ones with one task left as released
 (a different task each time), so scores are mixed. Both graders get identical copies of a
-freshly released course; the script checks that their scores agree, then prints, per
+freshly released course; the script checks that their scores agree (where the task left
+unsolved is one that others call, this grader's is higher by exactly those callers' points:
+`lost_to_a_callee`), then prints, per
 assignment, the wall time of each and their ratio, this grader's start-up per call, its
 time per submission, and the floor no grader with that many workers can beat: the
 submissions' own sandboxed seconds (ch3's students train a model) divided by the workers.
@@ -93,9 +95,40 @@ def _released_and_answers(course: Path, assignment: str) -> tuple:
     return release, answers
 
 
-def make_batch(course: Path, per_assignment: int, assignments: list[str]) -> int:
-    """Write the submissions; returns how many."""
-    return sum(len(write_kinds(course, assignment, per_assignment)) for assignment in assignments)
+def make_batch(course: Path, per_assignment: int, assignments: list[str]) -> dict:
+    """Write the submissions; returns {(assignment, student): the task left unsolved, or None}."""
+    return {
+        (assignment, student): unsolved
+        for assignment in assignments
+        for student, unsolved in write_kinds(course, assignment, per_assignment).items()
+    }
+
+
+def lost_to_a_callee(course: Path, assignment: str, unsolved: str | None) -> float:
+    """The points stock nbgrader takes, beside the unsolved task's own, from the tasks whose
+    only fault is that they call its functions (directly or through another: ``Check.calls``).
+    This grader scores those on their own work (one bug costs one task), so its score is
+    higher by exactly this much."""
+    import ast
+
+    if unsolved is None:
+        return 0.0
+    from autograder.checking import notebook as nbparse
+
+    answer = _released_and_answers(course, assignment)[1][unsolved]
+    missing = {n.name for n in ast.walk(ast.parse(answer)) if isinstance(n, ast.FunctionDef)}
+    callers: set = set()
+    while True:  # every function that reaches a missing one through declared calls
+        more = {
+            name
+            for name, check in checks.REGISTRY.items()
+            if set(check.calls) & (missing | callers) and name not in missing | callers
+        }
+        if not more:
+            break
+        callers |= more
+    spec = nbparse.load_assignment(course, assignment)
+    return sum(t.points for t in spec.tests if any(c in callers for c, _f in t.checks))
 
 
 def write_kinds(course: Path, assignment: str, n: int, students=None) -> dict:
@@ -448,8 +481,9 @@ def main(argv=None) -> int:
         stock_course = release_course(root / "stock")
         ours_course = root / "ours" / "course"
         shutil.copytree(stock_course, ours_course)
-        n = make_batch(stock_course, args.per_assignment, names)
+        kinds = make_batch(stock_course, args.per_assignment, names)
         make_batch(ours_course, args.per_assignment, names)
+        n = len(kinds)
         print(
             f"batch: {n} submissions ({args.per_assignment} per assignment, half fully solved); "
             f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; this grader with "
@@ -493,13 +527,24 @@ def main(argv=None) -> int:
         )
 
         stock_scores, ours_scores = scores(stock_course, names), scores(ours_course, names)
+        # where the task left unsolved is another's callee, stock also fails the caller
+        callee_points = {k: lost_to_a_callee(ours_course, k[0], kinds[k]) for k in kinds}
         disagreements = {
             k: (stock_scores.get(k), ours_scores.get(k))
-            for k in stock_scores
-            if stock_scores.get(k) != ours_scores.get(k)
+            for k in kinds
+            if ours_scores.get(k) is None
+            or stock_scores.get(k) is None
+            or ours_scores[k] != stock_scores[k] + callee_points[k]
         }
+        by_callee = sum(1 for k in kinds if callee_points[k] and k not in disagreements)
         print(
-            f"scores agree on {len(stock_scores) - len(disagreements)} of {len(stock_scores)} submissions"
+            f"scores agree on {len(kinds) - len(disagreements)} of {len(kinds)} submissions"
+            + (
+                f" ({by_callee} of them higher here by exactly the points of the tasks that "
+                "only call the task left unsolved: stock nbgrader fails those with it)"
+                if by_callee
+                else ""
+            )
             + (f"; differ: {disagreements}" if disagreements else "")
         )
         if set(TARGET_SET) <= set(names):
