@@ -25,7 +25,7 @@ One concern per module:
 - `results`: the typed results (`TaskResult`, `SubmissionResult`).
 - here: `grade_assignment`, in three steps: `_StartUp` (the check data, the recording
   process, the sandboxes and nbgrader's gradebook, each begun as soon as it can; the
-  gradebook, whose imports take a second, is checked while the first jobs run), `_Triage`
+  gradebook is checked while the first jobs run), `_Triage`
   (which submissions go out, each read once, under its lock as its job goes out) and
   `_Batch` (the queue of jobs, and the gradebook: only this process writes it, on one
   recording thread, so the thread that hands out jobs never waits for a recording; the
@@ -173,9 +173,10 @@ class _StartUp:
     the check data in a forked child (`Preparing`: made first, as a process forks only while
     it has one thread), then on threads of their own the recording process's imports (about
     half a second) and this process's sandboxes (as soon as the chapter's limits are known).
-    nbgrader's gradebook is checked on a thread too (its imports take about a second, the
-    longest of these): the first jobs do not wait for it, only the first recording does
-    (`gradebook_checked`), so a gradebook that lacks the assignment still records nothing."""
+    nbgrader's gradebook is checked on a thread too (nbgrader's API and SQLAlchemy take
+    about 0.4 s of CPU to import, the longest of these): the first jobs do not wait for it,
+    only the first recording does (`gradebook_checked`), so a gradebook that lacks the
+    assignment still records nothing."""
 
     def __init__(self, course: Path, spec, seed: int, limits, sandboxed: bool, registry):
         self.course, self.spec, self.sandboxed = course, spec, sandboxed
