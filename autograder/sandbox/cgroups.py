@@ -89,7 +89,7 @@ class Cgroup:
         """The files a run's first process writes "0" into, while it is its only thread. On
         v1, ``tasks``: moving that one thread moves the whole process, and the kernel skips the
         machine-wide lock a ``cgroup.procs`` write takes, whose wait for an RCU grace period
-        cost 5-20 ms a run on this project's hybrid host (``docs/threat-model.md``, "Memory").
+        cost 4.5-22 ms a run on this project's hybrid host (``docs/threat-model.md``, "Memory").
         On v2 (no ``tasks``), ``cgroup.procs``."""
         name = "tasks" if self.version == 1 else "cgroup.procs"
         return sorted({str(leaf / name) for leaf in self.leaves.values()})
