@@ -43,6 +43,8 @@ issue measured, where grading's own overhead is what there is to save.
 from __future__ import annotations
 
 import argparse
+import ast
+import functools
 import os
 import shutil
 import subprocess
@@ -56,6 +58,7 @@ import nbformat
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from autograder.checking import checks  # noqa: E402
+from autograder.checking import notebook as nbparse  # noqa: E402
 
 #: every registered chapter (the plug-ins are the one list), in id order
 ASSIGNMENTS = list(checks.ASSIGNMENTS)
@@ -104,17 +107,14 @@ def make_batch(course: Path, per_assignment: int, assignments: list[str]) -> dic
     }
 
 
+@functools.cache
 def lost_to_a_callee(course: Path, assignment: str, unsolved: str | None) -> float:
     """The points stock nbgrader takes, beside the unsolved task's own, from the tasks whose
     only fault is that they call its functions (directly or through another: ``Check.calls``).
     This grader scores those on their own work (one bug costs one task), so its score is
-    higher by exactly this much."""
-    import ast
-
+    higher by exactly this much. (Once per assignment and task: many submissions share it.)"""
     if unsolved is None:
         return 0.0
-    from autograder.checking import notebook as nbparse
-
     answer = _released_and_answers(course, assignment)[1][unsolved]
     missing = {n.name for n in ast.walk(ast.parse(answer)) if isinstance(n, ast.FunctionDef)}
     callers: set = set()
