@@ -27,7 +27,7 @@ REQUIRE        = bash tools/require-system-packages
 # One job at a time, prerequisites left to right, even under make -j: the system check runs
 # first, then (for test) lint, then the rest.
 .NOTPARALLEL:
-.PHONY: venv book release grade test lint bench clean system-packages \
+.PHONY: venv book release grade test lint bench models clean system-packages \
         require-book require-test require-grade require-bench
 
 venv: $(STAMP)
@@ -52,6 +52,11 @@ release: $(STAMP)
 ## book: release the assignments, then build both editions: _build/html and _build/html/zh (offline, -W)
 book: require-book release
 	$(PY) tools/build_book.py
+
+## models: retrain the models the pages read from their recipes (solutions/shipped.py) into
+## solutions/weights/, with their sha256 in the manifest; make book then checks every claim
+models: $(STAMP)
+	$(PY) tools/train_models.py
 
 ## grade: grade every submission of one assignment, e.g. make grade A=ch5_multihead; the
 ## grader's options in ARGS, e.g. make grade A=ch5_multihead ARGS="--force --workers 4"

@@ -116,6 +116,7 @@ __all__ = [
     "head_ablation",
     "joint_ablation",
     "resolution_run",
+    "resolution_scores",
     "evaluate_translator",
 ]
 
@@ -960,22 +961,12 @@ def joint_ablation(model: Translator, pairs) -> dict[str, np.ndarray]:
     return out
 
 
-def resolution_run(
-    pairs, seed: int, num_heads: int, lr_factor: float, config: dict, exact_pairs=()
-) -> dict:
-    """Train one translator
-    (``train_translator(seed=..., num_heads=..., lr_factor=..., **config)``) and score
-    it: "resolved", a bool per pronoun sentence of ``pairs`` in order
-    (``resolution_margins`` > 0), "resolution", their mean, "named", the candidate each
-    names (``resolution_choices``), and "exact_match", the
-    fraction of ``exact_pairs`` it translates exactly by greedy decoding (nan if there
-    are none). A module-level function, so that a sweep can hand its runs to other
-    processes: each run is seeded and single-threaded, so where it runs does not change
-    its result."""
-    torch.set_num_threads(1)
-    model, _ = train_translator(
-        seed=seed, num_heads=num_heads, lr_factor=lr_factor, **config
-    )
+def resolution_scores(model: Translator, pairs, exact_pairs=()) -> dict:
+    """Score one translator on pronoun resolution: "resolved", a bool per pronoun
+    sentence of ``pairs`` in order (``resolution_margins`` > 0), "resolution", their
+    mean, "named", the candidate each names (``resolution_choices``), and
+    "exact_match", the fraction of ``exact_pairs`` it translates exactly by greedy
+    decoding (nan if there are none)."""
     exact = (
         evaluate_translator(model, exact_pairs)["exact_match"]
         if exact_pairs
@@ -988,6 +979,21 @@ def resolution_run(
         "named": resolution_choices(model, pairs).tolist(),
         "exact_match": exact,
     }
+
+
+def resolution_run(
+    pairs, seed: int, num_heads: int, lr_factor: float, config: dict, exact_pairs=()
+) -> dict:
+    """Train one translator
+    (``train_translator(seed=..., num_heads=..., lr_factor=..., **config)``) and score
+    it with ``resolution_scores``. A module-level function, so that a sweep can hand its
+    runs to other processes: each run is seeded and single-threaded, so where it runs
+    does not change its result on one machine."""
+    torch.set_num_threads(1)
+    model, _ = train_translator(
+        seed=seed, num_heads=num_heads, lr_factor=lr_factor, **config
+    )
+    return resolution_scores(model, pairs, exact_pairs)
 
 
 @torch.no_grad()

@@ -50,6 +50,28 @@ def sphinx_overrides(language: str) -> dict:
     return overrides
 
 
+def notebooks_without_a_cached_run() -> list[Path]:
+    """The book's notebooks whose current code has no successful execution in the cache.
+
+    myst-nb caches a notebook's execution only when it succeeded, but Sphinx re-reads a
+    page only when its source is newer than its last reading: after a notebook failed,
+    the next build found nothing changed, reported success and kept the failed page.
+    A build that finds such a notebook reads every page afresh (``freshenv``), so the
+    notebook executes again and fails the build again until it passes; the notebooks
+    with a cached run come from the cache."""
+    import nbformat
+    from jupyter_cache import get_cache
+
+    cache = get_cache(str(BUILD / ".jupyter_cache"))
+    missing = []
+    for path in sorted((ROOT / "book").glob("*.ipynb")):
+        try:
+            cache.match_cache_notebook(nbformat.read(path, as_version=4))
+        except KeyError:
+            missing.append(path)
+    return missing
+
+
 def build(language: str, builder: str = "html") -> int:
     from jupyter_book.sphinx import build_sphinx
 
@@ -61,6 +83,12 @@ def build(language: str, builder: str = "html") -> int:
         outdir, doctrees = BUILD / "html" / "zh", BUILD / f".doctrees-{language}"
     overrides = sphinx_overrides(language)
     started = time.monotonic()
+    uncached = notebooks_without_a_cached_run()
+    if uncached and builder != "gettext":
+        names = ", ".join(path.name for path in uncached)
+        print(
+            f"[build_book] {language}: no successful run cached for {names}: every page is read afresh"
+        )
     status = build_sphinx(
         ROOT,
         outdir,
@@ -74,7 +102,7 @@ def build(language: str, builder: str = "html") -> int:
         # otherwise its captions would be missing from the templates, sphinx-intl would
         # mark their translations obsolete, and a pickled environment would keep them
         # missing in the next extraction too
-        freshenv=builder == "gettext",
+        freshenv=builder == "gettext" or bool(uncached),
         warningiserror=True,
         keep_going=True,
     )
