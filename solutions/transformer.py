@@ -116,7 +116,7 @@ __all__ = [
     "head_ablation",
     "joint_ablation",
     "resolution_run",
-    "resolution_scores",
+    "score_resolution",
     "evaluate_translator",
 ]
 
@@ -961,7 +961,7 @@ def joint_ablation(model: Translator, pairs) -> dict[str, np.ndarray]:
     return out
 
 
-def resolution_scores(model: Translator, pairs, exact_pairs=()) -> dict:
+def score_resolution(model: Translator, pairs, exact_pairs=()) -> dict:
     """Score one translator on pronoun resolution: "resolved", a bool per pronoun
     sentence of ``pairs`` in order (``resolution_margins`` > 0), "resolution", their
     mean, "named", the candidate each names (``resolution_choices``), and
@@ -986,14 +986,14 @@ def resolution_run(
 ) -> dict:
     """Train one translator
     (``train_translator(seed=..., num_heads=..., lr_factor=..., **config)``) and score
-    it with ``resolution_scores``. A module-level function, so that a sweep can hand its
+    it with ``score_resolution``. A module-level function, so that a sweep can hand its
     runs to other processes: each run is seeded and single-threaded, so where it runs
     does not change its result on one machine."""
     torch.set_num_threads(1)
     model, _ = train_translator(
         seed=seed, num_heads=num_heads, lr_factor=lr_factor, **config
     )
-    return resolution_scores(model, pairs, exact_pairs)
+    return score_resolution(model, pairs, exact_pairs)
 
 
 @torch.no_grad()

@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from solutions import shipped
 from solutions.multihead import MultiHeadAttention, TransformerEncoderBlock
 from solutions.self_attention import causal_mask, padding_mask, sinusoidal_positions
 from solutions.transformer import (
-    CHAPTER_MODEL,
     EncoderDecoder,
     TransformerDecoderBlock,
     Translator,
@@ -35,6 +35,7 @@ from solutions.transformer import (
     resolution_choices,
     resolution_margins,
     resolution_run,
+    score_resolution,
     sequence_log_prob,
     shift_right,
     teacher_forced_loss,
@@ -806,8 +807,10 @@ def test_joint_ablation_zeroes_every_head_of_one_layer_as_zeroing_by_hand_does()
 
 @pytest.fixture(scope="module")
 def trained():
-    model, history = train_translator(seed=0, **TRAINED)
-    return model, history
+    """The chapter's recipe (the model the page reads is its shipped run), retrained on
+    the machine the tests run on: it must meet the quality the page states for a run of
+    it, not equal the shipped weights."""
+    return shipped.RECIPES["ch6_translator"].train()
 
 
 @pytest.mark.slow
@@ -823,36 +826,55 @@ def test_trained_translator_translates_held_out_combinations_and_resolves_pronou
     assert result["resolution"] >= RESOLUTION_MIN
 
 
-@pytest.mark.slow
-def test_each_training_seed_answers_the_held_out_pairs_by_rules_of_its_own_not_a_coin():
-    """The chapter's composition section: its model (CHAPTER_MODEL, 4 heads, trained
-    without the held-out pairs of predicate and voice) scored on those pairs, for training
-    seeds 0-7, two runs at a time (each seeded and single-threaded). Measured, the fraction
-    of 累了 then of 躲起来了 sentences resolved: seed 0 0.036 0.939; 1: 0.343 0.000; 2: 0.556
-    0.611; 3: 0.302 0.992; 4: 0.870 0.588; 5: 0.710 0.046; 6: 0.130 0.183; 7: 0.485 0.878.
-    The page reads them as rules, not a coin: every run names one of the two animals of
-    the passive event in at least 9 sentences of 10 (measured 0.920 and more); each pair
-    has a run that resolves at least 0.8 of it (0.870, 0.992) and one at most 0.1 (0.036,
-    0.000), where coins would all be near one half; seed 4 composes 累了 (0.870, bound
-    0.8); no run resolves both pairs in 4 sentences of 5 (the best 0.611)."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    pairs = make_pairs(300, seed=999, split="test", kinds=("it",), holdout="voice")
-    config = {**CHAPTER_MODEL, "holdout": "voice"}
-    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
-        runs = [pool.submit(resolution_run, pairs, seed, 4, 1.0, config) for seed in range(8)]
-        runs = [run.result() for run in runs]
+def _composition_table(runs, pairs):
     named = np.array([run["named"] for run in runs])  # (seeds, sentences)
     resolved = np.array([run["resolved"] for run in runs])
     predicate = np.array([p.twin["predicate"] for p in pairs])
     per_pair = np.array(
-        [[resolved[s, predicate == q].mean() for q in ("累了", "躲起来了")] for s in range(8)]
+        [
+            [resolved[s, predicate == q].mean() for q in ("累了", "躲起来了")]
+            for s in range(len(runs))
+        ]
     )  # (seeds, 2)
+    return named, per_pair
+
+
+@pytest.mark.slow
+def test_each_shipped_composition_model_answers_by_rules_of_its_own_not_a_coin():
+    """The chapter's composition section reads eight shipped models (CHAPTER_MODEL, 4
+    heads, trained without the held-out pairs of predicate and voice, training seeds
+    0-7), scored on those pairs. Their fractions of 累了 then of 躲起来了 sentences
+    resolved: seed 0 0.036 0.939; 1: 0.343 0.000; 2: 0.556 0.611; 3: 0.302 0.992; 4: 0.870
+    0.588; 5: 0.710 0.046; 6: 0.130 0.183; 7: 0.485 0.878. The page reads them as rules, not
+    a coin: every model names one of the two animals of the passive event in at least 9
+    sentences of 10 (the least 0.920); each pair has a model that resolves at least 0.8 of
+    it (0.870, 0.992) and one at most 0.1 (0.036, 0.000), where coins would all be near one
+    half; seed 4 composes 累了 (0.870, bound 0.8); no model resolves both pairs in 4
+    sentences of 5 (the best 0.611). Inference on another CPU moves these by float noise:
+    the margins (0.02 and more) are far above it."""
+    pairs = make_pairs(300, seed=999, split="test", kinds=("it",), holdout="voice")
+    runs = [
+        score_resolution(shipped.load(f"ch6_compose_seed{seed}")[0], pairs) for seed in range(8)
+    ]
+    named, per_pair = _composition_table(runs, pairs)
     assert np.isin(named, [2, 3]).mean(axis=1).min() >= 0.9, named  # the passive event
     assert (per_pair.max(axis=0) >= 0.8).all() and (per_pair.min(axis=0) <= 0.1).all()
     assert per_pair[4, 0] >= 0.8, per_pair
     assert per_pair.min(axis=1).max() < 0.8, per_pair
+
+
+@pytest.mark.slow
+def test_the_composition_recipe_retrained_here_names_the_passive_events_animals():
+    """The composition recipe (shipped.RECIPES["ch6_compose_seed0"]), retrained on the
+    machine the tests run on: the property the page states for every run of it holds for
+    this one, that it answers with one of the two animals of the passive event, the last
+    one (the eight shipped runs: 0.920-0.997 of the 300 sentences). Bound 0.85: 0.07 below
+    the least shipped run, for a run on another CPU; which animal it names is the run's
+    own and is not asserted."""
+    pairs = make_pairs(300, seed=999, split="test", kinds=("it",), holdout="voice")
+    model, _ = shipped.RECIPES["ch6_compose_seed0"].train()
+    named, _ = _composition_table([score_resolution(model, pairs)], pairs)
+    assert np.isin(named, [2, 3]).mean() >= 0.85, named
 
 
 @pytest.mark.slow
