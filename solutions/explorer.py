@@ -37,6 +37,7 @@ from solutions import seq2seq as s2s
 from solutions import zh_en
 from solutions.multihead import TinyTransformer
 from solutions.self_attention import padding_mask
+from solutions.shipped import constructor_arguments, load_model
 from solutions.transformer import Translator, decoder_mask, greedy_decode
 
 DECIMALS = 4
@@ -313,69 +314,6 @@ def explorer_html(chapter: str, masks, examples: list[dict]) -> str:
         '<script type="application/json" class="attention-explorer-data">'
         f"{text}</script></div>"
     )
-
-
-def constructor_arguments(model) -> dict:
-    """What rebuilds an empty copy of ``model`` (its class and sizes), for
-    ``load_model``: read from the model itself."""
-    if isinstance(model, s2s.Seq2Seq):
-        return {
-            "class": "Seq2Seq",
-            "attention": model.attention_kind,
-            "embed_dim": model.encoder.embedding.embedding_dim,
-            "hidden_dim": model.encoder.rnn.hidden_size,
-            "attention_dim": _attention_dim(model),
-        }
-    if isinstance(model, TinyTransformer):
-        block = model.blocks[0]
-        return {
-            "class": "TinyTransformer",
-            "vocab_size": model.embed.num_embeddings,
-            "d_model": model.embed.embedding_dim,
-            "num_heads": block.attn.num_heads,
-            "num_layers": len(model.blocks),
-            "d_ff": block.ff[0].out_features,
-            "max_len": model.max_len,
-        }
-    if isinstance(model, Translator):
-        core = model.core
-        return {
-            "class": "Translator",
-            "src_vocab": model.src_embed.num_embeddings,
-            "tgt_vocab": model.tgt_embed.num_embeddings,
-            "d_model": model.d_model,
-            "num_heads": core.encoder[0].attn.num_heads,
-            "num_layers": len(core.encoder),
-            "d_ff": core.encoder[0].ff[0].out_features,
-            "norm_first": core.encoder[0].norm_first,
-            "max_len": model.max_len,
-            "num_decoder_layers": len(core.decoder),
-            "source_positions": model.source_positions,
-        }
-    raise TypeError(f"the explorer knows no model of type {type(model).__name__}")
-
-
-def _attention_dim(model: s2s.Seq2Seq) -> int:
-    attention = model.decoder.attention
-    if isinstance(attention, s2s.AdditiveAttention):
-        return attention.w_h.out_features
-    if attention.kind == "concat":
-        return attention.w_a.out_features
-    return s2s.DEFAULT_CONFIG.attention_dim  # unused by "dot" and "general"
-
-
-def load_model(arguments: dict, state_dict):
-    """An empty model built from ``constructor_arguments`` with ``state_dict`` loaded,
-    in eval mode."""
-    kwargs = dict(arguments)
-    cls = {
-        "Seq2Seq": s2s.Seq2Seq,
-        "TinyTransformer": TinyTransformer,
-        "Translator": Translator,
-    }[kwargs.pop("class")]
-    model = cls(**kwargs)
-    model.load_state_dict(state_dict)
-    return model.eval()
 
 
 def save_models(chapter: str, models: dict, sentences, directory: Path = SAVED) -> Path:

@@ -208,7 +208,7 @@ def constructor_arguments(model) -> dict:
             "d_model": model.embeds[0].embedding_dim,
             "hops": len(model.embeds) - 1,
         }
-    raise TypeError(f"no shipped model is of type {type(model).__name__}")
+    raise TypeError(f"no model of type {type(model).__name__} can be rebuilt")
 
 
 def load_model(arguments: dict, state_dict):
