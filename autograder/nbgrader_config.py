@@ -127,40 +127,120 @@ c.HTMLExporter.preprocessors = [SanitiseForInstructor]
 
 # Math, offline, in the feedback pages and the formgrader: nbgrader's templates call
 # nbconvert's ``mathjax()`` macro, whose default loads MathJax from a CDN (raw TeX offline).
-# The course's own macro (nbgrader_templates/base/mathjax.html.j2) writes MathJax 3 into the
-# page instead, from the copy the site serves (the pinned sphinx-mathjax-offline), through
-# the filter ``course_mathjax``. Its folder comes first among the exporter's template
-# folders, then nbgrader's own (the feedback and formgrade templates): set here, it holds
-# for generate_feedback (which keeps a value the config gives) and for the formgrader
-# (which reads this file after setting its own).
+# The course's macro (nbgrader_templates/base/mathjax.html.j2) writes MathJax 3 into the page
+# instead, from the copy the site serves (the pinned sphinx-mathjax-offline), with MathJax's
+# own attribute filter ui/safe in the same script, through the filter ``course_mathjax``.
+# Its folder comes first among the exporter's template folders, then nbgrader's own (the
+# feedback and formgrade templates): set here, it holds for generate_feedback (which keeps a
+# value the config gives) and for the formgrader (which reads this file after setting its own).
+# The folder's feedback/ and formgrade/ templates extend nbgrader's (``nbgrader_template``)
+# and put the course's Content-Security-Policy first in the page's head (``course_csp``).
+import base64  # noqa: E402
 import functools  # noqa: E402
+import hashlib  # noqa: E402
+import html  # noqa: E402
 import importlib.metadata  # noqa: E402
 
+import jinja2  # noqa: E402
 import nbgrader  # noqa: E402
 
 from autograder.course import nbgrader_sanitise as _sanitise  # noqa: E402 - its package's folder
 
+_NBGRADER_TEMPLATES = os.path.join(
+    os.path.dirname(nbgrader.__file__), "server_extensions", "formgrader", "templates"
+)
+
 
 @functools.lru_cache(maxsize=4)
-def _course_mathjax(component: str) -> str:
-    """The text of one of MathJax's combined components, to be written into a page."""
-    path = importlib.metadata.distribution("sphinx-mathjax-offline").locate_file(
-        f"sphinx-mathjax-offline/static/mathjax/{component}"
-    )
-    text = open(path, encoding="utf-8").read()
-    # nothing in it may end the page's <script> element early: HTML ends it at "</script",
-    # or after "<!--" and "<script" never (MathJax 3.2's components hold neither tag)
-    assert not re.search(r"</?script", text, re.IGNORECASE), path
-    return text
+def _course_mathjax(*components: str) -> str:
+    """The text of MathJax's combined components, one after the other, to be written into
+    one script element of a page (tex-svg.js, then ui/safe.js: MathJax starts one microtask
+    after its script ends, and an extension must have registered by then)."""
+    texts = []
+    for component in components:
+        path = importlib.metadata.distribution("sphinx-mathjax-offline").locate_file(
+            f"sphinx-mathjax-offline/static/mathjax/{component}"
+        )
+        text = open(path, encoding="utf-8").read()
+        # nothing in it may end the page's <script> element early: HTML ends it at
+        # "</script", or after "<!--" and "<script" never (MathJax 3.2's components hold
+        # neither tag)
+        assert not re.search(r"</?script", text, re.IGNORECASE), path
+        texts.append(text)
+    return "\n;\n".join(texts)
+
+
+@jinja2.pass_environment
+def _nbgrader_template(environment, name: str):
+    """nbgrader's own template ``name`` (its feedback or formgrade page), for the course's
+    template of the same name to extend: that name finds the course's first."""
+    with open(os.path.join(_NBGRADER_TEMPLATES, name), encoding="utf-8") as template:
+        return environment.from_string(template.read())
+
+
+#: the Content-Security-Policy of each page; {scripts}: its own inline scripts' hashes.
+#: A feedback page runs only the course's MathJax and loads nothing: styles are inline
+#: (nbconvert's, nbgrader's, MathJax's own), images are data: URLs, and a style cannot load
+#: anything else. The formgrader's view also runs the formgrader's scripts, its style sheets
+#: and icon font, and saves grades with requests to the server: 'self' for those.
+#: No policy allows 'unsafe-inline' script, so a javascript: link does not run either.
+COURSE_CSP = {
+    "feedback": (
+        "default-src 'none'; script-src {scripts}; style-src 'unsafe-inline'; "
+        "img-src data:; base-uri 'none'; form-action 'none'"
+    ),
+    "formgrade": (
+        "default-src 'none'; script-src 'self' {scripts}; style-src 'self' 'unsafe-inline'; "
+        "img-src data:; font-src 'self'; connect-src 'self'; base-uri 'none'; "
+        "form-action 'none'"
+    ),
+}
+_INLINE_SCRIPT = re.compile(r"<script\b([^>]*)>(.*?)</script\s*>", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[A-Za-z][^<>]*>")
+_HANDLER = re.compile(r"""\son[a-z]+\s*=\s*(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE)
+
+
+def _csp_hash(script: str) -> str:
+    # what the browser hashes: the text as parsed (HTML turns every CR LF and CR into LF)
+    text = script.replace("\r\n", "\n").replace("\r", "\n")
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+def _course_csp(head, page: str, *elsewhere) -> str:
+    """``head`` (a page's header block, as rendered: ``<!DOCTYPE html><html><head>...``) with
+    the course's policy for ``page`` as the first element of its head. The policy allows the
+    inline scripts of ``head`` and of ``elsewhere`` (the course's or nbgrader's own markup
+    that the page also holds, rendered alike) by their SHA-256 hashes, and their inline event
+    handlers by theirs ('unsafe-hashes'), computed here from the exact text in the page."""
+    texts = [str(head), *map(str, elsewhere)]
+    scripts, handlers = [], []
+    for text in texts:
+        for match in _INLINE_SCRIPT.finditer(text):
+            if not re.search(r"\bsrc\s*=", match.group(1), re.IGNORECASE):
+                scripts.append(match.group(2))
+        for tag in _TAG.findall(_INLINE_SCRIPT.sub("", text)):
+            handlers += [html.unescape(a or b) for a, b in _HANDLER.findall(tag)]
+    sources = [_csp_hash(s) for s in scripts]
+    if handlers:
+        sources = ["'unsafe-hashes'", *sources, *map(_csp_hash, handlers)]
+    policy = COURSE_CSP[page].format(scripts=" ".join(sources))
+    opened = re.search(r"<head\b[^>]*>", texts[0], re.IGNORECASE)
+    if opened is None:  # no page without its policy
+        raise ValueError(f"no <head> in the {page} page's header to put its policy in")
+    at = opened.end()
+    meta = f'\n<meta http-equiv="Content-Security-Policy" content="{policy}">'
+    return texts[0][:at] + meta + texts[0][at:]
 
 
 c.HTMLExporter.extra_template_basedirs = [
     os.path.join(os.path.dirname(_sanitise.__file__), "nbgrader_templates"),
-    os.path.join(
-        os.path.dirname(nbgrader.__file__), "server_extensions", "formgrader", "templates"
-    ),
+    _NBGRADER_TEMPLATES,
 ]
-c.HTMLExporter.filters = {"course_mathjax": _course_mathjax}
+c.HTMLExporter.filters = {
+    "course_mathjax": _course_mathjax,
+    "nbgrader_template": _nbgrader_template,
+    "course_csp": _course_csp,
+}
 
 # The formgrader's view of the course: a course-local exchange (nbgrader's default,
 # /srv/nbgrader/exchange, does not exist here, and without one every assignment shows as

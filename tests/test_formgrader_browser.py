@@ -16,6 +16,9 @@ mallory put beside the notebook (the formgrader serves the autograded folder's f
 the feedback page.
 After each page: ``window.__pwned`` is unset, the beacon got nothing, no request left
 127.0.0.1 for a host the student named, and no ``javascript:`` link is left to click.
+Under the course's Content-Security-Policy the manual-grading view still grades with the
+mouse: the eye icon shows the student's name (an inline ``onclick``), "Full credit", a score
+typed in and a comment are saved in the gradebook, and Chromium reports no violation.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import http.server
 import json
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -218,6 +222,53 @@ def test_manual_grading_view_runs_nothing_a_student_wrote(
     page = instructor.goto(f"formgrader/submissions/{submission_id}/answer.html", settle=False)
     assert page.status == 404, "the formgrader serves the student's own HTML page"
     _nothing_ran(instructor, beacon, "the student's page beside the notebook")
+
+
+#: every Content-Security-Policy violation of the page, from before its first script runs
+RECORD_VIOLATIONS = """window.__violations = [];
+document.addEventListener('securitypolicyviolation',
+  e => window.__violations.push(`${e.effectiveDirective} ${e.blockedURI} ${e.sample}`));"""
+
+
+def test_mouse_grading_saves_a_score_and_a_comment_under_the_courses_policy(
+    instructor, formgrader, autograded
+):
+    from nbgrader.api import Gradebook
+
+    def saved():
+        with Gradebook(f"sqlite:///{formgrader['course'] / 'gradebook.db'}") as gb:
+            grade = gb.find_grade("written-bandwidth", A, A, STUDENT)
+            comment = gb.find_comment("written-bandwidth", A, A, STUDENT)
+            return grade.manual_score, comment.manual_comment
+
+    with Gradebook(f"sqlite:///{formgrader['course'] / 'gradebook.db'}") as gb:
+        submission_id = gb.find_submission_notebook(A, A, STUDENT).id
+    page = instructor.page
+    page.add_init_script(RECORD_VIOLATIONS)
+    instructor.goto(f"formgrader/submissions/{submission_id}/", settle=False)
+    policy = page.evaluate(
+        "() => [document.head.firstElementChild.getAttribute('http-equiv'),"
+        " document.head.firstElementChild.getAttribute('content')]"
+    )
+    assert policy[0] == "Content-Security-Policy", policy
+    assert "script-src 'self' 'unsafe-hashes' 'sha256-" in policy[1], policy
+    page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+    page.click("span.glyphicon.name-hidden")  # onclick="toggle_name(true);"
+    assert page.locator("a.name-shown").first.is_visible(), "the eye icon did nothing"
+    page.click(".panel-heading:has(#written-bandwidth) .full-credit")
+    deadline = time.monotonic() + 60
+    while saved()[0] != 2 and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert saved()[0] == 2, f"Full credit was not saved: {saved()}"
+    page.click("#written-bandwidth")
+    page.fill("#written-bandwidth", "1.5")
+    page.click("#written-bandwidth-comment")  # the score's change is saved as it loses focus
+    page.fill("#written-bandwidth-comment", "Right, and the 0/0 is explained.")
+    page.click("div.panel-title, h4.panel-title")  # and the comment's
+    while saved() != (1.5, "Right, and the 0/0 is explained.") and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert saved() == (1.5, "Right, and the 0/0 is explained."), saved()
+    assert page.evaluate("() => window.__violations") == [], "the policy refused the formgrader"
 
 
 def test_feedback_page_runs_nothing_a_student_wrote(instructor, feedback, beacon):
