@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
+from solutions import shipped
 from solutions.multihead import (
     KVCache,
     MultiHeadAttention,
@@ -27,7 +28,6 @@ from solutions.multihead import (
     offset_profile,
     sequence_accuracy,
     split_heads,
-    train_toy_transformer,
     train_two_offset_transformer,
     two_offset_accuracy,
 )
@@ -545,15 +545,20 @@ def test_make_toy_data_reverses_and_copies():
 
 @pytest.fixture(scope="module")
 def reversal_model():
-    return train_toy_transformer(task="reverse", length=8, seed=0)
+    """The recipe of the shipped model ``ch5_reverse`` (``train_toy_transformer(task=
+    "reverse", length=8, seed=0)``), retrained on the machine the tests run on: it must
+    meet what chapter 5 states for a run of it, not equal the shipped weights."""
+    return shipped.RECIPES["ch5_reverse"].train()
 
 
 @pytest.mark.slow
 def test_toy_transformer_learns_to_reverse(reversal_model):
-    """Seed 0, deterministic. Over training seeds 0-19 (min / median / max): last / first
-    loss 0.0001 / 0.0001 / 0.0006, held-out exact match 0.992 / 1.000 / 1.000, token
-    accuracy 0.999 / 1.000 / 1.000. Thresholds 0.1, 0.95 and 0.98: margins 0.099, 0.042
-    and 0.019 from the worst seed."""
+    """Measured under the 6 CPU settings (ATEN_CPU_CAPABILITY avx512 / avx2 / default x
+    MKL_CBWR unset / COMPATIBLE): the recipe (seed 0) ends at last / first loss 0.00012 -
+    0.00014, held-out exact match and token accuracy 1.000 in every setting; over training
+    seeds 0-19 in all 6 settings (120 runs) the worst are 0.0020, exact match 0.982 and
+    token accuracy 0.9975. Thresholds 0.1, 0.95 and 0.98: margins 0.098, 0.032 and 0.0175
+    from the worst of the 120 runs."""
     model, history = reversal_model
     assert len(history["loss"]) == 400
     assert history["loss"][-1] < 0.1 * history["loss"][0]
@@ -564,9 +569,9 @@ def test_toy_transformer_learns_to_reverse(reversal_model):
 
 @pytest.mark.slow
 def test_toy_transformer_attention_maps_are_causal_and_a_head_looks_at_the_mirror(reversal_model):
-    """Seed 0, deterministic. Over training seeds 0-19 the strongest head's mean weight on
-    the mirror position is 0.913 / 0.955 / 0.982 (min / median / max). Threshold 0.5:
-    margin 0.41 below the worst seed."""
+    """The strongest head's mean weight on the mirror position: measured 0.916 - 0.953 for
+    the recipe (seed 0) under the 6 CPU settings, 0.908 - 0.989 over training seeds 0-19
+    in all of them (120 runs). Threshold 0.5: margin 0.41 below the worst run."""
     model, _ = reversal_model
     L = 8
     seq = make_toy_data(1, length=L, seed=7)[0, :-1]  # (2L,)
@@ -616,18 +621,29 @@ def test_offset_profile_averages_the_weights_on_each_diagonal():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_two_heads_specialise_one_per_offset(seed):
-    """Seeds 0-2, deterministic. Over training seeds 0-19, 19 reach held-out accuracy 1.000
-    with one head per offset and per-head peak weight 0.926 / 0.952 / 0.969 (min / median /
-    max); seed 16 does not learn the task (accuracy 0.128, heads not specialised). Thresholds
-    0.99 and 0.8: margins 0.01 and 0.126 below the seeds that learn; seeds 0-2 are among
-    them."""
+def test_two_heads_specialise_one_per_offset_in_most_seeds():
+    """Seeds 0-2 of the two-offset recipe (``train_two_offset_transformer``, 1500 steps),
+    retrained on the machine the tests run on: at least 2 of the 3 learn the task with one
+    head per offset. Measured under the 6 CPU settings (ATEN_CPU_CAPABILITY avx512 / avx2
+    / default x MKL_CBWR unset / COMPATIBLE), seeds 0-19: 19 of 20 learn it in every
+    setting (held-out accuracy 1.000, per-head peak weight 0.926 - 0.988); the run that
+    does not stays at accuracy 0.128 - 0.130 with both heads on offset 2. Seeds 0-2 learn
+    in all 6 settings: 3 of 3, so the bound 2 leaves one seed of margin (a failure rate
+    of 1 in 20 fails this test with probability about 0.007); the per-run thresholds 0.99
+    and 0.8 leave 0.01 and 0.126 below the worst run that learns."""
     offsets = (2, 5)
-    model, _ = train_two_offset_transformer(offsets=offsets, seed=seed)
     tokens, targets = make_two_offset_data(500, length=12, offsets=offsets, seed=2024)
-    assert two_offset_accuracy(model, tokens, targets) >= 0.99
-    profile = offset_profile(model, tokens, max_offset=6)[0]  # (h, 7): the one layer
-    dominant = profile.argmax(-1)  # each head's offset
-    assert sorted(dominant.tolist()) == sorted(offsets)  # two different heads, one per offset
-    assert np.all(profile.max(-1) >= 0.8)  # and each a sharp diagonal
+    runs = {}
+    for seed in range(3):
+        model, _ = train_two_offset_transformer(offsets=offsets, seed=seed)
+        accuracy = two_offset_accuracy(model, tokens, targets)
+        profile = offset_profile(model, tokens, max_offset=6)[0]  # (h, 7): the one layer
+        runs[seed] = (accuracy, profile.argmax(-1).tolist(), profile.max(-1))
+    learned = [
+        seed
+        for seed, (accuracy, dominant, peak) in runs.items()
+        if accuracy >= 0.99
+        and sorted(dominant) == sorted(offsets)  # two different heads, one per offset
+        and np.all(peak >= 0.8)  # and each a sharp diagonal
+    ]
+    assert len(learned) >= 2, runs
