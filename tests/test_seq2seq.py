@@ -2,11 +2,13 @@
 
 Oracles: hand-written Python loops (scalar math, no NumPy broadcasting), the torch modules
 with the same weights copied in, autograd ``gradcheck`` in float64, and an independent
-parser of the synthetic task. The trained-model tests are seeded and assert accuracy only.
+parser of the synthetic task. The trained-model tests retrain the recipes of the models the
+chapter ships (``solutions/shipped.py``), seeded, and assert accuracy only.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
 import warnings
@@ -18,6 +20,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from solutions import shipped
 from solutions.seq2seq import (
     DEFAULT_CONFIG,
     DIGIT_WORDS,
@@ -683,28 +686,45 @@ def default_test_data(default_training_data):
     return _held_out(test, default_training_data)  # drops most 1-2 digit strings (all seen)
 
 
-def _timed_train(attention, config, data):
+def _retrained(name):
+    """The recipe of the shipped model ``name`` (``shipped.RECIPES``), retrained here: the
+    chapter reads the shipped weights, and this checks that a run of the recipe on this
+    machine meets the quality the page states. On another CPU the run follows another
+    trajectory (vector kernels, rounding), so the thresholds sit below the worst of
+    training seeds 0-19 (table below), not at the shipped model's numbers."""
     wall, cpu = time.perf_counter(), time.process_time()
-    model, history = train(attention, config, seed=0, data=data)
+    model, history = shipped.RECIPES[name].train()
     print(
-        f"\ntrained attention={attention}: {time.process_time() - cpu:.1f} s CPU, "
+        f"\nretrained {name}: {time.process_time() - cpu:.1f} s CPU, "
         f"{time.perf_counter() - wall:.1f} s wall"
     )
     return model, history["loss"]
 
 
-@pytest.fixture(scope="module")
-def trained_additive(default_training_data):
-    return _timed_train("additive", DEFAULT_CONFIG, default_training_data)
+def test_the_chapter_recipes_train_on_the_data_the_tests_hold_out_from():
+    """The fixtures below retrain the recipes, which draw their own training data
+    (``train(..., seed=0)``): the held-out set must be held out from exactly that data."""
+    for name, attention in (("ch3_plain", None), ("ch3_bahdanau", "additive")):
+        recipe = shipped.RECIPES[name]
+        assert recipe.trainer == "solutions.seq2seq.train"
+        assert recipe.arguments == {"attention": attention, "seed": 0}
+    # no config among the arguments: the recipe trains with the default, DEFAULT_CONFIG
+    assert inspect.signature(train).parameters["config"].default is DEFAULT_CONFIG
 
 
 @pytest.fixture(scope="module")
-def trained_plain(default_training_data):
-    return _timed_train(None, DEFAULT_CONFIG, default_training_data)
+def trained_additive():
+    return _retrained("ch3_bahdanau")
 
 
-# DEFAULT_CONFIG, trained (train_loop: seeded, one thread, deterministic algorithms) with
-# training seeds 0-19 on the same data, held-out 1-12 digit strings (min / median / max):
+@pytest.fixture(scope="module")
+def trained_plain():
+    return _retrained("ch3_plain")
+
+
+# The recipe, DEFAULT_CONFIG, trained (train_loop: seeded, one thread, deterministic
+# algorithms) with training seeds 0-19 on the same data (seed 0 is the recipe of the
+# shipped models), held-out 1-12 digit strings (min / median / max):
 #   attention exact match                      0.932 / 0.988 / 0.999  (seed 0: 0.996)
 #   last-20 / first-20 training loss           0.0002 / 0.0027 / 0.0204
 #   attention, 11-12 digits                    0.832 / 0.967 / 1.000  (seed 0: 0.986)
@@ -712,7 +732,13 @@ def trained_plain(default_training_data):
 #   attention - plain, 11-12 digits            0.822 / 0.940 / 0.980
 #   plain baseline, 3-4 digits                 0.975 / 0.990 / 0.997
 #   the example sentence decoded right, peaks moving forward: 20 of 20 seeds
-# The tests train seed 0 and set each threshold below the worst seed, margin stated there.
+# The recipe (seed 0) retrained under each of the 6 CPU settings (ATEN_CPU_CAPABILITY avx512 /
+# avx2 / default x MKL_CBWR unset / COMPATIBLE): attention exact match 0.977-0.996, loss ratio
+# 0.0018-0.0088, attention 11-12 digits 0.952-0.986, plain 11-12 digits 0.021-0.042, plain 3-4
+# digits 0.992-1.000, the example sentence right in all 6: each as far from its threshold
+# below as the worst seed above, or farther.
+# The tests retrain the recipe (seed 0) and set each threshold below the worst seed, margin
+# stated there.
 
 
 @pytest.mark.slow
@@ -754,7 +780,7 @@ def test_attention_beats_the_plain_baseline_on_the_longest_inputs(
 @pytest.mark.slow
 def test_greedy_decode_returns_one_weight_row_per_output_token(trained_additive, default_test_data):
     """The example sentence is decoded right and its attention peaks move forward for every
-    one of training seeds 0-19 (seed distribution above); the test trains seed 0."""
+    one of training seeds 0-19 (seed distribution above); the test retrains the recipe."""
     model, _ = trained_additive
     sources = [s for s, _ in default_test_data[:50]] + ["four one five double seven oh two"]
     outputs, weights = model.greedy_decode(sources)

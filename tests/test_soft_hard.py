@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from solutions import shipped
 from solutions.soft_hard import (
     ASPECTS,
     LOCATIONS,
@@ -37,9 +38,7 @@ from solutions.soft_hard import (
     reinforce_grad_samples,
     scaled_dot_score,
     softmax,
-    train_aspect_model,
     train_hard_attention,
-    train_memory_network,
     train_soft_attention,
 )
 from solutions.training import seeded
@@ -555,16 +554,22 @@ def test_marker_data_label_is_the_marked_token():
     assert int((tokens >= 3).sum()) == 50  # exactly one marked token per sequence
 
 
+# The trainers' histories are logged only at the first and the last step here (log_every
+# beyond the last step): evaluating never draws a random number, so the run is the same
+# as with the default logging, at a fraction of the cost.
+
+
 @pytest.fixture(scope="module")
 def hard_model():
-    return train_hard_attention(baseline="running", seed=0)
+    return train_hard_attention(baseline="running", seed=0, log_every=400)
 
 
 @pytest.mark.slow
 def test_reinforce_classifier_beats_chance_by_a_clear_margin(hard_model):
-    """Seed 0, deterministic. Over training seeds 0-19: held-out accuracy min / median / max
-    1.000 / 1.000 / 1.000, argmax-is-the-marker rate 1.000 / 1.000 / 1.000. Thresholds 0.9
-    and 0.6: margins 0.1 and 0.4 below the worst seed."""
+    """A property every seed has, checked on seed 0. Over training seeds 0-19, under each of
+    the 6 CPU settings (ATEN_CPU_CAPABILITY avx512 / avx2 / default x MKL_CBWR unset /
+    COMPATIBLE): held-out accuracy 1.000 and argmax-is-the-marker rate 1.000 for every
+    seed. Thresholds 0.9 and 0.6: margins 0.1 and 0.4 below the worst seed."""
     model, history = hard_model
     tokens, labels, marker = make_marker_data(2000, seed=123)
     acc = classifier_accuracy(model, tokens, labels)
@@ -577,25 +582,42 @@ def test_reinforce_classifier_beats_chance_by_a_clear_margin(hard_model):
 
 @pytest.mark.slow
 def test_reinforce_with_running_baseline_learns_the_long_marker_task():
-    """The configuration the chapter plots: 40 positions, 8 classes, chance = 1/8. Seed 0,
-    deterministic. Over seeds 0-19, 18 reach held-out accuracy 1.000 and hit rate 1.000 with a
-    final baseline of -0.002 to -0.001; seeds 15 and 17 stall at chance (accuracy 0.14 and
-    0.13, hit rate 0.0, baseline -2.09): REINFORCE can lock onto a wrong position before
-    the baseline helps. Thresholds 0.9 / 0.9 / -0.5 sit 0.1, 0.1 and 0.5 below the seeds
-    that learn; seed 0 is one of them."""
-    model, history = train_hard_attention("running", seq_len=40, num_classes=8, steps=300, seed=0)
-    tokens, labels, marker = make_marker_data(2000, seed=321, seq_len=40, num_classes=8)
-    assert classifier_accuracy(model, tokens, labels) >= 0.9
-    assert history["hit_rate"][-1] >= 0.9
-    assert history["baseline"][-1] > -0.5  # the running mean tracks a reward that rose towards 0
+    """The configuration the chapter studies: 40 positions, 8 classes, chance = 1/8, 300
+    steps. Not every run learns, so this asserts a count over seeds: at least 1 of seeds
+    0 and 1. Measured over seeds 0-19 under each of the 6 CPU settings (ATEN_CPU_CAPABILITY
+    avx512 / avx2 / default x MKL_CBWR unset / COMPATIBLE): 18 of 20 learn, with held-out
+    accuracy 1.000, hit rate 1.000 and a final baseline of -0.0018 to -0.0009; 2 stall at
+    chance (accuracy at most 0.140, hit rate at most 0.002, baseline -2.10 to -2.09):
+    REINFORCE can lock onto a wrong position before the baseline helps. Seeds 0 and 1
+    both learn under all 6 settings: a margin of one seed over k = 1 (at the measured 18
+    of 20, two seeds drawn at random would both stall with probability 0.01); seed 1 is
+    trained only if seed 0 fails, so the test costs one run, as the single-seed test it
+    replaces did. Each learner's thresholds 0.9 / 0.9 / -0.5 sit 0.1, 0.1 and 0.5 from the
+    learners' worst, and far from the stalled runs."""
+    tokens, labels, _ = make_marker_data(2000, seed=321, seq_len=40, num_classes=8)
+    learned = []
+    for seed in range(2):
+        if any(learned):  # the count is met: another run could not change it
+            break
+        model, history = train_hard_attention(
+            "running", seq_len=40, num_classes=8, steps=300, seed=seed, log_every=300
+        )
+        learned.append(
+            classifier_accuracy(model, tokens, labels) >= 0.9
+            and history["hit_rate"][-1] >= 0.9
+            # the running mean tracks a reward that rose towards 0
+            and history["baseline"][-1] > -0.5
+        )
+    assert sum(learned) >= 1, learned
 
 
 @pytest.mark.slow
 def test_soft_attention_twin_learns_the_marker_task():
-    """Seed 0, deterministic. Over seeds 0-19: held-out accuracy 1.000 / 1.000 / 1.000
-    (min / median / max), gain of the weight on the marker 0.794 / 0.899 / 0.956.
-    Thresholds 0.95 and 0.3: margins 0.05 and 0.49 below the worst seed."""
-    model, history = train_soft_attention(seed=0)
+    """A property every seed has, checked on seed 0. Over seeds 0-19, under each of the 6
+    CPU settings: held-out accuracy 1.000 for every seed, gain of the weight on the marker
+    0.794 / 0.899 / 0.956 (min / median / max). Thresholds 0.95 and 0.3: margins 0.05 and
+    0.49 below the worst seed."""
+    model, history = train_soft_attention(seed=0, log_every=400)
     tokens, labels, marker = make_marker_data(2000, seed=123)
     assert classifier_accuracy(model, tokens, labels) >= 0.95
     assert history["marker_weight"][-1] > history["marker_weight"][0] + 0.3
@@ -603,7 +625,10 @@ def test_soft_attention_twin_learns_the_marker_task():
 
 @pytest.fixture(scope="module")
 def aspect_model():
-    return train_aspect_model(seed=0)
+    """The recipe of the chapter's shipped aspect model, retrained here: the page reads the
+    shipped weights; a run of the recipe on this machine must meet what the page states of
+    it (another CPU follows another trajectory, so not the shipped numbers)."""
+    return shipped.RECIPES["ch2_aspect"].train()
 
 
 def test_aspect_data_label_follows_the_queried_adjective():
@@ -618,9 +643,11 @@ def test_aspect_data_label_follows_the_queried_adjective():
 
 @pytest.mark.slow
 def test_aspect_weights_peak_on_the_adjective_of_the_aspect_asked_about(aspect_model):
-    """Seed 0, deterministic. Over training seeds 0-19: held-out accuracy 1.000 / 1.000 /
-    1.000 (min / median / max), and every seed peaks on the right adjective with the right
-    sentiment for all 7 (sentence, aspect) pairs below. Threshold 0.95: margin 0.05."""
+    """The recipe (seed 0), retrained. Over training seeds 0-19: held-out accuracy 1.000 /
+    1.000 / 1.000 (min / median / max), and every seed peaks on the right adjective with the
+    right sentiment for all 7 (sentence, aspect) pairs below; seeds 0-5 under each of the 6
+    CPU settings: the same, and for the 5 pairs of the chapter too. Threshold 0.95: margin
+    0.05."""
     model, history = aspect_model
     assert history["accuracy"][-1] >= 0.95
     for sentence, expect in [
@@ -651,13 +678,14 @@ def test_aspect_attention_rejects_unknown_words_and_aspects(aspect_model):
 
 @pytest.mark.slow
 def test_memory_network_hops_follow_the_two_supporting_facts():
-    """Seed 0, deterministic. Over training seeds 0-19 (min / median / max): held-out and
-    test accuracy 1.000 / 1.000 / 1.000, hop 1 on the "has" sentence 1.000 / 1.000 / 1.000,
-    hop 2 on the location sentence 0.832 / 1.000 / 1.000 (seeds 2 and 7: 0.832, 0.856; the
-    answer is still right: hop 2 may split its weight), and every seed passes the story
-    below. Thresholds 0.95, 0.9 (hop 1) and 0.75 (hop 2): margins 0.05, 0.1 and 0.082
-    below the worst seed."""
-    model, history = train_memory_network(seed=0)
+    """The recipe of the chapter's shipped memory network (seed 0), retrained. Over
+    training seeds 0-19 (min / median / max): held-out and test accuracy 1.000 / 1.000 /
+    1.000, hop 1 on the "has" sentence 1.000 / 1.000 / 1.000, hop 2 on the location
+    sentence 0.832 / 1.000 / 1.000 (seeds 2 and 7: 0.832, 0.856; the answer is still right:
+    hop 2 may split its weight), and every seed passes the story below; seeds 0-5 under
+    each of the 6 CPU settings: the same numbers (seed 0: 1.000 throughout). Thresholds
+    0.95, 0.9 (hop 1) and 0.75 (hop 2): margins 0.05, 0.1 and 0.082 below the worst seed."""
+    model, history = shipped.RECIPES["ch2_memory"].train()
     assert history["accuracy"][-1] >= 0.95 > history["chance"] + 0.5
     test = make_memory_data(500, seed=77)
     with torch.no_grad():
