@@ -77,3 +77,13 @@ def test_the_loaded_parameters_are_the_files_exactly():
     with np.load(shipped.WEIGHTS / "ch5_two_offset.npz") as data:
         for key, value in model.state_dict().items():
             assert torch.equal(value, torch.from_numpy(data[f"parameter/{key}"])), key
+
+
+def test_a_number_in_the_history_comes_back_a_number_and_a_list_a_list():
+    """The trainers' histories hold lists (one entry per step or log) and numbers
+    ("chance"); a 0-d array written as a 1-d one came back as [0.5]."""
+    _, history = shipped.load("ch2_aspect")
+    assert history["chance"] == 0.5 and isinstance(history["chance"], float)
+    assert isinstance(history["accuracy"], list) and len(history["step"]) == len(
+        history["accuracy"]
+    )
