@@ -256,7 +256,8 @@ def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
             entry = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
             entry.compress_type = zipfile.ZIP_DEFLATED
             data = io.BytesIO()
-            np.lib.format.write_array(data, np.asarray(arrays[name], order="C"))  # 0-d stays 0-d
+            # np.asarray keeps a 0-d array 0-d (np.ascontiguousarray makes it 1-d)
+            np.lib.format.write_array(data, np.asarray(arrays[name], order="C"))
             archive.writestr(entry, data.getvalue())
     return buffer.getvalue()
 
