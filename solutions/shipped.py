@@ -228,6 +228,11 @@ def load_model(arguments: dict, state_dict):
         "MemoryNetwork": MemoryNetwork,
     }[kwargs.pop("class")]
     model = cls(**kwargs)
+    # in the dtype the parameters were saved in, whatever torch's default dtype is now
+    # (a float64 default would build a float64 model around float32 weights)
+    dtypes = {v.dtype for v in state_dict.values() if v.is_floating_point()}
+    if len(dtypes) == 1:
+        model = model.to(dtype=dtypes.pop())
     model.load_state_dict(state_dict)
     return model.eval()
 

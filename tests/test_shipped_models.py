@@ -87,3 +87,15 @@ def test_a_number_in_the_history_comes_back_a_number_and_a_list_a_list():
     assert isinstance(history["accuracy"], list) and len(history["step"]) == len(
         history["accuracy"]
     )
+
+
+def test_a_model_loads_in_the_dtype_it_was_saved_in_whatever_the_default():
+    """Some test files set torch's default dtype to float64 for their oracles; a shipped
+    model must still be the float32 model that was trained and measured."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        model, _ = shipped.load("ch5_two_offset")
+    finally:
+        torch.set_default_dtype(previous)
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
