@@ -115,7 +115,6 @@ __all__ = [
     "resolution_choices",
     "head_ablation",
     "joint_ablation",
-    "resolution_run",
     "score_resolution",
     "evaluate_translator",
 ]
@@ -979,21 +978,6 @@ def score_resolution(model: Translator, pairs, exact_pairs=()) -> dict:
         "named": resolution_choices(model, pairs).tolist(),
         "exact_match": exact,
     }
-
-
-def resolution_run(
-    pairs, seed: int, num_heads: int, lr_factor: float, config: dict, exact_pairs=()
-) -> dict:
-    """Train one translator
-    (``train_translator(seed=..., num_heads=..., lr_factor=..., **config)``) and score
-    it with ``score_resolution``. A module-level function, so that a sweep can hand its
-    runs to other processes: each run is seeded and single-threaded, so where it runs
-    does not change its result on one machine."""
-    torch.set_num_threads(1)
-    model, _ = train_translator(
-        seed=seed, num_heads=num_heads, lr_factor=lr_factor, **config
-    )
-    return score_resolution(model, pairs, exact_pairs)
 
 
 @torch.no_grad()

@@ -34,7 +34,6 @@ from solutions.transformer import (
     noam_rate,
     resolution_choices,
     resolution_margins,
-    resolution_run,
     score_resolution,
     sequence_log_prob,
     shift_right,
@@ -676,22 +675,21 @@ def test_training_draws_from_the_split_it_is_given(monkeypatch):
     assert seen == ["voice", "voice", "combinations", "combinations"]
 
 
-def test_resolution_run_scores_resolution_per_sentence_and_exact_match():
-    """What the chapter's control returns: one bool per pronoun sentence (in order, the
-    sentences without a pronoun skipped), their mean, and the exact match on other pairs
-    (nan when none are given)."""
-    config = {**TRAINED, "steps": 3, "d_model": 16, "d_ff": 32}
-    del config["num_heads"]  # an argument of its own
+def test_score_resolution_scores_resolution_per_sentence_and_exact_match():
+    """What the chapter's control and composition models are scored with: one bool per
+    pronoun sentence (in order, the sentences without a pronoun skipped), their mean, the
+    candidate each names, and the exact match on other pairs (nan when none are given)."""
+    config = {**TRAINED, "steps": 3, "d_model": 16, "d_ff": 32, "num_heads": 2}
     pairs = make_pairs(12, seed=18)
     exact_pairs = make_pairs(6, seed=19, kinds=("reorder",))
-    out = resolution_run(pairs, 0, 2, 1.0, config, exact_pairs)
-    model, _ = train_translator(seed=0, num_heads=2, **config)
+    model, _ = train_translator(seed=0, **config)
+    out = score_resolution(model, pairs, exact_pairs)
     resolved = resolution_margins(model, pairs) > 0
     assert out["resolved"] == resolved.tolist() and len(resolved) < len(pairs)
     assert out["resolution"] == np.mean(resolved)
     assert out["named"] == resolution_choices(model, pairs).tolist()
     assert out["exact_match"] == evaluate_translator(model, exact_pairs)["exact_match"]
-    assert np.isnan(resolution_run(pairs, 0, 2, 1.0, config)["exact_match"])
+    assert np.isnan(score_resolution(model, pairs)["exact_match"])
 
 
 def test_resolution_margins_compare_the_antecedent_with_the_best_other_candidate():

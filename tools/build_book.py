@@ -83,8 +83,9 @@ def build(language: str, builder: str = "html") -> int:
         outdir, doctrees = BUILD / "html" / "zh", BUILD / f".doctrees-{language}"
     overrides = sphinx_overrides(language)
     started = time.monotonic()
-    uncached = notebooks_without_a_cached_run()
-    if uncached and builder != "gettext":
+    # the gettext builder reads afresh anyway (below)
+    uncached = [] if builder == "gettext" else notebooks_without_a_cached_run()
+    if uncached:
         names = ", ".join(path.name for path in uncached)
         print(
             f"[build_book] {language}: no successful run cached for {names}: every page is read afresh"
