@@ -57,6 +57,7 @@ import nbformat
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from autograder import chapters  # noqa: E402, F401 - every chapter registered
 from autograder.checking import checks  # noqa: E402
 from autograder.checking import notebook as nbparse  # noqa: E402
 
@@ -192,7 +193,7 @@ def make_hanging_batch(course: Path, assignment: str, with_hangs: bool) -> int:
 
 def hanging(args) -> int:
     """The --hanging mode (see the module's docstring)."""
-    from autograder.grading import REGISTRY, effective_limits
+    from autograder.grading import REGISTRY
     from autograder.sandbox import budgets
 
     failed = False
@@ -212,7 +213,7 @@ def hanging(args) -> int:
                 wrong = {s: v for s, v in got.items() if s.startswith("honest") and v != full}
                 hung_scores = {s: got.get(s) for s in HANGS}
                 failed |= bool(wrong) or len(got) != n
-            limits = effective_limits(None, REGISTRY.chapter(assignment))
+            limits = budgets.resolve(REGISTRY.chapter(assignment), None)
             (n0, honest), (n1, hung) = walls[False], walls[True]
             print(
                 f"{assignment}: {n1} submissions ({len(HANGS)} hanging) {hung['wall']:.1f} s, "

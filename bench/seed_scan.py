@@ -43,6 +43,7 @@ if str(ROOT) not in sys.path:
 import nbformat  # noqa: E402
 import numpy as np  # noqa: E402
 
+from autograder import chapters  # noqa: E402, F401 - every chapter registered
 from autograder.checking import checks, judging  # noqa: E402
 from autograder.checking.notebook import strip_hidden_tests  # noqa: E402
 from autograder.course import release  # noqa: E402

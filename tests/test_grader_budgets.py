@@ -62,7 +62,7 @@ def test_a_command_line_limit_wins_even_where_it_equals_a_default():
     chapter = dataclasses.replace(checks.chapter("ch3_seq2seq"), limits={"cell_seconds": 180.0})
     given = _explicit("--cell-timeout", "120")
     assert given == {"cell_seconds": 120.0}
-    limits = grading.effective_limits(given, chapter)
+    limits = budgets.resolve(chapter, given)
     assert limits.cell_seconds == 120.0
     derived = budgets.derived(chapter.reference_seconds)
     assert (limits.task_seconds, limits.submission_seconds) == (

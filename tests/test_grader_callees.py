@@ -37,7 +37,6 @@ from autograder.student import contract, zygote  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = REPO / "autograder"
-checks.load_chapters()
 
 #: a graded function whose solution calls another but is sent no table: its callee's
 #: arguments are a model object, which the case format cannot carry

@@ -114,7 +114,7 @@ def test_a_file_that_grows_past_the_cap_while_read_is_refused():
 def test_the_cap_is_an_instructor_limit_that_wins():
     args = cli.build_parser().parse_args(["grade", A, "--max-notebook-mb", "0.5"])
     assert cli.explicit_limits(args) == {"notebook_bytes": 1 << 19}
-    assert grading.effective_limits(cli.explicit_limits(args), None).notebook_bytes == 1 << 19
+    assert budgets.resolve(None, cli.explicit_limits(args)).notebook_bytes == 1 << 19
     assert sandbox.Limits().notebook_bytes == 8 << 20
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["grade", A, "--max-notebook-mb", "0"])
@@ -246,7 +246,7 @@ def test_the_caps_are_instructor_limits_that_win_over_the_chapters():
     assert given == {"cells": 50, "record_seconds": 9.0}
     caps = budgets.resolve_caps(None, given)
     assert (caps.cells, caps.record_seconds, caps.html_depth) == (50, 9.0, 100)
-    assert grading.effective_limits(given, None) == sandbox.Limits()
+    assert budgets.resolve(None, given) == sandbox.Limits()
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["grade", A, "--max-html-depth", "0"])
 

@@ -47,7 +47,7 @@ def _cell(
 
 TEST_SOURCE = (
     'check("masked_softmax", masked_softmax)\n### BEGIN HIDDEN TESTS\n'
-    'from autograder.checking.checks import run_hidden\nrun_hidden("masked_softmax", masked_softmax)\n'
+    'from autograder.chapters import run_hidden\nrun_hidden("masked_softmax", masked_softmax)\n'
     "### END HIDDEN TESTS"
 )
 

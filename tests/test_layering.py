@@ -1,22 +1,22 @@
-"""The grader's modules depend one way only: no back-arrows between its layers.
+"""The grader's folders are its layers, and its modules depend one way only: no back-arrows.
 
-The layers, lowest first; a module may import from its own layer and the layers below it,
-never from a layer above (every import counts: at the top of a file, in a function, under
+The layers, lowest first; a module may import from its own folder and the folders below it,
+never from a folder above (every import counts: at the top of a file, in a function, under
 ``if __name__ == "__main__"``):
 
-0. vocabulary: ``contract``, ``casefile`` (the codec's writer), ``messages`` (the message
-   catalog), ``judging`` (the grader's wording), ``frames``, ``isolation``, ``cgroups``, ``notebook``,
-   ``sanitise``, ``intake``, ``gradebook_ids``, ``nbgrader_api`` (how nbgrader's gradebook
-   API is imported), ``assignment_text``, ``checks`` and the
-   chapter plug-ins (``chapters``): what the student's checker, the sandbox and the trusted
-   side share, and the course's data;
-1. the sandbox: ``wire``, ``protocol``, ``zygote`` and the package ``sandbox``;
-2. the trusted services the grading run uses: ``budgets`` (the limits' formula),
-   ``gradebook`` (the recording), ``report``, ``release``, ``collect``,
-   ``nbgrader_sanitise``, ``nbgrader_config``;
-3. the package ``grading`` (prepare, run, verdict, record: it calls everything below, and
-   hands ``gradebook`` its ``not_graded`` rather than being imported by it);
-4. the entry points: ``cli``, ``__main__``.
+0. ``student/``: what runs beside a student's code (the checker's contract, frames, the
+   isolation, the zygote), bound flat into the sandbox;
+1. ``checking/``: what every trusted part checks with: the check registry, the notebook's
+   parse, intake, sanitiser, judge, message catalog, case file, assignment text, and how
+   nbgrader's gradebook API is imported and what may name a student;
+2. ``chapters/``: the chapter plug-ins, which register their checks (the registry imports
+   none of them: whatever reads it imports ``autograder.chapters``);
+3. ``sandbox/``: the trusted side of the sandbox, its limits and budgets;
+4. ``course/``: the nbgrader course: release, collect, gradebook, report, nbgrader's hooks;
+5. ``grading/``: prepare, run, verdict, record (it calls everything below, and hands
+   ``gradebook`` its ``not_graded`` rather than being imported by it);
+6. the package's own modules: the entry points ``cli``, ``__main__`` and the course's
+   ``nbgrader_config``.
 
 Besides, the modules bound into the sandbox (``autograder.sandbox.command.IN_SANDBOX``)
 import none of the grader's modules but each other: nothing else exists in there.
@@ -32,40 +32,18 @@ from autograder.sandbox.command import IN_SANDBOX
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "autograder"
 
+#: the layers: folders of the package, then the package's own top-level modules
 LAYERS = {
-    "autograder.student.contract": 0,
-    "autograder.checking.casefile": 0,
-    "autograder.student.frames": 0,
-    "autograder.student.isolation": 0,
-    "autograder.sandbox.cgroups": 0,
-    "autograder.checking.notebook": 0,
-    "autograder.checking.sanitise": 0,
-    "autograder.checking.intake": 0,
-    "autograder.course.gradebook_ids": 0,
-    "autograder.course.nbgrader_api": 0,
-    "autograder.checking.assignment_text": 0,
-    "autograder.checking.checks": 0,
-    "autograder.checking.messages": 0,
-    "autograder.checking.judging": 0,
-    "autograder.chapters": 0,
     "autograder.student": 0,
-    "autograder.checking": 0,
-    "autograder.sandbox.wire": 1,
-    "autograder.sandbox.protocol": 1,
-    "autograder.student.zygote": 1,
-    "autograder.sandbox": 1,
-    "autograder.course": 2,
-    "autograder.sandbox.budgets": 2,
-    "autograder.course.gradebook": 2,
-    "autograder.course.report": 2,
-    "autograder.course.release": 2,
-    "autograder.course.collect": 2,
-    "autograder.course.nbgrader_sanitise": 2,
-    "autograder.nbgrader_config": 2,
-    "autograder.grading": 3,
-    "autograder.cli": 4,
-    "autograder.__main__": 4,
-    "autograder": 4,  # the package's own __init__ (empty)
+    "autograder.checking": 1,
+    "autograder.chapters": 2,
+    "autograder.sandbox": 3,
+    "autograder.course": 4,
+    "autograder.grading": 5,
+    "autograder.cli": 6,
+    "autograder.__main__": 6,
+    "autograder.nbgrader_config": 6,
+    "autograder": 6,  # the package's own __init__ (no imports)
 }
 
 
@@ -156,12 +134,14 @@ def test_a_back_arrow_is_found_even_inside_a_function():
         "\n\ndef f():\n    import autograder.grading.verdict\n"
     )
     sources["autograder.sandbox.host"] += "\nfrom autograder.grading.work import prepare\n"
+    sources["autograder.checking.checks"] += "\nfrom autograder import chapters\n"
     sources["autograder.extra"] = ""
     assert back_arrows(sources) == [
-        "autograder.course.gradebook (layer 2) imports autograder.grading.verdict (layer 3)",
+        "autograder.checking.checks (layer 1) imports autograder.chapters (layer 2)",
+        "autograder.course.gradebook (layer 4) imports autograder.grading.verdict (layer 5)",
         "autograder.extra is in no layer: add it to LAYERS",
-        "autograder.sandbox.budgets (layer 2) imports autograder.grading (layer 3)",
-        "autograder.sandbox.host (layer 1) imports autograder.grading.work (layer 3)",
+        "autograder.sandbox.budgets (layer 3) imports autograder.grading (layer 5)",
+        "autograder.sandbox.host (layer 3) imports autograder.grading.work (layer 5)",
     ]
 
 

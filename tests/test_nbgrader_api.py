@@ -1,4 +1,4 @@
-"""`autograder.course.nbgrader_api`: nbgrader's gradebook API without its Jupyter server
+"""`autograder.checking.nbgrader_api`: nbgrader's gradebook API without its Jupyter server
 extensions, and the whole package for whatever asks for more later in the same process.
 Each case runs in a fresh interpreter (what is imported is the point)."""
 
@@ -23,7 +23,7 @@ def test_the_gradebook_api_comes_without_the_server_extensions_until_asked_for()
     out = _run(
         """
 import importlib.metadata, sys
-from autograder.course import nbgrader_api
+from autograder.checking import nbgrader_api
 api = nbgrader_api.api()
 assert nbgrader_api.utils().parse_utc("2026-12-06 10:00:00").year == 2026
 assert api.Gradebook.__module__ == "nbgrader.api" and issubclass(api.MissingEntry, Exception)
@@ -54,7 +54,7 @@ def test_an_nbgrader_imported_first_is_used_as_it_is():
     out = _run(
         """
 import nbgrader, nbgrader.api
-from autograder.course import nbgrader_api
+from autograder.checking import nbgrader_api
 print(nbgrader_api.api() is nbgrader.api, "__getattr__" in vars(nbgrader))
 """
     )

@@ -62,7 +62,6 @@ def looped(tmp_path_factory):
 
 
 def test_a_cells_timeout_is_its_chapters_budget_not_300_s():
-    checks.load_chapters()
     for assignment, chapter in checks.CHAPTERS.items():
         seconds = nbgrader_sanitise.stock_cell_seconds(assignment)
         cell = budgets.resolve(chapter).cell_seconds

@@ -249,9 +249,9 @@ def hint_domains() -> list[tuple[str, list[str]]]:
     """(catalog name, the English hints it must translate): each chapter's own hints, then
     the shared ones (``autograder/checking/checks.py``: one catalog per chapter in ``checks/``)."""
     sys.path.insert(0, str(ROOT))
+    from autograder import chapters  # noqa: F401 - every chapter registered
     from autograder.checking import checks
 
-    checks.load_chapters()
     domains = [(assignment, checks.hint_texts(assignment)) for assignment in checks.ASSIGNMENTS]
     return domains + [(checks.SHARED_HINTS, checks.shared_hints())]
 

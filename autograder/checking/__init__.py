@@ -10,4 +10,6 @@ own autograde. Never bound into the sandbox; never shipped as code.
   message catalog in every language of the course (the checker's part ships as data).
 - `casefile`: the writer of ``public_cases.npz``, which the student's checker reads.
 - `assignment_text`: the released notebooks' prose, and their Chinese edition.
+- `gradebook_ids`: what may name a student or a file in the course; `nbgrader_api`:
+  nbgrader's gradebook API imported without its Jupyter server extensions.
 """

@@ -349,6 +349,6 @@ def set_text(cell, text: str) -> None:
     cell["source"] = text
     meta = cell.get("metadata", {}).get("nbgrader", {})
     if meta.get("checksum"):
-        from autograder.course import nbgrader_api
+        from autograder.checking import nbgrader_api
 
         meta["checksum"] = nbgrader_api.utils().compute_checksum(cell)

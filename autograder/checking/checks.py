@@ -2,7 +2,7 @@
 
 This is grading *core*: it names no chapter. Each chapter is a plug-in module
 ``autograder/chapters/<assignment id>.py`` that ends with ``register(Chapter(...))``;
-``load_chapters`` imports every such module. A `Check` names the reference function of
+importing ``autograder.chapters`` loads every such module (this module imports none). A `Check` names the reference function of
 ``solutions`` that answers (the function itself; a `LazyFunction` where its module imports
 PyTorch, so that loading the registry never does), how to build test inputs from a seed, the tolerance (the same for public
 and hidden cases; with a declared ``scale`` it follows each case's conditioning), the hints a student sees, and known mistakes whose outputs are recognised
@@ -32,7 +32,6 @@ import importlib
 import math
 import os
 import pathlib
-import pkgutil
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,7 +52,6 @@ __all__ = [
     "told_apart",
     "Chapter",
     "register",
-    "load_chapters",
     "REGISTRY",
     "CHAPTERS",
     "public_cases",
@@ -211,15 +209,6 @@ def register(chapter: Chapter) -> Chapter:
     return chapter
 
 
-def load_chapters() -> None:
-    """Import every chapter module of ``autograder.chapters`` (names not starting with _)."""
-    from autograder import chapters
-
-    for module in pkgutil.iter_modules(chapters.__path__):
-        if not module.name.startswith("_"):
-            importlib.import_module(f"{chapters.__name__}.{module.name}")
-
-
 def __getattr__(name: str):
     if name == "ASSIGNMENTS":  # computed on use: every registered chapter, in id order
         return tuple(sorted(CHAPTERS))
@@ -328,6 +317,10 @@ def _get(name: str) -> Check:
     try:
         return REGISTRY[name]
     except KeyError:
+        if not REGISTRY:
+            raise ValueError(
+                f"unknown check {name!r}: no chapter is registered (import autograder.chapters)"
+            ) from None
         raise ValueError(
             f"unknown check {name!r}; known checks: {', '.join(sorted(REGISTRY))}"
         ) from None
@@ -589,6 +582,3 @@ def run_hidden(name: str, fn, seed: int | None = None, language: str | None = No
     if failed:
         text = judging.summary(name, failed, len(cases), True, language=language)
         raise HiddenCheckFailed(text) from None
-
-
-load_chapters()

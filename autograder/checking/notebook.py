@@ -427,7 +427,7 @@ def _metadata_problem(meta) -> str | None:
 
 def unanswered_manual_cells(spec: AssignmentSpec, submission) -> list[str]:
     """Manually graded cells whose content is still the released one (nbgrader scores them 0)."""
-    from autograder.course import nbgrader_api
+    from autograder.checking import nbgrader_api
 
     compute_checksum = nbgrader_api.utils().compute_checksum
     manual = {

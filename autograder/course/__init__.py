@@ -6,9 +6,8 @@ The course directory is the folder above (``autograder/``: ``nbgrader_config.py`
 - `release`: ``make release``, what ships to students: the checker, the public cases and the
   notebooks, scanned, zipped and released into the exchange.
 - `collect`: an LMS download filed under each student by the roster and the LMS's own ids.
-- `gradebook`: scores into nbgrader's gradebook through its own API, and the autograded
-  notebooks; `gradebook_ids`: what may name a student or a file in the course;
-  `nbgrader_api`: nbgrader's gradebook API imported without its Jupyter server extensions.
+- `gradebook`: scores into nbgrader's gradebook through its own API
+  (``autograder.checking.nbgrader_api``), and the autograded notebooks.
 - `report`: the instructor's page per assignment.
 - `nbgrader_sanitise`: the preprocessors ``nbgrader_config.py`` registers, so that nbgrader's
   own autograde, feedback and formgrader sanitise too (``autograder.checking.sanitise``), and

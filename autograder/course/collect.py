@@ -58,7 +58,7 @@ import zipfile
 from pathlib import Path
 from typing import NamedTuple
 
-from autograder.course.gradebook_ids import PLAIN_NAME
+from autograder.checking.gradebook_ids import PLAIN_NAME
 
 #: a notebook with its figures is a few MiB; more than this is not a submission
 MAX_MEMBER_BYTES = 64 << 20
@@ -525,7 +525,7 @@ class Identify:
         )
 
     def _plain_regexp(self, member: Member, shown: str):
-        from autograder.course import nbgrader_api
+        from autograder.checking import nbgrader_api
 
         parse_utc = nbgrader_api.utils().parse_utc
         match = self.regexp.match(f"/{member.name}")
@@ -641,7 +641,7 @@ def _enroll(course: Path, students: dict[str, str | None]) -> None:
     """Add students to nbgrader's gradebook, each under its LMS id (``--enroll-unknown``)."""
     import sys
 
-    from autograder.course import nbgrader_api
+    from autograder.checking import nbgrader_api
 
     Gradebook = nbgrader_api.api().Gradebook
     path = os.environ.get("PATH", "")

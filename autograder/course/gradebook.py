@@ -43,10 +43,9 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.checking import nbgrader_api, sanitise
 from autograder.checking import notebook as nbparse
-from autograder.checking import sanitise
 from autograder.checking.intake import Unreadable, read_bounded
-from autograder.course import nbgrader_api
 from autograder.student import frames
 
 

@@ -106,10 +106,10 @@ def stock_cell_seconds(assignment: str) -> int:
     """The seconds one cell of ``assignment`` gets in stock nbgrader: the chapter's cell
     budget (`autograder.sandbox.budgets.resolve`, 4 T + 15 s from its reference's time T) plus
     ``STOCK_SECONDS``; an assignment without a plug-in gets the default ``Limits``'."""
+    from autograder import chapters  # noqa: F401 - every chapter registered
     from autograder.checking import checks
     from autograder.sandbox import budgets
 
-    checks.load_chapters()
     chapter = checks.CHAPTERS.get(assignment)
     return int(budgets.resolve(chapter).cell_seconds + STOCK_SECONDS + 0.999)
 

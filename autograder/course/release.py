@@ -47,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
+from autograder import chapters  # noqa: F401 - every chapter registered
 from autograder.checking import assignment_text, casefile, checks, messages
 from autograder.checking.notebook import imported_packages
 from autograder.student import contract

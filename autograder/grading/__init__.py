@@ -46,7 +46,7 @@ from pathlib import Path
 from types import ModuleType
 
 from autograder.checking import notebook as nbparse
-from autograder.course.gradebook_ids import PLAIN_NAME
+from autograder.checking.gradebook_ids import PLAIN_NAME
 from autograder.grading.check_data import (
     CaseSet,
     Task,
@@ -56,7 +56,6 @@ from autograder.grading.check_data import (
     public_case_set,
 )
 from autograder.grading.jobs import GradeJob, make_job
-from autograder.grading.limits import effective_limits
 from autograder.grading.pool import POOL, SandboxPool, sandbox_key
 from autograder.grading.preparing import Preparing
 from autograder.grading.public_files import release_files, release_root
@@ -84,7 +83,6 @@ __all__ = [
     "Task",
     "TaskResult",
     "cases_for",
-    "effective_limits",
     "grade_assignment",
     "grade_submission",
     "judge",

@@ -17,9 +17,8 @@ import sys
 import threading
 
 from autograder.grading.check_data import CaseSet, hidden_case_set, hidden_seed
-from autograder.grading.limits import effective_limits
 from autograder.grading.work import AssignmentWork, prepare
-from autograder.sandbox import Limits
+from autograder.sandbox import Limits, budgets
 
 
 class Preparing:
@@ -58,7 +57,7 @@ class Preparing:
         course, assignment, seed, limits, sandboxed, registry, spec = self._args
         try:
             chapter = registry.chapter(assignment)
-            pipe.send(("limits", effective_limits(limits, chapter)))
+            pipe.send(("limits", budgets.resolve(chapter, limits)))
             work = prepare(*self._args)
             pipe.send(("work", work))
         except BaseException as err:  # noqa: BLE001 - raised again in the parent
@@ -100,7 +99,7 @@ class Preparing:
                 if self._child is None:
                     course, assignment, _seed, limits, _s, registry, _spec = self._args
                     chapter = registry.chapter(assignment)
-                    self._limits = effective_limits(limits, chapter)
+                    self._limits = budgets.resolve(chapter, limits)
                 else:
                     self._limits = self._receive("limits")
             return self._limits

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from autograder import chapters  # noqa: F401 - every chapter registered
 from autograder.checking import checks
 from autograder.checking import notebook as nbparse
 from autograder.grading.check_data import CaseSet, public_case_set, tasks_of
-from autograder.grading.limits import effective_caps, effective_limits
 from autograder.grading.public_files import release_files, release_root
-from autograder.sandbox import DEFAULT_LIMITS, FULL_PRELOAD, Limits, preload_for
+from autograder.sandbox import DEFAULT_LIMITS, FULL_PRELOAD, Limits, budgets, preload_for
 
 #: the check registry: the chapter plug-ins, their cases, references and limits
 REGISTRY: ModuleType = checks
@@ -63,7 +63,7 @@ def prepare(
 ) -> AssignmentWork:
     """Everything the workers need for this assignment (the trusted side computes every
     expected answer; workers never import the reference package). ``limits``: the
-    instructor's explicit limits (see ``effective_limits``)."""
+    instructor's explicit limits (layered by ``autograder.sandbox.budgets.resolve``)."""
     reg = registry
     spec = spec or nbparse.load_assignment(course, assignment)
     tasks = tasks_of(spec)
@@ -76,8 +76,8 @@ def prepare(
         tasks,
         public_case_set(spec, reg),
         specs,
-        effective_limits(limits, reg.chapter(assignment)),
+        budgets.resolve(reg.chapter(assignment), limits),
         sandboxed,
         preload_for(spec.imports),
-        effective_caps(limits, reg.chapter(assignment)),
+        budgets.resolve_caps(reg.chapter(assignment), limits),
     )
