@@ -1,4 +1,4 @@
-"""The answer key: the reference of every graded exercise, one module per assignment.
+"""The answer key: the references of the graded exercises, one module per assignment.
 
 The chapter pages show the code of ``solutions`` (the shown code is the tested code), so a
 graded task never asks for that code: it asks for the next step the chapter derives but does
@@ -15,5 +15,6 @@ anything the site shows:
 
 With the instructor's source notebooks (``autograder/source/``) this is what an instructor
 keeps private: a public fork of the repository publishes the answers (README, "For
-instructors").
+instructors"). Chapters 3 and 6 also grade library functions of ``solutions`` whose bodies no
+page shows (``docs/adding-a-chapter.md``, step 1).
 """

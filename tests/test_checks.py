@@ -56,6 +56,29 @@ def test_registry_covers_the_five_assignments_and_names_match_keys():
             assert 4 <= len(checks.checks_for(assignment)) <= 10
 
 
+def _reference_module(check) -> str:
+    reference = check.reference
+    return getattr(reference, "module", None) or reference.__module__
+
+
+def test_the_references_outside_the_answer_key_are_the_ones_the_docs_name():
+    """docs/architecture.md and adding-a-chapter.md: a graded function's reference is in
+    ``answers/``, except chapter 3's translation loop and chapter 6's eight decoder pieces,
+    graded against their library functions in ``solutions``."""
+    outside = {}
+    for name, check in checks.REGISTRY.items():
+        module = _reference_module(check)
+        assert module.startswith(("answers.", "solutions.")), (name, module)
+        if not module.startswith("answers."):
+            outside.setdefault((check.assignment, module), set()).add(name)
+    assert set(outside) == {
+        ("ch3_seq2seq", "solutions.seq2seq"),
+        ("ch6_transformer", "solutions.transformer"),
+    }
+    assert outside["ch3_seq2seq", "solutions.seq2seq"] == {"translate", "translate_given_model"}
+    assert len(outside["ch6_transformer", "solutions.transformer"]) == 8
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_reference_passes_its_public_and_hidden_cases(name):
     fn = _perfect(name)
