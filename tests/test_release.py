@@ -223,13 +223,13 @@ def _assert_same_cases_with_hints_in_chinese(assignment, english, chinese):
             k: v for k, v in spec.items() if k != "hints"
         }
         assert zh[name]["spec"]["hints"] == {
-            k: checks.say(v, assignment, "zh_CN") for k, v in spec["hints"].items()
+            k: checks.translated_hint(v, "zh_CN", assignment) for k, v in spec["hints"].items()
         }
         assert all(han.search(text) for text in zh[name]["spec"]["hints"].values()), name
         for a, b in zip(en[name]["cases"], zh[name]["cases"], strict=True):
             assert a.name == b.name and len(a.args) == len(b.args)
             assert all(same(x, y) for x, y in zip([*a.args, *a.expected], [*b.args, *b.expected]))
-            assert [checks.say(h, assignment, "zh_CN") for h, _ in a.mistakes] == [
+            assert [checks.translated_hint(h, "zh_CN", assignment) for h, _ in a.mistakes] == [
                 h for h, _ in b.mistakes
             ]
             assert all(han.search(h) for h, _ in b.mistakes), (name, a.name)

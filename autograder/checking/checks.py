@@ -14,9 +14,9 @@ and named.
   check (it ships in ``public_cases.npz``) and the known mistakes' outputs for a case;
   ``prepare`` makes a chapter's ``Case`` whole with them (``contract.Case``: the one shape a
   case has, from the plug-in to the report).
-- ``verdict``: one case judged with ``autograder.student.contract.assess``, the very function the
-  student's checker and the sandboxed grader use, worded by ``autograder.checking.judging.judge``,
-  so a failure reads the same everywhere.
+- A case is judged by ``autograder.checking.judging.judge`` (the grader's one judge: the
+  student's checker's own ``contract.judge`` for a public case, the fixed hidden wording for
+  a hidden one), so a failure reads the same everywhere.
 - ``run_hidden``: the in-kernel hidden check that stock ``nbgrader autograde`` runs.
 - Input builders the chapters share (``normal``, ``lengths_mask``, ``distinct_sizes``,
   ``scaled_query``), ``lazy_module`` and the hints several chapters give.
@@ -59,7 +59,6 @@ __all__ = [
     "expected",
     "prepare",
     "normalise",
-    "verdict",
     "compare",
     "run_hidden",
     "spec",
@@ -432,12 +431,18 @@ def _catalog(domain: str, language: str) -> dict:
     return _CATALOGS[key]
 
 
-def say(text: str, assignment: str, language: str = "en") -> str:
-    """A hint in the language of the notebook it is for; English where no finished
-    translation exists (``tools/translations.py check`` reports every such hint)."""
+def translated_hint(text: str, language: str, assignment: str | None = None) -> str:
+    """A hint in ``language`` (the language of the notebook it is for): from the catalog of
+    ``assignment`` first, then the other chapters' and the shared one (a grader that learns a
+    submission's language from its notebook may not know which chapter a hint came from);
+    English where no finished translation exists (``tools/translations.py check`` reports
+    every such hint). The one translation of a hint; ``messages.say`` words the catalog's
+    fixed messages."""
     if language == "en" or not text:
         return text
-    for domain in (assignment, SHARED_HINTS):
+    first = [assignment] if assignment else []
+    domains = first + [c for c in sorted(CHAPTERS) if c != assignment] + [SHARED_HINTS]
+    for domain in domains:
         translated = _catalog(domain, language).get(text)
         if translated:
             return translated
@@ -452,7 +457,9 @@ def spec(name: str, language: str = "en") -> dict:
         "outputs": list(check.outputs),
         "rtol": check.rtol,
         "atol": check.atol,
-        "hints": {k: say(v, check.assignment, language) for k, v in check.hints.items()},
+        "hints": {
+            k: translated_hint(v, language, check.assignment) for k, v in check.hints.items()
+        },
         "comparator": dict(check.comparator),
         "calls": list(check.calls),
     }
@@ -468,7 +475,7 @@ def mistake_outputs(
             outputs = normalise(call(mistake.outputs, case))
         except (ValueError, TypeError, IndexError):
             continue  # this mistake has no meaning for this case (e.g. window - 1 < 0)
-        out.append((say(mistake.hint, check.assignment, language), outputs))
+        out.append((translated_hint(mistake.hint, language, check.assignment), outputs))
     return out
 
 
@@ -484,19 +491,6 @@ def prepare(name: str, case: Case, hidden: bool = False, language: str = "en") -
     )
 
 
-def say_anywhere(text: str, language: str, first: str | None = None) -> str:
-    """A hint in ``language`` whichever catalog holds it (the chapter ``first``, then the
-    others and the shared one); English where none does."""
-    if language == "en" or not text:
-        return text
-    domains = ([first] if first in CHAPTERS else []) + sorted(CHAPTERS) + [SHARED_HINTS]
-    for domain in domains:
-        translated = _catalog(domain, language).get(text)
-        if translated:
-            return translated
-    return text
-
-
 def localised(check_spec: dict, case: Case, language: str) -> tuple[dict, Case]:
     """A check's spec and a prepared case with their hints in ``language``: the grader
     prepares both once per assignment, in English, and learns a submission's language from
@@ -505,28 +499,23 @@ def localised(check_spec: dict, case: Case, language: str) -> tuple[dict, Case]:
         return check_spec, case
     check = REGISTRY.get(check_spec.get("name"))
     first = check.assignment if check else None
-    hints = {k: say_anywhere(v, language, first) for k, v in check_spec.get("hints", {}).items()}
-    mistakes = tuple((say_anywhere(h, language, first), out) for h, out in case.mistakes)
+    hints = {k: translated_hint(v, language, first) for k, v in check_spec.get("hints", {}).items()}
+    mistakes = tuple((translated_hint(h, language, first), out) for h, out in case.mistakes)
     return {**check_spec, "hints": hints}, dataclasses.replace(case, mistakes=mistakes)
 
 
-def verdict(name: str, case: Case, expected_arrays, outcome: Outcome) -> Verdict:
-    """One case judged by the contract's judge (the same everywhere), worded by
-    ``judging.judge`` (a public case as the student's checker words it)."""
-    whole = dataclasses.replace(
-        case, expected=expected_arrays, mistakes=tuple(mistake_outputs(name, case))
-    )
-    return judging.judge(spec(name), whole, outcome)
-
-
 def compare(name: str, case: Case, expected_arrays, got) -> Verdict:
-    """A returned value (normalised or not) judged against the expected arrays."""
+    """A returned value (normalised or not) judged against the expected arrays by the
+    grader's judge (``judging.judge``), the case's known mistakes named."""
     got = (
         got
         if isinstance(got, tuple) and all(isinstance(g, np.ndarray) for g in got)
         else normalise(got)
     )
-    return verdict(name, case, expected_arrays, Outcome("value", got))
+    whole = dataclasses.replace(
+        case, expected=expected_arrays, mistakes=tuple(mistake_outputs(name, case))
+    )
+    return judging.judge(spec(name), whole, Outcome("value", got))
 
 
 class HiddenCheckFailed(AssertionError):

@@ -112,10 +112,9 @@ def run_cases(spec: dict, fn, cases: list[Case], language: str = messages.ENGLIS
     """``contract.run_cases`` with every case worded here (a public one as the checker words
     it, a hidden one with the fixed few texts): (verdicts, notes)."""
 
-    def judge_case(spec, case, outcome, _catalog):
-        return judge(spec, case, outcome, language)
-
-    return contract.run_cases(spec, fn, cases, messages.catalog(language), judge_case)
+    return contract.run_cases(
+        spec, fn, cases, messages.catalog(language), lambda s, c, o, _: judge(s, c, o, language)
+    )
 
 
 def hidden_shown(failed: list[Verdict], language: str = messages.ENGLISH) -> list[str]:

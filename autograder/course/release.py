@@ -90,7 +90,7 @@ def build_public_cases(assignment: str, path: Path, language: str = "en") -> int
                 dataclasses.replace(
                     case,
                     mistakes=tuple(
-                        (checks.say(hint, assignment, language), outputs)
+                        (checks.translated_hint(hint, language, assignment), outputs)
                         for hint, outputs in case.mistakes
                     ),
                 )

@@ -662,7 +662,8 @@ def _where_raised(err: BaseException, messages: dict) -> str:
 def run_cases(spec: dict, fn, cases: list[Case], messages=MESSAGES, judge_case=None):
     """Run ``fn`` on every case (fresh arguments each time) until one is not implemented:
     (the verdicts, notes for your own kernel: where a public case's error was raised).
-    ``judge_case(spec, case, outcome)``: the grader's judge where cases are hidden."""
+    ``judge_case(spec, case, outcome, messages)``: the grader's judge where cases are hidden
+    (``autograder.checking.judging.judge``); this module's ``judge`` otherwise."""
     verdicts, notes = [], []
     for case in cases:
         outcome = run_case(fn, *case.fresh())
