@@ -384,9 +384,9 @@ def margin(spec: dict, expected, outcome: contract.Outcome) -> float:
     if outcome.kind != "value":
         return math.inf
     got = outcome.arrays
-    kind = spec.get("comparator", {}).get("kind", "allclose")
+    kind = spec.comparator.get("kind", "allclose")
     if kind in ("accuracy", "tokens"):  # the judge's own reading of token sequences
-        comp = spec["comparator"]
+        comp = spec.comparator
         pred, problem = contract._token_rows(got[0], expected[0].shape[0])
         if problem:
             return math.inf
@@ -405,7 +405,7 @@ def margin(spec: dict, expected, outcome: contract.Outcome) -> float:
         with np.errstate(invalid="ignore", divide="ignore"):
             err = np.where(e_f == g_f, 0.0, np.abs(g_f - e_f))
             err = np.where(np.isnan(e_f) & np.isnan(g_f), 0.0, err)
-            allowed = contract.tolerance(e_f, spec["rtol"], spec["atol"], scale)
+            allowed = contract.tolerance(e_f, spec.rtol, spec.atol, scale)
             ratio = np.where(err == 0, 0.0, err / allowed)
         worst = max(worst, float(np.max(np.where(np.isnan(ratio), math.inf, ratio), initial=0.0)))
     return worst

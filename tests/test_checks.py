@@ -460,6 +460,17 @@ def ch2_cases(tmp_path_factory):
     return path
 
 
+def test_every_checks_spec_is_a_typed_record_that_survives_its_json_edge():
+    """A check's spec is a ``contract.Spec`` from the plug-in to the judge; only the case file
+    holds it as JSON, and what the student's checker reads back is the same record."""
+    import json
+
+    for name in checks.REGISTRY:
+        spec = checks.spec(name)
+        assert isinstance(spec, contract.Spec) and spec.name == name
+        assert contract.Spec.from_json(json.loads(json.dumps(spec.as_json()))) == spec
+
+
 def test_public_cases_round_trip_without_pickle(tmp_path):
     cases = [
         Case(
@@ -481,11 +492,12 @@ def test_public_cases_round_trip_without_pickle(tmp_path):
     ]
     path = tmp_path / "public_cases.npz"
     casefile.save_cases(
-        path, "ch2_soft_hard", {"demo": {"spec": {"rtol": 1e-6, "atol": 0.0}, "cases": cases}}
+        path, "ch2_soft_hard", {"demo": {"spec": contract.Spec("demo", rtol=1e-6), "cases": cases}}
     )
     with np.load(path, allow_pickle=False) as data:  # must not need pickle
         assert "__meta__" in data.files
     loaded = contract.load_cases(path)["demo"]
+    assert loaded["spec"] == contract.Spec("demo", rtol=1e-6)
     case = loaded["cases"][0]
     assert isinstance(case, Case) and case.name == "mixed" and not case.hidden
     args, kwargs = case.fresh()
@@ -608,7 +620,7 @@ def test_a_cache_not_appended_or_grown_on_the_wrong_axis_gets_the_cache_hint(wro
 def test_a_declared_scale_makes_the_absolute_tolerance_ulps_of_the_summed_terms():
     """atol * scale: a result of 1e-10 computed from terms of size 1 may be 1e-15 off (not
     1e-19), and no more; the message gives the bound at the worst entry, not the scale."""
-    spec = {"name": "g", "outputs": ["grad"], "rtol": 0.0, "atol": 1e-15, "hints": {}}
+    spec = contract.Spec("g", ("grad",), rtol=0.0, atol=1e-15)
     scaled = contract.Expected((np.array([1e-10, 3.0]),), [np.array([1.0, 1e3])])
     near = contract.Outcome("value", (np.array([1e-10 + 8e-16, 3.0 + 9e-13]),))
     case = Case("c", expected=scaled)

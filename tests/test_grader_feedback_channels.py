@@ -32,6 +32,7 @@ from autograder.checking import checks  # noqa: E402
 from autograder.grading import verdict  # noqa: E402
 from autograder.grading.results import SubmissionResult  # noqa: E402
 from autograder.grading.run import RunRecord  # noqa: E402
+from autograder.student import contract  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -225,7 +226,7 @@ def test_a_stopped_task_reads_the_same_whatever_the_run_reported():
     spec = type("Spec", (), {})()
     spec.tests = [type("Test", (), {"grade_id": "t", "points": 2.0, "checks": [("c", "f")]})()]
     all_cases = [[checks.Case("a case", (), expected=(np.zeros(3),), hidden=True)]]
-    specs = {"c": {"name": "c", "rtol": 0.0, "atol": 0.0}}
+    specs = {"c": contract.Spec("c")}
     seen = set()
     for reason, detail in (
         ("crash", "the process ended early (exited with status 135)"),

@@ -229,7 +229,7 @@ def test_the_students_own_check_words_an_error_with_no_place():
     """In the student's kernel the place is a note of its own (``contract.run_cases``): the
     message itself is as before, in the released catalog's language."""
     case = contract.Case("c", expected=contract.Expected((np.zeros(2),)))
-    spec = {"name": "f", "rtol": 0.0, "atol": 0.0}
+    spec = contract.Spec("f")
     said = {
         "en": ("f raised ValueError", "f raised ModuleNotFoundError: an import failed, and "),
         "zh_CN": ("f 抛出了 ValueError", "f 抛出了 ModuleNotFoundError：有一个导入失败了，而"),

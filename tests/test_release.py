@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -219,13 +220,13 @@ def _assert_same_cases_with_hints_in_chinese(assignment, english, chinese):
 
     for name in en:
         spec = en[name]["spec"]
-        assert {k: v for k, v in zh[name]["spec"].items() if k != "hints"} == {
-            k: v for k, v in spec.items() if k != "hints"
+        assert dataclasses.replace(zh[name]["spec"], hints={}) == dataclasses.replace(
+            spec, hints={}
+        )
+        assert zh[name]["spec"].hints == {
+            k: checks.translated_hint(v, "zh_CN", assignment) for k, v in spec.hints.items()
         }
-        assert zh[name]["spec"]["hints"] == {
-            k: checks.translated_hint(v, "zh_CN", assignment) for k, v in spec["hints"].items()
-        }
-        assert all(han.search(text) for text in zh[name]["spec"]["hints"].values()), name
+        assert all(han.search(text) for text in zh[name]["spec"].hints.values()), name
         for a, b in zip(en[name]["cases"], zh[name]["cases"], strict=True):
             assert a.name == b.name and len(a.args) == len(b.args)
             assert all(same(x, y) for x, y in zip([*a.args, *a.expected], [*b.args, *b.expected]))

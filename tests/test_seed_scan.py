@@ -71,7 +71,7 @@ def test_reference_notebook_and_variants_pass_every_hidden_case_of_a_seed_sample
 def _old_spec(name):
     """The scalar loo_loss_and_grad's tolerance before it followed the conditioning (f2c9d06),
     applied to its successor loo_loss_and_grad_ard."""
-    return dict(checks.spec(name), rtol=1e-9, atol=1e-15)
+    return dataclasses.replace(checks.spec(name), rtol=1e-9, atol=1e-15)
 
 
 def test_seed_621_near_the_optimum_passes_the_solved_notebook_and_fails_the_old_tolerance(
@@ -113,7 +113,7 @@ def test_scaled_tolerance_names_every_recognised_mistake_on_hidden_cases(name):
             case = checks.prepare(name, case)  # judged with a public case's detail
             expected = case.expected
             for hint, outputs in case.mistakes:
-                if contract._matches(expected, outputs, spec["rtol"], spec["atol"], expected.scale):
+                if contract._matches(expected, outputs, spec.rtol, spec.atol, expected.scale):
                     continue  # this case cannot tell the mistake apart (e.g. a zero gradient)
                 verdict = judging.judge(spec, case, contract.Outcome("value", outputs))
                 assert not verdict.passed and hint in verdict.message, verdict.message

@@ -64,7 +64,7 @@ def as_stored(case: Case) -> Case:
 
 
 def save_cases(path, assignment: str, checks: dict, messages: dict | None = None) -> None:
-    """Write ``public_cases.npz``: checks is name -> {"spec", "cases": [Case]}, every case
+    """Write ``public_cases.npz``: checks is name -> {"spec": Spec, "cases": [Case]}, every case
     with its ``expected`` answer (an ``Expected`` ships its scale) and its ``mistakes``;
     ``messages``: the checker's message catalog in the edition's language (message id ->
     template, ``autograder.checking.messages.shipped``; the checker words in English what it lacks)."""
@@ -93,7 +93,7 @@ def save_cases(path, assignment: str, checks: dict, messages: dict | None = None
                     ],
                 }
             )
-        meta["checks"][name] = {"spec": entry["spec"], "cases": cases}
+        meta["checks"][name] = {"spec": entry["spec"].as_json(), "cases": cases}
     arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     with open(path, "wb") as handle:
         handle.write(pack(arrays))

@@ -449,20 +449,19 @@ def translated_hint(text: str, language: str, assignment: str | None = None) -> 
     return text
 
 
-def spec(name: str, language: str = "en") -> dict:
-    """The public (JSON-able) part of a check: what ``contract.judge`` needs; it ships."""
+def spec(name: str, language: str = "en") -> contract.Spec:
+    """The public part of a check: what ``contract.judge`` needs; it ships (as JSON, in
+    ``public_cases.npz``), its hints in ``language``."""
     check = _get(name)
-    return {
-        "name": check.name,
-        "outputs": list(check.outputs),
-        "rtol": check.rtol,
-        "atol": check.atol,
-        "hints": {
-            k: translated_hint(v, language, check.assignment) for k, v in check.hints.items()
-        },
-        "comparator": dict(check.comparator),
-        "calls": list(check.calls),
-    }
+    return contract.Spec(
+        check.name,
+        tuple(check.outputs),
+        check.rtol,
+        check.atol,
+        {k: translated_hint(v, language, check.assignment) for k, v in check.hints.items()},
+        dict(check.comparator),
+        tuple(check.calls),
+    )
 
 
 def mistake_outputs(
@@ -491,17 +490,20 @@ def prepare(name: str, case: Case, hidden: bool = False, language: str = "en") -
     )
 
 
-def localised(check_spec: dict, case: Case, language: str) -> tuple[dict, Case]:
+def localised(check_spec: contract.Spec, case: Case, language: str) -> tuple[contract.Spec, Case]:
     """A check's spec and a prepared case with their hints in ``language``: the grader
     prepares both once per assignment, in English, and learns a submission's language from
     its notebook (``autograder.checking.messages.language_of``)."""
     if language == "en":
         return check_spec, case
-    check = REGISTRY.get(check_spec.get("name"))
+    check = REGISTRY.get(check_spec.name)
     first = check.assignment if check else None
-    hints = {k: translated_hint(v, language, first) for k, v in check_spec.get("hints", {}).items()}
+    hints = {k: translated_hint(v, language, first) for k, v in check_spec.hints.items()}
     mistakes = tuple((translated_hint(h, language, first), out) for h, out in case.mistakes)
-    return {**check_spec, "hints": hints}, dataclasses.replace(case, mistakes=mistakes)
+    return (
+        dataclasses.replace(check_spec, hints=hints),
+        dataclasses.replace(case, mistakes=mistakes),
+    )
 
 
 def compare(name: str, case: Case, expected_arrays, got) -> Verdict:

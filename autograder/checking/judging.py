@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from autograder.checking import messages
 from autograder.student import contract, frames
-from autograder.student.contract import Case, Outcome, Verdict
+from autograder.student.contract import Case, Finding, Outcome, Spec, Verdict
 
 #: the error codes a sandboxed run may report: the contract's classes, a full file (the
 #: sandbox's output limit) and any other BaseException
@@ -28,20 +28,23 @@ ERROR_CODES = frozenset(contract.ERRORS + (frames.FILE_TOO_LARGE, "BaseException
 BAD_RETURNS = frozenset(contract.BAD_RETURNS)
 
 
-def _share(params: dict) -> tuple:
+def _share(params: dict) -> Finding:
     """ "most" or "some" of an array's entries, from the count the public finding holds."""
-    return ("share.most" if 2 * params["count"] > params["size"] else "share.some"), {}
+    return Finding("share.most" if 2 * params["count"] > params["size"] else "share.some", {})
 
 
-def _values(params: dict) -> tuple:
+def _values(params: dict) -> Finding:
     key = "hidden.values.scaled" if params["scaled"] else "hidden.values"
     bound = params["bound"][1]
-    return key, {
-        "output": params["output"],
-        "share": _share(params),
-        "atol": bound["atol"],
-        "rtol": bound["rtol"],
-    }
+    return Finding(
+        key,
+        {
+            "output": params["output"],
+            "share": _share(params),
+            "atol": bound["atol"],
+            "rtol": bound["rtol"],
+        },
+    )
 
 
 def _keep(*names):
@@ -74,7 +77,7 @@ UNCHANGED = {"not_implemented", "raised", "raised_import", "mistake"} | {
 }
 
 
-def hidden_finding(finding: tuple) -> tuple:
+def hidden_finding(finding: Finding) -> Finding:
     """A public finding's hidden wording (see the module's docstring)."""
     key, params = finding
     if key in UNCHANGED:
@@ -83,13 +86,13 @@ def hidden_finding(finding: tuple) -> tuple:
         return _values(params)
     if key == "tokens.differ":
         most = 2 * params["wrong"] > params["total"]
-        return ("hidden.tokens.most" if most else "hidden.tokens.some"), {}
+        return Finding("hidden.tokens.most" if most else "hidden.tokens.some", {})
     hidden_key, kept = _HIDDEN[key]  # a new public message needs its hidden wording here
-    return hidden_key, kept(params)
+    return Finding(hidden_key, kept(params))
 
 
 def judge(
-    spec: dict,
+    spec: Spec,
     case: Case,
     outcome: Outcome,
     language: str = messages.ENGLISH,
@@ -103,12 +106,12 @@ def judge(
         return contract.judge(spec, case, outcome, catalog, where)
     passed, finding, hint = contract.assess(spec, case, outcome)
     if passed:
-        return Verdict(spec.get("name", ""), case.name, True, True)
+        return Verdict(spec.name, case.name, True, True)
     text = contract.worded(catalog, case.name, hidden_finding(finding), hint)
-    return Verdict(spec.get("name", ""), case.name, True, False, text)
+    return Verdict(spec.name, case.name, True, False, text)
 
 
-def run_cases(spec: dict, fn, cases: list[Case], language: str = messages.ENGLISH):
+def run_cases(spec: Spec, fn, cases: list[Case], language: str = messages.ENGLISH):
     """``contract.run_cases`` with every case worded here (a public one as the checker words
     it, a hidden one with the fixed few texts): (verdicts, notes)."""
 

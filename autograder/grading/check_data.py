@@ -115,7 +115,7 @@ def _hidden(reg, check: str, seed: int) -> list[Case]:
 def _tables(reg, check: str, cases: list, solution: dict | None) -> list[dict]:
     """A caller's (``Check.calls``) tables, one per case: the calls the solution makes to its
     callees on it, with their answers; {} for a check that calls none."""
-    calls = tuple(reg.spec(check).get("calls", ())) if solution is not None else ()
+    calls = reg.spec(check).calls if solution is not None else ()
     return [callees.record(solution, check, calls, case) if calls else {} for case in cases]
 
 

@@ -116,7 +116,7 @@ def rescued(public: CaseSet, check_specs: dict, record: RunRecord) -> list[int]:
     callee answering the solution's calls (``grading.callees``), so one bug costs one task."""
     checks = [task["check"] for task in public.encoded]
     broken = {checks[t] for t in (set(record.failed_tasks) | set(record.missing))}
-    return [t for t in record.failed_tasks if broken & set(check_specs[checks[t]].get("calls", ()))]
+    return [t for t in record.failed_tasks if broken & set(check_specs[checks[t]].calls)]
 
 
 class _Phase:
@@ -133,8 +133,7 @@ class _Phase:
         self.done: set = set()  # tasks all of whose events arrived
         self.received = 0
         self.comparators = [
-            check_specs[task["check"]]["comparator"].get("kind", "allclose")
-            for task in cases.encoded
+            check_specs[task["check"]].comparator.get("kind", "allclose") for task in cases.encoded
         ]
 
     def accept(self, task: int, case: int, header: dict, data: bytes) -> dict:

@@ -256,7 +256,7 @@ def excuse_callers(judged: list, check_specs: dict, language: str) -> None:
         task.check for task in judged if task.fatal or not all(v.passed for v in task.verdicts)
     }
     for task in judged:
-        callees = [c for c in check_specs[task.check].get("calls", ()) if c in failing]
+        callees = [c for c in check_specs[task.check].calls if c in failing]
         public = [i for i, v in enumerate(task.verdicts) if not v.hidden]
         failed = [i for i in public if not task.verdicts[i].passed]
         if task.fatal or not callees or not failed:

@@ -4,9 +4,10 @@
 to every notebook with ``public_cases.npz``. It holds what a student's offline check needs:
 the codec's reader (``value``, ``fresh``, ``load_cases``: a case argument is an array, a
 number, a bool, a string, None or a ``Seeded``, stored as a small JSON spec plus an
-uncompressed ``.npz``, never pickle), one typed ``Case``, one case runner (``run_case`` -> an
-``Outcome``: the return value as arrays, or an error or bad-return code from fixed
-vocabularies), one judge (``assess`` -> what is wrong, as a message id and its numbers;
+uncompressed ``.npz``, never pickle), the typed records a check is judged with (``Spec``, a
+check's public description; ``Case``), one case runner (``run_case`` -> an ``Outcome``: the
+return value as arrays, or an error or bad-return code from fixed vocabularies), one judge
+(``assess`` -> a ``Finding``: what is wrong, as a message id and its numbers;
 ``judge`` -> a ``Verdict`` worded from ``MESSAGES``) and ``check(name, fn)``. The same
 ``assess`` judges everywhere, so a failure reads the same: in the student's kernel, in the
 in-kernel hidden check of stock ``nbgrader autograde`` and in the sandboxed grader, whose
@@ -32,6 +33,7 @@ import json
 import os
 import traceback
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -115,9 +117,20 @@ MESSAGES = {
 }
 
 
+class Finding(NamedTuple):
+    """What is wrong with an outcome (or how well it did), before it is worded: a message id
+    of ``MESSAGES`` and its parameters, fixed strings and numbers computed from the arrays; a
+    parameter may be a ``Finding`` itself (a part of the sentence). The one shape a finding
+    has from the judge (``assess``) to the words (``render``), in every place and language."""
+
+    key: str
+    params: dict
+
+
 def render(messages: dict, key: str, **params) -> str:
     """The message ``key`` in the catalog ``messages`` (English where it has no entry), its
-    placeholders filled; a parameter that is itself ``(key, params)`` is rendered first."""
+    placeholders filled; a parameter that is itself a ``Finding`` (or a ``(key, params)``
+    pair) is rendered first."""
     template = messages.get(key) or MESSAGES[key]
     filled = {
         k: render(messages, v[0], **v[1]) if isinstance(v, tuple) else v for k, v in params.items()
@@ -231,8 +244,41 @@ class Verdict:
     message: str = "ok"
 
 
+@dataclass(frozen=True)
+class Spec:
+    """A check's public description, the one shape it has from the chapter's plug-in
+    (``autograder.checking.checks.spec``) to the judge; JSON only in ``public_cases.npz``
+    (``as_json``, ``from_json``).
+
+    name: the graded function's name; outputs: the names of its outputs;
+    rtol, atol: the tolerance (``tolerance``);
+    hints: ``"kind"`` or ``"output.kind"`` -> text; kinds: arity, shape, transposed, dtype,
+        nan, inf, values, or an error class;
+    comparator: ``kind`` (``allclose``, ``accuracy``, ``tokens``), ``integer``, and for
+        token sequences ``pad``, ``eos``, ``threshold``;
+    calls: the graded functions its solution calls (their answers stand in for them).
+    """
+
+    name: str
+    outputs: tuple = ()
+    rtol: float = 0.0
+    atol: float = 0.0
+    hints: dict = field(default_factory=dict)
+    comparator: dict = field(default_factory=dict)
+    calls: tuple = ()
+
+    def as_json(self) -> dict:
+        return dict(vars(self))
+
+    @classmethod
+    def from_json(cls, data: dict) -> Spec:
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        lists = {k: tuple(known.get(k, ())) for k in ("outputs", "calls")}
+        return cls(**{**known, **lists})
+
+
 def load_cases(path, catalog: dict | None = None) -> dict:
-    """Read ``public_cases.npz``: check name -> {"spec", "cases": [Case]}; ``catalog``, if
+    """Read ``public_cases.npz``: check name -> {"spec": Spec, "cases": [Case]}; ``catalog``, if
     given, receives the release's message catalog (message id -> template, its language's)."""
     arrays = unpack(open(path, "rb").read())
     meta = json.loads(arrays.pop("__meta__").tobytes().decode())
@@ -242,7 +288,8 @@ def load_cases(path, catalog: dict | None = None) -> dict:
         catalog.update(meta.get("messages") or {})
     out = {}
     for name, entry in meta["checks"].items():
-        out[name] = {"spec": entry["spec"], "cases": [_case(c, arrays) for c in entry["cases"]]}
+        cases = [_case(c, arrays) for c in entry["cases"]]
+        out[name] = {"spec": Spec.from_json(entry["spec"]), "cases": cases}
     return out
 
 
@@ -354,8 +401,8 @@ def run_case(fn, args, kwargs) -> Outcome:
 
 
 # ----------------------------------------------------------------------------------------
-# the judge: what is wrong with an outcome, as a message id and its parameters (a *finding*:
-# ``(key, params)``, a parameter possibly a finding itself), worded by ``render``
+# the judge: what is wrong with an outcome, as a message id and its parameters (a ``Finding``,
+# a parameter possibly a finding itself), worded by ``render``
 
 
 def _fmt_index(idx) -> str:
@@ -387,23 +434,25 @@ def shape_finding(output: str, exp_shape: tuple, got_shape: tuple) -> tuple[str,
     spell its hidden inputs as the shape of an empty array and read them in its feedback."""
     exp_shape, got_shape = tuple(exp_shape), tuple(got_shape)
     kind, why = _shape_diagnosis(exp_shape, got_shape)
-    because = ("because", {"why": (why, {})}) if why else ("end", {})
+    because = Finding("because", {"why": Finding(why, {})}) if why else Finding("end", {})
     params = {"output": output, "shape": str(exp_shape), "because": because}
     if len(got_shape) == len(exp_shape):
         differ = [str(i) for i, (e, g) in enumerate(zip(exp_shape, got_shape)) if e != g]
         if len(differ) == 1:
-            return kind, ("shape.axis", {**params, "axis": differ[0]})
-        return kind, ("shape.axes", {**params, "axes": ", ".join(differ[:-1]), "last": differ[-1]})
+            return kind, Finding("shape.axis", {**params, "axis": differ[0]})
+        return kind, Finding(
+            "shape.axes", {**params, "axes": ", ".join(differ[:-1]), "last": differ[-1]}
+        )
     key = "shape.ndim.one" if len(got_shape) == 1 else "shape.ndim.many"
-    return kind, (key, {**params, "got": len(got_shape), "ndim": len(exp_shape)})
+    return kind, Finding(key, {**params, "got": len(got_shape), "ndim": len(exp_shape)})
 
 
 def _located(key: str, params: dict, wrong: np.ndarray, kind: str):
     """(finding, hint kind): the count of wrong entries, and the first one's index if any."""
     params = {**params, "count": int(wrong.sum())}
     if wrong.ndim:
-        return (key + ".at", {**params, "index": _fmt_index(np.argwhere(wrong)[0])}), kind
-    return (key, params), kind
+        return Finding(key + ".at", {**params, "index": _fmt_index(np.argwhere(wrong)[0])}), kind
+    return Finding(key, params), kind
 
 
 def _values_finding(output, exp, got, rtol, atol, scale=None):
@@ -412,7 +461,7 @@ def _values_finding(output, exp, got, rtol, atol, scale=None):
     at = {"output": output, "size": int(got.size)}
     if exp.dtype == bool:
         if got.dtype != bool:
-            return ("dtype.bool", {"output": output, "dtype": str(got.dtype)}), "dtype"
+            return Finding("dtype.bool", {"output": output, "dtype": str(got.dtype)}), "dtype"
         return _located("mask", at, exp != got, "values") if (exp != got).any() else None
     exp_f, got_f = exp.astype(np.float64), got.astype(np.float64)
     for what, bad in (
@@ -431,9 +480,9 @@ def _values_finding(output, exp, got, rtol, atol, scale=None):
     worst = np.unravel_index(int(np.argmax(np.where(over, err, -1.0))), err.shape)
     bound = {"atol": f"{atol:g}", "rtol": f"{rtol:g}"}
     if scale is None:
-        bound = ("bound", bound)
+        bound = Finding("bound", bound)
     else:
-        bound = ("bound.scaled", {**bound, "allowed": f"{float(allowed[worst]):.3g}"})
+        bound = Finding("bound.scaled", {**bound, "allowed": f"{float(allowed[worst]):.3g}"})
     at.update(error=f"{float(err[worst]):.3g}", bound=bound, scaled=scale is not None)
     return _located("values", at, over, "values")
 
@@ -461,13 +510,13 @@ def _token_rows(pred, exp_rows: int):
     """(integer token ids (B, n), None) from a prediction, or (None, the problem's finding)."""
     if pred.ndim != 2 or pred.shape[0] != exp_rows:  # what differs, never a returned dimension
         if pred.ndim == 2:
-            return None, ("tokens.rows", {"rows": exp_rows})
+            return None, Finding("tokens.rows", {"rows": exp_rows})
         key = "tokens.ndim.one" if pred.ndim == 1 else "tokens.ndim.many"
-        return None, (key, {"rows": exp_rows, "got": pred.ndim})
+        return None, Finding(key, {"rows": exp_rows, "got": pred.ndim})
     if not np.issubdtype(pred.dtype, np.integer):
         if pred.dtype.kind == "f" and np.all(np.isfinite(pred)) and np.all(pred == np.round(pred)):
             return pred.astype(np.int64), None
-        return None, ("tokens.dtype", {"dtype": str(pred.dtype)})
+        return None, Finding("tokens.dtype", {"dtype": str(pred.dtype)})
     return pred, None
 
 
@@ -482,11 +531,11 @@ def _sequences(rows, pad: int, eos) -> list:
     return out
 
 
-def _sequence_finding(spec: dict, expected: tuple, got: tuple) -> tuple[bool, tuple, str | None]:
+def _sequence_finding(spec: Spec, expected: tuple, got: tuple) -> tuple[bool, Finding, str | None]:
     """Exact-match accuracy of token sequences against a threshold ("accuracy"), or exact
     equality of every sequence ("tokens": e.g. the greedy decoding of a given model):
     (passed, finding, hint)."""
-    comp, hints = spec["comparator"], spec.get("hints", {})
+    comp, hints = spec.comparator, spec.hints
     pad, eos = int(comp.get("pad", 0)), comp.get("eos")
     pred, problem = _token_rows(got[0], expected[0].shape[0])
     if problem:
@@ -495,10 +544,10 @@ def _sequence_finding(spec: dict, expected: tuple, got: tuple) -> tuple[bool, tu
     correct = sum(w == h for w, h in zip(want, have))
     if comp["kind"] == "tokens":
         if correct == len(want):
-            return True, ("tokens.exact", {"total": len(want)}), None
+            return True, Finding("tokens.exact", {"total": len(want)}), None
         first = next(i for i, (w, h) in enumerate(zip(want, have)) if w != h)
         found = {"wrong": len(want) - correct, "total": len(want), "row": first}
-        return False, ("tokens.differ", found), _hint(hints, "tokens", "values")
+        return False, Finding("tokens.differ", found), _hint(hints, "tokens", "values")
     threshold = float(comp["threshold"])
     accuracy = correct / max(len(want), 1)
     found = {
@@ -508,35 +557,32 @@ def _sequence_finding(spec: dict, expected: tuple, got: tuple) -> tuple[bool, tu
         "threshold": f"{threshold:.0%}",
     }
     if accuracy >= threshold:
-        return True, ("accuracy.pass", found), None
-    return False, ("accuracy.low", found), _hint(hints, "predictions", "values")
+        return True, Finding("accuracy.pass", found), None
+    return False, Finding("accuracy.low", found), _hint(hints, "predictions", "values")
 
 
-def failure_of(spec: dict, outcome: Outcome) -> tuple | None:
+def failure_of(spec: Spec, outcome: Outcome) -> tuple[Finding, str | None] | None:
     """(finding, hint) for an outcome that is not a value (an error or a bad return), else None.
     An error's place (``{module}``, ``{where}``) is left empty: the grader's to fill (``judge``)."""
-    function, code = spec.get("name", ""), outcome.code
+    function, code = spec.name, outcome.code
     if outcome.kind != "error":
-        return ((f"bad.{code}", {}), None) if outcome.kind == "bad" else None
+        return (Finding(f"bad.{code}", {}), None) if outcome.kind == "bad" else None
     if code == "NotImplementedError":
-        return ("not_implemented", {"function": function}), None
+        return Finding("not_implemented", {"function": function}), None
     place = {"function": function, "module": "", "where": ""}
-    hint = _hint(spec.get("hints", {}), "", code)
+    hint = _hint(spec.hints, "", code)
     if code == "ModuleNotFoundError":
-        return ("raised_import", {**place, "offered": ("offered", {})}), hint
-    return ("raised", {**place, "error": code}), hint
+        return Finding("raised_import", {**place, "offered": Finding("offered", {})}), hint
+    return Finding("raised", {**place, "error": code}), hint
 
 
-def assess(spec: dict, case: Case, outcome: Outcome) -> tuple[bool, tuple | None, str | None]:
+def assess(spec: Spec, case: Case, outcome: Outcome) -> tuple[bool, Finding | None, str | None]:
     """What ``outcome`` (what ``run_case`` returned) comes to against the case's ``expected``
     arrays and known ``mistakes``: (passed, finding, hint). The one judge of every place: the
     student's checker words the finding (``judge``), the grader words a hidden case's with a
     fixed few texts of its own (``autograder/checking/judging.py``).
 
-    spec: the check's public description: ``name``, ``outputs`` (names), ``rtol``, ``atol``,
-        ``hints`` (``"kind"`` or ``"output.kind"`` -> text; kinds: arity, shape, transposed,
-        dtype, nan, inf, values, or an error class), ``comparator`` (``allclose``,
-        ``accuracy``, ``tokens``; ``integer``)
+    spec: the check's public description (``Spec``).
     case.expected: the reference's arrays; an ``Expected`` also carries each output's scale,
         and the absolute tolerance is then ``atol * scale`` (see ``tolerance``).
     outcome: a value's arrays may be shape-only placeholders with ``shape`` and ``dtype``
@@ -546,13 +592,13 @@ def assess(spec: dict, case: Case, outcome: Outcome) -> tuple[bool, tuple | None
     failure = failure_of(spec, outcome)
     if failure:
         return False, *failure
-    got, hints = tuple(outcome.arrays), spec.get("hints", {})
-    names = list(spec.get("outputs") or ["output"])
+    got, hints = tuple(outcome.arrays), spec.hints
+    names = list(spec.outputs or ["output"])
     if len(got) != len(expected):
         key = "arity.one" if len(expected) == 1 else "arity.many"
         found = {"expected": len(expected), "names": ", ".join(names), "got": len(got)}
-        return False, (key, found), _hint(hints, "", "arity")
-    comparator = spec.get("comparator", {})
+        return False, Finding(key, found), _hint(hints, "", "arity")
+    comparator = spec.comparator
     if comparator.get("kind", "allclose") in ("accuracy", "tokens"):
         return _sequence_finding(spec, expected, got)
     for output, exp, g in zip(names, expected, got):
@@ -561,16 +607,16 @@ def assess(spec: dict, case: Case, outcome: Outcome) -> tuple[bool, tuple | None
             return False, found, _hint(hints, output, kind) or _hint(hints, output, "shape")
     for output, exp, g in zip(names, expected, got) if comparator.get("integer") else ():
         if exp.dtype.kind in "iu" and g.dtype.kind not in "iu":  # integers must stay integers
-            found = ("dtype.integer", {"output": output, "dtype": str(g.dtype)})
+            found = Finding("dtype.integer", {"output": output, "dtype": str(g.dtype)})
             return False, found, _hint(hints, output, "dtype")
-    rtol, atol = spec["rtol"], spec["atol"]
+    rtol, atol = spec.rtol, spec.atol
     scales = expected.scale or (None,) * len(expected)
     for hint, outputs in case.mistakes:
         # the mistake's outputs stand in for the expected ones: the same bound around them
         if not _matches(tuple(expected), tuple(outputs), rtol, atol, scales) and _matches(
             tuple(outputs), got, rtol, atol, scales
         ):
-            return False, ("mistake", {"hint": hint}), None
+            return False, Finding("mistake", {"hint": hint}), None
     for output, exp, g, scale in zip(names, expected, got, scales):
         wrong = _values_finding(output, exp, g, rtol, atol, scale)
         if wrong is not None:
@@ -578,13 +624,13 @@ def assess(spec: dict, case: Case, outcome: Outcome) -> tuple[bool, tuple | None
     return True, None, None
 
 
-def worded(messages: dict, case: str, finding: tuple, hint: str | None) -> str:
+def worded(messages: dict, case: str, finding: Finding, hint: str | None) -> str:
     """A failing case's message: "case '<name>': " + the finding + the check's hint."""
     text = render(messages, "case", case=case, problem=finding)
     return text + (render(messages, "hint", hint=hint) if hint else "")
 
 
-def judge(spec: dict, case: Case, outcome: Outcome, messages=MESSAGES, where=None) -> Verdict:
+def judge(spec: Spec, case: Case, outcome: Outcome, messages=MESSAGES, where=None) -> Verdict:
     """The verdict on one public case, worded from the catalog ``messages`` (counts, indices,
     the returned number of axes, the maximum error); ``where``: an error's ``module`` and
     ``where`` as the grader words them (your own kernel has notes instead, ``run_cases``). A
@@ -593,9 +639,9 @@ def judge(spec: dict, case: Case, outcome: Outcome, messages=MESSAGES, where=Non
         raise ValueError("a hidden case is worded by autograder.checking.judging.judge")
     passed, finding, hint = assess(spec, case, outcome)  # a pass may say how well (accuracy)
     if finding and where:
-        finding = (finding[0], {**finding[1], **where})
+        finding = Finding(finding.key, {**finding.params, **where})
     text = worded(messages, case.name, finding, hint) if finding else "ok"
-    return Verdict(spec.get("name", ""), case.name, False, passed, text)
+    return Verdict(spec.name, case.name, False, passed, text)
 
 
 def summary(name: str, failures: list, total: int, shown=None, messages=MESSAGES) -> str:
@@ -655,11 +701,11 @@ def _where_raised(err: BaseException, messages: dict) -> str:
         key = "note.line" if code else "note.line_only"
         text += render(messages, key, line=frame.lineno, code=code)
     if isinstance(err, ModuleNotFoundError):
-        text += render(messages, "note.offered", offered=("offered", {}))
+        text += render(messages, "note.offered", offered=Finding("offered", {}))
     return text
 
 
-def run_cases(spec: dict, fn, cases: list[Case], messages=MESSAGES, judge_case=None):
+def run_cases(spec: Spec, fn, cases: list[Case], messages=MESSAGES, judge_case=None):
     """Run ``fn`` on every case (fresh arguments each time) until one is not implemented:
     (the verdicts, notes for your own kernel: where a public case's error was raised).
     ``judge_case(spec, case, outcome, messages)``: the grader's judge where cases are hidden
@@ -703,7 +749,7 @@ def check(name: str, fn, cases_path: str | None = None) -> None:
     spec, cases = checks[name]["spec"], checks[name]["cases"]
     verdicts, notes = run_cases(spec, fn, cases, messages)
     failures = [v.message for v in verdicts if not v.passed]
-    stub = render(messages, "not_implemented", function=spec["name"])
+    stub = render(messages, "not_implemented", function=spec.name)
     if failures and failures[0].endswith(stub):
         raise CheckFailed(render(messages, "check.stub", name=name)) from None
     if failures:
