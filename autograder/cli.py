@@ -168,7 +168,7 @@ def cmd_grade(args) -> int:
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    if not outcome["graded"] and not outcome["skipped"]:
+    if not outcome.graded and not outcome.skipped:
         print(
             f"no submissions found in {Path(args.course) / 'submitted'}/*/{args.assignment}/ "
             f"(import an LMS download with `.venv/bin/python -m autograder collect {args.assignment} FILE.zip`)"
@@ -177,20 +177,20 @@ def cmd_grade(args) -> int:
     from autograder.course.gradebook import hand_grading_of
 
     waiting = hand_grading_of(Path(args.course), args.assignment)
-    print(summary_table(outcome["graded"], outcome["skipped"], waiting))
+    print(summary_table(outcome.graded, outcome.skipped, waiting))
     if pending := sorted(s for s, hand in waiting.items() if hand.to_grade):
         print(
             f"{len(pending)} submission(s) wait for hand grading in the formgrader (their score "
             "leaves those points out); generate the feedback after"
         )
     print(
-        f"graded {len(outcome['graded'])}, skipped {len(outcome['skipped'])}; batch seed {outcome['seed']} (each student's hidden cases from it and their id); "
-        f"start-up {outcome['startup_seconds']:.1f} s; grading {outcome['grading_seconds']:.1f} s"
+        f"graded {len(outcome.graded)}, skipped {len(outcome.skipped)}; batch seed {outcome.seed} (each student's hidden cases from it and their id); "
+        f"start-up {outcome.startup_seconds:.1f} s; grading {outcome.grading_seconds:.1f} s"
     )
-    if outcome["rerun"]:
+    if outcome.rerun:
         print(
-            f"{len(outcome['rerun'])} submission(s) hit a grader error and were not recorded: "
-            f"{', '.join(outcome['rerun'])}; run the same command again to retry them",
+            f"{len(outcome.rerun)} submission(s) hit a grader error and were not recorded: "
+            f"{', '.join(outcome.rerun)}; run the same command again to retry them",
             file=sys.stderr,
         )
         return 4

@@ -76,7 +76,7 @@ def test_scores_equal_stock_nbgrader_autograde(courses):
         "blank": 0.0,
     }
     assert _scores(courses["ours"]) == stock
-    assert {r.student: r.score for r in courses["outcome"]["graded"]} == stock
+    assert {r.student: r.score for r in courses["outcome"].graded} == stock
 
 
 def test_per_cell_scores_equal_stock(courses):

@@ -244,7 +244,7 @@ def graded(course):
         corpus.write_submission(course, A, student, notebook)
     limits = sandbox.Limits(cell_seconds=20, task_seconds=10, submission_seconds=120)
     outcome = grade_assignment(course, A, workers=1, limits=limits, seed=3)
-    results = {r.student: r for r in outcome["graded"]}
+    results = {r.student: r for r in outcome.graded}
     got = {s: (r.points, sorted(r.reasons)) for s, r in results.items()}
     assert got == {s: (float(c[1]), c[2]) for s, c in batch.items()}
     return results

@@ -74,7 +74,7 @@ def test_a_dask_worker_that_cannot_see_the_course_grades_from_the_work_items(cou
         seen = client.run(lambda path: (os.listdir(path), os.getcwd()), str(course))
         assert list(seen.values()) == [([], str(elsewhere))]
         out = grading.grade_assignment(course, A, cluster=address)
-    results = {r.student: (r.score, sorted(r.reasons)) for r in out["graded"]}
+    results = {r.student: (r.score, sorted(r.reasons)) for r in out.graded}
     assert results == {
         "right": (12.0, []),
         "partial": (9.0, []),

@@ -149,8 +149,8 @@ def graded(tmp_path_factory, bubblewrap):
         report = course / "report.html"
         assert cli.main(["--course", str(course), "report", A, "--out", str(report)]) == 0
         reports.append(report.read_text())
-        tables.append(cli.summary_table(outcome["graded"]))
-        for result in outcome["graded"]:
+        tables.append(cli.summary_table(outcome.graded))
+        for result in outcome.graded:
             key = _student(result.student, offset) if result.student in CHANNELS else result.student
             results[key] = result
             paths[key] = (course, result.student)

@@ -63,9 +63,9 @@ def test_nothing_one_submission_leaves_reaches_the_next(course):
     for student, (notebook, _score, _reasons) in cases.items():
         corpus.write_submission(course, A, student, notebook)
     out = grading.grade_assignment(course, A, workers=1, limits=LIMITS)
-    got = {r.student: (r.score, sorted(r.reasons)) for r in out["graded"]}
+    got = {r.student: (r.score, sorted(r.reasons)) for r in out.graded}
     assert got == {s: (score, sorted(reasons)) for s, (_nb, score, reasons) in cases.items()}, {
-        r.student: r.notes for r in out["graded"]
+        r.student: r.notes for r in out.graded
     }
     assert sandbox.stray_processes() == []
 

@@ -172,12 +172,12 @@ def test_no_hidden_input_reaches_what_a_student_sees_as_root(course):
     for student, (notebook, _score, _reasons) in cases.items():
         corpus.write_submission(course, A, student, notebook)
     outcome = grading.grade_assignment(course, A, workers=1, limits=LIMITS, seed=5)
-    got = {r.student: (r.score, sorted(r.reasons)) for r in outcome["graded"]}
+    got = {r.student: (r.score, sorted(r.reasons)) for r in outcome.graded}
     assert got == {s: (float(c[1]), sorted(c[2])) for s, c in cases.items()}
     assert cli.main(["--course", str(course), "feedback", A]) == 0
     report = course / "report.html"
     assert cli.main(["--course", str(course), "report", A, "--out", str(report)]) == 0
-    _assert_nothing_hidden_left(course, outcome["seed"], report.read_text())
+    _assert_nothing_hidden_left(course, outcome.seed, report.read_text())
 
 
 def test_no_hidden_input_reaches_what_a_student_sees_rootless(course, public_tmp):

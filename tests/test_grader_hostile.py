@@ -57,7 +57,7 @@ def graded(tmp_path_factory, bubblewrap):
         "course": course,
         "cases": cases,
         "outcome": outcome,
-        "results": {r.student: r for r in outcome["graded"]},
+        "results": {r.student: r for r in outcome.graded},
         "counter": counter,
     }
 
@@ -214,7 +214,7 @@ def test_feedback_never_contains_a_hidden_input(graded):
     assert cli.main(["--course", str(graded["course"]), "feedback", "ch1_pooling"]) == 0
     values = set()  # every student's own hidden inputs (grading.hidden_seed)
     for student in STUDENTS:
-        seed = grading.hidden_seed(graded["outcome"]["seed"], student)
+        seed = grading.hidden_seed(graded["outcome"].seed, student)
         for check in checks.checks_for("ch1_pooling"):
             for case in checks.hidden_cases(check.name, seed):
                 for arg in case.args:
@@ -256,9 +256,9 @@ def test_a_hostile_submission_costs_at_most_its_budget(graded):
 
 def test_rerun_without_force_regrades_nothing(graded):
     again = grading.grade_assignment(graded["course"], "ch1_pooling", workers=2, limits=LIMITS)
-    assert again["graded"] == []
-    assert sorted(s for s, why in again["skipped"]) == sorted(STUDENTS)
-    assert all(why == "already graded" for _s, why in again["skipped"])
+    assert again.graded == []
+    assert sorted(s for s, why in again.skipped) == sorted(STUDENTS)
+    assert all(why == "already graded" for _s, why in again.skipped)
 
 
 def test_no_sandboxed_process_outlives_the_batch(graded):
@@ -267,13 +267,13 @@ def test_no_sandboxed_process_outlives_the_batch(graded):
 
 def test_the_run_seed_is_recorded(graded):
     log = (graded["course"] / "autograded" / ".runs" / "ch1_pooling.jsonl").read_text().splitlines()
-    assert json.loads(log[0])["seed"] == graded["outcome"]["seed"]
+    assert json.loads(log[0])["seed"] == graded["outcome"].seed
     record = json.loads(
         (
             graded["course"] / "autograded" / "honest-right" / "ch1_pooling" / "ch1_pooling.ipynb"
         ).read_text()
     )["metadata"]["autograder"]
-    assert record["seed"] == graded["outcome"]["seed"] and record["complete"] is True
+    assert record["seed"] == graded["outcome"].seed and record["complete"] is True
 
 
 def test_grader_refuses_without_bwrap_unless_told(graded, monkeypatch, capsys):
@@ -308,7 +308,7 @@ def test_no_sandbox_mode_grades_honest_work_the_same(graded):
         sandboxed=False,
         limits=LIMITS,
     )
-    assert {r.student: r.score for r in out["graded"]} == {
+    assert {r.student: r.score for r in out.graded} == {
         "honest-right": 12.0,
         "honest-partial": 9.0,
     }

@@ -210,7 +210,7 @@ def graded(tmp_path_factory, bubblewrap):
     (path.parent / "answer.html").write_text(f"<script>{_mark('extra-file')}</script>")
     limits = sandbox.Limits(cell_seconds=60, task_seconds=60, submission_seconds=240)
     outcome = grading.grade_assignment(course, A, workers=1, limits=limits)
-    (result,) = outcome["graded"]
+    (result,) = outcome.graded
     assert result.score == 12.0 and not result.reasons, (result.score, result.notes)
     assert cli.main(["--course", str(course), "feedback", A]) == 0
     return course

@@ -65,7 +65,7 @@ def graded(tmp_path_factory, bubblewrap):
         outcome = grading.grade_assignment(course, A, workers=2, limits=LIMITS)
     finally:
         intake.os.read = real_read
-    return {"results": {r.student: r for r in outcome["graded"]}, "read": read}
+    return {"results": {r.student: r for r in outcome.graded}, "read": read}
 
 
 def test_the_honest_submissions_keep_full_marks(graded):
@@ -133,7 +133,7 @@ def budgeted(tmp_path_factory, bubblewrap):
     for student, (text, _why) in {**hostile, **corpus.saved_beside_the_code(base)}.items():
         corpus.write_submission(course, A, student, text)
     outcome = grading.grade_assignment(course, A, workers=2, limits=LIMITS)
-    return course, {r.student: r for r in outcome["graded"]}, hostile
+    return course, {r.student: r for r in outcome.graded}, hostile
 
 
 def test_an_honest_submission_beside_notebooks_over_the_caps_keeps_full_marks(budgeted):

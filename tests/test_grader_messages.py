@@ -185,7 +185,7 @@ def graded(tmp_path_factory, bubblewrap):
     corpus.write_submission(course, A, "refused", json.dumps(refused))
     outcome = grading.grade_assignment(course, A, workers=1, limits=LIMITS)
     report.write_report(course, A, course / "report.html")
-    results = {r.student: r for r in outcome["graded"]}
+    results = {r.student: r for r in outcome.graded}
     cells = {s: corpus._index(nb, "nw") + 2 for s, nb in notebooks.items()}  # the added cell
     return results, cells, course
 

@@ -37,7 +37,7 @@ def graded(tmp_path_factory, bubblewrap):
     for student, nb in notebooks.items():
         corpus.write_submission(course, A, student, nb)
     outcome = grading.grade_assignment(course, A, workers=1, limits=LIMITS)
-    results = {r.student: r for r in outcome["graded"]}
+    results = {r.student: r for r in outcome.graded}
     cells = {s: corpus._index(nb, "nw") + 2 for s, nb in notebooks.items()}  # the added cell
     return results, cells
 

@@ -82,7 +82,7 @@ def test_a_translate_that_ignores_the_given_model_loses_the_given_model_points(
             course, a, student, corpus.append_to_cell(good, "train-translate", extra)
         )
     out = grading.grade_assignment(course, a, workers=1)
-    results = {r.student: r for r in out["graded"]}
+    results = {r.student: r for r in out.graded}
     assert (results["greedy"].score, results["greedy"].reasons) == (18.0, [])
     for student in ("rule", "own-model"):
         result = results[student]

@@ -57,15 +57,15 @@ def test_sigkill_mid_batch_then_rerun_finishes_the_rest_and_regrades_nothing(cou
 def test_force_regrades_and_student_option_limits_the_batch(course):
     expected = corpus.slow_batch(course, 2)
     out = grading.grade_assignment(course, A, workers=1, students=["s01"])
-    assert [r.student for r in out["graded"]] == ["s01"]
+    assert [r.student for r in out.graded] == ["s01"]
     calls = []  # the progress callback: one call per submission graded or skipped
     out = grading.grade_assignment(course, A, workers=1, progress=lambda *a: calls.append(a))
-    assert [r.student for r in out["graded"]] == ["s00"] and calls == [("s00", 1, 1)]
+    assert [r.student for r in out.graded] == ["s00"] and calls == [("s00", 1, 1)]
     calls.clear()
     out = grading.grade_assignment(
         course, A, workers=2, force=True, progress=lambda *a: calls.append(a)
     )
-    assert sorted(r.student for r in out["graded"]) == ["s00", "s01"]
+    assert sorted(r.student for r in out.graded) == ["s00", "s01"]
     assert sorted(calls) == [("s00", 1, 2), ("s01", 2, 2)] or sorted(calls) == [
         ("s00", 2, 2),
         ("s01", 1, 2),
@@ -80,6 +80,6 @@ def test_a_submitted_folder_that_is_not_a_plain_student_id_is_skipped_with_a_rea
     hostile = '<img src=x onerror="alert(1)">'
     corpus.write_submission(course, A, hostile, corpus.solved(course, A))
     out = grading.grade_assignment(course, A, workers=1)
-    assert [r.student for r in out["graded"]] == ["s00"]
-    assert out["skipped"] == [(ascii(hostile), "not a plain student id (letters, digits, ._@+-)")]
+    assert [r.student for r in out.graded] == ["s00"]
+    assert out.skipped == [(ascii(hostile), "not a plain student id (letters, digits, ._@+-)")]
     assert corpus.gradebook_scores(course) == expected

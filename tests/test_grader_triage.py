@@ -52,12 +52,12 @@ def test_a_batch_and_its_rerun_read_each_notebook_once(course, reads):
     for student, notebook in (("s00", good), ("s01", wrong), ("s02", good)):
         corpus.write_submission(course, A, student, notebook)
     out = grading.grade_assignment(course, A, workers=1)
-    assert sorted(r.student for r in out["graded"]) == ["s00", "s01", "s02"]
+    assert sorted(r.student for r in out.graded) == ["s00", "s01", "s02"]
     assert reads == {"s00": 1, "s01": 1, "s02": 1}  # never graded: read when its job goes out
     reads.clear()
     again = grading.grade_assignment(course, A, workers=1)
-    assert again["graded"] == []
-    assert sorted(again["skipped"]) == [(s, "already graded") for s in ("s00", "s01", "s02")]
+    assert again.graded == []
+    assert sorted(again.skipped) == [(s, "already graded") for s in ("s00", "s01", "s02")]
     assert reads == {"s00": 1, "s01": 1, "s02": 1}  # graded: read at the first look only
     assert corpus.gradebook_scores(course) == {"s00": 12.0, "s01": 9.0, "s02": 12.0}
 

@@ -30,7 +30,7 @@ from autograder.course.gradebook import (  # noqa: E402
     hand_grading_of,
     load_records,
 )
-from autograder.grading.results import SubmissionResult, TaskResult  # noqa: E402
+from autograder.grading.results import BatchResult, SubmissionResult, TaskResult  # noqa: E402
 from autograder.grading.verdict import not_graded  # noqa: E402
 from autograder.student.contract import Verdict  # noqa: E402
 
@@ -204,14 +204,7 @@ def test_a_resubmission_over_a_manual_score_asks_for_review_and_an_empty_answer_
 def test_the_grade_command_prints_the_mark_under_its_table(recorder, monkeypatch, capsys):
     """`cmd_grade` reads the gradebook after grading: the table and the line under it."""
     result = _record(recorder, "alice", "a" * 64)
-    outcome = {
-        "graded": [result],
-        "skipped": [],
-        "rerun": [],
-        "seed": 1,
-        "startup_seconds": 0.0,
-        "grading_seconds": 0.0,
-    }
+    outcome = BatchResult([result], [], seed=1, startup_seconds=0.0, grading_seconds=0.0)
     monkeypatch.setattr("autograder.grading.grade_assignment", lambda *a, **k: outcome)
     argv = ["--course", str(recorder.course), "grade", A, "--quiet", "--no-sandbox"]
     assert cli.main(argv) == 0

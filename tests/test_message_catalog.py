@@ -248,7 +248,7 @@ def test_the_grader_says_a_chinese_submissions_mistake_in_chinese_with_the_same_
     for student, notebook in {"en": english, "zh": chinese, **claims}.items():
         corpus.write_submission(course, assignment, student, notebook)
     outcome = grading.grade_assignment(course, assignment, workers=1)
-    results = {r.student: r for r in outcome["graded"]}
+    results = {r.student: r for r in outcome.graded}
     scores = {s: r.score for s, r in results.items()}
     assert scores == {"en": 9.0, "zh": 9.0, "xx": 9.0, "large": 9.0, "huge": 0.0}, scores
     tasks = {s: {t.grade_id: t for t in r.tasks} for s, r in results.items()}

@@ -59,7 +59,7 @@ from autograder.grading.jobs import GradeJob, make_job
 from autograder.grading.pool import POOL, SandboxPool, sandbox_key
 from autograder.grading.preparing import Preparing
 from autograder.grading.public_files import release_files, release_root
-from autograder.grading.results import GRADER_ERROR, SubmissionResult, TaskResult
+from autograder.grading.results import GRADER_ERROR, BatchResult, SubmissionResult, TaskResult
 from autograder.grading.run import END_REASONS, LOST_RERUNS, RunRecord, run_program
 from autograder.grading.schedule import Dask, Local
 from autograder.grading.submission import grade_submission
@@ -74,6 +74,7 @@ __all__ = [
     "POOL",
     "REGISTRY",
     "AssignmentWork",
+    "BatchResult",
     "CaseSet",
     "GradeJob",
     "Preparing",
@@ -124,9 +125,8 @@ def grade_assignment(
     progress: ProgressCallback | None = None,
     registry: ModuleType = REGISTRY,
     keep_sandboxes: bool = False,
-) -> dict:
-    """Grade every (or the given) submission; returns {"graded": [...], "skipped": [...],
-    "seed": s, "rerun": [students with a grader error], "startup_seconds", "grading_seconds"}.
+) -> BatchResult:
+    """Grade every (or the given) submission: what the batch came to (``BatchResult``).
     `progress` is called after each submission is graded or skipped (the CLI draws a bar).
     ``limits``: the instructor's explicit limits, each of which wins over the chapter's: a
     dict of ``Limits`` fields, or a whole ``Limits``; None: the chapter's own."""
@@ -156,14 +156,10 @@ def grade_assignment(
     finally:
         start.close(sandboxes_too=scheduler is None and not keep_sandboxes)
     recorder.log_timings({r.student: r.seconds for r in batch.graded})
-    return {
-        "graded": batch.graded,
-        "skipped": batch.skipped,
-        "seed": seed,
-        "rerun": [r.student for r in batch.graded if not r.complete],
-        "startup_seconds": startup,
-        "grading_seconds": time.monotonic() - called - startup,  # first job to last record
-    }
+    # grading_seconds: first job to last record
+    return BatchResult(
+        batch.graded, batch.skipped, seed, startup, time.monotonic() - called - startup
+    )
 
 
 class _StartUp:

@@ -87,8 +87,29 @@ class SubmissionResult:
         return float(sum(t.points for t in self.tasks))
 
     def to_record(self) -> dict:
+        """As the gradebook records it, in the autograded notebook's metadata (the one place a
+        submission's result becomes JSON)."""
         record = asdict(self)
         for name in self.UNRECORDED:
             record.pop(name)
         record["tasks"] = [t.to_record() for t in self.tasks]
         return record
+
+
+@dataclass
+class BatchResult:
+    """What one grading call came to (``grade_assignment``): each submission graded (its
+    ``SubmissionResult``, recorded unless incomplete), each one skipped with why, the batch's
+    hidden seed and its two durations (the check data and sandboxes ready; first job to last
+    record)."""
+
+    graded: list[SubmissionResult]
+    skipped: list[tuple[str, str]]
+    seed: int
+    startup_seconds: float
+    grading_seconds: float
+
+    @property
+    def rerun(self) -> list[str]:
+        """The students whose grading met a grader error: a rerun grades them again."""
+        return [r.student for r in self.graded if not r.complete]

@@ -142,6 +142,6 @@ def grade_on_a_dask_worker(course: Path, assignment: str, folder: Path, cases: d
             out = grading.grade_assignment(
                 course, assignment, cluster=address, students=[student], force=True
             )
-            got.update({r.student: (r.score, sorted(r.reasons)) for r in out["graded"]})
-            assert out["skipped"] == [], out["skipped"]
+            got.update({r.student: (r.score, sorted(r.reasons)) for r in out.graded})
+            assert out.skipped == [], out.skipped
     assert got == {s: (score, sorted(reasons)) for s, (_nb, score, reasons) in cases.items()}

@@ -1078,7 +1078,7 @@ def grade_in_order(course: Path, cases: dict, limits) -> None:
     for student, (notebook, _score, _reasons) in cases.items():
         write_submission(course, A, student, notebook)
     out = grading.grade_assignment(course, A, workers=1, limits=limits, students=sorted(cases))
-    got = {r.student: (r.score, sorted(r.reasons)) for r in out["graded"]}
+    got = {r.student: (r.score, sorted(r.reasons)) for r in out.graded}
     assert got == {s: (score, sorted(reasons)) for s, (_nb, score, reasons) in cases.items()}, {
-        r.student: r.notes for r in out["graded"]
+        r.student: r.notes for r in out.graded
     }
