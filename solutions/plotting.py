@@ -341,7 +341,7 @@ class ZhFigureRenderer:
     The Chinese build puts ``ZH_PNG_MIME`` first among the representations of an output
     (tools/build_book.py); this turns it into the same image node as an image/png. The
     English build never asks for it (a Chinese page showing an output that lacks this
-    rendering fails the build: book/_ext/editions.py).
+    rendering fails the build: book/_ext/editions/pages.py).
     """
 
     mime_priority_overrides = ()

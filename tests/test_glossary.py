@@ -1,7 +1,7 @@
 """The glossary, in the built site (both editions) and in its source.
 
 - The Chinese edition's glossary is in the order of its Chinese headwords' pinyin
-  (book/_ext/editions.py ``GlossaryInChineseOrder``): a Chinese student scans it by the
+  (book/_ext/editions/pages.py ``GlossaryInChineseOrder``): a Chinese student scans it by the
   Chinese; the English edition keeps the English alphabetical order.
 - Every entry is linked (``{term}``) from at least one page of the book other than the
   glossary itself, in both editions: an entry no page links is one no reader arrives at.
@@ -24,7 +24,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "book" / "_ext"))
 sys.path.insert(0, str(Path(__file__).parent))
-from editions import pinyin_key, read_terminology  # noqa: E402
+from editions.pages import pinyin_key  # noqa: E402
+from editions.search import read_terminology  # noqa: E402
 from test_site_browser import HTML  # noqa: E402
 
 pytestmark = pytest.mark.browser  # reads the built site, with the browser suite

@@ -82,7 +82,7 @@ def toc_pages() -> list[str]:
 
 PAGES = toc_pages()
 CHAPTERS = [p for p in PAGES if Path(p).name in ASSIGNMENTS and "exercises" not in p]
-# the editions' folders below the site root (book/_ext/editions.py): English, Chinese
+# the editions' folders below the site root (book/_ext/editions/): English, Chinese
 EDITIONS = ("", "zh/")
 EDITION_IDS = ("en", "zh")
 
@@ -477,7 +477,7 @@ def search_results(visit, query: str) -> list[str]:
     return [a.get_attribute("href") or "" for a in links.all()]
 
 
-# Chinese terms (book/_ext/editions.py segments the index with terminology.tsv as jieba's
+# Chinese terms (book/_ext/editions/search.py segments the index with terminology.tsv as jieba's
 # dictionary) and a chapter that uses each: without jieba the index holds no Chinese word
 @pytest.mark.parametrize(
     "term, chapter",
@@ -590,7 +590,7 @@ def test_chinese_text_is_drawn_in_a_cjk_font(visit, page):
 CJK_FONTS = re.compile(r"WenQuanYi|Noto Sans CJK|Source Han|PingFang|YaHei", re.IGNORECASE)
 
 
-# The texts the theme writes around a page (book/_ext/editions.py, locale/zh_CN/LC_MESSAGES/
+# The texts the theme writes around a page (book/_ext/editions/__init__.py, locale/zh_CN/LC_MESSAGES/
 # sphinx.po and booktheme.po): the header's tooltips (Bootstrap moves a title into
 # data-bs-original-title once the page runs), the footer, the navigation around the article.
 THEME_TEXTS = """() => {

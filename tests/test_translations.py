@@ -32,6 +32,7 @@ from solutions import plotting
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "book" / "_ext")]
 import editions  # noqa: E402
+from editions import languages, pages, search  # noqa: E402
 
 from tools import translations  # noqa: E402
 
@@ -289,7 +290,7 @@ def test_straight_quotes_in_chinese_prose_are_a_problem_but_not_in_code_or_engli
 
 def test_the_search_dictionary_has_every_chinese_term_as_one_word():
     terms = translations.read_terminology()
-    words = editions.search_dictionary_words(terms)
+    words = search.search_dictionary_words(terms)
     for word in ("暂退法", "束搜索", "多头注意力", "标签平滑", "词元", "池化", "掩蔽"):
         assert word in words
     assert not any(" " in w or not translations.HAN.search(w) for w in words)
@@ -310,9 +311,9 @@ def test_terms_match_plurals_and_hyphenation_but_not_inside_code_or_math():
 
 
 def test_english_words_ignore_math_code_roles_and_links():
-    assert editions.english_words("$\\mathrm{softmax}(x)$ `np.exp` {eq}`ch1-x` 3.5") == []
-    assert editions.english_words("Nadaraya–Watson 核回归") == ["Nadaraya", "Watson"]
-    assert editions.english_words("[链接](https://example.org/page) 和 $a$") == []
+    assert languages.english_words("$\\mathrm{softmax}(x)$ `np.exp` {eq}`ch1-x` 3.5") == []
+    assert languages.english_words("Nadaraya–Watson 核回归") == ["Nadaraya", "Watson"]
+    assert languages.english_words("[链接](https://example.org/page) 和 $a$") == []
 
 
 @pytest.mark.parametrize(
@@ -463,7 +464,7 @@ def test_a_figure_without_its_chinese_rendering_fails_the_chinese_build(monkeypa
 
     warned = []
     monkeypatch.setattr(
-        editions, "logger", SimpleNamespace(warning=lambda *args, **kw: warned.append(args))
+        pages, "logger", SimpleNamespace(warning=lambda *args, **kw: warned.append(args))
     )
     for language, expected in (("en", 0), ("zh_CN", 1)):
         warned.clear()
@@ -472,6 +473,6 @@ def test_a_figure_without_its_chinese_rendering_fails_the_chinese_build(monkeypa
         document += bundle("image/png", plotting.ZH_PNG_MIME, "text/plain")  # complete
         document += bundle("image/png", "text/plain")  # cached without its Chinese figure
         document += bundle("text/plain")  # not a figure
-        transform = editions.FiguresInThisLanguage(document)
+        transform = pages.FiguresInThisLanguage(document)
         transform.run()
         assert len(warned) == expected, (language, warned)

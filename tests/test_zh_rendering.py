@@ -3,7 +3,7 @@
 - **Bold pairs next to Chinese.** CommonMark decides whether ``**`` opens or closes from
   the characters around it; next to Chinese text and a role (``一个**{term}`键 <key>`**（``)
   it did neither, and 14 paragraphs of the Chinese site showed asterisks or a whole
-  sentence in bold. ``editions.cjk_friendly_emphasis`` fixes the rule; here: no literal
+  sentence in bold. ``editions.emphasis.cjk_friendly_emphasis`` fixes the rule; here: no literal
   ``**`` on any page outside code, and each Chinese page has as many emphasised spans as
   its English page (bold and italic together: the Chinese edition writes an English
   *italic* as **bold**, CJK fonts having no italic, docs/translating.md), at least as many
@@ -38,8 +38,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "book" / "_ext"))
 sys.path.insert(0, str(REPO / "tools"))
 
-import editions  # noqa: E402
 import translations  # noqa: E402
+from editions import languages, sources  # noqa: E402
+from editions.emphasis import cjk_friendly_emphasis  # noqa: E402
 
 HTML = Path(os.environ.get("ATTENTION_BOOK_HTML", REPO / "_build" / "html")).resolve()
 CHAPTERS = [
@@ -119,7 +120,7 @@ def emphasis(page_html: str) -> dict[str, list[str]]:
 def test_bold_pairs_next_to_chinese_characters_and_roles(source, bold):
     from markdown_it import MarkdownIt
 
-    editions.cjk_friendly_emphasis()
+    cjk_friendly_emphasis()
     tokens = MarkdownIt("commonmark").parseInline(source)[0].children
     texts, inside = [], None
     for token in tokens:
@@ -138,7 +139,7 @@ def test_english_emphasis_next_to_punctuation_is_unchanged():
     """The rule changes nothing where no CJK character touches the delimiters."""
     from markdown_it import MarkdownIt
 
-    editions.cjk_friendly_emphasis()
+    cjk_friendly_emphasis()
     rendered = MarkdownIt("commonmark").render('a**"b"**c and *x*y and **(a)**b')
     assert rendered == "<p>a**&quot;b&quot;**c and <em>x</em>y and **(a)**b</p>\n"
 
@@ -176,7 +177,7 @@ def test_a_notebook_is_translated_message_by_message_and_its_code_kept():
         "A quote.": "一句引文。",
         "A plot.": "一幅图。",
     }
-    out = json.loads(editions.translated_notebook(json.dumps(notebook), catalog.get))
+    out = json.loads(sources.translated_notebook(json.dumps(notebook), catalog.get))
     assert "".join(out["cells"][0]["source"]) == (
         "# 标题\n\n两行的一个段落：\n\n$$\nx = \\text{kept}\n$$ (label)\n\n"
         "- 一项\n- 42\n\n```{admonition} 提示标题\n:class: tip\n里面。\n```\n\n> 一句引文。\n"
@@ -202,7 +203,7 @@ def test_figure_texts_left_in_latin_are_names_only():
     latin = [
         m.id
         for m in catalog
-        if m.id and not HAN.search(m.string) and editions.english_words(m.string)
+        if m.id and not HAN.search(m.string) and languages.english_words(m.string)
     ]
     assert sorted(latin) == sorted(names)
     for msgid in ("dot", "scaled_dot", "cosine", "general", "additive", "Luong (dot)"):
@@ -266,7 +267,7 @@ def test_every_image_is_described_in_the_editions_language(edition, page):
         if edition == "zh":
             assert HAN.search(alt), alt
         else:
-            assert editions.english_words(alt), alt
+            assert languages.english_words(alt), alt
 
 
 def test_the_chapters_figures_are_all_described():
@@ -301,7 +302,7 @@ def test_the_chinese_download_is_the_chinese_notebook(chapter):
         for text in markdown
         for paragraph in text.split("\n\n")
         if paragraph in "\n\n".join(english_markdown)
-        and editions.english_words(paragraph)
+        and languages.english_words(paragraph)
         and not paragraph.lstrip().startswith(("$$", "```", "(", ":::"))
         and " ".join(paragraph.lstrip("> ").split())[:40] not in page_text
     ]

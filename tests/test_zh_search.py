@@ -222,7 +222,7 @@ def test_the_query_list_covers_every_query_of_the_issue():
 
 def test_the_synonyms_of_the_issue_are_registered():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
-    from editions import read_terminology, search_synonyms, single_character_terms
+    from editions.search import read_terminology, search_synonyms, single_character_terms
 
     table = Path(__file__).resolve().parents[1] / "locale/zh_CN/terminology.tsv"
     terms = read_terminology(table)
@@ -318,9 +318,9 @@ def test_a_query_typed_into_the_box_is_segmented(visit, query, page):  # noqa: F
 
 def _editions():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
-    import editions
+    from editions import search
 
-    return editions
+    return search
 
 
 def test_a_word_split_by_inline_markup_is_counted_as_one_word():

@@ -53,8 +53,10 @@ sys.path.insert(0, str(ROOT / "book" / "_ext"))
 # what is not prose (math, code, roles, links): the build's own definition, so the
 # terminology check and the build's untranslated-message check read messages alike; the
 # terminology table is read by the build too (the Chinese search's user dictionary)
-from editions import NOT_PROSE, Term, cjk_friendly_emphasis  # noqa: E402
-from editions import read_terminology as read_terminology_table  # noqa: E402
+from editions.emphasis import cjk_friendly_emphasis  # noqa: E402
+from editions.languages import NOT_PROSE  # noqa: E402
+from editions.search import Term  # noqa: E402
+from editions.search import read_terminology as read_terminology_table  # noqa: E402
 
 LANGUAGE = "zh_CN"
 CATALOGS = ROOT / "locale" / LANGUAGE / "LC_MESSAGES"
