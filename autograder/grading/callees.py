@@ -152,47 +152,42 @@ def _stored(value):
 
 def encode(recorded: dict, arrays: dict) -> dict:
     """The tables of one case as the sandbox is sent them (``zygote.answering`` reads them),
-    their arrays added to ``arrays``; {} if a value cannot be encoded or the arrays are over
-    ``MAX_TABLE_BYTES``. An array passed to several calls (the same weights at every step)
-    is sent once."""
+    their arrays added to ``arrays``; {} if a call has no key, a value cannot be encoded or
+    the sealed answers are over ``MAX_TABLE_BYTES``. A table holds each callee's parameter
+    names and defaults (the source notebook's, which the student's notebook shows) and its
+    answers, each sealed with the key of its call's arguments (``zygote.call_keys``) and
+    filed under that key's id: never an argument of any call."""
     try:
-        trial: dict = {}
-        _tables(recorded, trial)  # nothing is added to ``arrays`` unless all of it encodes
+        sealed = {
+            name: _sealed(name, params, entries)
+            for name, (params, _defaults, entries) in recorded.items()
+        }
+        for _params, defaults, _entries in recorded.values():
+            for value in defaults.values():
+                casefile.encode(value, {})  # nothing is added to ``arrays`` unless all encodes
     except (TypeError, ValueError):
         return {}
-    if sum(a.nbytes for a in trial.values()) > MAX_TABLE_BYTES:
+    if sum(a.nbytes for answers in sealed.values() for a in answers.values()) > MAX_TABLE_BYTES:
         return {}
-    return _tables(recorded, arrays)
-
-
-def _tables(recorded: dict, arrays: dict) -> dict:
-    seen: dict = {}
-
-    def put(value):
-        if isinstance(value, (list, np.generic)):
-            value = np.asarray(value)
-        if not isinstance(value, np.ndarray):
-            return casefile.encode(value, arrays)
-        key = (value.shape, value.dtype.str, value.tobytes())
-        if key not in seen:
-            seen[key] = casefile.encode(value, arrays)
-        return seen[key]
-
     return {
         name: {
             "name": name,
-            "params": params,
-            "defaults": {k: put(v) for k, v in defaults.items()},
-            "calls": [
-                {
-                    "args": {k: put(v) for k, v in given.items()},
-                    "tuple": isinstance(result, tuple),
-                    "result": [
-                        put(r) for r in (result if isinstance(result, tuple) else (result,))
-                    ],
-                }
-                for given, result in entries
-            ],
+            "params": list(params),
+            "defaults": {k: casefile.encode(v, arrays) for k, v in defaults.items()},
+            "answers": {i: casefile.encode(a, arrays) for i, a in sealed[name].items()},
         }
-        for name, (params, defaults, entries) in recorded.items()
+        for name, (params, defaults, _entries) in recorded.items()
     }
+
+
+def _sealed(name: str, params, entries) -> dict:
+    """answer id -> the answer sealed with its call's key, for each recorded call of the
+    callee ``name`` (the first answer where two calls have one key)."""
+    sealed: dict = {}
+    for given, result in entries:
+        keys = zygote.call_keys(name, params, given, spread=False)
+        if len(keys) != 1:
+            raise ValueError(f"a call to {name} has no key")
+        plain = zygote.answer_bytes(result)
+        sealed.setdefault(zygote.answer_id(keys[0]), zygote.seal(keys[0], plain))
+    return sealed
