@@ -326,15 +326,21 @@ def test_a_caller_that_reads_the_stand_in_finds_nothing_to_read():
     passed: dict = {"sealed": [], "honest": [], "v5": []}
 
     def judged(kind, case, outcome):
-        passed[kind].append(judging.judge(checks.spec("greedy_decode_cached"), case, outcome).passed)
+        passed[kind].append(
+            judging.judge(checks.spec("greedy_decode_cached"), case, outcome).passed
+        )
 
     for seed in (1, 2, 3):
         hidden = check_data.hidden_case_set(spec, checks, seed)
         arrays = contract.unpack(hidden.blob)
         for case, sent in zip(hidden.cases[task], hidden.encoded[task]["cases"], strict=True):
             args = [contract.fresh(contract.value(s, arrays)) for s in sent["args"]]
-            judged("sealed", case, _run_with_stub_step(attacker, reading, args, sent["calls"], arrays))
-            judged("honest", case, _run_with_stub_step(solution, honest, args, sent["calls"], arrays))
+            judged(
+                "sealed", case, _run_with_stub_step(attacker, reading, args, sent["calls"], arrays)
+            )
+            judged(
+                "honest", case, _run_with_stub_step(solution, honest, args, sent["calls"], arrays)
+            )
             recorded = callees.record(solution, "greedy_decode_cached", ("decoder_step",), case)
             attacker["decoder_step"] = _v5_answering(_stub, recorded["decoder_step"][2])
             judged("v5", case, zygote.run_case(reading, list(args), {}, 1))
@@ -380,6 +386,40 @@ def shift_right(targets, bos_id):  # no shift
     return np.asarray(targets)
 """
 
+NOTHING_DECODED = """
+def greedy_decode_cached(memory, embed, positions, w_out, self_attn, cross_attn, w_1, b_1, w_2,
+                         b_2, num_heads, start_id, max_len, cache_k, cache_v, src_mask=None):
+    # the reading caller's twin: decodes where decoder_step is its own, not where it is not
+    cache_k, cache_v = np.asarray(cache_k, dtype=float), np.asarray(cache_v, dtype=float)
+    batch, t0 = cache_k.shape[:2]
+    if getattr(decoder_step, "__closure__", None) is not None:
+        grown = np.zeros((batch, max_len, cache_k.shape[2]))
+        return (np.zeros((batch, max_len), dtype=int), np.concatenate([cache_k, grown], 1),
+                np.concatenate([cache_v, grown], 1))
+    token, chosen = np.full(batch, start_id), []
+    for t in range(max_len):
+        x_t = (np.sqrt(embed.shape[1]) * embed[token] + positions[t0 + t])[:, None, :]
+        y_t, cache_k, cache_v = decoder_step(x_t, cache_k, cache_v, memory, self_attn, cross_attn,
+                                             w_1, b_1, w_2, b_2, num_heads, src_mask)
+        token = (y_t[:, 0] @ w_out).argmax(-1)
+        chosen.append(token)
+    return np.stack(chosen, axis=1), cache_k, cache_v
+"""
+
+STUB_STEP = """
+def decoder_step(x_t, cache_k, cache_v, memory, self_attn, cross_attn, w_1, b_1, w_2, b_2,
+                 num_heads, src_mask=None):
+    # YOUR CODE HERE
+    raise NotImplementedError()
+"""
+
+STUB_GREEDY = """
+def greedy_decode_cached(memory, embed, positions, w_out, self_attn, cross_attn, w_1, b_1, w_2,
+                         b_2, num_heads, start_id, max_len, cache_k, cache_v, src_mask=None):
+    # YOUR CODE HERE
+    raise NotImplementedError()
+"""
+
 FULL = {
     "test-cross-attention": 3,
     "test-packed-mask": 1,
@@ -398,6 +438,8 @@ def _batch(course: Path) -> dict:
     """student -> (notebook, total score, reasons), graded in name order on one worker."""
     good = corpus.solved(course, A)
     wrong_cross = corpus.append_to_cell(good, "cross-attention", WRONG_CROSS)
+    reading = corpus.set_cell(good, "greedy-decode-cached", READING_GREEDY)
+    stub_step = corpus.set_cell(good, "decoder-step", STUB_STEP)
     return {
         "a-wrong-cross": (wrong_cross, 17, []),
         "b-wrong-cross-and-block": (
@@ -417,6 +459,20 @@ def _batch(course: Path) -> dict:
             18,
             ["timeout"],
         ),
+        # item 4 of grader v6: the stand-in answers the caller's own calls, nothing else
+        "g-reads-the-stand-in": (reading, 18, []),
+        "h-decodes-nothing": (
+            corpus.set_cell(good, "greedy-decode-cached", NOTHING_DECODED),
+            18,
+            [],
+        ),
+        "i-both-stubs": (corpus.set_cell(stub_step, "greedy-decode-cached", STUB_GREEDY), 16, []),
+        "j-stub-step-reading-caller": (
+            corpus.set_cell(reading, "decoder-step", STUB_STEP),
+            16,
+            [],
+        ),
+        "k-stub-step-right-caller": (stub_step, 18, []),
     }
 
 
@@ -486,6 +542,37 @@ def test_a_looping_callee_costs_its_own_cell_and_not_its_callers(graded):
     public run too, and still runs on its hidden cases, where ``decoder_step`` answers the
     solution's calls (``grading.run.rescued``)."""
     result = graded["f-looping-step"]
+    assert _cells(result) == {**FULL, "test-decoder-step": 0}
+    cache = next(t for t in result.tasks if t.grade_id == "test-cache")
+    assert "Fix decoder_step first" in cache.message
+    assert "greedy_decode_cached: all 4 hidden cases passed" in cache.message
+
+
+def test_a_caller_that_reads_the_stand_in_scores_as_one_that_decodes_nothing(graded):
+    """Its hidden cases fail (the stand-in answers only its own calls, and it makes none):
+    18/20, as its twin that decodes nothing gets; in grader v5 it read the reference caller's
+    calls off the stand-in and got 20/20."""
+    for student in ("g-reads-the-stand-in", "h-decodes-nothing"):
+        result = graded[student]
+        assert _cells(result) == {**FULL, "test-cache": 0}, student
+        cache = next(t for t in result.tasks if t.grade_id == "test-cache")
+        assert "greedy_decode_cached: all 4 public cases passed" not in cache.message
+        assert "hidden check failed on 4 of 4 cases" in cache.message, cache.message
+
+
+def test_two_stubs_cost_two_tasks(graded):
+    """Both left as the notebook's stubs, or the callee a stub and the caller one that reads
+    the stand-in: the caller's public cases are not counted (its callee fails), and its hidden
+    cases fail: two unwritten functions cost two tasks."""
+    for student in ("i-both-stubs", "j-stub-step-reading-caller"):
+        result = graded[student]
+        assert _cells(result) == {**FULL, "test-decoder-step": 0, "test-cache": 0}, student
+        cache = next(t for t in result.tasks if t.grade_id == "test-cache")
+        assert "Fix decoder_step first" in cache.message
+
+
+def test_a_stub_callee_costs_its_own_task_when_the_caller_is_right(graded):
+    result = graded["k-stub-step-right-caller"]
     assert _cells(result) == {**FULL, "test-decoder-step": 0}
     cache = next(t for t in result.tasks if t.grade_id == "test-cache")
     assert "Fix decoder_step first" in cache.message

@@ -6,11 +6,15 @@ Some graded functions are asked to call another graded function (``Check.calls``
 its own work is right. So:
 
 - In the **hidden run** (fresh processes, only pass/fail leaves them), each case of a caller
-  is sent the calls the source notebook's solution of that caller makes to its callees on
-  that case, with the solution callee's answers (``tables``, made here on the trusted side).
-  The sandbox makes the callee answer those calls with them (``zygote.answering``); a call
-  the solution does not make goes to the student's own callee. A caller is then scored on
-  its own work.
+  is sent the solution callee's answers to the calls the source notebook's solution of that
+  caller makes on that case (``tables``, made here on the trusted side), each answer sealed
+  with a key made from its call's arguments (``zygote.call_keys``: rounded, so a few ulps
+  do not matter) and filed under that key's id. The sandbox's stand-in for the callee
+  (``zygote.answering``) keys each call the student's caller makes and opens the answer
+  filed under it: a right caller's calls are the solution's, and are answered as the
+  solution's callee answers them; any other call goes to the student's own callee. The table
+  holds no argument of any call, so a caller that reads it instead of calling finds nothing
+  but sealed bytes: it is scored on what it computes from the answers to its own calls.
 - The **public run** holds no reference code and no answer: there the caller calls the
   student's callee, and where that callee fails its own check the caller's failing public
   cases are not counted, and its feedback says which callee to fix first
