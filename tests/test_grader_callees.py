@@ -142,6 +142,50 @@ def _first_call(assignment: str, caller: str, seed: int = 4):
     return hidden, task, hidden.encoded[task]["cases"][0]["calls"], recorded
 
 
+OTHERWISE = """
+def decoder_block(y, memory, self_attn, cross_attn, w_1, b_1, w_2, b_2, num_heads, src_mask=None):
+    # right, but with its own layer norm and order of operations: its calls to
+    # cross_attention differ from the solution's by a few ulps
+    def norm(x):
+        return (x - x.mean(-1, keepdims=True)) * (1.0 / np.sqrt(np.var(x, -1, keepdims=True) + 1e-5))
+
+    y = np.asarray(y, dtype=float)
+    n = y.shape[-2]
+    causal = np.tril(np.ones((n, n), dtype=bool))
+    a = norm(cross_attention(y, y, *self_attn, num_heads, causal)[0] + y)
+    b = norm(cross_attention(a, memory, *cross_attn, num_heads, src_mask)[0] + a)
+    hidden = np.maximum(b @ w_1 + b_1, 0.0)
+    return norm(hidden @ w_2 + b + b_2)
+"""
+
+
+def test_a_right_caller_written_otherwise_is_answered_too():
+    """A ``decoder_block`` right in its own way (its own layer norm: its calls differ from the
+    solution's in the last bits) is answered as the solution is, with a wrong
+    ``cross_attention``, on three seeds; with the callee's answers in hand it passes."""
+    spec = nbparse.load_assignment(SOURCE, A)
+    task = [t.check for t in check_data.tasks_of(spec)].index("decoder_block")
+    solution = callees.definitions(spec.source_path)
+    right, namespace = dict(solution), dict(solution)
+    exec(OTHERWISE, right)  # noqa: S102 - the test's own submission
+    exec(OTHERWISE, namespace)  # noqa: S102
+    namespace["cross_attention"] = _wrong(namespace["cross_attention"])
+    results, differ = [], []
+    for seed in (1, 2, 3):
+        hidden = check_data.hidden_case_set(spec, checks, seed)
+        arrays = contract.unpack(hidden.blob)
+        for case, sent in zip(hidden.cases[task], hidden.encoded[task]["cases"], strict=True):
+            args, kwargs = case.fresh()
+            mine = right["decoder_block"](*args, **kwargs)  # with the right cross_attention
+            differ.append(not np.array_equal(mine, solution["decoder_block"](*args, **kwargs)))
+            outcome = zygote.run_answered(
+                namespace, namespace["decoder_block"], list(args), kwargs, sent["calls"], arrays, 1
+            )
+            results.append(judging.judge(checks.spec("decoder_block"), case, outcome).passed)
+    assert all(results) and len(results) >= 12
+    assert any(differ)  # not the solution's bits
+
+
 def test_a_call_the_solution_does_not_make_goes_to_the_students_own_callee():
     hidden, _task, sent, recorded = _first_call("ch2_soft_hard", "attention_backward")
     arrays = contract.unpack(hidden.blob)
