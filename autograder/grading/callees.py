@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from autograder.checking import casefile
-from autograder.student import zygote
+from autograder.student import frames, zygote
 
 #: the most a case's tables may hold, in array bytes: beyond it the case is sent no table
 #: (its caller is then scored with the student's callee, as before)
@@ -192,6 +192,18 @@ def _sealed(name: str, params, entries) -> dict:
         keys = zygote.call_keys(name, params, given, spread=False)
         if len(keys) != 1:
             raise ValueError(f"a call to {name} has no key")
-        plain = zygote.answer_bytes(result)
+        plain = answer_bytes(result)
         sealed.setdefault(zygote.answer_id(keys[0]), zygote.seal(keys[0], plain))
     return sealed
+
+
+def answer_bytes(result) -> bytes:
+    """A callee's answer (a value or a tuple of values, each one a case value can be) as the
+    bytes a table seals: the length of a JSON header, the header (whether it is a tuple, and
+    each value's spec, ``casefile.encode``) and a ``.npz`` of its arrays; ``zygote.answer_value``
+    reads them. TypeError for a value the case format cannot carry."""
+    arrays: dict = {}
+    parts = result if isinstance(result, tuple) else (result,)
+    specs = [casefile.encode(part, arrays) for part in parts]
+    head = json.dumps({"tuple": isinstance(result, tuple), "parts": specs}).encode()
+    return len(head).to_bytes(4, "big") + head + frames.pack(arrays)

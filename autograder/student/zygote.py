@@ -178,48 +178,13 @@ def unseal(key: bytes, sealed: np.ndarray) -> bytes:
     return (sealed ^ _stream(key, sealed.size)).tobytes()
 
 
-def answer_bytes(result) -> bytes:
-    """A callee's answer (a value or a tuple of values: arrays of numbers or booleans, numbers,
-    bools, None) as the bytes a table seals (``answer_value`` reads them); ValueError for
-    anything else."""
-    parts = result if isinstance(result, tuple) else (result,)
-    specs, blobs, offset = [], [], 0
-    for part in parts:
-        if isinstance(part, (bool, np.bool_)):
-            specs.append({"t": "bool", "v": bool(part)})
-        elif isinstance(part, (int, np.integer)):
-            specs.append({"t": "int", "v": int(part)})
-        elif isinstance(part, (float, np.floating)):
-            specs.append({"t": "float", "v": repr(float(part))})
-        elif part is None:
-            specs.append({"t": "none"})
-        elif isinstance(part, np.ndarray) and part.dtype.kind in "biuf":
-            data = np.ascontiguousarray(part).tobytes()
-            specs.append(
-                {"t": "array", "dtype": part.dtype.str, "shape": list(part.shape), "at": offset}
-            )
-            blobs.append(data)
-            offset += len(data)
-        else:
-            raise ValueError(f"an answer of type {type(part).__name__} is not sealed")
-    head = json.dumps({"tuple": isinstance(result, tuple), "parts": specs}).encode()
-    return len(head).to_bytes(4, "big") + head + b"".join(blobs)
-
-
 def answer_value(plain: bytes):
-    """The answer ``answer_bytes`` wrote, every array a fresh one."""
+    """An answer as a table seals it (``grading.callees.answer_bytes``: the length of a JSON
+    header, the header, a ``.npz`` of its arrays), every array a fresh one."""
     n = int.from_bytes(plain[:4], "big")
-    meta, data = json.loads(plain[4 : 4 + n]), memoryview(plain)[4 + n :]
-    parts = []
-    for spec in meta["parts"]:
-        if spec["t"] == "array":
-            dtype = np.dtype(spec["dtype"])
-            count = math.prod(spec["shape"])
-            part = np.frombuffer(data, dtype, count, spec["at"]).reshape(spec["shape"]).copy()
-        else:
-            part = float(spec["v"]) if spec["t"] == "float" else spec.get("v")
-        parts.append(part)
-    return tuple(parts) if meta["tuple"] else parts[0]
+    meta, arrays = json.loads(plain[4 : 4 + n]), contract.unpack(plain[4 + n :])
+    parts = tuple(contract.fresh(contract.value(spec, arrays)) for spec in meta["parts"])
+    return parts if meta["tuple"] else parts[0]
 
 
 def answering(own, table: dict, arrays: dict):
