@@ -12,8 +12,15 @@ calls one check, so a wrong ``shift_right`` no longer costs ``teacher_forced_los
 
 - Fast: the declared calls are the ones each solution makes, callees come first; every
   hidden case of every caller, for three seeds, is sent a table, and with it the solution's
-  caller passes though its callee is wrong (and fails without it).
-- Slow, in the sandbox: a ch6 batch graded with exact scores per test cell.
+  caller passes though its callee is wrong (and fails without it), as does a caller right
+  in its own way.
+- Grader v6, item 4: a table holds no argument and no answer in the clear, only answers
+  sealed under the keys of their calls; a ``greedy_decode_cached`` that reads the stand-in
+  (closures, ``__dict__``, ``gc``, frames) instead of decoding passed against v5's and fails
+  against it.
+- Slow, in the sandbox, as root and as ``nobody``: a ch6 batch graded with exact scores per
+  test cell (the reading caller scores as its twin that decodes nothing; two stubs cost two
+  tasks).
 """
 
 from __future__ import annotations
