@@ -15,8 +15,9 @@ What this file builds, in the order the chapter derives it:
   ``position_wise_ffn``, ``layer_norm``), teacher forcing (``shift_right``,
   ``teacher_forced_loss`` with its gradient) and ``decoder_step``, which appends each
   step's key and value to the cache and attends over every cached position;
-  ``greedy_decode_cached`` decodes from an empty cache (decoding from a given cache is
-  the graded task, in the answer key).
+  ``greedy_decode_steps`` decodes with it from an empty cache (decoding from a given
+  cache, ``greedy_decode_cached``, is the graded task, in the answer key: one name, one
+  signature).
 - Torch: ``TransformerDecoderBlock`` (masked self-attention, cross-attention,
   feed-forward, each with a residual and a layer norm, pre- or post-LN; chapter 5's
   ``MultiHeadAttention`` twice), ``EncoderDecoder`` (chapter 5's
@@ -101,7 +102,7 @@ __all__ = [
     "shift_right",
     "teacher_forced_loss",
     "decoder_step",
-    "greedy_decode_cached",
+    "greedy_decode_steps",
     "TransformerDecoderBlock",
     "EncoderDecoder",
     "DecoderCache",
@@ -1170,7 +1171,7 @@ def decoder_step(
     return y_t, cache_k, cache_v
 
 
-def greedy_decode_cached(
+def greedy_decode_steps(
     memory,
     embed,
     positions,

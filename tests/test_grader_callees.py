@@ -12,8 +12,15 @@ calls one check, so a wrong ``shift_right`` no longer costs ``teacher_forced_los
 
 - Fast: the declared calls are the ones each solution makes, callees come first; every
   hidden case of every caller, for three seeds, is sent a table, and with it the solution's
-  caller passes though its callee is wrong (and fails without it).
-- Slow, in the sandbox: a ch6 batch graded with exact scores per test cell.
+  caller passes though its callee is wrong (and fails without it), as does a caller right
+  in its own way.
+- Grader v6, item 4: a table holds no argument and no answer in the clear, only answers
+  sealed under the keys of their calls; a ``greedy_decode_cached`` that reads the stand-in
+  (closures, ``__dict__``, ``gc``, frames) instead of decoding passed against v5's and fails
+  against it.
+- Slow, in the sandbox, as root and as ``nobody``: a ch6 batch graded with exact scores per
+  test cell (the reading caller scores as its twin that decodes nothing; two stubs cost two
+  tasks).
 """
 
 from __future__ import annotations
@@ -129,13 +136,66 @@ def test_with_its_callees_answers_a_right_caller_passes_whatever_its_callee(assi
     assert not all(without)  # the wrong callee does cost the caller without its answers
 
 
+def _first_call(assignment: str, caller: str, seed: int = 4):
+    """(the hidden case set, the task's index, its first case's table as sent, the solution's
+    calls on that case as recorded on the trusted side)."""
+    spec = nbparse.load_assignment(SOURCE, assignment)
+    hidden = check_data.hidden_case_set(spec, checks, seed)
+    task = [t.check for t in check_data.tasks_of(spec)].index(caller)
+    namespace = callees.definitions(spec.source_path)
+    calls = checks.REGISTRY[caller].calls
+    recorded = callees.record(namespace, caller, calls, hidden.cases[task][0])
+    return hidden, task, hidden.encoded[task]["cases"][0]["calls"], recorded
+
+
+OTHERWISE = """
+def decoder_block(y, memory, self_attn, cross_attn, w_1, b_1, w_2, b_2, num_heads, src_mask=None):
+    # right, but with its own layer norm and order of operations: its calls to
+    # cross_attention differ from the solution's by a few ulps
+    def norm(x):
+        return (x - x.mean(-1, keepdims=True)) * (1.0 / np.sqrt(np.var(x, -1, keepdims=True) + 1e-5))
+
+    y = np.asarray(y, dtype=float)
+    n = y.shape[-2]
+    causal = np.tril(np.ones((n, n), dtype=bool))
+    a = norm(cross_attention(y, y, *self_attn, num_heads, causal)[0] + y)
+    b = norm(cross_attention(a, memory, *cross_attn, num_heads, src_mask)[0] + a)
+    hidden = np.maximum(b @ w_1 + b_1, 0.0)
+    return norm(hidden @ w_2 + b + b_2)
+"""
+
+
+def test_a_right_caller_written_otherwise_is_answered_too():
+    """A ``decoder_block`` right in its own way (its own layer norm: its calls differ from the
+    solution's in the last bits) is answered as the solution is, with a wrong
+    ``cross_attention``, on three seeds; with the callee's answers in hand it passes."""
+    spec = nbparse.load_assignment(SOURCE, A)
+    task = [t.check for t in check_data.tasks_of(spec)].index("decoder_block")
+    solution = callees.definitions(spec.source_path)
+    right, namespace = dict(solution), dict(solution)
+    exec(OTHERWISE, right)  # noqa: S102 - the test's own submission
+    exec(OTHERWISE, namespace)  # noqa: S102
+    namespace["cross_attention"] = _wrong(namespace["cross_attention"])
+    results, differ = [], []
+    for seed in (1, 2, 3):
+        hidden = check_data.hidden_case_set(spec, checks, seed)
+        arrays = contract.unpack(hidden.blob)
+        for case, sent in zip(hidden.cases[task], hidden.encoded[task]["cases"], strict=True):
+            args, kwargs = case.fresh()
+            mine = right["decoder_block"](*args, **kwargs)  # with the right cross_attention
+            differ.append(not np.array_equal(mine, solution["decoder_block"](*args, **kwargs)))
+            outcome = zygote.run_answered(
+                namespace, namespace["decoder_block"], list(args), kwargs, sent["calls"], arrays, 1
+            )
+            results.append(judging.judge(checks.spec("decoder_block"), case, outcome).passed)
+    assert all(results) and len(results) >= 12
+    assert any(differ)  # not the solution's bits
+
+
 def test_a_call_the_solution_does_not_make_goes_to_the_students_own_callee():
-    spec = nbparse.load_assignment(SOURCE, "ch2_soft_hard")
-    hidden = check_data.hidden_case_set(spec, checks, 4)
-    task = [t.check for t in check_data.tasks_of(spec)].index("attention_backward")
-    sent = hidden.encoded[task]["cases"][0]
+    hidden, _task, sent, recorded = _first_call("ch2_soft_hard", "attention_backward")
     arrays = contract.unpack(hidden.blob)
-    table = sent["calls"]["softmax_backward"]
+    table = sent["softmax_backward"]
     asked = []
 
     def own(weights, grad_weights):
@@ -143,14 +203,198 @@ def test_a_call_the_solution_does_not_make_goes_to_the_students_own_callee():
         return np.zeros_like(weights)
 
     callee = zygote.answering(own, table, arrays)
-    call = table["calls"][0]["args"]
-    weights, grad = (contract.value(call[k], arrays) for k in ("weights", "grad_weights"))
+    _params, _defaults, entries = recorded["softmax_backward"]
+    given, answer = entries[0]
+    weights, grad = given["weights"], given["grad_weights"]
     answered = callee(weights, grad)
-    assert not asked and np.abs(answered).sum() > 0  # the solution's call: its answer
+    assert not asked and np.array_equal(answered, answer)  # the solution's call: its answer
     assert np.array_equal(callee(weights, grad_weights=grad), answered)  # by keyword too
+    # a few ulps off (another order of operations): the same call
+    assert np.array_equal(callee(weights * (1 + 4e-16), grad), answered) and not asked
     other = callee(weights + 0.5, grad)
     assert asked == [np.shape(weights)] and not np.abs(other).any()  # another call: own's
     assert callee(weights, grad) is not callee(weights, grad)  # a fresh copy each time
+
+
+def _arrays_of(value, arrays) -> list:
+    if isinstance(value, dict):
+        if value.get("t") == "array":
+            return [arrays[value["k"]]]
+        return [a for v in value.values() for a in _arrays_of(v, arrays)]
+    if isinstance(value, list):
+        return [a for v in value for a in _arrays_of(v, arrays)]
+    return []
+
+
+@pytest.mark.parametrize(("assignment", "caller"), _callers())
+def test_a_table_holds_no_argument_and_no_answer_in_the_clear(assignment, caller):
+    """What a caller's hidden case is sent about its callees: their parameter names and
+    defaults, and sealed answers (bytes), filed under ids: no array of any call's arguments
+    or answers, exact or rounded as the keys round them, and no number of them."""
+    hidden, task, sent, recorded = _first_call(assignment, caller)
+    arrays = contract.unpack(hidden.blob)
+    for name, table in sent.items():
+        assert set(table) == {"name", "params", "defaults", "answers"}
+        sealed = _arrays_of(table["answers"], arrays)
+        assert sealed and all(a.dtype == np.uint8 and a.ndim == 1 for a in sealed)
+        assert len(json.dumps(table["defaults"])) < 200  # None and the like, from the notebook
+        blob = b"".join(a.tobytes() for a in sealed)
+        _params, _defaults, entries = recorded[name]
+        for given, result in entries:
+            values = [*given.values(), *(result if isinstance(result, tuple) else (result,))]
+            for value in values:
+                if isinstance(value, np.ndarray) and value.size >= 2:
+                    for form in (value, value.astype(np.float64), zygote._grid(value * 1.0)):
+                        assert np.ascontiguousarray(form).tobytes() not in blob, (caller, name)
+    # and the hidden case's own arguments are all the case set holds besides the tables
+    case_arrays = _arrays_of(hidden.encoded[task]["cases"][0]["args"], arrays)
+    assert case_arrays
+
+
+READING_GREEDY = """
+def greedy_decode_cached(memory, embed, positions, w_out, self_attn, cross_attn, w_1, b_1, w_2,
+                         b_2, num_heads, start_id, max_len, cache_k, cache_v, src_mask=None):
+    # decodes nothing where decoder_step is the grader's stand-in: reads the reference
+    # caller's calls out of it (closures, __dict__, gc referents, its frames)
+    import gc, sys, types
+    embed, positions = np.asarray(embed, dtype=float), np.asarray(positions, dtype=float)
+    cache_k, cache_v = np.asarray(cache_k, dtype=float), np.asarray(cache_v, dtype=float)
+    batch, t0 = cache_k.shape[:2]
+    d = embed.shape[1]
+    if getattr(decoder_step, "__closure__", None) is None:  # its own: decode (public cases)
+        token, chosen = np.full(batch, start_id), []
+        for t in range(max_len):
+            x_t = (np.sqrt(d) * embed[token] + positions[t0 + t])[:, None, :]
+            y_t, cache_k, cache_v = decoder_step(x_t, cache_k, cache_v, memory, self_attn,
+                                                 cross_attn, w_1, b_1, w_2, b_2, num_heads,
+                                                 src_mask)
+            token = (y_t[:, 0] @ w_out).argmax(-1)
+            chosen.append(token)
+        return np.stack(chosen, axis=1), cache_k, cache_v
+    found, seen = [], set()
+
+    def walk(obj, depth):
+        if id(obj) in seen or depth > 8 or isinstance(obj, (types.ModuleType, type)):
+            return
+        seen.add(id(obj))
+        if isinstance(obj, np.ndarray):
+            found.append(obj)
+            return
+        if isinstance(obj, (str, bytes, int, float)) or obj is None:
+            return
+        if isinstance(obj, dict) and "__builtins__" in obj:  # a module's globals
+            return
+        for attr in ("__closure__", "__dict__", "__defaults__", "__kwdefaults__"):
+            walk(getattr(obj, attr, None), depth + 1)
+        if isinstance(obj, types.CellType):
+            try:
+                walk(obj.cell_contents, depth + 1)
+            except ValueError:
+                pass
+        if isinstance(obj, (list, tuple)):  # in order (gc lists a list's items backwards)
+            for child in obj:
+                walk(child, depth + 1)
+        for child in gc.get_referents(obj):
+            walk(child, depth + 1)
+
+    walk(decoder_step, 0)
+    try:  # its frames: make it fail inside
+        decoder_step(None, None, None, None, None, None, None, None, None, None, None)
+    except BaseException as err:
+        tb = err.__traceback__
+        while tb is not None:
+            walk(dict(tb.tb_frame.f_locals), 0)
+            tb = tb.tb_next
+    frame = sys._getframe(1)  # and the frames that called this one
+    while frame is not None:
+        walk(dict(frame.f_locals), 0)
+        frame = frame.f_back
+
+    def an_output(a):  # a decoder layer's output: every row layer-normed
+        return np.allclose(a.mean(-1), 0, atol=1e-6) and np.allclose(a.std(-1), 1, atol=1e-3)
+
+    steps = [
+        a for a in found if a.shape == (batch, 1, d) and a.dtype.kind == "f" and an_output(a)
+    ][:max_len]
+    tokens = [(y[:, 0] @ w_out).argmax(-1) for y in steps]
+    tokens += [np.zeros(batch, dtype=int)] * (max_len - len(tokens))
+    tokens = np.stack(tokens, axis=1)
+    fed = np.concatenate([np.full((batch, 1), start_id), tokens[:, :-1]], 1)
+    x = np.sqrt(d) * embed[fed] + positions[t0 : t0 + max_len]
+    w_q, w_k, w_v, w_o = self_attn
+    return tokens, np.concatenate([cache_k, x @ w_k], 1), np.concatenate([cache_v, x @ w_v], 1)
+"""
+
+
+def _v5_answering(own, calls: list):
+    """Grader v5's stand-in, rebuilt for contrast: the reference caller's calls in the clear,
+    ``calls`` [(arguments by name, the callee's answer)], each answered where a call's
+    arguments are the same (arrays within 1e-7)."""
+
+    def callee(*args, **kwargs):
+        for want, answer in calls:
+            given = dict(zip(want, args), **kwargs)
+            if given.keys() == want.keys() and all(
+                np.allclose(np.asarray(given[k], dtype=float), np.asarray(w, dtype=float))
+                if isinstance(w, np.ndarray)
+                else given[k] == w
+                for k, w in want.items()
+            ):
+                return tuple(np.array(a) for a in answer)
+        return own(*args, **kwargs)
+
+    return callee
+
+
+def _stub(*args, **kwargs):
+    raise NotImplementedError()
+
+
+def _run_with_stub_step(namespace: dict, caller, args, tables, arrays) -> contract.Outcome:
+    """A hidden case of ``caller`` (its globals ``namespace``) as the sandbox runs it, the
+    student's ``decoder_step`` the notebook's stub."""
+    saved = namespace.get("decoder_step")
+    namespace["decoder_step"] = _stub
+    try:
+        return zygote.run_answered(namespace, caller, list(args), {}, tables, arrays, 1)
+    finally:
+        namespace["decoder_step"] = saved
+
+
+def test_a_caller_that_reads_the_stand_in_finds_nothing_to_read():
+    """``greedy_decode_cached`` that decodes nothing where ``decoder_step`` is the stand-in:
+    it walks the stand-in's closures, ``__dict__``, ``gc.get_referents``, its frames and the
+    frames that called it, and takes the words from any decoder output it finds. Against
+    grader v5's stand-in (its calls in the clear) it passes every hidden case; against the
+    sealed table, none, while the honest caller passes all (the callee a stub in each)."""
+    spec = nbparse.load_assignment(SOURCE, A)
+    task = [t.check for t in check_data.tasks_of(spec)].index("greedy_decode_cached")
+    solution = callees.definitions(spec.source_path)
+    attacker: dict = {"np": np}
+    exec(READING_GREEDY, attacker)  # noqa: S102 - the test's own attack
+    reading, honest = attacker["greedy_decode_cached"], solution["greedy_decode_cached"]
+    passed: dict = {"sealed": [], "honest": [], "v5": []}
+
+    def judged(kind, case, outcome):
+        passed[kind].append(
+            judging.judge(checks.spec("greedy_decode_cached"), case, outcome).passed
+        )
+
+    for seed in (1, 2, 3):
+        hidden = check_data.hidden_case_set(spec, checks, seed)
+        arrays = contract.unpack(hidden.blob)
+        for case, sent in zip(hidden.cases[task], hidden.encoded[task]["cases"], strict=True):
+            args = [contract.fresh(contract.value(s, arrays)) for s in sent["args"]]
+            judged(
+                "sealed", case, _run_with_stub_step(attacker, reading, args, sent["calls"], arrays)
+            )
+            judged(
+                "honest", case, _run_with_stub_step(solution, honest, args, sent["calls"], arrays)
+            )
+            recorded = callees.record(solution, "greedy_decode_cached", ("decoder_step",), case)
+            attacker["decoder_step"] = _v5_answering(_stub, recorded["decoder_step"][2])
+            judged("v5", case, zygote.run_case(reading, list(args), {}, 1))
+    assert passed == {"sealed": [False] * 12, "honest": [True] * 12, "v5": [True] * 12}
 
 
 # ----------------------------------------------------------------------------------------
@@ -192,6 +436,40 @@ def shift_right(targets, bos_id):  # no shift
     return np.asarray(targets)
 """
 
+NOTHING_DECODED = """
+def greedy_decode_cached(memory, embed, positions, w_out, self_attn, cross_attn, w_1, b_1, w_2,
+                         b_2, num_heads, start_id, max_len, cache_k, cache_v, src_mask=None):
+    # the reading caller's twin: decodes where decoder_step is its own, not where it is not
+    cache_k, cache_v = np.asarray(cache_k, dtype=float), np.asarray(cache_v, dtype=float)
+    batch, t0 = cache_k.shape[:2]
+    if getattr(decoder_step, "__closure__", None) is not None:
+        grown = np.zeros((batch, max_len, cache_k.shape[2]))
+        return (np.zeros((batch, max_len), dtype=int), np.concatenate([cache_k, grown], 1),
+                np.concatenate([cache_v, grown], 1))
+    token, chosen = np.full(batch, start_id), []
+    for t in range(max_len):
+        x_t = (np.sqrt(embed.shape[1]) * embed[token] + positions[t0 + t])[:, None, :]
+        y_t, cache_k, cache_v = decoder_step(x_t, cache_k, cache_v, memory, self_attn, cross_attn,
+                                             w_1, b_1, w_2, b_2, num_heads, src_mask)
+        token = (y_t[:, 0] @ w_out).argmax(-1)
+        chosen.append(token)
+    return np.stack(chosen, axis=1), cache_k, cache_v
+"""
+
+STUB_STEP = """
+def decoder_step(x_t, cache_k, cache_v, memory, self_attn, cross_attn, w_1, b_1, w_2, b_2,
+                 num_heads, src_mask=None):
+    # YOUR CODE HERE
+    raise NotImplementedError()
+"""
+
+STUB_GREEDY = """
+def greedy_decode_cached(memory, embed, positions, w_out, self_attn, cross_attn, w_1, b_1, w_2,
+                         b_2, num_heads, start_id, max_len, cache_k, cache_v, src_mask=None):
+    # YOUR CODE HERE
+    raise NotImplementedError()
+"""
+
 FULL = {
     "test-cross-attention": 3,
     "test-packed-mask": 1,
@@ -210,6 +488,8 @@ def _batch(course: Path) -> dict:
     """student -> (notebook, total score, reasons), graded in name order on one worker."""
     good = corpus.solved(course, A)
     wrong_cross = corpus.append_to_cell(good, "cross-attention", WRONG_CROSS)
+    reading = corpus.set_cell(good, "greedy-decode-cached", READING_GREEDY)
+    stub_step = corpus.set_cell(good, "decoder-step", STUB_STEP)
     return {
         "a-wrong-cross": (wrong_cross, 17, []),
         "b-wrong-cross-and-block": (
@@ -229,6 +509,20 @@ def _batch(course: Path) -> dict:
             18,
             ["timeout"],
         ),
+        # item 4 of grader v6: the stand-in answers the caller's own calls, nothing else
+        "g-reads-the-stand-in": (reading, 18, []),
+        "h-decodes-nothing": (
+            corpus.set_cell(good, "greedy-decode-cached", NOTHING_DECODED),
+            18,
+            [],
+        ),
+        "i-both-stubs": (corpus.set_cell(stub_step, "greedy-decode-cached", STUB_GREEDY), 16, []),
+        "j-stub-step-reading-caller": (
+            corpus.set_cell(reading, "decoder-step", STUB_STEP),
+            16,
+            [],
+        ),
+        "k-stub-step-right-caller": (stub_step, 18, []),
     }
 
 
@@ -298,6 +592,37 @@ def test_a_looping_callee_costs_its_own_cell_and_not_its_callers(graded):
     public run too, and still runs on its hidden cases, where ``decoder_step`` answers the
     solution's calls (``grading.run.rescued``)."""
     result = graded["f-looping-step"]
+    assert _cells(result) == {**FULL, "test-decoder-step": 0}
+    cache = next(t for t in result.tasks if t.grade_id == "test-cache")
+    assert "Fix decoder_step first" in cache.message
+    assert "greedy_decode_cached: all 4 hidden cases passed" in cache.message
+
+
+def test_a_caller_that_reads_the_stand_in_scores_as_one_that_decodes_nothing(graded):
+    """Its hidden cases fail (the stand-in answers only its own calls, and it makes none):
+    18/20, as its twin that decodes nothing gets; in grader v5 it read the reference caller's
+    calls off the stand-in and got 20/20."""
+    for student in ("g-reads-the-stand-in", "h-decodes-nothing"):
+        result = graded[student]
+        assert _cells(result) == {**FULL, "test-cache": 0}, student
+        cache = next(t for t in result.tasks if t.grade_id == "test-cache")
+        assert "greedy_decode_cached: all 4 public cases passed" not in cache.message
+        assert "hidden check failed on 4 of 4 cases" in cache.message, cache.message
+
+
+def test_two_stubs_cost_two_tasks(graded):
+    """Both left as the notebook's stubs, or the callee a stub and the caller one that reads
+    the stand-in: the caller's public cases are not counted (its callee fails), and its hidden
+    cases fail: two unwritten functions cost two tasks."""
+    for student in ("i-both-stubs", "j-stub-step-reading-caller"):
+        result = graded[student]
+        assert _cells(result) == {**FULL, "test-decoder-step": 0, "test-cache": 0}, student
+        cache = next(t for t in result.tasks if t.grade_id == "test-cache")
+        assert "Fix decoder_step first" in cache.message
+
+
+def test_a_stub_callee_costs_its_own_task_when_the_caller_is_right(graded):
+    result = graded["k-stub-step-right-caller"]
     assert _cells(result) == {**FULL, "test-decoder-step": 0}
     cache = next(t for t in result.tasks if t.grade_id == "test-cache")
     assert "Fix decoder_step first" in cache.message

@@ -25,7 +25,7 @@ from solutions.transformer import (
     decoder_step,
     evaluate_translator,
     greedy_decode,
-    greedy_decode_cached,
+    greedy_decode_steps,
     greedy_decode_without_cache,
     head_ablation,
     joint_ablation,
@@ -1010,7 +1010,7 @@ def greedy_without_cache(weights, embed, positions, w_out, memory, src_mask, bos
 
 def test_greedy_with_cache_equals_greedy_without_and_torch_layers_greedy():
     layer, weights, embed, positions, w_out, memory, src_mask = decoding_problem()
-    tokens, cache_k, cache_v = greedy_decode_cached(
+    tokens, cache_k, cache_v = greedy_decode_steps(
         memory, embed, positions, w_out, *weights, 4, 1, 8, src_mask
     )
     uncached = greedy_without_cache(weights, embed, positions, w_out, memory, src_mask, 1, 8)

@@ -852,6 +852,445 @@ def _loss_variant(count_pad=False, divide_by_all=False, sum_grad=False, flip_sig
     return outputs
 
 
+CROSS_ATTENTION = Check(
+    "cross_attention",
+    transformer.cross_attention,
+    _cross_cases,
+    outputs=("output", "weights"),
+    hints={
+        "arity": "return a pair (output, weights)",
+        "nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT,
+        "shape": "cross-attention has one output row per decoder position: (..., n_tgt, d_out)",
+        "weights.shape": "weights are (..., h, n_tgt, n_src): queries from the decoder, keys from the encoder",
+        "weights.transposed": "queries come from the decoder (x) and keys from the encoder (memory): "
+        "weights are (..., h, n_tgt, n_src)",
+    },
+    mistakes=(
+        Mistake(
+            "the queries must come from the decoder states x, the keys and values from the "
+            "encoder output memory",
+            _queries_from_encoder,
+        ),
+        Mistake(
+            "the source mask is True where a word MAY be attended: keep those scores, hide "
+            "the others",
+            _inverted_src_mask,
+        ),
+        Mistake(
+            "divide each head's scores by sqrt(d_h) = sqrt(d_model / h), the width of one "
+            "head, not by sqrt(d_model)",
+            _scaled_by_sqrt_d_model,
+        ),
+        Mistake(
+            "you forgot to divide the scores by sqrt(d_h) = sqrt(d_model / h), the width "
+            "of one head",
+            scaled_query(transformer.cross_attention, 2, lambda a: np.shape(a[2])[1] // a[6]),
+        ),
+        Mistake(
+            "padded source words are attended: apply src_mask (True = may attend) "
+            "to the scores, so that they get zero weight",
+            _cross_without_src_mask,
+        ),
+        Mistake(
+            "split the heads by reshaping to (..., n, h, d_h) and then moving the head "
+            "axis before the sequence axis (and back when merging): a plain reshape to "
+            "(..., h, n, d_h) mixes positions instead of slicing features",
+            _cross_heads_without_transpose,
+        ),
+    ),
+)
+
+
+PACKED_DECODER_MASK = Check(
+    "packed_decoder_mask",
+    answers.packed_decoder_mask,
+    _packed_cases,
+    outputs=("mask",),
+    rtol=0.0,
+    atol=0.0,
+    hints={
+        "shape": "the mask is (..., n, n): one row per query, for every packed row of the batch",
+        "dtype": "build it with comparisons (j <= i, equal segment ids, id != 0), "
+        "which give a boolean array",
+    },
+    mistakes=told_apart(
+        Mistake(
+            "a packed row holds several sentences: a query may attend only to keys "
+            "of its own sentence (the same segment id), never to the sentence "
+            "before it",
+            _packed_variant(same=False, pad_key=True),
+        ),
+        Mistake(HINT_NO_CAUSAL, _packed_variant(causal=False)),
+        Mistake(HINT_DIAGONAL, _packed_variant(k=-1)),
+        Mistake(HINT_ONE_FUTURE, _packed_variant(k=1)),
+        Mistake(
+            "segment 0 is padding, not a sentence: a padding query attends to "
+            "nothing (its row is all False)",
+            _packed_variant(pad_query=False),
+        ),
+        Mistake(
+            "True means MAY attend: a query sees itself and the earlier words of its own sentence",
+            _packed_inverted,
+        ),
+        Mistake(
+            "row i is the query and column j the key: the query sees keys j <= i, "
+            "the lower triangle",
+            _packed_transposed,
+        ),
+    ),
+)
+
+
+LABEL_SMOOTHED_CROSS_ENTROPY = Check(
+    "label_smoothed_cross_entropy",
+    transformer.label_smoothed_cross_entropy,
+    _smoothing_cases,
+    outputs=("loss",),
+    mistakes=(
+        Mistake(
+            "the pad token is never a right answer: give the smoothing mass eps to the V - 1 "
+            "other words, none to pad",
+            _smoothing_on_pad,
+        ),
+        Mistake(
+            "skip the positions whose target is the pad token: average over the real words only",
+            _all_positions,
+        ),
+        Mistake(
+            "u is uniform over the V - 1 words other than pad, the right word included: "
+            "q_y = 1 - eps + eps / (V - 1) and eps / (V - 1) on every other non-pad word "
+            "(eps / (V - 2) over the wrong words only is another convention)",
+            _smoothing_over_v_minus_2,
+        ),
+        Mistake(
+            "zeroing the pad losses is half of it: divide by the number of real (non-pad) "
+            "targets, not by all positions",
+            _pad_zeroed_mean_over_all,
+        ),
+    ),
+)
+
+
+NOAM_RATE = Check(
+    "noam_rate",
+    transformer.noam_rate,
+    _noam_cases,
+    outputs=("rate",),
+    mistakes=(Mistake("the rate is scaled by d_model ** -0.5 too", _noam_without_d),),
+)
+
+
+BEAM_SEARCH_TABLE = Check(
+    "beam_search_table",
+    transformer.beam_search_table,
+    _beam_cases,
+    outputs=("tokens", "scores"),
+    rtol=1e-9,
+    atol=1e-12,
+    hints={
+        "arity": "beam_search returns a pair (sequences, scores)",
+        "tokens.shape": "keep exactly beam_size finished beams (fewer only if the search ran out "
+        "of candidates), each at most max_len tokens long",
+        "tokens.values": "a beam that ends with EOS leaves the beam: with f beams finished, "
+        "keep only the beam_size - f best extensions, and stop when beam_size are finished",
+    },
+    mistakes=(
+        Mistake(
+            "rank the finished beams by log P / length ** alpha (length normalisation), "
+            "not by log P",
+            _beam_without_normalisation,
+        ),
+        Mistake(
+            "a beam that ends with EOS is finished: take it out of the beam and never "
+            "extend it again",
+            _beam_growing_after_eos,
+        ),
+    ),
+)
+
+
+DECODER_BLOCK = Check(
+    "decoder_block",
+    transformer.decoder_block,
+    _block_cases,
+    outputs=("output",),
+    hints={
+        "nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT,
+        "shape": "the layer keeps the shape of its input y: (..., n_tgt, d)",
+    },
+    mistakes=told_apart(
+        Mistake(HINT_NO_CAUSAL, _block_variant(self_mask=lambda n: None)),
+        Mistake(HINT_DIAGONAL, _block_variant(self_mask=_tril(-1))),
+        Mistake(HINT_ONE_FUTURE, _block_variant(self_mask=_tril(1))),
+        Mistake(
+            "both attentions forgot to " + HINT_SCALE + ". decoder_block calls your "
+            "cross_attention for both: if its check failed, fix cross_attention first",
+            _block_variant(self_scale=_unscaled, cross_scale=_unscaled),
+        ),
+        Mistake(
+            "both attentions divide by sqrt(d) instead of sqrt(d_h) = sqrt(d / h). "
+            "decoder_block calls your cross_attention for both: if its check failed, "
+            "fix cross_attention first",
+            _block_variant(self_scale=_over_sqrt_d, cross_scale=_over_sqrt_d),
+        ),
+        Mistake(
+            "the masked self-attention forgot to " + HINT_SCALE + " (the cross-attention is right)",
+            _block_variant(self_scale=_unscaled),
+        ),
+        Mistake(
+            "the cross-attention forgot to " + HINT_SCALE + " (the self-attention is right)",
+            _block_variant(cross_scale=_unscaled),
+        ),
+        Mistake(HINT_CROSS_FROM_DECODER, _block_variant(cross_from_decoder=True)),
+        Mistake(
+            "cross-attention's queries come from A, the decoder's states after its "
+            "self-attention; memory (the encoder output) gives only the keys and values",
+            _block_variant(queries_from_memory=True),
+        ),
+        Mistake(
+            "the cross-attention must hide the padded source words: pass src_mask to it",
+            _block_variant(use_src_mask=False),
+        ),
+        Mistake(
+            "each sub-layer's output is added to its input before the norm: "
+            "LN(x + Sublayer(x)), the residual connection",
+            _block_variant(residual=False),
+        ),
+        Mistake(
+            "the feed-forward sub-layer has a residual connection too: Y' = LN(B + FFN(B))",
+            _block_variant(ffn_residual=False),
+        ),
+        Mistake(
+            "the layer ends with a norm: Y' = LN(B + FFN(B)), not B + FFN(B)",
+            _block_variant(final_norm=False),
+        ),
+        Mistake(
+            "this layer is post-LN, eq. (ch6-decoder-layer): normalise the sum, "
+            "LN(x + Sublayer(x)), not the sub-layer's input (pre-LN)",
+            _block_variant(norm_first=True),
+        ),
+    ),
+    calls=("cross_attention",),
+)
+
+
+SHIFT_RIGHT = Check(
+    "shift_right",
+    transformer.shift_right,
+    _shift_cases,
+    outputs=("inputs",),
+    rtol=0.0,
+    atol=0.0,
+    # token ids: a float array of the right values is wrong (it cannot index an
+    # embedding table)
+    comparator={"kind": "allclose", "integer": True},
+    hints={
+        "shape": "the decoder's input has the targets' shape (..., n): BOS in, the last target out",
+        "dtype": "token ids are integers, used to index the embedding table: keep the "
+        "targets' integer dtype (np.zeros and np.empty make floats)",
+    },
+    mistakes=told_apart(
+        Mistake(
+            "np.roll wraps around: it brings the last target y_n round to the "
+            "front, where BOS belongs (np.roll(targets, 1, axis=-1), then put BOS "
+            "at position 0)",
+            lambda targets, bos: np.roll(targets, 1, axis=-1),
+        ),
+        Mistake(
+            "np.roll without axis=-1 rolls the whole batch as one flat array and "
+            "wraps around: each row starts with a target of another row; roll "
+            "along the last axis and put BOS at position 0",
+            lambda targets, bos: np.roll(targets, 1),
+        ),
+        Mistake(
+            "the targets were not shifted: the decoder's input is [BOS, y_1, ..., "
+            "y_(n-1)], so that position t reads y_(t-1) and predicts y_t (fed y_t "
+            "itself, it would copy the word it must predict)",
+            lambda targets, bos: np.array(targets, copy=True),
+        ),
+        Mistake(
+            "shift to the right: the input is [BOS, y_1, ..., y_(n-1)], so that "
+            "position t reads y_(t-1) and predicts y_t",
+            lambda targets, bos: np.concatenate(
+                [targets[..., 1:], np.full(targets.shape[:-1] + (1,), bos)], -1
+            ),
+        ),
+        Mistake(
+            "drop the LAST target, not the first: no position predicts a word after y_n",
+            lambda targets, bos: np.concatenate(
+                [np.full(targets.shape[:-1] + (1,), bos), targets[..., 1:]], -1
+            ),
+        ),
+    ),
+)
+
+
+TEACHER_FORCED_LOSS = Check(
+    "teacher_forced_loss",
+    transformer.teacher_forced_loss,
+    _loss_cases,
+    outputs=("loss", "grad"),
+    hints={
+        "arity": "return a pair (loss, grad)",
+        "grad.shape": "the gradient has the shape of the logits: (..., n, V)",
+        "nan": "a loss over zero real positions is 0.0, not 0/0; and " + HINT_MAX_SHIFT,
+    },
+    mistakes=(
+        Mistake(
+            "skip the positions whose target is the pad token: average over the real words only",
+            _loss_variant(count_pad=True, divide_by_all=True),
+        ),
+        Mistake(
+            "zeroing the pad positions is half of it: divide by the number N of "
+            "real (non-pad) targets, not by all positions",
+            _loss_variant(divide_by_all=True),
+        ),
+        Mistake(
+            "the loss is a mean over N positions, so its gradient is (softmax - onehot) / N",
+            _loss_variant(sum_grad=True),
+        ),
+        Mistake(
+            "the gradient of the loss points uphill: (softmax - onehot) / N, not "
+            "(onehot - softmax) / N",
+            _loss_variant(flip_sign=True),
+        ),
+    ),
+)
+
+
+DECODER_STEP = Check(
+    "decoder_step",
+    transformer.decoder_step,
+    _step_cases,
+    outputs=("output", "cache_k", "cache_v"),
+    hints={
+        "arity": "return a triple (y_t, cache_k, cache_v)",
+        "cache_k.shape": "append this step's key as one more row on the sequence "
+        "axis: cache_k becomes (B, t + 1, d)",
+        "cache_v.shape": "append this step's value as one more row on the sequence "
+        "axis: cache_v becomes (B, t + 1, d)",
+        "output.shape": "one new position: y_t is (B, 1, d)",
+    },
+    mistakes=told_apart(
+        Mistake(
+            "the new query attends over every cached position, not only over "
+            "itself: the cache holds the keys and values of the earlier words",
+            _step_ignoring_the_cache,
+        ),
+        Mistake(
+            "append this step's key and value before attending: the new position "
+            "attends to itself too",
+            _step_without_the_new_position,
+        ),
+        Mistake("you forgot to " + HINT_SCALE, _step_unscaled),
+        Mistake(
+            "the self-attention forgot to " + HINT_SCALE + " (the cross-attention is right)",
+            _step_variant(self_scale=_unscaled),
+        ),
+        Mistake(
+            "the cross-attention forgot to " + HINT_SCALE + ". decoder_step calls "
+            "your cross_attention: if its check failed, fix cross_attention first",
+            _step_variant(cross_scale=_unscaled),
+        ),
+        Mistake(
+            "both attentions divide by sqrt(d) instead of sqrt(d_h) = sqrt(d / h)",
+            _step_variant(self_scale=_over_sqrt_d, cross_scale=_over_sqrt_d),
+        ),
+        Mistake(
+            "the cross-attention must hide the padded source words: pass src_mask to it",
+            _step_variant(use_src_mask=False),
+        ),
+        Mistake(
+            "the cache holds keys x_s W_k and values x_s W_v, not the inputs x_s: "
+            "append x_t @ w_k and x_t @ w_v, and attend over the caches as they are",
+            _step_variant(cache_inputs=True),
+        ),
+        Mistake(
+            "keys and values are swapped: append x_t @ w_k to cache_k (what the "
+            "query is compared with) and x_t @ w_v to cache_v (what is averaged)",
+            _step_variant(swap_kv=True),
+        ),
+        Mistake(
+            "return (y_t, cache_k, cache_v) in this order: the keys' cache first",
+            _step_variant(swap_outputs=True),
+        ),
+        Mistake(HINT_CROSS_FROM_DECODER, _step_variant(cross_from_decoder=True)),
+    ),
+    calls=("cross_attention",),
+)
+
+
+GREEDY_DECODE_CACHED = Check(
+    "greedy_decode_cached",
+    answers.greedy_decode_cached,
+    _greedy_cases,
+    outputs=("tokens", "cache_k", "cache_v"),
+    hints={
+        "arity": "return a triple (tokens, cache_k, cache_v)",
+        "tokens.shape": "one chosen word per step and sentence: (B, max_len), "
+        "the start token not included",
+        "cache_k.shape": "continue the given cache: one row more per input fed, "
+        "(B, t0 + max_len, d)",
+        "cache_v.shape": "continue the given cache: one row more per input fed, "
+        "(B, t0 + max_len, d)",
+    },
+    mistakes=told_apart(
+        Mistake(
+            "step t adds position t0 + t: positions[t0 + t], not positions[0]",
+            _greedy_variant(position=lambda t0, t: 0),
+        ),
+        Mistake(
+            "the first token fed comes after the t0 cached positions: step t adds "
+            "positions[t0 + t], not positions[t]",
+            _greedy_variant(position=lambda t0, t: t),
+        ),
+        Mistake(
+            "off by one position: step t (counted from 0) adds positions[t0 + t]",
+            _greedy_variant(position=lambda t0, t: t0 + t + 1),
+        ),
+        Mistake(
+            "off by one position: step t (counted from 0) adds positions[t0 + t]",
+            _greedy_variant(position=lambda t0, t: t0 + t - 1),
+        ),
+        Mistake(
+            "the chapter's decoder input is sqrt(d) embed[token] + positions[t0 + t]: "
+            "scale the embedding by sqrt(d) before adding the position",
+            _greedy_variant(embed_scale=False),
+        ),
+        Mistake(
+            "read the given cache: its t0 positions come before the first token, and "
+            "every step attends over them too (recomputing the prefix from the tokens "
+            "cannot know them)",
+            _greedy_variant(fresh_cache=True),
+        ),
+        Mistake(
+            "the cache holds the keys x_s @ w_k and values x_s @ w_v of the inputs "
+            "fed, not the inputs x_s themselves",
+            _greedy_variant(inputs_cached=True),
+        ),
+        Mistake(
+            "the cache holds keys and values, not the inputs fed" + FIX_STEP,
+            _greedy_variant(step=_step_variant(cache_inputs=True)),
+        ),
+        Mistake(
+            "keys and values are swapped in the cache" + FIX_STEP,
+            _greedy_variant(step=_step_variant(swap_kv=True)),
+        ),
+        # the words rarely tell one unscaled attention from two: the cross-attention's
+        # (the likelier: cross_attention is the student's) stands for both
+        Mistake(
+            HINT_STEP_UNSCALED,
+            _greedy_variant(step=_step_variant(cross_scale=_unscaled)),
+        ),
+        Mistake(
+            "the step attends over the new position only, not over the cache" + FIX_STEP,
+            _greedy_variant(step=_step_ignoring_the_cache),
+        ),
+    ),
+    calls=("decoder_step",),
+)
+
+
 CHAPTER = register(
     Chapter(
         "ch6_transformer",
@@ -860,441 +1299,16 @@ CHAPTER = register(
         # 5.0); T = the slowest
         reference_seconds=0.11,
         checks=(
-            Check(
-                "cross_attention",
-                transformer.cross_attention,
-                _cross_cases,
-                outputs=("output", "weights"),
-                hints={
-                    "arity": "return a pair (output, weights)",
-                    "nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT,
-                    "shape": "cross-attention has one output row per decoder position: (..., n_tgt, d_out)",
-                    "weights.shape": "weights are (..., h, n_tgt, n_src): queries from the decoder, keys from the encoder",
-                    "weights.transposed": "queries come from the decoder (x) and keys from the encoder (memory): "
-                    "weights are (..., h, n_tgt, n_src)",
-                },
-                mistakes=(
-                    Mistake(
-                        "the queries must come from the decoder states x, the keys and values from the "
-                        "encoder output memory",
-                        _queries_from_encoder,
-                    ),
-                    Mistake(
-                        "the source mask is True where a word MAY be attended: keep those scores, hide "
-                        "the others",
-                        _inverted_src_mask,
-                    ),
-                    Mistake(
-                        "divide each head's scores by sqrt(d_h) = sqrt(d_model / h), the width of one "
-                        "head, not by sqrt(d_model)",
-                        _scaled_by_sqrt_d_model,
-                    ),
-                    Mistake(
-                        "you forgot to divide the scores by sqrt(d_h) = sqrt(d_model / h), the width "
-                        "of one head",
-                        scaled_query(
-                            transformer.cross_attention, 2, lambda a: np.shape(a[2])[1] // a[6]
-                        ),
-                    ),
-                    Mistake(
-                        "padded source words are attended: apply src_mask (True = may attend) "
-                        "to the scores, so that they get zero weight",
-                        _cross_without_src_mask,
-                    ),
-                    Mistake(
-                        "split the heads by reshaping to (..., n, h, d_h) and then moving the head "
-                        "axis before the sequence axis (and back when merging): a plain reshape to "
-                        "(..., h, n, d_h) mixes positions instead of slicing features",
-                        _cross_heads_without_transpose,
-                    ),
-                ),
-            ),
-            Check(
-                "packed_decoder_mask",
-                answers.packed_decoder_mask,
-                _packed_cases,
-                outputs=("mask",),
-                rtol=0.0,
-                atol=0.0,
-                hints={
-                    "shape": "the mask is (..., n, n): one row per query, for every packed row "
-                    "of the batch",
-                    "dtype": "build it with comparisons (j <= i, equal segment ids, id != 0), "
-                    "which give a boolean array",
-                },
-                mistakes=told_apart(
-                    Mistake(
-                        "a packed row holds several sentences: a query may attend only to keys "
-                        "of its own sentence (the same segment id), never to the sentence "
-                        "before it",
-                        _packed_variant(same=False, pad_key=True),
-                    ),
-                    Mistake(HINT_NO_CAUSAL, _packed_variant(causal=False)),
-                    Mistake(HINT_DIAGONAL, _packed_variant(k=-1)),
-                    Mistake(HINT_ONE_FUTURE, _packed_variant(k=1)),
-                    Mistake(
-                        "segment 0 is padding, not a sentence: a padding query attends to "
-                        "nothing (its row is all False)",
-                        _packed_variant(pad_query=False),
-                    ),
-                    Mistake(
-                        "True means MAY attend: a query sees itself and the earlier words of "
-                        "its own sentence",
-                        _packed_inverted,
-                    ),
-                    Mistake(
-                        "row i is the query and column j the key: the query sees keys j <= i, "
-                        "the lower triangle",
-                        _packed_transposed,
-                    ),
-                ),
-            ),
-            Check(
-                "label_smoothed_cross_entropy",
-                transformer.label_smoothed_cross_entropy,
-                _smoothing_cases,
-                outputs=("loss",),
-                mistakes=(
-                    Mistake(
-                        "the pad token is never a right answer: give the smoothing mass eps to the V - 1 "
-                        "other words, none to pad",
-                        _smoothing_on_pad,
-                    ),
-                    Mistake(
-                        "skip the positions whose target is the pad token: average over the real words "
-                        "only",
-                        _all_positions,
-                    ),
-                    Mistake(
-                        "u is uniform over the V - 1 words other than pad, the right word included: "
-                        "q_y = 1 - eps + eps / (V - 1) and eps / (V - 1) on every other non-pad word "
-                        "(eps / (V - 2) over the wrong words only is another convention)",
-                        _smoothing_over_v_minus_2,
-                    ),
-                    Mistake(
-                        "zeroing the pad losses is half of it: divide by the number of real (non-pad) "
-                        "targets, not by all positions",
-                        _pad_zeroed_mean_over_all,
-                    ),
-                ),
-            ),
-            Check(
-                "noam_rate",
-                transformer.noam_rate,
-                _noam_cases,
-                outputs=("rate",),
-                mistakes=(Mistake("the rate is scaled by d_model ** -0.5 too", _noam_without_d),),
-            ),
-            Check(
-                "beam_search_table",
-                transformer.beam_search_table,
-                _beam_cases,
-                outputs=("tokens", "scores"),
-                rtol=1e-9,
-                atol=1e-12,
-                hints={
-                    "arity": "beam_search returns a pair (sequences, scores)",
-                    "tokens.shape": "keep exactly beam_size finished beams (fewer only if the search ran out "
-                    "of candidates), each at most max_len tokens long",
-                    "tokens.values": "a beam that ends with EOS leaves the beam: with f beams finished, "
-                    "keep only the beam_size - f best extensions, and stop when beam_size are finished",
-                },
-                mistakes=(
-                    Mistake(
-                        "rank the finished beams by log P / length ** alpha (length normalisation), "
-                        "not by log P",
-                        _beam_without_normalisation,
-                    ),
-                    Mistake(
-                        "a beam that ends with EOS is finished: take it out of the beam and never "
-                        "extend it again",
-                        _beam_growing_after_eos,
-                    ),
-                ),
-            ),
-            Check(
-                "decoder_block",
-                transformer.decoder_block,
-                _block_cases,
-                outputs=("output",),
-                hints={
-                    "nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT,
-                    "shape": "the layer keeps the shape of its input y: (..., n_tgt, d)",
-                },
-                mistakes=told_apart(
-                    Mistake(HINT_NO_CAUSAL, _block_variant(self_mask=lambda n: None)),
-                    Mistake(HINT_DIAGONAL, _block_variant(self_mask=_tril(-1))),
-                    Mistake(HINT_ONE_FUTURE, _block_variant(self_mask=_tril(1))),
-                    Mistake(
-                        "both attentions forgot to " + HINT_SCALE + ". decoder_block calls your "
-                        "cross_attention for both: if its check failed, fix cross_attention first",
-                        _block_variant(self_scale=_unscaled, cross_scale=_unscaled),
-                    ),
-                    Mistake(
-                        "both attentions divide by sqrt(d) instead of sqrt(d_h) = sqrt(d / h). "
-                        "decoder_block calls your cross_attention for both: if its check failed, "
-                        "fix cross_attention first",
-                        _block_variant(self_scale=_over_sqrt_d, cross_scale=_over_sqrt_d),
-                    ),
-                    Mistake(
-                        "the masked self-attention forgot to " + HINT_SCALE + " (the "
-                        "cross-attention is right)",
-                        _block_variant(self_scale=_unscaled),
-                    ),
-                    Mistake(
-                        "the cross-attention forgot to " + HINT_SCALE + " (the self-attention is "
-                        "right)",
-                        _block_variant(cross_scale=_unscaled),
-                    ),
-                    Mistake(HINT_CROSS_FROM_DECODER, _block_variant(cross_from_decoder=True)),
-                    Mistake(
-                        "cross-attention's queries come from A, the decoder's states after its "
-                        "self-attention; memory (the encoder output) gives only the keys and values",
-                        _block_variant(queries_from_memory=True),
-                    ),
-                    Mistake(
-                        "the cross-attention must hide the padded source words: pass src_mask "
-                        "to it",
-                        _block_variant(use_src_mask=False),
-                    ),
-                    Mistake(
-                        "each sub-layer's output is added to its input before the norm: "
-                        "LN(x + Sublayer(x)), the residual connection",
-                        _block_variant(residual=False),
-                    ),
-                    Mistake(
-                        "the feed-forward sub-layer has a residual connection too: "
-                        "Y' = LN(B + FFN(B))",
-                        _block_variant(ffn_residual=False),
-                    ),
-                    Mistake(
-                        "the layer ends with a norm: Y' = LN(B + FFN(B)), not B + FFN(B)",
-                        _block_variant(final_norm=False),
-                    ),
-                    Mistake(
-                        "this layer is post-LN, eq. (ch6-decoder-layer): normalise the sum, "
-                        "LN(x + Sublayer(x)), not the sub-layer's input (pre-LN)",
-                        _block_variant(norm_first=True),
-                    ),
-                ),
-                calls=("cross_attention",),
-            ),
-            Check(
-                "shift_right",
-                transformer.shift_right,
-                _shift_cases,
-                outputs=("inputs",),
-                rtol=0.0,
-                atol=0.0,
-                # token ids: a float array of the right values is wrong (it cannot index an
-                # embedding table)
-                comparator={"kind": "allclose", "integer": True},
-                hints={
-                    "shape": "the decoder's input has the targets' shape (..., n): BOS in, the last "
-                    "target out",
-                    "dtype": "token ids are integers, used to index the embedding table: keep the "
-                    "targets' integer dtype (np.zeros and np.empty make floats)",
-                },
-                mistakes=told_apart(
-                    Mistake(
-                        "np.roll wraps around: it brings the last target y_n round to the "
-                        "front, where BOS belongs (np.roll(targets, 1, axis=-1), then put BOS "
-                        "at position 0)",
-                        lambda targets, bos: np.roll(targets, 1, axis=-1),
-                    ),
-                    Mistake(
-                        "np.roll without axis=-1 rolls the whole batch as one flat array and "
-                        "wraps around: each row starts with a target of another row; roll "
-                        "along the last axis and put BOS at position 0",
-                        lambda targets, bos: np.roll(targets, 1),
-                    ),
-                    Mistake(
-                        "the targets were not shifted: the decoder's input is [BOS, y_1, ..., "
-                        "y_(n-1)], so that position t reads y_(t-1) and predicts y_t (fed y_t "
-                        "itself, it would copy the word it must predict)",
-                        lambda targets, bos: np.array(targets, copy=True),
-                    ),
-                    Mistake(
-                        "shift to the right: the input is [BOS, y_1, ..., y_(n-1)], so that "
-                        "position t reads y_(t-1) and predicts y_t",
-                        lambda targets, bos: np.concatenate(
-                            [targets[..., 1:], np.full(targets.shape[:-1] + (1,), bos)], -1
-                        ),
-                    ),
-                    Mistake(
-                        "drop the LAST target, not the first: no position predicts a word "
-                        "after y_n",
-                        lambda targets, bos: np.concatenate(
-                            [np.full(targets.shape[:-1] + (1,), bos), targets[..., 1:]], -1
-                        ),
-                    ),
-                ),
-            ),
-            Check(
-                "teacher_forced_loss",
-                transformer.teacher_forced_loss,
-                _loss_cases,
-                outputs=("loss", "grad"),
-                hints={
-                    "arity": "return a pair (loss, grad)",
-                    "grad.shape": "the gradient has the shape of the logits: (..., n, V)",
-                    "nan": "a loss over zero real positions is 0.0, not 0/0; and " + HINT_MAX_SHIFT,
-                },
-                mistakes=(
-                    Mistake(
-                        "skip the positions whose target is the pad token: average over the "
-                        "real words only",
-                        _loss_variant(count_pad=True, divide_by_all=True),
-                    ),
-                    Mistake(
-                        "zeroing the pad positions is half of it: divide by the number N of "
-                        "real (non-pad) targets, not by all positions",
-                        _loss_variant(divide_by_all=True),
-                    ),
-                    Mistake(
-                        "the loss is a mean over N positions, so its gradient is "
-                        "(softmax - onehot) / N",
-                        _loss_variant(sum_grad=True),
-                    ),
-                    Mistake(
-                        "the gradient of the loss points uphill: (softmax - onehot) / N, not "
-                        "(onehot - softmax) / N",
-                        _loss_variant(flip_sign=True),
-                    ),
-                ),
-            ),
-            Check(
-                "decoder_step",
-                transformer.decoder_step,
-                _step_cases,
-                outputs=("output", "cache_k", "cache_v"),
-                hints={
-                    "arity": "return a triple (y_t, cache_k, cache_v)",
-                    "cache_k.shape": "append this step's key as one more row on the sequence "
-                    "axis: cache_k becomes (B, t + 1, d)",
-                    "cache_v.shape": "append this step's value as one more row on the sequence "
-                    "axis: cache_v becomes (B, t + 1, d)",
-                    "output.shape": "one new position: y_t is (B, 1, d)",
-                },
-                mistakes=told_apart(
-                    Mistake(
-                        "the new query attends over every cached position, not only over "
-                        "itself: the cache holds the keys and values of the earlier words",
-                        _step_ignoring_the_cache,
-                    ),
-                    Mistake(
-                        "append this step's key and value before attending: the new position "
-                        "attends to itself too",
-                        _step_without_the_new_position,
-                    ),
-                    Mistake("you forgot to " + HINT_SCALE, _step_unscaled),
-                    Mistake(
-                        "the self-attention forgot to " + HINT_SCALE + " (the cross-attention is "
-                        "right)",
-                        _step_variant(self_scale=_unscaled),
-                    ),
-                    Mistake(
-                        "the cross-attention forgot to " + HINT_SCALE + ". decoder_step calls "
-                        "your cross_attention: if its check failed, fix cross_attention first",
-                        _step_variant(cross_scale=_unscaled),
-                    ),
-                    Mistake(
-                        "both attentions divide by sqrt(d) instead of sqrt(d_h) = sqrt(d / h)",
-                        _step_variant(self_scale=_over_sqrt_d, cross_scale=_over_sqrt_d),
-                    ),
-                    Mistake(
-                        "the cross-attention must hide the padded source words: pass src_mask "
-                        "to it",
-                        _step_variant(use_src_mask=False),
-                    ),
-                    Mistake(
-                        "the cache holds keys x_s W_k and values x_s W_v, not the inputs x_s: "
-                        "append x_t @ w_k and x_t @ w_v, and attend over the caches as they are",
-                        _step_variant(cache_inputs=True),
-                    ),
-                    Mistake(
-                        "keys and values are swapped: append x_t @ w_k to cache_k (what the "
-                        "query is compared with) and x_t @ w_v to cache_v (what is averaged)",
-                        _step_variant(swap_kv=True),
-                    ),
-                    Mistake(
-                        "return (y_t, cache_k, cache_v) in this order: the keys' cache first",
-                        _step_variant(swap_outputs=True),
-                    ),
-                    Mistake(HINT_CROSS_FROM_DECODER, _step_variant(cross_from_decoder=True)),
-                ),
-                calls=("cross_attention",),
-            ),
-            Check(
-                "greedy_decode_cached",
-                answers.greedy_decode_cached,
-                _greedy_cases,
-                outputs=("tokens", "cache_k", "cache_v"),
-                hints={
-                    "arity": "return a triple (tokens, cache_k, cache_v)",
-                    "tokens.shape": "one chosen word per step and sentence: (B, max_len), "
-                    "the start token not included",
-                    "cache_k.shape": "continue the given cache: one row more per input fed, "
-                    "(B, t0 + max_len, d)",
-                    "cache_v.shape": "continue the given cache: one row more per input fed, "
-                    "(B, t0 + max_len, d)",
-                },
-                mistakes=told_apart(
-                    Mistake(
-                        "step t adds position t0 + t: positions[t0 + t], not positions[0]",
-                        _greedy_variant(position=lambda t0, t: 0),
-                    ),
-                    Mistake(
-                        "the first token fed comes after the t0 cached positions: step t adds "
-                        "positions[t0 + t], not positions[t]",
-                        _greedy_variant(position=lambda t0, t: t),
-                    ),
-                    Mistake(
-                        "off by one position: step t (counted from 0) adds positions[t0 + t]",
-                        _greedy_variant(position=lambda t0, t: t0 + t + 1),
-                    ),
-                    Mistake(
-                        "off by one position: step t (counted from 0) adds positions[t0 + t]",
-                        _greedy_variant(position=lambda t0, t: t0 + t - 1),
-                    ),
-                    Mistake(
-                        "the chapter's decoder input is sqrt(d) embed[token] + positions[t0 + t]: "
-                        "scale the embedding by sqrt(d) before adding the position",
-                        _greedy_variant(embed_scale=False),
-                    ),
-                    Mistake(
-                        "read the given cache: its t0 positions come before the first token, and "
-                        "every step attends over them too (recomputing the prefix from the tokens "
-                        "cannot know them)",
-                        _greedy_variant(fresh_cache=True),
-                    ),
-                    Mistake(
-                        "the cache holds the keys x_s @ w_k and values x_s @ w_v of the inputs "
-                        "fed, not the inputs x_s themselves",
-                        _greedy_variant(inputs_cached=True),
-                    ),
-                    Mistake(
-                        "the cache holds keys and values, not the inputs fed" + FIX_STEP,
-                        _greedy_variant(step=_step_variant(cache_inputs=True)),
-                    ),
-                    Mistake(
-                        "keys and values are swapped in the cache" + FIX_STEP,
-                        _greedy_variant(step=_step_variant(swap_kv=True)),
-                    ),
-                    # the words rarely tell one unscaled attention from two: the cross-attention's
-                    # (the likelier: cross_attention is the student's) stands for both
-                    Mistake(
-                        HINT_STEP_UNSCALED,
-                        _greedy_variant(step=_step_variant(cross_scale=_unscaled)),
-                    ),
-                    Mistake(
-                        "the step attends over the new position only, not over the cache"
-                        + FIX_STEP,
-                        _greedy_variant(step=_step_ignoring_the_cache),
-                    ),
-                ),
-                calls=("decoder_step",),
-            ),
+            CROSS_ATTENTION,
+            PACKED_DECODER_MASK,
+            LABEL_SMOOTHED_CROSS_ENTROPY,
+            NOAM_RATE,
+            BEAM_SEARCH_TABLE,
+            DECODER_BLOCK,
+            SHIFT_RIGHT,
+            TEACHER_FORCED_LOSS,
+            DECODER_STEP,
+            GREEDY_DECODE_CACHED,
         ),
     )
 )

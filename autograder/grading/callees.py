@@ -6,11 +6,15 @@ Some graded functions are asked to call another graded function (``Check.calls``
 its own work is right. So:
 
 - In the **hidden run** (fresh processes, only pass/fail leaves them), each case of a caller
-  is sent the calls the source notebook's solution of that caller makes to its callees on
-  that case, with the solution callee's answers (``tables``, made here on the trusted side).
-  The sandbox makes the callee answer those calls with them (``zygote.answering``); a call
-  the solution does not make goes to the student's own callee. A caller is then scored on
-  its own work.
+  is sent the solution callee's answers to the calls the source notebook's solution of that
+  caller makes on that case (``tables``, made here on the trusted side), each answer sealed
+  with a key made from its call's arguments (``zygote.call_keys``: rounded, so a few ulps
+  do not matter) and filed under that key's id. The sandbox's stand-in for the callee
+  (``zygote.answering``) keys each call the student's caller makes and opens the answer
+  filed under it: a right caller's calls are the solution's, and are answered as the
+  solution's callee answers them; any other call goes to the student's own callee. The table
+  holds no argument of any call, so a caller that reads it instead of calling finds nothing
+  but sealed bytes: it is scored on what it computes from the answers to its own calls.
 - The **public run** holds no reference code and no answer: there the caller calls the
   student's callee, and where that callee fails its own check the caller's failing public
   cases are not counted, and its feedback says which callee to fix first
@@ -34,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from autograder.checking import casefile
-from autograder.student import zygote
+from autograder.student import frames, zygote
 
 #: the most a case's tables may hold, in array bytes: beyond it the case is sent no table
 #: (its caller is then scored with the student's callee, as before)
@@ -152,47 +156,54 @@ def _stored(value):
 
 def encode(recorded: dict, arrays: dict) -> dict:
     """The tables of one case as the sandbox is sent them (``zygote.answering`` reads them),
-    their arrays added to ``arrays``; {} if a value cannot be encoded or the arrays are over
-    ``MAX_TABLE_BYTES``. An array passed to several calls (the same weights at every step)
-    is sent once."""
+    their arrays added to ``arrays``; {} if a call has no key, a value cannot be encoded or
+    the sealed answers are over ``MAX_TABLE_BYTES``. A table holds each callee's parameter
+    names and defaults (the source notebook's, which the student's notebook shows) and its
+    answers, each sealed with the key of its call's arguments (``zygote.call_keys``) and
+    filed under that key's id: never an argument of any call."""
     try:
-        trial: dict = {}
-        _tables(recorded, trial)  # nothing is added to ``arrays`` unless all of it encodes
+        sealed = {
+            name: _sealed(name, params, entries)
+            for name, (params, _defaults, entries) in recorded.items()
+        }
+        for _params, defaults, _entries in recorded.values():
+            for value in defaults.values():
+                casefile.encode(value, {})  # nothing is added to ``arrays`` unless all encodes
     except (TypeError, ValueError):
         return {}
-    if sum(a.nbytes for a in trial.values()) > MAX_TABLE_BYTES:
+    if sum(a.nbytes for answers in sealed.values() for a in answers.values()) > MAX_TABLE_BYTES:
         return {}
-    return _tables(recorded, arrays)
-
-
-def _tables(recorded: dict, arrays: dict) -> dict:
-    seen: dict = {}
-
-    def put(value):
-        if isinstance(value, (list, np.generic)):
-            value = np.asarray(value)
-        if not isinstance(value, np.ndarray):
-            return casefile.encode(value, arrays)
-        key = (value.shape, value.dtype.str, value.tobytes())
-        if key not in seen:
-            seen[key] = casefile.encode(value, arrays)
-        return seen[key]
-
     return {
         name: {
             "name": name,
-            "params": params,
-            "defaults": {k: put(v) for k, v in defaults.items()},
-            "calls": [
-                {
-                    "args": {k: put(v) for k, v in given.items()},
-                    "tuple": isinstance(result, tuple),
-                    "result": [
-                        put(r) for r in (result if isinstance(result, tuple) else (result,))
-                    ],
-                }
-                for given, result in entries
-            ],
+            "params": list(params),
+            "defaults": {k: casefile.encode(v, arrays) for k, v in defaults.items()},
+            "answers": {i: casefile.encode(a, arrays) for i, a in sealed[name].items()},
         }
-        for name, (params, defaults, entries) in recorded.items()
+        for name, (params, defaults, _entries) in recorded.items()
     }
+
+
+def _sealed(name: str, params, entries) -> dict:
+    """answer id -> the answer sealed with its call's key, for each recorded call of the
+    callee ``name`` (the first answer where two calls have one key)."""
+    sealed: dict = {}
+    for given, result in entries:
+        keys = zygote.call_keys(name, params, given, spread=False)
+        if len(keys) != 1:
+            raise ValueError(f"a call to {name} has no key")
+        plain = answer_bytes(result)
+        sealed.setdefault(zygote.answer_id(keys[0]), zygote.seal(keys[0], plain))
+    return sealed
+
+
+def answer_bytes(result) -> bytes:
+    """A callee's answer (a value or a tuple of values, each one a case value can be) as the
+    bytes a table seals: the length of a JSON header, the header (whether it is a tuple, and
+    each value's spec, ``casefile.encode``) and a ``.npz`` of its arrays; ``zygote.answer_value``
+    reads them. TypeError for a value the case format cannot carry."""
+    arrays: dict = {}
+    parts = result if isinstance(result, tuple) else (result,)
+    specs = [casefile.encode(part, arrays) for part in parts]
+    head = json.dumps({"tuple": isinstance(result, tuple), "parts": specs}).encode()
+    return len(head).to_bytes(4, "big") + head + frames.pack(arrays)

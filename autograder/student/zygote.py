@@ -28,7 +28,10 @@ uses), ``frames.py`` (the frame format) and ``isolation.py``
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import itertools
 import json
+import math
 import os
 import signal
 import socket
@@ -81,52 +84,134 @@ def run_case(function, args, kwargs, cells: int) -> contract.Outcome:
     return dataclasses.replace(outcome, code=error_code(err), exception=None, **place)
 
 
-def _same(given, want) -> bool:
-    """Whether an argument of a student's call is the one the reference caller passed: an
-    array of the same shape and values (floats within 1e-7 relative), a number within 1e-7
-    relative, anything else equal."""
+#: a callee's table (``answering``) holds no argument of any call, only answers, each sealed
+#: with a key made from the call's arguments: a float is rounded to CALL_BITS significant bits
+#: (0 below CALL_FLOOR), so an array a few ulps away from the reference caller's gives the same
+#: key; where a value is within CALL_RTOL (relative) + CALL_ATOL of a rounding edge, both
+#: roundings are tried, at most MAX_CALL_KEYS keys per call
+CALL_BITS = 12
+CALL_FLOOR = 2.0**-20
+CALL_RTOL, CALL_ATOL = 1e-9, 1e-12
+MAX_CALL_KEYS = 256
+
+
+def _grid(x: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        mantissa, exponent = np.frexp(x)
+        q = np.ldexp(np.rint(np.ldexp(mantissa, CALL_BITS)), exponent - CALL_BITS)
+        q = np.where(np.abs(x) < CALL_FLOOR, 0.0, q) + 0.0  # + 0.0: no -0.0
+        return np.where(np.isnan(x), np.nan, q)
+
+
+def _digest(*parts: bytes) -> bytes:
+    return hashlib.sha256(b"\0".join(parts)).digest()
+
+
+def argument_keys(value, spread: bool) -> list[bytes]:
+    """One argument of a call as the callee tables key it: a digest of its rounded values
+    (numbers and arrays, any numeric dtype, as float64, with the shape), of None, a bool or a
+    string; ``spread``: every digest a value within the tolerance of this one may have (the
+    sandbox's side), else the one of this value (the trusted side's). [] for any other value
+    (no key: the call is not answered)."""
     try:
-        if isinstance(want, np.ndarray):
-            given = np.asarray(given)
-            if given.shape != want.shape or given.dtype.kind not in "biuf":
-                return False
-            if "f" in (want.dtype.kind, given.dtype.kind):
-                return bool(np.allclose(given, want, rtol=1e-7, atol=1e-12))
-            return bool(np.array_equal(given, want))
-        if isinstance(want, (int, float)) and not isinstance(want, bool):
-            return abs(float(given) - want) <= 1e-7 * max(1.0, abs(want))
-        return type(given) is type(want) and given == want
-    except Exception:  # noqa: BLE001 - an argument that does not compare is not the same
-        return False
+        if value is None:
+            return [_digest(b"none")]
+        if isinstance(value, (bool, np.bool_)):
+            return [_digest(b"bool", b"1" if value else b"0")]
+        if isinstance(value, str):
+            return [_digest(b"str", value.encode("utf-8", "surrogatepass"))]
+        x = np.asarray(value)
+        if x.dtype.kind not in "biuf":
+            return []
+        x = x.astype(np.float64)
+        head = b"num" + repr(x.shape).encode()
+        if not spread:
+            return [_digest(head, _grid(x).tobytes())]
+        with np.errstate(all="ignore"):
+            width = np.where(np.isfinite(x), CALL_RTOL * np.abs(x) + CALL_ATOL, 0.0)
+            low, high = _grid(x - width), _grid(x + width)
+        edges = np.flatnonzero((low != high) & ~np.isnan(x))
+        if 1 << min(len(edges), 63) > MAX_CALL_KEYS:
+            return []
+        keys = []
+        for choice in itertools.product((False, True), repeat=len(edges)):
+            q = np.array(low)
+            q.flat[edges[list(choice)]] = high.flat[edges[list(choice)]]
+            keys.append(_digest(head, q.tobytes()))
+        return keys
+    except Exception:  # noqa: BLE001 - a value that does not convert has no key
+        return []
+
+
+def call_keys(name: str, params, given: dict, spread: bool) -> list[bytes]:
+    """The keys of a call to the callee ``name`` (``given``: its arguments by parameter name,
+    defaults applied; ``argument_keys``): [] where a parameter is missing or has no key, or
+    where they would be more than MAX_CALL_KEYS."""
+    per = []
+    for param in params:
+        keys = argument_keys(given[param], spread) if param in given else []
+        if not keys:
+            return []
+        per.append(keys)
+    if math.prod(len(keys) for keys in per) > MAX_CALL_KEYS:
+        return []
+    head = b"callee\0" + name.encode()
+    return [_digest(head, *keys) for keys in itertools.product(*per)]
+
+
+def answer_id(key: bytes) -> str:
+    """Where a callee table files the answer sealed with ``key``."""
+    return hashlib.sha256(b"answer id\0" + key).hexdigest()[:32]
+
+
+def _stream(key: bytes, n: int) -> np.ndarray:
+    return np.frombuffer(hashlib.shake_256(b"answer key\0" + key).digest(n), np.uint8)
+
+
+def seal(key: bytes, plain: bytes) -> np.ndarray:
+    """``plain`` sealed with ``key`` (``unseal`` opens it): an array of bytes."""
+    return np.frombuffer(plain, np.uint8) ^ _stream(key, len(plain))
+
+
+def unseal(key: bytes, sealed: np.ndarray) -> bytes:
+    sealed = np.asarray(sealed, dtype=np.uint8).ravel()
+    return (sealed ^ _stream(key, sealed.size)).tobytes()
+
+
+def answer_value(plain: bytes):
+    """An answer as a table seals it (``grading.callees.answer_bytes``: the length of a JSON
+    header, the header, a ``.npz`` of its arrays), every array a fresh one."""
+    n = int.from_bytes(plain[:4], "big")
+    meta, arrays = json.loads(plain[4 : 4 + n]), contract.unpack(plain[4 + n :])
+    parts = tuple(contract.fresh(contract.value(spec, arrays)) for spec in meta["parts"])
+    return parts if meta["tuple"] else parts[0]
 
 
 def answering(own, table: dict, arrays: dict):
-    """The callee ``own`` of a caller being graded on hidden cases, answering with the
-    reference's answers the calls the reference caller makes (``table``: its parameter names,
-    defaults and calls, made on the trusted side, ``autograder.grading.callees``); any other
-    call goes to ``own``. So a caller whose only fault is its callee's is scored on its own
-    work."""
-    params, defaults = table["params"], table["defaults"]
-    calls = [
-        ({k: contract.value(s, arrays) for k, s in call["args"].items()}, call)
-        for call in table["calls"]
-    ]
+    """The callee ``own`` of a caller being graded on hidden cases, answering a call the
+    reference caller makes on the case with the reference callee's answer (``table``, made on
+    the trusted side, ``autograder.grading.callees``: the callee's parameter names and
+    defaults, and its answers, each sealed with the key of its call's arguments,
+    ``call_keys``); any other call goes to ``own``. The table holds no argument of any call:
+    an answer opens only to the call it answers, so the caller learns only what calling
+    gives, and a caller whose only fault is its callee's is scored on its own work."""
+    name, params = table["name"], list(table["params"])
+    defaults = {k: contract.value(s, arrays) for k, s in table["defaults"].items()}
+    sealed = {i: contract.value(s, arrays) for i, s in table["answers"].items()}
 
     def callee(*args, **kwargs):
         given = dict(zip(params, args))
-        if len(args) <= len(params) and not set(given) & set(kwargs):
+        if len(args) <= len(params) and not set(given) & set(kwargs) and set(kwargs) <= set(params):
             given.update(kwargs)
-            for name in params:
-                if name not in given and name in defaults:
-                    given[name] = contract.value(defaults[name], arrays)
-            for want, call in calls:
-                if given.keys() == want.keys() and all(_same(given[k], want[k]) for k in want):
-                    result = tuple(
-                        contract.fresh(contract.value(s, arrays)) for s in call["result"]
-                    )
-                    return result if call["tuple"] else result[0]
+            for param in params:
+                if param not in given and param in defaults:
+                    given[param] = defaults[param]
+            for key in call_keys(name, params, given, spread=True):
+                found = sealed.get(answer_id(key))
+                if found is not None:
+                    return answer_value(unseal(key, found))
         if own is None:
-            raise NameError(f"name {table['name']!r} is not defined")
+            raise NameError(f"name {name!r} is not defined")
         return own(*args, **kwargs)
 
     return callee
