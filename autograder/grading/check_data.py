@@ -13,8 +13,9 @@ process that held a hidden input never produces anything a student sees in full.
 - The public set is the same for every submission (``public_case_set``, cached per process).
   The hidden set is each submission's own (``hidden_case_set``), from ``hidden_seed``: the
   batch seed and the student id, so whatever one submission learns of its hidden inputs, by
-  any channel, says nothing about the next submission's. A caller's hidden cases carry the
-  calls the solution makes to its callees, with their answers (``callees``).
+  any channel, says nothing about the next submission's. A caller's hidden cases carry its
+  callees' answers to the calls the solution makes, each sealed with its call's key and no
+  argument of any call (``callees``).
 """
 
 from __future__ import annotations
@@ -75,8 +76,9 @@ def hidden_seed(batch_seed: int, student: str) -> int:
 
 def case_set(tasks, cases: list, hidden: bool, tables: list | None = None) -> CaseSet:
     """The cases of one run (``cases[t]``: the whole cases of task t) with their encoding;
-    ``tables[t][c]``: the calls the solution makes to task t's callees on its case c, with
-    their answers (``callees.record``), sent with the case (a hidden run's only)."""
+    ``tables[t][c]``: the sealed answers of task t's callees to the calls the solution makes
+    on its case c (``callees.record``, ``callees.encode``), sent with the case (a hidden
+    run's only)."""
     tables = tables or [[{}] * len(task_cases) for task_cases in cases]
     arrays: dict = {}
     encoded = tuple(
@@ -114,7 +116,8 @@ def _hidden(reg, check: str, seed: int) -> list[Case]:
 
 def _tables(reg, check: str, cases: list, solution: dict | None) -> list[dict]:
     """A caller's (``Check.calls``) tables, one per case: the calls the solution makes to its
-    callees on it, with their answers; {} for a check that calls none."""
+    callees on it, with their answers, as recorded on the trusted side (encoded, sealed, for
+    the sandbox by ``callees.encode``); {} for a check that calls none."""
     calls = reg.spec(check).calls if solution is not None else ()
     return [callees.record(solution, check, calls, case) if calls else {} for case in cases]
 
