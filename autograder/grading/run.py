@@ -254,4 +254,3 @@ class _Phase:
             record.outcomes.update(
                 {(t, offset + c): v for (t, c), v in run.cases.items() if t == task}
             )
-
