@@ -7,8 +7,9 @@ reasons and notes) stays English. What a check says of its hidden cases is a fix
 (``judging.judge``, ``judging.hidden_shown``) and, for a task the grader stopped, one fixed
 sentence per reason (``TASK_STOPPED``): never an exit status, a signal, a count or a time the
 submission could choose while it held its hidden inputs. The cell outputs shown in
-the feedback are the cell's own captured output and the grader's reason for stopping it
-(cells run before any case exists in the sandbox)."""
+the feedback are the public run's: the cell's own captured output and the grader's reason
+for stopping it, with its detail (that run's processes never held a hidden input); a cell
+the hidden run stopped reads its reason's one fixed sentence (``grading.run._Phase.said``)."""
 
 from __future__ import annotations
 
