@@ -106,6 +106,21 @@ GRADER = {
 }
 
 
+#: why the grader stopped a task or a cell of the hidden run (and any task), said the same
+#: whatever the run's details (an exit status, a signal, a time, which limit, which bytes):
+#: reason -> the id of its one fixed sentence; any other reason reads ``stopped.other``
+STOPPED = {
+    reason: f"stopped.{reason}"
+    for reason in ("timeout", "crash", "memory", "output too large", "protocol violation")
+    + ("fork bomb",)
+}
+
+
+def stopped(reason: str) -> str:
+    """The message id of the fixed sentence for a stop of this reason."""
+    return STOPPED.get(reason, "stopped.other")
+
+
 def english() -> dict:
     """Every message's English template, both parts (their ids are disjoint)."""
     shared = GRADER.keys() & contract.MESSAGES.keys()

@@ -11,7 +11,20 @@ hidden one.
 The budget is kept here, on the trusted side, one for both runs. A cell or task that times
 out or crashes is skipped and the rest rerun while the budget lasts; a protocol violation or
 an output flood ends the submission; a sandbox that breaks before the submission's first
-event is the grader's failure ("lost"): the attempt is rerun in full in a fresh sandbox."""
+event while budget is left is the grader's failure ("lost"): the attempt is rerun in full in
+a fresh sandbox. An attempt that ends while the budget is spent is the submission's timeout
+("budget"), whatever step it was in, its set-up included (``protocol.Run.expired``).
+
+**What leaves the hidden run** (`_Phase.said`, where each attempt's end is turned into what
+is recorded): which tasks passed and which failed (their cases judged into the hidden
+vocabulary of ``judging``), and for a task or a cell it stopped, the reason, from a fixed
+set (``END_REASONS``, "fork bomb"), with that reason's one fixed sentence
+(``messages.STOPPED``). Nothing else an attempt of it reports is recorded: not its detail
+(an exit status, a signal, which limit, how long it waited, a protocol violation's
+wording), its cell outputs, the bytes it sent, how many processes it held or the kernel
+killed, and a lost sandbox's wording. Every process of the hidden run held its hidden
+inputs, or followed one that did (a retry), so any of those could be a value computed from
+them. ``tests/test_hidden_run_vocabulary.py`` walks every field."""
 
 from __future__ import annotations
 
@@ -19,6 +32,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
+from autograder.checking import messages
 from autograder.grading.check_data import CaseSet
 from autograder.grading.results import GRADER_ERROR
 from autograder.sandbox import Limits, Sandbox, wire
@@ -59,6 +73,10 @@ END_REASONS = {
     "lost": GRADER_ERROR,
     "grader": GRADER_ERROR,
 }
+
+
+#: how the hidden run's notes begin: a stop's one fixed sentence follows
+HIDDEN_RUN = "in the run on the hidden cases: "
 
 
 def _end_reason(run, limits: Limits) -> str:
@@ -102,8 +120,9 @@ def run_program(
     if not any(n for t, n in enumerate(hidden.counts()) if t not in hidden_phase.skip):
         return record
     if time.monotonic() >= phase.deadline:  # the budget is spent: nothing more runs
+        note = HIDDEN_RUN + messages.say(messages.ENGLISH, messages.stopped("timeout"))
         for task in set(range(len(hidden.cases))) - hidden_phase.skip:
-            record.failed_tasks[task] = ("timeout", "the submission's budget ran out")
+            record.failed_tasks[task] = ("timeout", note)
         return record
     hidden_phase.run()
     return record
@@ -165,25 +184,25 @@ class _Phase:
             run = self.sandbox.run(attempt, frame, plan, self.deadline, self.accept, self.received)
             record.starts += self.sandbox.starts - starts
             record.attempts += 1
+            reason, note = self.said(run, limits)
             if run.ended == "lost":  # no code of this submission ran: the grader's failure
                 lost += 1
                 record.lost += 1
                 if lost > LOST_RERUNS:
                     record.grader_error = (
-                        f"the sandbox broke before the submission started, {lost} times "
-                        f"({run.detail})"
+                        f"the sandbox broke before the submission started, {lost} times ({note})"
                     )
                     return
                 self.deadline += time.monotonic() - attempt_started  # not the submission's
                 continue  # the same attempt again, in a fresh sandbox (the lost one was killed)
-            record.memory_kills += run.oom_kills
+            # how many processes the kernel killed for memory: only whether any did is said
+            record.memory_kills += min(run.oom_kills, 1) if self.cases.hidden else run.oom_kills
             self.received += run.received
             self._keep(run)
             if run.ended == "done":
                 return
-            reason = _end_reason(run, limits)
             if run.ended == "grader":
-                record.grader_error = run.detail
+                record.grader_error = note
                 return
             retry = (
                 run.ended in ("timeout", "crash", "memory")
@@ -191,16 +210,34 @@ class _Phase:
                 and time.monotonic() < self.deadline
             )
             if retry and run.where[0] == "cell":
-                self._failed_cell(run.where[1], reason, run.detail)
+                self.failed_cells[run.where[1]] = (reason, note)
+                record.failed_cells.setdefault(run.where[1], (reason, note))
                 continue
             if retry and run.where[0] == "task":
-                self.failed_tasks[run.where[1]] = (reason, run.detail)
-                record.failed_tasks[run.where[1]] = (reason, self._note(run.detail))
+                self.failed_tasks[run.where[1]] = (reason, note)
+                record.failed_tasks[run.where[1]] = (reason, note)
                 continue
             for task in range(n_tasks):  # everything not judged yet gets this end's reason
                 if task not in self.done and task not in self.skip:
-                    record.failed_tasks.setdefault(task, (reason, self._note(run.detail)))
+                    record.failed_tasks.setdefault(task, (reason, note))
             return
+
+    def said(self, run, limits: Limits) -> tuple[str, str]:
+        """(reason, note): what is recorded of how an attempt ended (read where it did not
+        end "done"). The public run's note is the attempt's own detail ("the process ended
+        early (exited with status 1)"): its processes never held a hidden input.
+
+        The rule of the hidden run: only pass/fail and the fixed vocabulary leave it. Its
+        note is the reason's one fixed sentence (``messages.STOPPED``), whatever the attempt
+        reported: its exit status, signal, the time it waited, the limit it met, the
+        protocol violation it committed, a lost sandbox's wording (module docstring). The
+        reason itself is one of the fixed set; which cell or task it stopped, and the tasks'
+        pass/fail, are the rest of what leaves."""
+        reason = _end_reason(run, limits) if run.ended != "done" else ""
+        if not self.cases.hidden:
+            return reason, run.detail
+        sentence = messages.say(messages.ENGLISH, messages.stopped(reason))
+        return reason, HIDDEN_RUN + sentence
 
     def _keep(self, run) -> None:
         """What an attempt returned, into the record: a task counts only once all its events
@@ -216,10 +253,3 @@ class _Phase:
             record.outcomes.update(
                 {(t, offset + c): v for (t, c), v in run.cases.items() if t == task}
             )
-
-    def _note(self, detail: str) -> str:
-        return f"in the run on the hidden cases: {detail}" if self.cases.hidden else detail
-
-    def _failed_cell(self, cell: int, reason: str, detail: str) -> None:
-        self.failed_cells[cell] = (reason, detail)
-        self.record.failed_cells.setdefault(cell, (reason, self._note(detail)))

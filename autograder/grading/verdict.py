@@ -7,8 +7,9 @@ reasons and notes) stays English. What a check says of its hidden cases is a fix
 (``judging.judge``, ``judging.hidden_shown``) and, for a task the grader stopped, one fixed
 sentence per reason (``TASK_STOPPED``): never an exit status, a signal, a count or a time the
 submission could choose while it held its hidden inputs. The cell outputs shown in
-the feedback are the cell's own captured output and the grader's reason for stopping it
-(cells run before any case exists in the sandbox)."""
+the feedback are the public run's: the cell's own captured output and the grader's reason
+for stopping it, with its detail (that run's processes never held a hidden input); a cell
+the hidden run stopped reads its reason's one fixed sentence (``grading.run._Phase.said``)."""
 
 from __future__ import annotations
 
@@ -34,12 +35,8 @@ SHOWN = 5  # failing public cases listed per check
 
 #: why the grader stopped a task, said the same whatever the run's details (an exit status, a
 #: signal, which limit): the task held its hidden inputs, so a detail could carry them out
-#: (reason -> the message id of its sentence, ``stopped.<reason>``)
-TASK_STOPPED = {
-    reason: f"stopped.{reason}"
-    for reason in ("timeout", "crash", "memory", "output too large", "protocol violation")
-    + ("fork bomb",)
-}
+#: (reason -> the message id of its sentence, ``stopped.<reason>``: ``messages.STOPPED``)
+TASK_STOPPED = messages.STOPPED
 
 #: a cell's source longer than this is not parsed on the trusted side to find the line of
 #: its syntax error (parsing costs about 1 s per MB)
@@ -148,7 +145,7 @@ def _fatal(check: str, function: str, record: RunRecord, task_index: int, result
         )
     if task_index in record.failed_tasks:
         reason, _detail = record.failed_tasks[task_index]  # the detail is not shown
-        stopped = TASK_STOPPED.get(reason, "stopped.other")
+        stopped = messages.stopped(reason)
         result.add_reason(reason, f"{check}: {messages.say(messages.ENGLISH, stopped)}")
         return tuple(
             messages.say(lang, "grader.stopped", check=check, reason=reason, why=(stopped, {}))
@@ -215,7 +212,7 @@ def _judge_task(task_index, task, check_specs, all_cases, record, result, langua
     fatal = _fatal(check, function, record, task_index, result, language)
     if task_index in record.rescued:  # stopped with its callee: its public cases say no more
         reason, _detail = record.rescued[task_index]
-        stopped = messages.say(messages.ENGLISH, TASK_STOPPED.get(reason, "stopped.other"))
+        stopped = messages.say(messages.ENGLISH, messages.stopped(reason))
         result.add_reason(reason, f"{check}, in its public cases: {stopped}")
     verdicts, english = [], []
     for case_index, case in enumerate(all_cases[task_index]):

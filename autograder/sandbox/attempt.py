@@ -73,12 +73,7 @@ class Attempt:
                 next_sample = now + CPU_SAMPLE_SECONDS
             expired = run.expired(now)
             if expired is not None:
-                how, detail = expired
-                if how == "budget":
-                    detail = (
-                        f"used up the submission's budget of {self.limits.submission_seconds:g} s"
-                    )
-                return self.end(how, detail)
+                return self.end(*expired)
             readers = [r.fd for r in (events, self.control) if not r.eof]
             try:
                 ready, writable, _ = select.select(
@@ -136,7 +131,17 @@ class Attempt:
         return self.end("crash", "the worker process was killed")
 
     def end(self, how: str, detail: str) -> RunResult:
-        """The run ends abnormally: its result says how and where; the sandbox is killed."""
+        """The run ends abnormally: its result says how and where; the sandbox is killed.
+
+        A run that would end "lost" (the sandbox broke, or took no run, before the ``setup``
+        event) while the submission's budget is spent ends "budget" instead: the time is the
+        submission's, whatever step the run was in (``protocol.Run.expired``), so a rerun is
+        not owed. The details said here are for the public run; of the hidden run only the
+        reason leaves (``grading.run``)."""
+        if how == "lost" and time.monotonic() >= self.run.deadline:
+            how = "budget"
+        if how == "budget":
+            detail = f"used up the submission's budget of {self.limits.submission_seconds:g} s"
         result = self.run.result
         result.ended, result.detail, result.where = how, detail, self.run.where()
         result.received = self.events.received

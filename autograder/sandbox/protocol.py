@@ -20,9 +20,10 @@ trusted side sent with this run, so no other message can end it.
 
 ``Run`` is fed events and the trusted clock by ``Sandbox.run`` (which owns the descriptors) and
 decides everything else: which step a timeout charges, when the cases go out, and how a run
-ended. A run that ends before its ``setup`` event ends ``lost``: no student code had run, so
-it is the grader's failure, never the submission's (``grading.run_program`` reruns it in a
-fresh sandbox).
+ended. A run that ends before its ``setup`` event while the submission's budget is left ends
+``lost``: no student code had run, so it is the grader's failure, never the submission's
+(``grading.run_program`` reruns it in a fresh sandbox). A run that ends while the budget is
+spent ends ``budget``, whatever step it was in: the submission's own timeout.
 """
 
 from __future__ import annotations
@@ -131,13 +132,20 @@ class Run:
             self.cpu_time = cpu_time
 
     def expired(self, now: float) -> tuple[str, str] | None:
-        """(how, detail) if the current step or the submission's budget ran out at ``now``."""
+        """(how, detail) if the current step or the submission's budget ran out at ``now``.
+
+        The submission's budget comes first, whatever the step: a run still short of its
+        ``setup`` event when the budget is spent ends "budget", the submission's timeout, not
+        "lost". Time the submission spent is its own (a submission whose cells each sleep
+        until the idle check leaves a fraction of a second, and on a loaded machine the next
+        attempt's set-up takes longer than that); only a set-up the sandbox failed to finish
+        while budget was left is the grader's failure."""
         if now < self.step_deadline():
             return None
-        if self.phase == "setup":
-            return ("lost", "the sandbox did not start the run")
         if now >= self.deadline and self.phase != "finished":
             return ("budget", "")
+        if self.phase == "setup":
+            return ("lost", "the sandbox did not start the run")
         seconds = self.task_seconds if self.phase == "tasks" else self.cell_seconds
         if now < self.started + seconds:  # so the idle check ended it
             return (

@@ -129,7 +129,9 @@ class Sandbox:
         cell and each task also has its own budget, started by the trusted clock when the
         previous step's event arrives (``protocol.Run``). ``accept_case(task, case, header,
         blob)`` turns a case event into an outcome (or raises ProtocolViolation). Never raises
-        for anything the sandbox does; a run that breaks before its first event ends "lost".
+        for anything the sandbox does; a run that breaks before its first event ends "lost"
+        while budget is left, and "budget" (the submission's timeout) once it is spent, the
+        time this start of a fresh zygote took included (``attempt.Attempt.end``).
         """
         if not self.alive():
             self.kill()

@@ -1082,3 +1082,41 @@ def grade_in_order(course: Path, cases: dict, limits) -> None:
     assert got == {s: (score, sorted(reasons)) for s, (_nb, score, reasons) in cases.items()}, {
         r.student: r.notes for r in out.graded
     }
+
+
+# ---- a loaded machine, and a submission that spends its own budget (issue 44, item 7)
+
+CRASH = "import os\nos._exit(1)"
+
+
+def crash_in_many_cells(notebook, n: int):
+    """``n`` cells that each end the process, added after the first solution cell: every
+    attempt runs until the next of them and ends there, in a freshly started sandbox, until
+    the submission's budget is spent (the last attempt starts with a fraction of it left)."""
+    first = next(
+        _meta(c)["grade_id"]
+        for c in notebook.cells
+        if _meta(c).get("solution") and c.cell_type == "code"
+    )
+    for _ in range(n):
+        notebook = add_cell_after(notebook, first, CRASH)
+    return notebook
+
+
+class busy_cpus:
+    """A loaded machine for the duration of a ``with`` block: ``n`` processes that only spin
+    (``stress-ng --cpu n`` without needing stress-ng), ended by their own ids on the way out."""
+
+    def __init__(self, n: int = 4):
+        self.n, self.processes = n, []
+
+    def __enter__(self):
+        spin = "while True:\n    pass"
+        self.processes = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(self.n)]
+        return self
+
+    def __exit__(self, *_exc):
+        for process in self.processes:
+            process.kill()
+        for process in self.processes:
+            process.wait()
