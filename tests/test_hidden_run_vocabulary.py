@@ -379,7 +379,7 @@ def test_a_value_a_hidden_cell_ends_with_never_leaves_as_root(course):
     for student, (notebook, _score, _reasons) in cases.items():
         corpus.write_submission(course, A, student, notebook)
     outcome = grading.grade_assignment(course, A, workers=1, limits=LIMITS, seed=SEED)
-    got = {r.student: (r.score, sorted(r.reasons)) for r in outcome["graded"]}
+    got = {r.student: (r.score, sorted(r.reasons)) for r in outcome.graded}
     assert got == {s: (float(c[1]), sorted(c[2])) for s, c in cases.items()}
     report = course / "report.html"
     assert cli.main(["--course", str(course), "report", A, "--out", str(report)]) == 0
