@@ -31,7 +31,7 @@ from autograder import cli, grading, sandbox  # noqa: E402
 from autograder.checking import checks  # noqa: E402
 from autograder.grading import verdict  # noqa: E402
 from autograder.grading.results import SubmissionResult  # noqa: E402
-from autograder.grading.run import RunRecord  # noqa: E402
+from autograder.grading.run import Failure, RunRecord  # noqa: E402
 from autograder.student import contract  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -234,7 +234,7 @@ def test_a_stopped_task_reads_the_same_whatever_the_run_reported():
         ("timeout", "waited 10 s without using the CPU (a sleep, ...)"),
         ("timeout", "ran longer than 15 s"),
     ):
-        record = RunRecord(failed_tasks={0: (reason, detail)})
+        record = RunRecord(failed_tasks={0: Failure(reason, detail)})
         result = SubmissionResult("s", A, 0)
         verdict.judge(spec, specs, all_cases, record, result)
         text = json.dumps([t.message for t in result.tasks] + result.notes + result.reasons)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from autograder.checking import messages
 from autograder.grading.check_data import CaseSet
@@ -40,14 +41,22 @@ from autograder.sandbox.protocol import Plan
 from autograder.student import frames
 
 
+class Failure(NamedTuple):
+    """What is recorded of a step (a cell or a task) an attempt stopped: the reason (one of
+    ``END_REASONS``' values) and the note the feedback may say (``_Phase.said``)."""
+
+    reason: str
+    note: str
+
+
 @dataclass
 class RunRecord:
     cells: dict = field(default_factory=dict)  # program cell -> cell header
     outcomes: dict = field(default_factory=dict)  # (task, case) -> contract.Outcome
     missing: dict = field(default_factory=dict)  # task -> "undefined" | "not_callable"
-    failed_tasks: dict = field(default_factory=dict)  # task -> (reason, note)
-    failed_cells: dict = field(default_factory=dict)  # program cell -> (reason, note)
-    # task -> (reason, note): stopped in the public run while a callee of its was stopped or
+    failed_tasks: dict[int, Failure] = field(default_factory=dict)  # task ->
+    failed_cells: dict[int, Failure] = field(default_factory=dict)  # program cell ->
+    # task -> Failure: stopped in the public run while a callee of its was stopped or
     # missing there, so run on its hidden cases all the same (``rescued``)
     rescued: dict = field(default_factory=dict)
     grader_error: str = ""
@@ -122,7 +131,7 @@ def run_program(
     if time.monotonic() >= phase.deadline:  # the budget is spent: nothing more runs
         note = HIDDEN_RUN + messages.say(messages.ENGLISH, messages.stopped("timeout"))
         for task in set(range(len(hidden.cases))) - hidden_phase.skip:
-            record.failed_tasks[task] = ("timeout", note)
+            record.failed_tasks[task] = Failure("timeout", note)
         return record
     hidden_phase.run()
     return record
@@ -147,7 +156,7 @@ class _Phase:
         self.deadline = deadline
         self.offsets = [0] * len(cases.cases)  # where this run's case numbers start, per task
         self.skip: set = set()  # tasks not run
-        self.failed_cells: dict = {}  # program cell -> (reason, note), skipped on retries
+        self.failed_cells: dict[int, Failure] = {}  # program cell ->, skipped on retries
         self.failed_tasks: dict = {}
         self.done: set = set()  # tasks all of whose events arrived
         self.received = 0
@@ -184,7 +193,8 @@ class _Phase:
             run = self.sandbox.run(attempt, frame, plan, self.deadline, self.accept, self.received)
             record.starts += self.sandbox.starts - starts
             record.attempts += 1
-            reason, note = self.said(run, limits)
+            failure = self.said(run, limits)
+            note = failure.note
             if run.ended == "lost":  # no code of this submission ran: the grader's failure
                 lost += 1
                 record.lost += 1
@@ -209,21 +219,21 @@ class _Phase:
                 and run.where is not None
                 and time.monotonic() < self.deadline
             )
-            if retry and run.where[0] == "cell":
-                self.failed_cells[run.where[1]] = (reason, note)
-                record.failed_cells.setdefault(run.where[1], (reason, note))
+            if retry and run.where.step == "cell":
+                self.failed_cells[run.where.index] = failure
+                record.failed_cells.setdefault(run.where.index, failure)
                 continue
-            if retry and run.where[0] == "task":
-                self.failed_tasks[run.where[1]] = (reason, note)
-                record.failed_tasks[run.where[1]] = (reason, note)
+            if retry and run.where.step == "task":
+                self.failed_tasks[run.where.index] = failure
+                record.failed_tasks[run.where.index] = failure
                 continue
             for task in range(n_tasks):  # everything not judged yet gets this end's reason
                 if task not in self.done and task not in self.skip:
-                    record.failed_tasks.setdefault(task, (reason, note))
+                    record.failed_tasks.setdefault(task, failure)
             return
 
-    def said(self, run, limits: Limits) -> tuple[str, str]:
-        """(reason, note): what is recorded of how an attempt ended (read where it did not
+    def said(self, run, limits: Limits) -> Failure:
+        """What is recorded of how an attempt ended (read where it did not
         end "done"). The public run's note is the attempt's own detail ("the process ended
         early (exited with status 1)"): its processes never held a hidden input.
 
@@ -235,9 +245,9 @@ class _Phase:
         pass/fail, are the rest of what leaves."""
         reason = _end_reason(run, limits) if run.ended != "done" else ""
         if not self.cases.hidden:
-            return reason, run.detail
+            return Failure(reason, run.detail)
         sentence = messages.say(messages.ENGLISH, messages.stopped(reason))
-        return reason, HIDDEN_RUN + sentence
+        return Failure(reason, HIDDEN_RUN + sentence)
 
     def _keep(self, run) -> None:
         """What an attempt returned, into the record: a task counts only once all its events

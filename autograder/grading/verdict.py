@@ -144,7 +144,7 @@ def _fatal(check: str, function: str, record: RunRecord, task_index: int, result
             for lang, reason in ((language, why), (messages.ENGLISH, english_why))
         )
     if task_index in record.failed_tasks:
-        reason, _detail = record.failed_tasks[task_index]  # the detail is not shown
+        reason = record.failed_tasks[task_index].reason  # the note is not shown
         stopped = messages.stopped(reason)
         result.add_reason(reason, f"{check}: {messages.say(messages.ENGLISH, stopped)}")
         return tuple(
@@ -211,7 +211,7 @@ def _judge_task(task_index, task, check_specs, all_cases, record, result, langua
     grade_id, check, function = task
     fatal = _fatal(check, function, record, task_index, result, language)
     if task_index in record.rescued:  # stopped with its callee: its public cases say no more
-        reason, _detail = record.rescued[task_index]
+        reason = record.rescued[task_index].reason
         stopped = messages.say(messages.ENGLISH, messages.stopped(reason))
         result.add_reason(reason, f"{check}, in its public cases: {stopped}")
     verdicts, english = [], []
@@ -337,8 +337,8 @@ def cell_outputs(
     for program_index, origin in enumerate(program.origin):
         if origin is None:  # a locked cell put back from the source: no output to show
             if program_index in record.failed_cells:
-                reason, detail = record.failed_cells[program_index]
-                result.add_reason(reason, f"a restored locked cell: {detail}")
+                failure = record.failed_cells[program_index]
+                result.add_reason(failure.reason, f"a restored locked cell: {failure.note}")
             continue
         outputs = []
         event = record.cells.get(program_index)
@@ -363,13 +363,13 @@ def cell_outputs(
                 }
             )
         if program_index in record.failed_cells:
-            reason, detail = record.failed_cells[program_index]
-            note = f"notebook cell {origin + 1}: {detail}"
-            result.add_reason(reason, note)
+            failure = record.failed_cells[program_index]
+            note = f"notebook cell {origin + 1}: {failure.note}"
+            result.add_reason(failure.reason, note)
             outputs.append(
                 {
                     "output_type": "error",
-                    "ename": reason.replace(" ", "_"),
+                    "ename": failure.reason.replace(" ", "_"),
                     "evalue": f"stopped by the grader: {note}",
                     "traceback": [f"stopped by the grader: {note}"],
                 }

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from autograder.sandbox import wire
 
@@ -42,6 +43,21 @@ class Plan:
     tasks: list  # (task index, number of cases) to run
 
 
+class Stop(NamedTuple):
+    """Where a run that did not end "done" stopped: a program cell or a task, by index."""
+
+    step: str  # "cell" | "task"
+    index: int
+
+
+class Ending(NamedTuple):
+    """How a step or the submission's budget ran out (``Run.expired``): one of
+    ``RunResult.ended``'s words, and the detail a public run's note may say."""
+
+    how: str
+    detail: str
+
+
 @dataclass
 class RunResult:
     """What one attempt produced (every event already validated) and how it ended."""
@@ -52,7 +68,7 @@ class RunResult:
     finished_tasks: list = field(default_factory=list)
     #: done | timeout | budget | crash | memory | output | protocol | lost | grader
     ended: str = "done"
-    where: tuple | None = None  # ("cell", i) or ("task", t) when it did not end "done"
+    where: Stop | None = None  # the cell or task, when it did not end "done"
     detail: str = ""
     processes_at_kill: int = 0
     received: int = 0
@@ -102,13 +118,13 @@ class Run:
         """True once the ``setup`` event came: from then on, the submission's code may run."""
         return self.phase != "setup"
 
-    def where(self) -> tuple | None:
+    def where(self) -> Stop | None:
         """The step a failure now is charged to: a cell, a task, or nothing (before ``setup``,
         or after the last task)."""
         if self.phase == "cells" and self.pos < len(self.plan.cells):
-            return ("cell", self.plan.cells[self.pos])
+            return Stop("cell", self.plan.cells[self.pos])
         if self.phase == "tasks" and self.task < len(self.plan.tasks):
-            return ("task", self.plan.tasks[self.task][0])
+            return Stop("task", self.plan.tasks[self.task][0])
         return None
 
     def _watching_idle(self) -> bool:
@@ -131,8 +147,8 @@ class Run:
                 self.active = max(self.active, now)
             self.cpu_time = cpu_time
 
-    def expired(self, now: float) -> tuple[str, str] | None:
-        """(how, detail) if the current step or the submission's budget ran out at ``now``.
+    def expired(self, now: float) -> Ending | None:
+        """How the run ends if the current step or the submission's budget ran out at ``now``.
 
         The submission's budget comes first, whatever the step: a run still short of its
         ``setup`` event when the budget is spent ends "budget", the submission's timeout, not
@@ -143,17 +159,17 @@ class Run:
         if now < self.step_deadline():
             return None
         if now >= self.deadline and self.phase != "finished":
-            return ("budget", "")
+            return Ending("budget", "")
         if self.phase == "setup":
-            return ("lost", "the sandbox did not start the run")
+            return Ending("lost", "the sandbox did not start the run")
         seconds = self.task_seconds if self.phase == "tasks" else self.cell_seconds
         if now < self.started + seconds:  # so the idle check ended it
-            return (
+            return Ending(
                 "timeout",
                 f"waited {IDLE_SECONDS:g} s without using the CPU (a sleep, or a read or a lock "
                 "that nothing will ever answer)",
             )
-        return ("timeout", f"ran longer than {seconds:g} s")
+        return Ending("timeout", f"ran longer than {seconds:g} s")
 
     def _advance(self, phase: str | None = None) -> None:
         self.started = self.active = time.monotonic()
