@@ -246,9 +246,11 @@ def cmd_collect(args) -> int:
 
 #: the time one student's feedback page may take (``feedback --seconds``) and the reason a
 #: page that could not be made is reported under. Measured: the six assignments' honest
-#: autograded notebooks render in 0.2-0.5 s each (CPU, in the feedback process once nbgrader
-#: is imported, which takes about 2.5 s once), 200 to 300 MiB of peak memory; a hostile
-#: notebook's code costs at most `nbgrader_sanitise.HIGHLIGHT_SECONDS` of highlighting more
+#: autograded notebooks' pages take 0.18-0.39 s of CPU each (ch1 0.18, ch2 0.19, ch3 0.39,
+#: ch4 0.19, ch5 0.34, ch6 0.25) in the feedback process, which peaks at 174-199 MiB, and
+#: whose start (nbgrader's imports and configuration) takes about 2.5 s, once; a hostile
+#: notebook's code costs at most `nbgrader_sanitise.HIGHLIGHT_SECONDS` of highlighting more.
+#: The memory budget is the recording process's (`gradebook.RENDER_MEMORY_BYTES`, 3 GiB)
 FEEDBACK_SECONDS = 120.0
 NO_PAGE = "{student}: no feedback page: {why}"
 

@@ -247,8 +247,18 @@ def formgrade_html(course: Path, path: Path) -> str:
     return html
 
 
+HIGHLIGHT = re.compile(r'<div class=" ?highlight (hl-[^"]*)"><pre>(.*?)</pre>', re.DOTALL)
+
+
 def _highlights(html: str) -> list[str]:
-    return re.findall(r'<div class=" highlight (hl-[^"]*)"', html)
+    """The lexer's class of each highlighted block of a page (nbconvert's markup; the page's
+    serialiser drops the class's leading space)."""
+    return [lexer for lexer, _code in HIGHLIGHT.findall(html)]
+
+
+def _plain(html: str) -> int:
+    """How many of a page's highlighted blocks hold no token (plain text)."""
+    return sum('<span class="' not in code for _lexer, code in HIGHLIGHT.findall(html))
 
 
 # ---------------------------------------------------------------------------------------
@@ -330,21 +340,16 @@ def test_the_formgrader_renders_the_worst_notebook_written_any_other_way(graded,
     budget): the formgrader's page is made, every cell in Python's markup, most as plain
     text once the budget is spent."""
     worst = " \n" * 9_999 + "x"
-    cells = [nbformat.v4.new_code_cell(worst) for _ in range(100)]
-    for cell in cells:
-        cell.pop("id", None)
-    notebook = nbformat.v4.new_notebook(cells=cells)
-    notebook.nbformat_minor = 4
+    notebook = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(worst) for _ in range(100)]
+    )
     notebook.metadata.update(HOSTILE_METADATA)
     path = tmp_path / f"{A}.ipynb"
     nbformat.write(notebook, path)
     html = formgrade_html(graded["course"], path)
     shown = _highlights(html)
     assert shown == ["hl-python"] * 100
-    plain = html.count('<div class=" highlight hl-python"><pre><span></span>\n') + html.count(
-        '<div class=" highlight hl-python"><pre><span></span> \n'
-    )
-    assert plain >= 90, plain
+    assert _plain(html) >= 90, _plain(html)
 
 
 @pytest.mark.slow
@@ -375,3 +380,34 @@ def test_a_page_that_never_ends_is_that_students_and_the_others_are_written(grad
     assert "wrote 3 feedback page(s)" in out and "1 could not be made: blocker" in out
     written = sorted(p.parts[-3] for p in (course / "feedback").glob(f"*/{A}/{A}.html"))
     assert written == ["honest-1", "honest-2", "hostile"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_live_formgrader_serves_both_pages_and_keeps_answering(graded, tmp_path):
+    """nbgrader's formgrader (the Jupyter server extension, on 127.0.0.1 with a token) opens
+    the graded hostile submission, then the worst notebook written any other way in another
+    student's place: both pages come back in Python's markup, and the server still answers."""
+    import urllib.request
+
+    from formgrader_server import formgrader_server
+    from nbgrader.api import Gradebook
+
+    course = graded["course"]
+    worst = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(" \n" * 9_999 + "x") for _ in range(100)]
+    )
+    worst.metadata.update(HOSTILE_METADATA)
+    nbformat.write(worst, course / "autograded" / "honest-2" / A / f"{A}.ipynb")
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        ids = {s: gb.find_submission_notebook(A, A, s).id for s in ("hostile", "honest-2")}
+    with formgrader_server(course, tmp_path) as (base, token):
+        for student, submission in ids.items():
+            url = f"{base}/formgrader/submissions/{submission}/?token={token}"
+            with urllib.request.urlopen(url, timeout=600) as response:
+                page = response.read().decode()
+            shown = _highlights(page)
+            assert shown and set(shown) == {"hl-python"}, student
+            assert "autoit" not in page.lower(), student
+        with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=60) as status:
+            assert status.status == 200
