@@ -6,7 +6,10 @@
                                             Blackboard; or plain <student>_<id>.ipynb): each
                                             student by the roster and the LMS's ids, hostile
                                             members refused (autograder/course/collect.py)
-    feedback <id>                           nbgrader generate_feedback
+    feedback <id> [--seconds S]             nbgrader generate_feedback, one student at a time
+                                            under a time and memory budget; exit 1 when a
+                                            page could not be made (each named, the others
+                                            written)
     export <id> --csv FILE                  nbgrader export (CSV), plus what still waits
                                             for hand grading
     report <id> [--out FILE]                one HTML page for the instructor
@@ -241,16 +244,66 @@ def cmd_collect(args) -> int:
     return 0 if students else 1
 
 
-def cmd_feedback(args) -> int:
-    """nbgrader generate_feedback; first a warning naming the students whose written answers
-    no one has graded yet (their page would show those points as 0: README, "Generate the
-    feedback after the written answers are graded by hand")."""
-    from autograder.course.gradebook import hand_grading_of
+#: the time one student's feedback page may take (``feedback --seconds``) and the reason a
+#: page that could not be made is reported under. Measured: the six assignments' honest
+#: autograded notebooks' pages take 0.18-0.39 s of CPU each (ch1 0.18, ch2 0.19, ch3 0.39,
+#: ch4 0.19, ch5 0.34, ch6 0.25) in the feedback process, which peaks at 174-199 MiB, and
+#: whose start (nbgrader's imports and configuration) takes about 2.5 s, once; a hostile
+#: notebook's code costs at most `nbgrader_sanitise.HIGHLIGHT_SECONDS` of highlighting more.
+#: The memory budget is the recording process's (`gradebook.RENDER_MEMORY_BYTES`, 3 GiB)
+FEEDBACK_SECONDS = 120.0
+NO_PAGE = "{student}: no feedback page: {why}"
 
+
+def feedback_page(course: str, assignment: str, student: str) -> dict:
+    """(In the feedback process.) nbgrader's generate_feedback for one student, through
+    nbgrader's own API (what the formgrader's button runs), with the course's configuration
+    read as ``nbgrader`` reads it, from the course folder: {"success", "error"}."""
+    import glob
+
+    api = _FEEDBACK_API.get(course)
+    if api is None:
+        os.chdir(course)
+        from nbgrader.apps.api import NbGraderAPI
+        from nbgrader.apps.baseapp import NbGrader
+
+        app = NbGrader()
+        app.load_config_file()
+        api = _FEEDBACK_API[course] = NbGraderAPI(config=app.config)
+    outcome = api.generate_feedback(assignment, glob.escape(student), force=True)
+    return {"success": bool(outcome.get("success")), "error": str(outcome.get("error", ""))}
+
+
+_FEEDBACK_API: dict = {}
+
+
+def feedback_students(course: Path, assignment: str) -> list[str]:
+    """The students with an autograded notebook of ``assignment`` (nbgrader's
+    ``autograded/<student>/<id>/``; the grader's own ``.locks`` and ``.runs`` are no student)."""
+    folder = Path(course) / "autograded"
+    if not folder.is_dir():
+        return []
+    return sorted(
+        p.name
+        for p in folder.iterdir()
+        if not p.name.startswith(".") and (p / assignment / f"{assignment}.ipynb").exists()
+    )
+
+
+def cmd_feedback(args) -> int:
+    """nbgrader generate_feedback, one student at a time, each in the feedback process (a
+    child, `gradebook.Renderer`: 3 GiB of address space) within ``--seconds``: a notebook
+    whose page overruns them ends that process (a new one starts for the next student) and
+    is reported with its reason, the others' pages are written. Exit status: 0 when every
+    page was made, 1 when one or more could not be (each named on stderr). First a warning
+    naming the students whose written answers no one has graded yet (their page would show
+    those points as 0: README, "Generate the feedback after the written answers are graded
+    by hand")."""
+    from autograder.course.gradebook import Renderer, RenderFailed, hand_grading_of
+
+    course = Path(args.course).resolve()
     waiting = sorted(
-        s
-        for s, hand in hand_grading_of(Path(args.course), args.assignment).items()
-        if hand.to_grade
+        s for s, hand in hand_grading_of(course, args.assignment).items() if hand.to_grade
     )
     if waiting:
         print(
@@ -259,7 +312,33 @@ def cmd_feedback(args) -> int:
             "grade them in the formgrader, then run this again",
             file=sys.stderr,
         )
-    return _nbgrader(Path(args.course), "generate_feedback", args.assignment, "--force")
+    students = feedback_students(course, args.assignment)
+    renderer = Renderer(task="rendering the feedback page", limit="feedback --seconds")
+    missing = []
+    try:
+        for student in students:
+            try:
+                outcome = renderer.run(
+                    feedback_page, (str(course), args.assignment, student), args.seconds
+                )
+                why = None if outcome["success"] else "nbgrader could not make it"
+                if why:
+                    print(outcome["error"], file=sys.stderr)
+            except RenderFailed as failed:
+                why = str(failed)
+            except RuntimeError as failed:  # the feedback process's own error
+                why = f"nbgrader could not make it ({failed})"
+            if why:
+                missing.append(student)
+                print(NO_PAGE.format(student=student, why=why), file=sys.stderr)
+    finally:
+        renderer.close()
+    made = len(students) - len(missing)
+    print(
+        f"wrote {made} feedback page(s) of {args.assignment} into {course / 'feedback'}"
+        + (f"; {len(missing)} could not be made: {', '.join(missing)}" if missing else "")
+    )
+    return 1 if missing else 0
 
 
 def cmd_export(args) -> int:
@@ -379,8 +458,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     collect.set_defaults(run=cmd_collect)
 
-    feedback = sub.add_parser("feedback", help="nbgrader generate_feedback")
+    feedback = sub.add_parser(
+        "feedback",
+        help="nbgrader generate_feedback, each student's page within a time and memory budget "
+        "(exit 1 when one could not be made)",
+    )
     feedback.add_argument("assignment")
+    feedback.add_argument(
+        "--seconds",
+        type=_positive(float),
+        default=FEEDBACK_SECONDS,
+        help=f"seconds to render one student's page (default {FEEDBACK_SECONDS:g})",
+    )
     feedback.set_defaults(run=cmd_feedback)
 
     export = sub.add_parser("export", help="nbgrader export to CSV")

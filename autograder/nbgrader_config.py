@@ -237,6 +237,9 @@ c.HTMLExporter.extra_template_basedirs = [
     _NBGRADER_TEMPLATES,
 ]
 c.HTMLExporter.filters = {
+    # a class: nbconvert makes one per notebook, each with its own budget of CPU time; the
+    # course's lexer whatever the notebook names (autograder/course/nbgrader_sanitise.py)
+    "highlight_code": _sanitise.CourseHighlight,
     "course_mathjax": _course_mathjax,
     "nbgrader_template": _nbgrader_template,
     "course_csp": _course_csp,

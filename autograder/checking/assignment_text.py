@@ -348,7 +348,10 @@ def set_text(cell, text: str) -> None:
         return
     cell["source"] = text
     meta = cell.get("metadata", {}).get("nbgrader", {})
-    if meta.get("checksum"):
-        from autograder.checking import nbgrader_api
+    if isinstance(meta, dict) and meta.get("checksum"):
+        from autograder.checking.notebook import checksum_of
 
-        meta["checksum"] = nbgrader_api.utils().compute_checksum(cell)
+        checksum = checksum_of(cell)  # nbgrader's, on metadata checked first
+        if checksum is None:
+            raise ValueError("a cell's nbgrader metadata is not nbgrader's: no checksum for it")
+        meta["checksum"] = checksum

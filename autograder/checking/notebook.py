@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,7 +58,8 @@ def same_code(a: str, b: str) -> bool:
 
 
 def _nbgrader(cell) -> dict:
-    return dict(cell.get("metadata", {}).get("nbgrader", {}) or {})
+    meta = cell.get("metadata", {}).get("nbgrader")
+    return dict(meta) if isinstance(meta, dict) else {}
 
 
 def _source(cell) -> str:
@@ -387,49 +389,92 @@ def read_graded(source, caps: Caps = DEFAULT_CAPS):
         # submission chose (".../attachments/<any text>"), which must reach no feedback
         raise InvalidNotebook(INVALID) from None
     for index, cell in enumerate(notebook.cells):
-        problem = _metadata_problem(cell.get("metadata", {}).get("nbgrader"))
+        problem = nbgrader_problem(cell.get("metadata", {}).get("nbgrader"))
         if problem:
-            raise InvalidNotebook(f"cell {index + 1} has invalid nbgrader metadata ({problem})")
+            field, why = problem
+            raise InvalidNotebook(BAD_METADATA.format(cell=index + 1, field=field, why=why))
     return notebook, dropped
 
 
-#: nbgrader metadata fields and their types (the submission's copy of them is hostile)
-_METADATA_TYPES = {
-    "grade_id": str,
-    "grade": bool,
-    "solution": bool,
-    "locked": bool,
-    "task": bool,
-    "points": (int, float),
-    "schema_version": int,
-    "checksum": str,
-    "cell_type": str,
-}
+#: why a cell's nbgrader metadata is refused: one fixed sentence, with the cell's number and
+#: a field and a fault from the fixed lists of `nbgrader_problem` (never a value or a key the
+#: submission wrote). Everything the trusted side reads of a submission's nbgrader metadata
+#: is checked here, before anything reads it (docs/threat-model.md, "Containment")
+BAD_METADATA = (
+    "cell {cell} has nbgrader metadata that nbgrader does not write ({field} {why}); "
+    "copy the cell back from the released notebook"
+)
+#: the schema version of the cell metadata nbgrader writes (every released notebook's)
+SCHEMA_VERSION = 3
+GRADE_ID = re.compile(r"[A-Za-z0-9_-]+\Z")
+CHECKSUM = re.compile(r"[0-9a-f]{32}\Z")
+FLAGS = ("grade", "solution", "locked", "task")
 
 
-def _metadata_problem(meta) -> str | None:
+def _number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def nbgrader_problem(meta) -> tuple[str, str] | None:
+    """What is wrong with a cell's (hostile) nbgrader metadata as nbgrader's schema 3 has it
+    and as nbgrader's own functions read it (``compute_checksum`` reads ``grade_id`` and
+    ``float(points)``): (field, fault), both from fixed lists, or None when it is well
+    formed. No metadata, or an empty mapping, is none. A field may be absent where nbgrader
+    writes it absent; ``points`` must be there on a graded cell, a finite number of 0 or more
+    (``float(points)`` of a 400-digit integer raises); ``grade_id`` on a graded, solution or
+    locked cell."""
     if meta is None:
         return None
     if not isinstance(meta, dict):
-        return "not a mapping"
-    for key, kind in _METADATA_TYPES.items():
-        if (
-            key in meta
-            and meta[key] is not None
-            and (
-                not isinstance(meta[key], kind)
-                or (kind is not bool and isinstance(meta[key], bool))
-            )
-        ):
-            return f"{key} has the wrong type"
+        return ("the metadata", "is not a mapping")
+    if not meta:
+        return None
+    for flag in FLAGS:
+        if flag in meta and not isinstance(meta[flag], bool):
+            return (flag, "is not true or false")
+    version = meta.get("schema_version")
+    if type(version) is not int or version != SCHEMA_VERSION:
+        return ("schema_version", f"is not {SCHEMA_VERSION}")
+    for flag in ("grade", "solution", "locked"):
+        if flag not in meta:
+            return (flag, "is missing")
+    if "grade_id" in meta and not (
+        isinstance(meta["grade_id"], str) and GRADE_ID.match(meta["grade_id"])
+    ):
+        return ("grade_id", "is not a name of letters, digits, - and _")
+    if "grade_id" not in meta and (meta["grade"] or meta["solution"] or meta["locked"]):
+        return ("grade_id", "is missing")
+    if "points" in meta or meta["grade"]:
+        points = meta.get("points")
+        try:
+            finite = _number(points) and math.isfinite(float(points)) and points >= 0
+        except OverflowError:
+            finite = False
+        if not finite:
+            return ("points", "is not a finite number of 0 or more")
+    if "checksum" in meta and not (
+        isinstance(meta["checksum"], str) and CHECKSUM.match(meta["checksum"])
+    ):
+        return ("checksum", "is not 32 hexadecimal digits")
+    if "cell_type" in meta and meta["cell_type"] not in ("code", "markdown", "raw"):
+        return ("cell_type", "is not a cell type")
     return None
+
+
+def checksum_of(cell) -> str | None:
+    """nbgrader's checksum of a cell (``compute_checksum``, what nbgrader compares to know an
+    answer was left as released), or None for a cell with no well-formed nbgrader metadata:
+    nbgrader's function reads the metadata with no check of its own."""
+    from autograder.checking import nbgrader_api
+
+    meta = cell.get("metadata", {}).get("nbgrader")
+    if not meta or nbgrader_problem(meta) or "grade_id" not in meta:
+        return None
+    return nbgrader_api.utils().compute_checksum(cell)
 
 
 def unanswered_manual_cells(spec: AssignmentSpec, submission) -> list[str]:
     """Manually graded cells whose content is still the released one (nbgrader scores them 0)."""
-    from autograder.checking import nbgrader_api
-
-    compute_checksum = nbgrader_api.utils().compute_checksum
     manual = {
         gid for gid, meta in spec.metadata.items() if meta.get("grade") and meta.get("solution")
     }
@@ -439,7 +484,7 @@ def unanswered_manual_cells(spec: AssignmentSpec, submission) -> list[str]:
         if (
             meta.get("grade_id") in manual
             and meta.get("checksum")
-            and meta["checksum"] == compute_checksum(cell)
+            and meta["checksum"] == checksum_of(cell)
         ):
             out.append(meta["grade_id"])
     return out

@@ -17,8 +17,20 @@ notebook is cleaned as it is written (`autograder.course.gradebook.Recorder.writ
   markdown as cleaned HTML, and SVG as an ``<img>`` of the SVG (a browser runs no script in
   an image); JavaScript, widgets, LaTeX and any other type are dropped, and so is the
   output's metadata except a numeric image width/height;
-- cell metadata keeps only ``nbgrader`` (tags become CSS classes in nbconvert's templates),
-  notebook metadata only the kernel name, language name and the grader's own record.
+- cell metadata keeps only ``nbgrader``, and of it only the fields nbgrader writes with the
+  types it writes them (`nbgrader_fields`; tags become CSS classes in nbconvert's templates,
+  ``magics_language`` and ``raw_mimetype`` choose a lexer or a renderer: all dropped);
+- notebook metadata keeps only the kernel and the language, each one the course uses
+  (`KERNELS`: Python, as every released notebook says; any other name becomes Python), and
+  the grader's own record. nbconvert picks the Pygments lexer of every code cell from
+  ``language_info`` (``pygments_lexer``, else ``name``) *before* any preprocessor runs, so
+  the name on disk is the one the formgrader's page highlights with: a lexer the student
+  named (AutoIt's is quadratic on a run of spaces: one 200,000-space cell took the feedback
+  over 120 s) never runs. ``language_info`` is always written, so nbconvert never falls back
+  to the IPython lexer, which hands ``%%bash``, ``%%ruby``... cells to other lexers;
+- a fenced code block in markdown is shown as plain text: nbconvert's renderer would
+  highlight it with the lexer its info string names (the classes it adds are removed by the
+  cleaner anyway).
 """
 
 from __future__ import annotations
@@ -101,10 +113,15 @@ def _one_block(html: str) -> str:
 
 
 def markdown_html(source: str, attachments: dict | None = None) -> str:
-    """A student's markdown as nbconvert renders it, cleaned."""
+    """A student's markdown as nbconvert renders it, cleaned; fenced code as plain text."""
+    from mistune import HTMLRenderer
     from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 
     class Renderer(IPythonRenderer):
+        def block_code(self, code: str, info: str | None = None) -> str:
+            # never a lexer the student names (nor mermaid's markup): mistune's plain block
+            return HTMLRenderer.block_code(self, code, None)
+
         def _embed_image_or_attachment(self, src: str) -> str:
             # an attachment that is not there (never attached, not an image, or dropped at
             # intake: `notebook.drop_ungraded`) is no image, not an error that stops the record
@@ -198,15 +215,77 @@ def clean_output(output) -> dict | None:
     return result
 
 
-def clean_notebook(notebook):
+#: the kernels of the course's notebooks, by language (``language_info.name``): every
+#: released notebook is Python's (``tests/test_renderer_budget.py`` checks each source
+#: notebook against this table). A notebook keeps its language only if it is one of these,
+#: and then the course's kernel for it; anything else is the default's.
+KERNELS = {
+    "python": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
+}
+DEFAULT_LANGUAGE = "python"
+
+
+def course_language(metadata) -> str:
+    """The language a notebook's (hostile) metadata names, if the course uses it, else the
+    default: read from ``language_info.name`` and ``kernelspec.language`` alike, which must
+    agree."""
+    meta = metadata if isinstance(metadata, dict) else {}
+    info, kernel = meta.get("language_info"), meta.get("kernelspec")
+    named = {
+        value.get(key)
+        for value, key in ((info, "name"), (kernel, "language"))
+        if isinstance(value, dict) and key in value
+    }
+    (language,) = named if len(named) == 1 else (None,)
+    return language if isinstance(language, str) and language in KERNELS else DEFAULT_LANGUAGE
+
+
+#: nbgrader's cell metadata (its schema version 3, and what its feedback adds) and the type
+#: of each field
+NBGRADER_FIELDS = {
+    "grade_id": str,
+    "grade": bool,
+    "solution": bool,
+    "locked": bool,
+    "task": bool,
+    "points": (int, float),
+    "schema_version": int,
+    "checksum": str,
+    "cell_type": str,
+    # what nbgrader's GetGrades adds from the gradebook before the feedback page is rendered
+    # (this runs after it there): the score and the instructor's comment
+    "score": (int, float, type(None)),
+    "comment": (str, type(None)),
+}
+
+
+def nbgrader_fields(meta) -> dict | None:
+    """The fields of a cell's nbgrader metadata that nbgrader writes, each of its type (a
+    bool is no number), or None when ``meta`` is not a mapping: what the formgrader's page may
+    read. A notebook the grader records was validated before (`autograder.checking.notebook`),
+    this keeps a notebook written any other way from reaching a template with other types."""
+    if not isinstance(meta, dict):
+        return None
+    return {
+        key: meta[key]
+        for key, kind in NBGRADER_FIELDS.items()
+        if key in meta
+        and isinstance(meta[key], kind)
+        and (kind is bool or not isinstance(meta[key], bool))
+    }
+
+
+def clean_notebook(notebook, keep_record: bool = True):
     """A copy of an nbformat v4 notebook that nbgrader can render without running anything
-    the student wrote (see the module docstring for what is kept)."""
+    the student wrote (see the module docstring for what is kept). ``keep_record``: keep the
+    grader's record (``metadata.autograder``); nbgrader's autograde drops it, since there it
+    would be the student's."""
     import nbformat
 
     notebook = copy.deepcopy(notebook)
     for cell in notebook.cells:
-        kept = {"nbgrader": cell.metadata["nbgrader"]} if "nbgrader" in cell.metadata else {}
-        cell.metadata = nbformat.from_dict(kept)
+        fields = nbgrader_fields(cell.metadata.get("nbgrader"))
+        cell.metadata = nbformat.from_dict({"nbgrader": fields} if fields else {})
         if cell.cell_type == "markdown":
             cell.source = _one_block(markdown_html(_text(cell.source), cell.get("attachments")))
             cell.pop("attachments", None)  # inlined above, when they were images
@@ -217,17 +296,9 @@ def clean_notebook(notebook):
             outputs = (clean_output(o) for o in cell.get("outputs", []))
             cell.outputs = [nbformat.from_dict(o) for o in outputs if o is not None]
     meta = notebook.metadata
-    kept = {}
-    kernel = meta.get("kernelspec")
-    if isinstance(kernel, dict) and isinstance(kernel.get("name"), str):
-        kept["kernelspec"] = {
-            "name": kernel["name"][:100],
-            "display_name": str(kernel.get("display_name", kernel["name"]))[:100],
-        }
-    language = meta.get("language_info")
-    if isinstance(language, dict) and isinstance(language.get("name"), str):
-        kept["language_info"] = {"name": language["name"][:100]}
-    if "autograder" in meta:
+    language = course_language(meta)
+    kept = {"kernelspec": dict(KERNELS[language]), "language_info": {"name": language}}
+    if keep_record and "autograder" in meta:
         kept["autograder"] = meta["autograder"]
     notebook.metadata = nbformat.from_dict(kept)
     return notebook

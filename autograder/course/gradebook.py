@@ -360,10 +360,11 @@ class Renderer:
     either is that submission's reason, and the grader's own memory never holds more than
     the finished text."""
 
-    def __init__(self):
+    def __init__(self, task: str = "making the autograded notebook", limit: str = "record_seconds"):
         self._child = None
         self._lock = threading.Lock()
         self.started = 0  # processes started (a test reads it)
+        self.task, self.limit = task, limit  # what its reasons say: the work and its limit
 
     def _start(self) -> None:
         root = str(Path(__file__).resolve().parents[2])  # where `autograder` is importable
@@ -412,20 +413,16 @@ class Renderer:
             except TimeoutError:
                 self._close()
                 raise RenderFailed(
-                    f"making the autograded notebook took more than {seconds:g} s (the limit "
-                    "is record_seconds)"
+                    f"{self.task} took more than {seconds:g} s (the limit is {self.limit})"
                 ) from None
             except (EOFError, BrokenPipeError):
                 self._close()
-                raise RenderFailed("making the autograded notebook ended its process") from None
+                raise RenderFailed(f"{self.task} ended its process") from None
             if reply[0] == "memory":
                 self._close()
-                raise RenderFailed(
-                    f"making the autograded notebook needed more than "
-                    f"{RENDER_MEMORY_BYTES >> 20} MiB"
-                )
+                raise RenderFailed(f"{self.task} needed more than {RENDER_MEMORY_BYTES >> 20} MiB")
             if reply[0] == "error":
-                raise RuntimeError(f"{reply[1]} while making the autograded notebook: {reply[2]}")
+                raise RuntimeError(f"{reply[1]} while {self.task}: {reply[2]}")
             return reply[1]
 
     def _close(self) -> None:

@@ -24,6 +24,14 @@ only the notebooks, ``timestamp.txt`` and the files of the instructor's ``source
 what our grader does) gives a student nbgrader creates the name our grader gives
 (`autograder.course.gradebook.name_student`), so the formgrader never lists "None, None".
 
+`CourseHighlight` is the ``highlight_code`` filter of every page nbconvert makes for the course
+(nbgrader's feedback, the formgrader's manual-grading view): the course's lexer whatever the
+notebook's metadata names, and a budget of CPU time per notebook, past which code is shown
+as plain text. nbconvert reads the lexer's name from the notebook before any preprocessor
+runs, and Pygments' lexers are not linear: AutoIt's is quadratic on a run of spaces, and
+Python's own on lines of one space (``" \\n" * 20_000``: 3 s; 200,000 characters: about
+5 minutes), inside the Jupyter server, whose one thread then answers nobody.
+
 `ChapterTimeout` is nbgrader's ``Execute`` with a cell's timeout derived from the chapter's
 budget (`stock_cell_seconds`), not one number for every course: the formgrader's Autograde
 button runs autograde inside the Jupyter server, which a looping cell held for the whole
@@ -51,7 +59,76 @@ class SanitiseForInstructor(Preprocessor):
     enabled = Bool(True)  # nbconvert preprocessors are off unless enabled
 
     def preprocess(self, nb, resources):
-        return sanitise.clean_notebook(nb), resources
+        # a grader's record in what nbgrader reads is the student's: dropped
+        return sanitise.clean_notebook(nb, keep_record=False), resources
+
+
+#: CPU seconds of highlighting per notebook, and the longest cell highlighted: past either,
+#: code is shown as plain text, escaped, in the same markup. Measured: the six assignments'
+#: honest autograded notebooks (9 to 24 code cells, the longest 4,452 characters, ch3's)
+#: take 0.007-0.025 s each; Python's lexer on 20,000 characters of one-space lines, 3 s
+HIGHLIGHT_SECONDS = 2.0
+HIGHLIGHT_CELL_CHARS = 20_000
+
+
+class _OverBudget(Exception):
+    pass
+
+
+class CourseHighlight:
+    """``highlight_code`` for nbconvert's HTML pages (registered as a class in
+    ``nbgrader_config.py``: nbconvert makes one per notebook it renders, so the budget is per
+    notebook). Every cell is highlighted with the course's lexer
+    (`autograder.checking.sanitise.DEFAULT_LANGUAGE`), never the one the notebook names, until
+    ``HIGHLIGHT_SECONDS`` of this thread's CPU time are spent; a cell over
+    ``HIGHLIGHT_CELL_CHARS``, and every cell after the budget, is plain text. The budget is
+    checked between tokens, and each token is one regular-expression match over at most one
+    cell, so one notebook costs the budget and a linear pass, whatever it holds."""
+
+    def __init__(self):
+        self.spent = 0.0
+        self.plain = 0  # cells shown as plain text (a test reads it)
+        self.highlighted = 0
+
+    def __call__(self, source, language=None, metadata=None) -> str:
+        import time
+
+        from pygments.formatters import HtmlFormatter
+        from pygments.lexers import get_lexer_by_name
+        from pygments.token import Text
+
+        source = str(source) or " "
+        name = sanitise.DEFAULT_LANGUAGE
+        formatter = HtmlFormatter(cssclass=f" highlight hl-{name}")
+        started = time.thread_time()
+        if len(source) <= HIGHLIGHT_CELL_CHARS and self.spent < HIGHLIGHT_SECONDS:
+            deadline = started + HIGHLIGHT_SECONDS - self.spent
+
+            def tokens():
+                for token in get_lexer_by_name(name).get_tokens(source):
+                    if time.thread_time() > deadline:
+                        raise _OverBudget
+                    yield token
+
+            try:
+                html = _format(formatter, tokens())
+                self.highlighted += 1
+                return html
+            except _OverBudget:
+                pass
+            finally:
+                self.spent += time.thread_time() - started
+        self.plain += 1
+        return _format(formatter, [(Text, source)])
+
+
+def _format(formatter, tokens) -> str:
+    """What ``pygments.highlight`` returns, from tokens already made."""
+    import io
+
+    out = io.StringIO()
+    formatter.format(tokens, out)
+    return out.getvalue()
 
 
 class KeepOnlyCourseFiles(Preprocessor):
