@@ -104,6 +104,7 @@ from autograder.course.nbgrader_sanitise import (  # noqa: E402
     ChapterTimeout,
     KeepOnlyCourseFiles,
     NameStudent,
+    SanitiseFeedback,
     SanitiseForInstructor,
     ScrubPaths,
 )
@@ -121,7 +122,7 @@ c.Autograde.autograde_preprocessors = [
 c.GenerateFeedback.preprocessors = [
     *c.GenerateFeedback.preprocessors,
     ScrubPaths,
-    SanitiseForInstructor,
+    SanitiseFeedback,
 ]
 c.HTMLExporter.preprocessors = [SanitiseForInstructor]
 

@@ -35,6 +35,7 @@ from test_site_browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402  (the projec
 
 from autograder import cli, grading, sandbox  # noqa: E402
 from autograder.checking import sanitise  # noqa: E402
+from autograder.course.nbgrader_sanitise import SanitiseFeedback, SanitiseForInstructor  # noqa: E402
 
 A = "ch1_pooling"
 STUDENT = "hostile-answer"
@@ -42,6 +43,10 @@ WRITTEN = "written-bandwidth"
 PNG = (  # a 1x1 PNG
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 )
+
+
+#: a comment a student put in a cell's nbgrader metadata, as if the instructor's
+FORGED = "FORGED-INSTRUCTOR-COMMENT"
 
 
 def _mark(kind: str) -> str:
@@ -198,6 +203,16 @@ def graded(tmp_path_factory, bubblewrap):
     raw.metadata["format"] = "text/html"
     extra = nbformat.v4.new_code_cell("extra = 1")
     extra.metadata["tags"] = [f'x" onmouseover="{_mark("cell-tag")}']
+    # well-formed nbgrader metadata of a cell nbgrader grades nothing in, with the fields only
+    # the gradebook fills in: a comment the feedback page would show as the instructor's
+    extra.metadata["nbgrader"] = {
+        "schema_version": 3,
+        "grade": False,
+        "solution": False,
+        "locked": False,
+        "score": 99,
+        "comment": FORGED,
+    }
     for cell in (raw, extra):
         if notebook.nbformat_minor < 5:
             cell.pop("id", None)
@@ -290,6 +305,37 @@ def _assert_nothing_ran(watched: Watched, state: dict) -> None:
 @pytest.mark.slow
 @pytest.mark.browser
 @pytest.mark.timeout(900)
+def test_a_cells_score_and_comment_are_the_gradebooks_never_the_students():
+    """Only nbgrader's GetGrades writes a cell's ``score`` and ``comment`` (the feedback page
+    shows them as the instructor's): anywhere else the sanitiser drops them."""
+    notebook = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("x = 1")
+    meta = {"schema_version": 3, "grade": True, "solution": False, "locked": True}
+    cell.metadata["nbgrader"] = {
+        **meta,
+        "grade_id": "t",
+        "points": 1,
+        "score": 9,
+        "comment": FORGED,
+    }
+    notebook.cells.append(cell)
+    for clean in (
+        sanitise.clean_notebook(notebook),
+        SanitiseForInstructor().preprocess(notebook, {})[0],
+    ):
+        assert clean.cells[0].metadata["nbgrader"] == {**meta, "grade_id": "t", "points": 1}
+    filled = SanitiseFeedback().preprocess(notebook, {})[0]  # after GetGrades: the gradebook's
+    assert filled.cells[0].metadata["nbgrader"]["comment"] == FORGED
+
+
+def test_no_comment_a_student_wrote_reaches_the_feedback_or_the_record(graded):
+    pages = [*(graded / "feedback" / STUDENT / A).glob("*.html")]
+    recorded = [*(graded / "autograded" / STUDENT / A).glob("*.ipynb")]
+    assert pages and recorded
+    for path in pages + recorded:
+        assert FORGED not in path.read_text(), path
+
+
 def test_feedback_html_runs_no_student_script(graded, chromium):
     folder = graded / "feedback" / STUDENT / A
 

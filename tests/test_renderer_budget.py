@@ -288,7 +288,7 @@ def graded(tmp_path_factory, bubblewrap):
     corpus.write_submission(course, A, "hostile", json.dumps(hostile(course)))
     outcome = grading.grade_assignment(course, A, workers=2)
     results = {r.student: (r.score, r.reasons) for r in outcome.graded}
-    return {"course": course, "results": results, "rerun": outcome["rerun"]}
+    return {"course": course, "results": results, "rerun": outcome.rerun}
 
 
 @pytest.mark.slow

@@ -257,6 +257,8 @@ NBGRADER_FIELDS = {
     "score": (int, float, type(None)),
     "comment": (str, type(None)),
 }
+#: the fields only the gradebook fills in (``GetGrades``): kept only where it just did
+FROM_GRADEBOOK = ("score", "comment")
 
 
 def nbgrader_fields(meta) -> dict | None:
@@ -275,16 +277,20 @@ def nbgrader_fields(meta) -> dict | None:
     }
 
 
-def clean_notebook(notebook, keep_record: bool = True):
+def clean_notebook(notebook, keep_record: bool = True, graded: bool = False):
     """A copy of an nbformat v4 notebook that nbgrader can render without running anything
     the student wrote (see the module docstring for what is kept). ``keep_record``: keep the
     grader's record (``metadata.autograder``); nbgrader's autograde drops it, since there it
-    would be the student's."""
+    would be the student's. ``graded``: nbgrader's ``GetGrades`` has just filled in each
+    cell's score and comment from the gradebook (the feedback page); anywhere else those
+    fields are the student's (a comment the page would show as the instructor's) and go."""
     import nbformat
 
     notebook = copy.deepcopy(notebook)
     for cell in notebook.cells:
         fields = nbgrader_fields(cell.metadata.get("nbgrader"))
+        if fields and not graded:
+            fields = {k: v for k, v in fields.items() if k not in FROM_GRADEBOOK}
         cell.metadata = nbformat.from_dict({"nbgrader": fields} if fields else {})
         if cell.cell_type == "markdown":
             cell.source = _one_block(markdown_html(_text(cell.source), cell.get("attachments")))

@@ -54,13 +54,22 @@ from autograder.checking import sanitise
 
 
 class SanitiseForInstructor(Preprocessor):
-    """The whole notebook through `autograder.checking.sanitise.clean_notebook`."""
+    """The whole notebook through `autograder.checking.sanitise.clean_notebook`: a grader's
+    record, and a cell's score and comment, in what nbgrader reads are the student's."""
 
     enabled = Bool(True)  # nbconvert preprocessors are off unless enabled
+    #: nbgrader's ``GetGrades`` ran just before (the feedback page): its scores and comments
+    #: are the gradebook's, kept
+    graded = False
 
     def preprocess(self, nb, resources):
-        # a grader's record in what nbgrader reads is the student's: dropped
-        return sanitise.clean_notebook(nb, keep_record=False), resources
+        return sanitise.clean_notebook(nb, keep_record=False, graded=self.graded), resources
+
+
+class SanitiseFeedback(SanitiseForInstructor):
+    """``SanitiseForInstructor`` after ``GetGrades``, in ``generate_feedback``."""
+
+    graded = True
 
 
 #: CPU seconds of highlighting per notebook, and the longest cell highlighted: past either,
