@@ -231,6 +231,7 @@ def cmd_collect(args) -> int:
         layout=layout,
         enroll_unknown=args.enroll_unknown,
         lms_assignment=args.lms_assignment,
+        lms_timezone=args.lms_timezone,
     )
     for message in messages:
         print(message, file=sys.stderr)
@@ -293,6 +294,16 @@ def cmd_report(args) -> int:
     path = write_report(Path(args.course), args.assignment, out)
     print(f"wrote {path}")
     return 0
+
+
+def _timezone(name: str) -> str:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise argparse.ArgumentTypeError(f"no time zone {name!r} (e.g. UTC, Europe/Berlin)") from None
+    return name
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -371,6 +382,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="Blackboard: the assignment's name as it starts the file names (default: told "
         "from the roster's usernames)",
+    )
+    collect.add_argument(
+        "--lms-timezone",
+        metavar="ZONE",
+        default="UTC",
+        type=_timezone,
+        help="the time zone of the LMS's dates in the download (Blackboard's attempt dates, "
+        "Moodle's file dates), e.g. Europe/Berlin (default: UTC)",
     )
     collect.add_argument(
         "--regexp",

@@ -497,8 +497,11 @@ def test_a_canvas_download(tmp_path, empty_gradebook):
         "ab_34 (Canvas user 1034): submitted late (Canvas's LATE mark)",
         f"dan (Canvas user 1050): 2 notebooks ('{NB}', 'scratch.ipynb'); kept '{NB}' "
         f"(named {NB}), dropped the others",
-        "refused erin (Canvas user 1060): 2 notebooks ('draft.ipynb', 'final.ipynb') and none "
-        f"named {NB}; nothing collected for this student (copy the right one by hand)",
+        "refused erin (Canvas user 1060): 2 notebooks ('draft.ipynb', 'final.ipynb'), the "
+        f"archive does not say which is newest and none is named {NB}; nothing collected for "
+        "this student (copy the right one by hand)",
+        "ab_34 (Canvas user 1034): Canvas's LATE mark is not recorded: the assignment has no "
+        "due date in the gradebook (set it, then collect again)",
     ]
     assert out.strip().endswith(": ab_12, ab_34, dan, mallory")
 
@@ -545,10 +548,12 @@ def test_a_moodle_download(tmp_path, empty_gradebook):
         "metadata (__MACOSX/, ._*), not a submission",
         f"refused 'Zed Z_88_assignsubmission_file_/{NB}': Moodle participant 88 "
         + NOT_ON_ROSTER.format("the Moodle participant id in its lms_user_id column"),
-        f"dan (Moodle participant 50): 2 notebooks ('{NB}', 'old/{A} (1).ipynb'); kept "
-        f"'{NB}' (named {NB}), dropped the others",
-        "refused erin (Moodle participant 60): 2 notebooks ('a.ipynb', 'b.ipynb') and none "
-        f"named {NB}; nothing collected for this student (copy the right one by hand)",
+        # the picker's "(1)" counts within one folder only: the archive does not say
+        f"dan (Moodle participant 50): 2 notebooks ('{NB}', 'old/{A} (1).ipynb'), the archive "
+        f"does not say which is newest; kept '{NB}' (named {NB}), dropped the others",
+        "refused erin (Moodle participant 60): 2 notebooks ('a.ipynb', 'b.ipynb'), the archive "
+        f"does not say which is newest and none is named {NB}; nothing collected for this "
+        "student (copy the right one by hand)",
     ]
 
 
@@ -609,8 +614,9 @@ def test_a_blackboard_download(tmp_path, empty_gradebook):
         f"'{NB}'), dropped '{NB}' (2026-01-29 10:00:00)",
         f"dan (Blackboard user dan): 2 notebooks ('{NB}', 'scratch.ipynb'); kept '{NB}' "
         f"(named {NB}), dropped the others",
-        "refused erin (Blackboard user erin): 2 notebooks ('x.ipynb', 'y.ipynb') and none "
-        f"named {NB}; nothing collected for this student (copy the right one by hand)",
+        "refused erin (Blackboard user erin): 2 notebooks ('x.ipynb', 'y.ipynb'), the archive "
+        f"does not say which is newest and none is named {NB}; nothing collected for this "
+        "student (copy the right one by hand)",
     ]
 
 
