@@ -254,7 +254,14 @@ def apply_late_penalties(course: Path, assignment: str) -> list[str]:
             seconds = submission.total_seconds_late
             for notebook in submission.notebooks:
                 late.append((submission.student.id, notebook.name, seconds))
-    preprocessor = AssignLatePenalties(config=_course_config(course))
+    # a plug-in named in the configuration (``late.SubMarks``) lives beside it, as nbgrader's
+    # documentation puts it, so the course directory is where it is imported from
+    sys.path.insert(0, str(Path(course).resolve()))
+    try:
+        preprocessor = AssignLatePenalties(config=_course_config(course))
+        preprocessor.plugin_class  # noqa: B018 - the configured class, imported now
+    finally:
+        sys.path.remove(str(Path(course).resolve()))
     messages = []
     for student, notebook, seconds in late:
         resources = {
@@ -303,7 +310,7 @@ def read_grades(course: Path, assignment: str) -> list[Grade]:
     grades = []
     with _gradebook(course) as gb:
         maximum = float(gb.find_assignment(assignment).max_score)
-        for student in gb.students:
+        for student in sorted(gb.students, key=lambda s: s.id):
             try:
                 submission = gb.find_submission(assignment, student.id)
             except MissingEntry:
