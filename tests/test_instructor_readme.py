@@ -9,9 +9,11 @@ Nothing is on ``PATH`` but the system's: every command must name the venv's prog
 
 Substituted only what the README tells the reader to substitute or do:
 
-- the roster ``students.csv`` (the columns the README names) and the LMS download
-  ``downloads.zip``, made here as Canvas lays out "Download submissions": alice's notebook,
-  solved, and bob's, the released notebook untouched (late, and Canvas's ``-1`` name);
+- the roster ``students.csv``, Canvas's gradebook export (the columns its exporter writes,
+  a "Points Possible" row), and the LMS download ``downloads.zip``, made here as Canvas lays
+  out "Download submissions" (``<name>_[LATE_]<user id>_<attachment id>_<file>``): alice's
+  notebook, solved, and bob's, the released notebook untouched (late, and Canvas's ``-1``
+  name);
 - "hand-grade the written answers in the formgrader": alice's 2-point written answer gets
   2, written through nbgrader's gradebook API by the formgrader's own rule;
 - the formgrader block: "as root, add --allow-root"; the server is asked for ``/formgrader``
@@ -21,13 +23,14 @@ Each command must exit 0, and what the README says it makes must be there: the r
 zips of all six assignments (both editions), the roster in ``autograder/gradebook.db`` (and
 no gradebook at the root), the collected notebooks, the summary table (alice "12 14 + 2 to
 grade by hand" before hand grading), the option ``ARGS=--force`` the README gives, a
-feedback page per student where the README says (alice's 14/14 once hand-graded), the CSV,
-the report, the formgrader's page.
+feedback page per student where the README says (alice's 14/14 once hand-graded), Canvas's
+grade import (read as Canvas's importer reads it: alice 14 of 14 under her Canvas id, bob 0),
+the feedback zip (each page named with the user and attachment id of the collected file, as
+Canvas's re-upload reads them), the report, the formgrader's page.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import re
@@ -59,12 +62,15 @@ ASSIGNMENTS = (
     "ch5_multihead",
     "ch6_transformer",
 )
+#: Canvas's "Export Entire Gradebook" (instructure/canvas-lms lib/gradebook_exporter.rb)
 ROSTER = (
-    "id,first_name,last_name,email,lms_user_id\n"
-    "alice,Alice,Smith,alice@example.edu,1001\n"
-    'bob,Bob,"Jones, Jr.",bob@example.edu,1002\n'
+    "Student,ID,SIS User ID,SIS Login ID,Section,Pooling (5501),Current Score\n"
+    "    Points Possible,,,,,14.00,(read only)\n"
+    '"Smith, Alice",1001,S1001,alice,Section 1,,\n'
+    '"Jones, Bob",1002,S1002,bob,Section 1,,\n'
 )
-#: Canvas's "Download submissions": <sortable name>_[LATE_]<user id>_<submission id>_<file>
+#: Canvas's "Download submissions" (instructure/canvas-lms lib/content_zipper.rb):
+#: <sortable name>_[LATE_]<user id>_<attachment id>_<file>
 CANVAS = {
     "alice": f"smithalice_1001_5001_{A}.ipynb",
     "bob": f"jonesbob_LATE_1002_5002_{A}-1.ipynb",
@@ -190,7 +196,7 @@ def _check_roster(root: Path) -> None:
     assert not (root / "gradebook.db").exists(), "the roster import left a gradebook at the root"
     with Gradebook(f"sqlite:///{root / 'autograder' / 'gradebook.db'}") as gb:
         students = {s.id: (s.last_name, s.lms_user_id) for s in gb.students}
-    assert students == {"alice": ("Smith", "1001"), "bob": ("Jones, Jr.", "1002")}
+    assert students == {"alice": ("Smith", "1001"), "bob": ("Jones", "1002")}
 
 
 def _check_collected(root: Path) -> None:
@@ -217,13 +223,20 @@ def _check_feedback(root: Path) -> None:
 
 
 def _check_export(root: Path) -> None:
-    with open(root / "grades.csv", newline="") as handle:
-        rows = {row["student_id"]: row for row in csv.DictReader(handle)}
-    assert {s: (r["score"], r["max_score"], r["to_grade_by_hand"]) for s, r in rows.items()} == {
-        "alice": ("14.0", "14.0", "0.0"),  # graded by hand: nothing waits
-        "bob": ("0.0", "14.0", "0.0"),
-    }
-    assert rows["bob"]["last_name"] == "Jones, Jr."
+    """Canvas's gradebook import, as tests/test_lms_formats.py's port of Canvas's importer
+    reads it: the header, the Points Possible row, a grade per Canvas user id."""
+    from test_lms_formats import canvas_import
+
+    assignments, grades, points = canvas_import((root / "grades.csv").read_text())
+    assert assignments == [(A, None)] and points == {A: "14"}
+    assert grades == {1001: ["14"], 1002: ["0"]}  # alice graded by hand: nothing waits
+
+
+def _check_feedback_archive(root: Path) -> None:
+    """One page per student, named as Canvas's re-upload reads the user and attachment."""
+    with zipfile.ZipFile(root / "feedback.zip") as archive:
+        names = sorted(archive.namelist())
+    assert names == [f"1001_5001_{A}_feedback.html", f"1002_5002_{A}_feedback.html"]
 
 
 def _check_report(root: Path, output: str) -> None:
@@ -281,7 +294,7 @@ def test_the_instructors_commands_run_as_written_on_a_fresh_clone(clone, bubblew
     for command in pipeline:
         if "downloads.zip" in command:
             _download(clone)
-        if "autograder feedback" in command:  # the README: hand-grade first, then feedback
+        if "autograder feedback " in command:  # the README: hand-grade first, then feedback
             _hand_grade(clone / "autograder", "alice", "written-bandwidth", 2.0)
         output = run(command, clone, env)
         if command == "make release":
@@ -297,19 +310,19 @@ def test_the_instructors_commands_run_as_written_on_a_fresh_clone(clone, bubblew
             _check_feedback(clone)
         elif " export " in command:
             _check_export(clone)
+        elif " feedback-archive " in command:
+            _check_feedback_archive(clone)
         elif " report " in command:
             _check_report(clone, output)
         else:
             continue
         checked.append(command)
-    assert len(checked) == len(pipeline) == 7, (checked, pipeline)  # every step was checked
+    assert len(checked) == len(pipeline) == 8, (checked, pipeline)  # every step was checked
     assert all((clone / name).is_file() for name in ("grades.csv", "students.csv"))
     for command in formgrader:
         _check_formgrader(command, clone, env)
+    data = ["students.csv", "downloads.zip", "grades.csv", "feedback.zip"]  # students' data
     ignored = subprocess.run(
-        ["git", "check-ignore", "--no-index", "students.csv", "downloads.zip", "grades.csv"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+        ["git", "check-ignore", "--no-index", *data], cwd=REPO, capture_output=True, text=True
     ).stdout.split()
-    assert ignored == ["students.csv", "downloads.zip", "grades.csv"]  # students' data
+    assert ignored == data
