@@ -439,3 +439,69 @@ def test_moodle_feedback_zip_is_read_by_moodles_importer(tmp_path, empty_gradebo
         f"wrote {out}: 2 feedback page(s) (Moodle: View all submissions, Grading action, "
         "Upload multiple feedback files in a zip)",
     ]
+
+
+# --- rootless: the whole loop as `nobody`
+
+sys.path.insert(0, str(Path(__file__).parent))
+from hostile import as_nobody  # noqa: E402
+
+public_tmp = as_nobody.public_tmp
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starts the commands as `nobody`, which needs root")
+def test_the_lms_loop_runs_as_an_ordinary_user(public_tmp, empty_gradebook):
+    """roster, collect (a student's zip among the files), export --lms and feedback-archive
+    as `nobody` on a course it owns: the same files as root makes."""
+    import pwd
+    import subprocess
+
+    course = _graded_course(public_tmp, empty_gradebook, CANVAS_EXPORT, "canvas")
+    download = public_tmp / "canvas.zip"
+    inner = io.BytesIO()
+    with zipfile.ZipFile(inner, "w") as zf:
+        zf.writestr(f"work/{NB}", b"{}")
+    with zipfile.ZipFile(download, "w") as zf:
+        zf.writestr(f"doejane_1012_70001_{NB}", b"{}")
+        zf.writestr("leemallory_LATE_1099_70003_upload.zip", inner.getvalue())
+    _feedback_pages(course, ["jdoe", "1099"])
+    home = public_tmp / "home"
+    home.mkdir()
+    nobody = pwd.getpwnam("nobody")
+    for path in [public_tmp, *public_tmp.rglob("*")]:
+        os.chown(path, nobody.pw_uid, nobody.pw_gid)
+    env = as_nobody.environment(home, public_tmp)
+
+    def run(*argv: str) -> str:
+        command = [sys.executable, "-m", "autograder", "--course", str(course), *argv]
+        done = subprocess.run(
+            as_nobody.nobody_command(command),
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=public_tmp,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stderr
+
+    (public_tmp / "canvas.csv").write_text(CANVAS_EXPORT)
+    assert run("roster", str(public_tmp / "canvas.csv"), "--lms", "canvas").endswith(
+        "4 student(s) on the roster: 0 new, 4 updated\n"
+    )
+    run("collect", A, str(download))
+    assert (course / "submitted" / "1099" / A / NB).read_bytes() == b"{}"
+    run("export", A, "--lms", "canvas", "--csv", str(public_tmp / "grades.csv"))
+    assert canvas_import((public_tmp / "grades.csv").read_text())[1] == {
+        1012: ["14"],
+        1034: [""],
+        1099: ["11"],
+        1100: [""],
+    }
+    run("feedback-archive", A, "--lms", "canvas", "--out", str(public_tmp / "feedback.zip"))
+    with zipfile.ZipFile(public_tmp / "feedback.zip") as zf:
+        assert sorted(zf.namelist()) == [
+            f"1012_70001_{A}_feedback.html",
+            f"1099_70003_{A}_feedback.html",
+        ]
+    assert (public_tmp / "grades.csv").stat().st_uid == nobody.pw_uid

@@ -12,20 +12,23 @@ own ids in its download's layout, never from a file name or display name a stude
   names it and says why, when it is a symbolic link or anything but a regular file; its
   name is absolute, climbs out with ``..``, holds a backslash or a control character, or is
   absurdly long; it is encrypted; it repeats a name already unpacked (the first is kept); it
-  is an archive itself; or it unpacks to more than `MAX_MEMBER_BYTES` (the declared size is
-  checked first and the bytes are counted while unpacking, so a header that lies changes
+  is an archive itself (in an LMS's layout a student's ``.zip`` is unpacked once, by the
+  same rules, its notebooks the student's the LMS named the zip for:
+  `_extract_student_zip`); or it unpacks to more than `MAX_MEMBER_BYTES` (the declared size
+  is checked first and the bytes are counted while unpacking, so a header that lies changes
   nothing), or the archive to more than `MAX_TOTAL_BYTES`. A file that is not a notebook,
   and macOS's ``__MACOSX/`` and ``._*`` metadata, are skipped with a message.
 - `recognise` tells the layout from the members' names (``--layout`` forces one; members
   named as two LMSs name them are not guessed at), and
   `Identify` names each notebook's student:
-  - Canvas (flat ``<sortable name>_[LATE_]<user id>_<submission id>_<file name>``): the
+  - Canvas (flat ``<sortable name>_[LATE_]<user id>_<attachment id>_<file name>``): the
     Canvas user id, looked up in the roster's ``lms_user_id``. The names on both sides of
     the ids are the student's, so every place the ids could be is tried: a name that reads
-    as more than one user id is refused.
-  - Moodle (folders ``<full name>_<participant id>_assignsubmission_file_/``): the
-    participant id (Moodle makes one per assignment), looked up in ``lms_user_id``;
-    whatever the files inside are named.
+    as more than one user id is refused, as is an anonymous download's ``anon_<id>``.
+  - Moodle (folders ``<full name>_<participant id>_assignsubmission_file/`` from 4.1,
+    ``..._file_/`` before, or not in folders ``..._assignsubmission_file_<file name>``): the
+    participant id (Moodle makes one per assignment), looked up in the assignment's own
+    (`participants_path`) or else in ``lms_user_id``; whatever the files are named.
   - Blackboard (``<assignment>_<username>_attempt_<date>_<file name>`` and a receipt
     ``...attempt_<date>.txt``): the username, a roster ``id``, after the assignment's name
     (the one the roster's usernames agree on, or ``--lms-assignment``).
@@ -37,12 +40,16 @@ own ids in its download's layout, never from a file name or display name a stude
   An LMS id not on the roster is refused, saying how to import it, or with
   ``--enroll-unknown`` becomes a student of that id (refused if the id is another's).
 - `choose_lms`: one submission per student (Blackboard: the newest attempt by Blackboard's
-  date); of several notebooks, the one the student named ``<id>.ipynb`` (Canvas's
-  ``<id>-N.ipynb``), else the student is refused with the names. `choose` (plain): the
-  newest file, by the name's timestamp or else the member's date. Each names what it kept
-  and dropped.
+  date); of several notebooks, of those named for the assignment if any, the newest by the
+  archive's own evidence (`_newest`: Canvas's attachment id, the number Moodle's file
+  picker gives a re-upload, the members' dates), else the one named ``<id>.ipynb``, else the
+  student is refused with the names. `choose` (plain): the newest file, by the name's
+  timestamp or else the member's date. Each names what it kept and dropped.
 - the kept file becomes ``submitted/<student>/<id>/<id>.ipynb`` (a message when it replaces
-  another), with ``timestamp.txt`` when a plain name gave a timestamp (as ``zip_collect``).
+  another), with ``timestamp.txt`` when the download says when it was submitted (`_timestamp`:
+  a plain name's timestamp, Blackboard's attempt date, Moodle 3.x's file date, Canvas's LATE
+  mark as 1 s after the due date), which nbgrader's late-submission plug-ins read; the
+  LMS's ids of each kept file go to ``downloaded/<id>/lms.json`` for the feedback zip.
 """
 
 from __future__ import annotations
