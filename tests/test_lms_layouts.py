@@ -265,7 +265,11 @@ def test_a_moodle_roster_of_the_assignment_beats_lms_user_id(tmp_path, empty_gra
     )
     code, out, err = _run(course, archive)
     assert _submitted(course) == {"li_wei": b"li"}
-    assert any("refused 'Ana Gomez_9001_assignsubmission_file/" in line for line in err)
+    assert (
+        f"refused 'Ana Gomez_9001_assignsubmission_file/{NB}': Moodle participant 9001 is not "
+        "on the roster (import the assignment's grading worksheet with `python -m autograder "
+        "roster FILE --lms moodle --assignment <id>`; or collect with --enroll-unknown)"
+    ) in err
 
 
 CANVAS_ROSTER = {"jdoe": "1012", "asmith": "1034", "mallory": "1099"}

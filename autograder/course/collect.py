@@ -345,11 +345,14 @@ LAYOUT_NAMES = {
 }
 #: what each LMS's id is called in messages
 LMS_ID = {"canvas": "Canvas user", "moodle": "Moodle participant", "blackboard": "Blackboard user"}
-#: where the roster holds each LMS's id
-ROSTER_COLUMN = {
-    "canvas": "the Canvas user id in its lms_user_id column",
-    "moodle": "the Moodle participant id in its lms_user_id column",
-    "blackboard": "the Blackboard username as its id",
+#: how to put a student of each LMS on the roster (`autograder.course.lms`)
+ROSTER_IMPORT = {
+    "canvas": "import Canvas's gradebook export with `python -m autograder roster FILE --lms "
+    "canvas`",
+    "moodle": "import the assignment's grading worksheet with `python -m autograder roster "
+    "FILE --lms moodle --assignment <id>`",
+    "blackboard": "import it with `nbgrader db student import FILE` from the course directory, "
+    "the Blackboard username as its id",
 }
 
 #: Canvas: ``<sortable name>_[LATE_]<user id>_<attachment id>_<original name>``
@@ -522,9 +525,8 @@ class Identify:
             )
         if not self.enroll_unknown:
             raise NotFiled(
-                f"refused {shown}: {label} is not on the roster (import it with `nbgrader db "
-                f"student import students.csv`, {ROSTER_COLUMN[self.layout]}; or collect "
-                "with --enroll-unknown)"
+                f"refused {shown}: {label} is not on the roster ({ROSTER_IMPORT[self.layout]}; "
+                "or collect with --enroll-unknown)"
             )
         if not PLAIN_NAME.match(key):
             raise NotFiled(
