@@ -12,7 +12,9 @@ Each archive below is built by the rule of the LMS's code, cited where it is bui
   member is dated when the zip is made (``lib/classes/local/archive_writer/zip_writer.php``).
 - Moodle 3.1 to 4.0, ``mod/assign/locallib.php`` ``download_submissions``: the same prefix,
   folders ``<prefix>_<subtype>_<type>_`` (a trailing ``_``), not in folders the same flat
-  name; packed by ``zip_packer``, which keeps each stored file's date.
+  name; packed by ``zip_packer`` (``lib/filestorage/zip_archive.php``
+  ``add_file_from_pathname``: ``ZipArchive::addFile`` of the file's copy in Moodle's file
+  store, whose date is when that content was uploaded).
 - Moodle's file picker, ``lib/filestorage/file_storage.php`` ``get_unused_filename``: a file
   uploaded over one of the same name becomes ``file (1).txt``, then ``file (2).txt``.
 - Moodle's own feedback importer reads these folders back,
@@ -33,6 +35,7 @@ Each archive below is built by the rule of the LMS's code, cited where it is bui
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import stat
@@ -226,8 +229,9 @@ def test_moodle_not_in_folders_collects_every_participant(tmp_path, empty_gradeb
 def test_moodle_3_folders_keep_the_stored_files_dates_as_the_submission_time(
     tmp_path, empty_gradebook
 ):
-    """Moodle 3.1-4.0 (a trailing ``_``): zip_packer keeps each stored file's date, the time
-    it was uploaded, in the server's zone (``--lms-timezone``): timestamp.txt, in UTC. Of a
+    """Moodle 3.1-4.0 (a trailing ``_``): zip_packer dates each file as its copy in Moodle's
+    file store, when it was uploaded, in the server's zone (``--lms-timezone``):
+    timestamp.txt, in UTC. Of a
     student's two differently named notebooks the newer by that date is kept."""
     course = _course(tmp_path, empty_gradebook, MOODLE_ROSTER)
     archive = _zip(
@@ -319,6 +323,9 @@ def test_canvas_keeps_the_newest_file_by_attachment_id_and_records_late(tmp_path
         "recorded as submitted 1 second after the due date",
     ]
     assert _stamps(course) == {"asmith": "2026-03-01 23:59:01+00:00"}
+    from nbgrader.utils import parse_utc  # what the grader and nbgrader read it with
+
+    assert parse_utc(_stamps(course)["asmith"]) == datetime.datetime(2026, 3, 1, 23, 59, 1)
     records = json.loads((course / "downloaded" / A / "lms.json").read_text())
     assert {s: (r["lms_id"], r["attachment"], r["late"]) for s, r in records.items()} == {
         "jdoe": ("1012", 70001, False),
