@@ -26,7 +26,11 @@ grade by hand" before hand grading), the option ``ARGS=--force`` the README give
 feedback page per student where the README says (alice's 14/14 once hand-graded), Canvas's
 grade import (read as Canvas's importer reads it: alice 14 of 14 under her Canvas id, bob 0),
 the feedback zip (each page named with the user and attachment id of the collected file, as
-Canvas's re-upload reads them), the report, the formgrader's page.
+Canvas's re-upload reads them), the report, the formgrader's page. Then the README's Moodle
+block, a Moodle >= 4.1 class of ch6_transformer (`_moodle_class`): the grading worksheet as
+roster, a download where li's re-upload is the file picker's ``ch6_transformer (1).ipynb``
+and ana's notebook came zipped, grading, the worksheet and the feedback zip read back as
+Moodle's importers read them.
 """
 
 from __future__ import annotations
@@ -96,8 +100,16 @@ def option_command(readme: str) -> str:
 def test_the_readme_parses_into_the_steps_this_test_knows():
     """What the test below relies on, read from the README (fails first when it changes)."""
     blocks = instructor_commands((REPO / "README.md").read_text())
-    assert len(blocks) == 2, blocks  # the pipeline, then the formgrader
-    pipeline, formgrader = blocks
+    assert len(blocks) == 3, blocks  # the pipeline (Canvas), Moodle's, then the formgrader
+    pipeline, moodle, formgrader = blocks
+    assert [c.split()[3] for c in moodle if c.startswith(".venv/bin/python")] == [
+        "roster",
+        "collect",
+        "feedback",
+        "export",
+        "feedback-archive",
+    ]
+    assert f"make grade A={M}" in moodle
     assert pipeline[0] == "make release"
     assert [c for c in pipeline if "students.csv" in c] == [pipeline[1]]
     assert any("downloads.zip" in c for c in pipeline)
@@ -170,12 +182,12 @@ def _download(root: Path) -> None:
             archive.writestr(name, nbformat.writes(notebooks[student]))
 
 
-def _hand_grade(course: Path, student: str, grade_id: str, score: float) -> None:
+def _hand_grade(course: Path, student: str, grade_id: str, score: float, assignment=A) -> None:
     """The formgrader's ``GradeHandler.put`` for a typed score, through nbgrader's API."""
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        grade = gb.find_grade(grade_id, A, A, student)
+        grade = gb.find_grade(grade_id, assignment, assignment, student)
         grade.manual_score = score
         grade.needs_manual_grade = grade.manual_score is None and grade.auto_score is None
         gb.db.commit()
@@ -283,9 +295,99 @@ def _check_formgrader(command: str, root: Path, env: dict) -> None:
             server.wait()
 
 
+M = "ch6_transformer"
+#: Moodle's "Download grading worksheet" of the assignment (mod/assign/gradingtable.php)
+WORKSHEET = (
+    "Identifier,Full name,Email address,Status,Grade,Maximum Grade,Grade can be changed,"
+    "Last modified (submission),Last modified (grade),Feedback comments\n"
+    "Participant 4101,Li Wei,li.wei@example.edu,Submitted for grading,,22.00,Yes,-,-,\n"
+    "Participant 4102,Ana Gomez,ana@example.edu,Submitted for grading,,22.00,Yes,-,-,\n"
+)
+LI, ANA = "li.wei@example.edu", "ana@example.edu"
+
+
+def _points(course: Path, assignment: str) -> tuple[float, float]:
+    """(the automatic points, all points) of the assignment's source notebook."""
+    source = nbformat.read(course / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+    graded = [c for c in source.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    total = sum(float(c.metadata.nbgrader.points) for c in graded)
+    auto = sum(float(c.metadata.nbgrader.points) for c in graded if c.cell_type == "code")
+    return auto, total
+
+
+def _moodle_download(root: Path) -> dict[str, bytes]:
+    """Moodle >= 4.1's "Download all submissions" (moodle/moodle
+    mod/assign/classes/downloader.php: ``<full name>_<participant id>_assignsubmission_file/``,
+    every member dated when the zip is made): li uploaded the released notebook, then the
+    solved one over it, which Moodle's file picker named ``ch6_transformer (1).ipynb``; ana's
+    notebook (the released one) came as a zip. Returns what each should be graded on."""
+    import io
+
+    course = root / "autograder"
+    blank, solved = (nbformat.writes(n(course, M)) for n in (corpus.blank, corpus.solved))
+    inner = io.BytesIO()
+    with zipfile.ZipFile(inner, "w") as archive:
+        archive.writestr(f"work/{M}.ipynb", blank)
+    with zipfile.ZipFile(root / "downloads.zip", "w") as archive:
+        archive.writestr(f"Li Wei_4101_assignsubmission_file/{M}.ipynb", blank)
+        archive.writestr(f"Li Wei_4101_assignsubmission_file/{M} (1).ipynb", solved)
+        archive.writestr("Ana Gomez_4102_assignsubmission_file/work.zip", inner.getvalue())
+    return {LI: solved.encode(), ANA: blank.encode()}
+
+
+def _moodle_class(root: Path, commands: list[str], env: dict) -> None:
+    """The README's Moodle block, run as written after the Canvas class: each command exits
+    0 and leaves what it says, read back as Moodle reads it (tests/test_lms_formats.py's
+    ports of Moodle's worksheet and feedback-zip importers)."""
+    from nbgrader.api import Gradebook
+    from test_lms_formats import moodle_feedback_import, moodle_import
+
+    course = root / "autograder"
+    auto, total = _points(course, M)
+    (root / "students.csv").write_text(WORKSHEET)
+    expected = {}
+    for command in commands:
+        if "downloads.zip" in command:
+            expected = _moodle_download(root)
+        if "autograder feedback " in command:  # hand-grade first, as the README says
+            _hand_grade(course, LI, "written-heads", 2.0, M)
+        output = run(command, root, env)
+        if "students.csv" in command:
+            with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+                ids = {s.id: s.lms_user_id for s in gb.students if "@" in s.id}
+            assert ids == {LI: "4101", ANA: "4102"}
+        elif " collect " in command:
+            for student, data in expected.items():
+                assert (course / "submitted" / student / M / f"{M}.ipynb").read_bytes() == data
+            assert f"kept '{M} (1).ipynb' (the newest by the number Moodle's file picker" in output
+        elif command.startswith("make grade"):
+            assert _table_row(output, LI) == [
+                LI, f"{auto:g}", f"{total:g}", f"+ {total - auto:g} to grade by hand", "-"
+            ]  # fmt: skip
+            assert _table_row(output, ANA)[:4] == [ANA, "0", f"{total:g}", "-"]
+        elif " feedback " in command:
+            page = (course / "feedback" / LI / M / f"{M}.html").read_text()
+            assert f"{M} (Score: {total:.1f} / {total:.1f})" in page
+            assert (course / "feedback" / ANA / M / f"{M}.html").is_file()
+        elif " export " in command:
+            assert moodle_import((root / "grades.csv").read_text(), total) == {
+                4101: total,
+                4102: 0.0,
+            }
+        elif " feedback-archive " in command:
+            with zipfile.ZipFile(root / "feedback.zip") as archive:
+                names = sorted(archive.namelist())
+            assert [moodle_feedback_import(n) for n in names] == [
+                (4102, ("assignsubmission", "file"), f"/{M}_feedback.html"),
+                (4101, ("assignsubmission", "file"), f"/{M}_feedback.html"),
+            ]
+        else:
+            raise AssertionError(f"a Moodle step this test does not check: {command}")
+
+
 def test_the_instructors_commands_run_as_written_on_a_fresh_clone(clone, bubblewrap):
     readme = (clone / "README.md").read_text()
-    pipeline, formgrader = instructor_commands(readme)
+    pipeline, moodle, formgrader = instructor_commands(readme)
     env = _env(clone.parent / "home")
     plan = run("make -n release", clone, env)
     assert "pip install" not in plan, plan  # the linked venv is never reinstalled
@@ -319,6 +421,7 @@ def test_the_instructors_commands_run_as_written_on_a_fresh_clone(clone, bubblew
         checked.append(command)
     assert len(checked) == len(pipeline) == 8, (checked, pipeline)  # every step was checked
     assert all((clone / name).is_file() for name in ("grades.csv", "students.csv"))
+    _moodle_class(clone, moodle, env)
     for command in formgrader:
         _check_formgrader(command, clone, env)
     data = ["students.csv", "downloads.zip", "grades.csv", "feedback.zip"]  # students' data
