@@ -437,7 +437,7 @@ NOT_ON_ROSTER = "is not on the roster ({}; or collect with --enroll-unknown)"
 
 
 def test_a_canvas_download(tmp_path, empty_gradebook):
-    """Canvas's flat ``<sortable name>_[LATE_]<user id>_<submission id>_<file name>``: each
+    """Canvas's flat ``<sortable name>_[LATE_]<user id>_<attachment id>_<file name>``: each
     file is the Canvas user's whose roster entry has that lms_user_id, whatever the names."""
     roster = {
         "ab_12": "1012",

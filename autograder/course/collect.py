@@ -551,7 +551,7 @@ class Identify:
         if not fits:
             raise NotFiled(
                 f"skipped {shown}: not named as Canvas names a submission's file "
-                "(<name>_[LATE_]<user id>_<submission id>_<file name>, not in a folder)"
+                "(<name>_[LATE_]<user id>_<attachment id>_<file name>, not in a folder)"
             )
         if len(fits) > 1:  # even one roster user among strangers: the stranger may be the
             # uploader, whose display name holds the roster user's id
