@@ -219,6 +219,11 @@ def test_moodle_not_in_folders_collects_every_participant(tmp_path, empty_gradeb
         "flat.zip: 6 of 6 members are named as Moodle names them",
         "flat.zip: read as a Moodle download",
     ]
+    assert err[-1] == (
+        "flat.zip: a Moodle download not in folders does not say which Moodle made it (4.1 and "
+        "later date each file when the zip is made), so no submission time was recorded"
+    )
+    assert _stamps(course) == {}
     assert (
         "mallory (Moodle participant 4199): 2 notebooks; kept 'li_wei_ch6_transformer.ipynb' "
         "(the newest by its date in the archive), dropped "
@@ -424,6 +429,8 @@ def test_a_students_zip_is_unpacked_under_its_folder_and_its_hostile_members_ref
         "refused 'bomb.ipynb' from m.zip (in the student's zip 'Ana Gomez_4102_assignsubmission_"
         "file/bomb.zip'): it unpacks to 70 MiB, more than 64 MiB",
     ]
+    assert len(err) == 9  # nothing else refused or skipped, then Moodle 4.1's dates:
+    assert err[8].startswith("m.zip: Moodle 4.1 and later date each file of the download")
     records = json.loads((course / "downloaded" / A / "lms.json").read_text())
     assert records["li_wei"]["member"] == (
         f"Li Wei_4101_assignsubmission_file/submission.zip/work/ana_g_{NB}"
@@ -444,3 +451,25 @@ def test_a_students_zip_is_unpacked_under_its_folder_and_its_hostile_members_ref
         f"refused 'jdoe_{A}.zip' from p.zip: it is an archive inside the archive (the plain "
         "layout names a student by the file's name"
     )
+
+
+def test_a_students_zip_that_is_broken_or_a_crowd_is_refused_whole(tmp_path, empty_gradebook):
+    """A ``.zip`` that is no zip, and one of 1,001 members (a directory bomb), are refused
+    with the reason; the other student's notebook is collected."""
+    course = _course(tmp_path, empty_gradebook, MOODLE_ROSTER)
+    crowd = _inner_zip([(f"f{i}.txt", b"") for i in range(1001)])
+    members = [
+        (_moodle41("Li Wei", 4101, "broken.zip"), b"PK\x03\x04 not a zip", D1),
+        (_moodle41("Ana Gomez", 4102, "crowd.zip"), crowd, D1),
+        (_moodle41("Zhang_San", 4103, NB), b"zhang's", D1),
+    ]
+    code, out, err = _run(course, _zip(tmp_path / "m.zip", members))
+    assert code == 0, err
+    assert _submitted(course) == {"zhang_san": b"zhang's"}
+    assert err[2:4] == [
+        "refused 'Li Wei_4101_assignsubmission_file/broken.zip' from m.zip: it is not a "
+        "readable zip (File is not a zip file)",
+        "refused 'Ana Gomez_4102_assignsubmission_file/crowd.zip' from m.zip: the student's "
+        "zip holds more than 1000 members",
+    ]
+    assert not [p for p in (course / "downloaded").rglob("*.zip") if p.is_file()]

@@ -1003,13 +1003,19 @@ def collect(
                 "(--enroll-unknown)"
                 for student in sorted(new)
             )
-    if layout == "moodle" and any(
-        MOODLE_FOLDER.match(c.member.name.split("/")[0]) and c.submitted is None
-        for c in kept.values()
+    undated = [c for c in kept.values() if layout == "moodle" and c.submitted is None]
+    if any(
+        "/" in c.member.name and MOODLE_FOLDER.match(c.member.name.split("/")[0]) for c in undated
     ):
         messages.append(
             f"{archive.name}: Moodle 4.1 and later date each file of the download when the zip "
             "is made, so it gives no submission time: none was recorded"
+        )
+    elif undated:
+        messages.append(
+            f"{archive.name}: a Moodle download not in folders does not say which Moodle made "
+            "it (4.1 and later date each file when the zip is made), so no submission time "
+            "was recorded"
         )
     due = read_duedate(course, assignment)
     records = read_lms_records(course, assignment)
