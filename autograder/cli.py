@@ -1,7 +1,8 @@
 """``python -m autograder``: grade, collect, feedback, export, report.
 
     grade <id> [--workers N] [--student S]... [--force] [--cluster tcp://host:8786] [--no-sandbox]
-    collect <id> ARCHIVE.zip [--layout L] [--enroll-unknown] [--lms-assignment NAME] [--regexp R]
+    collect <id> ARCHIVE.zip [--layout L] [--enroll-unknown] [--lms-assignment NAME]
+            [--lms-timezone ZONE] [--regexp R]
                                             import an LMS download (Canvas, Moodle,
                                             Blackboard; or plain <student>_<id>.ipynb): each
                                             student by the roster and the LMS's ids, hostile
@@ -10,8 +11,13 @@
                                             under a time and memory budget; exit 1 when a
                                             page could not be made (each named, the others
                                             written)
-    export <id> --csv FILE                  nbgrader export (CSV), plus what still waits
-                                            for hand grading
+    export <id> --csv FILE [--lms L]        nbgrader export (CSV), plus what still waits
+                                            for hand grading; or Canvas's / Moodle's own
+                                            grade import file (--lms canvas|moodle)
+    roster FILE --lms L [--assignment ID]   the roster from Canvas's gradebook export or
+                                            Moodle's grading worksheet, into nbgrader's
+                                            gradebook
+    feedback-archive <id> --lms L --out Z   the feedback pages in one zip the LMS imports
     report <id> [--out FILE]                one HTML page for the instructor
 
 The course directory is ``autograder/`` of this checkout unless ``--course DIR`` is given.
@@ -234,6 +240,7 @@ def cmd_collect(args) -> int:
         layout=layout,
         enroll_unknown=args.enroll_unknown,
         lms_assignment=args.lms_assignment,
+        lms_timezone=args.lms_timezone,
     )
     for message in messages:
         print(message, file=sys.stderr)
@@ -343,7 +350,31 @@ def cmd_feedback(args) -> int:
 
 def cmd_export(args) -> int:
     """nbgrader export with the course's plug-in (`gradebook.HandGradingCsvExport`):
-    nbgrader's CSV plus the columns that say what still waits for hand grading."""
+    nbgrader's CSV plus the columns that say what still waits for hand grading; with
+    ``--lms``, the LMS's own grade import file instead (`lms.canvas_grades`,
+    `lms.moodle_worksheet`). First the course's late-submission policy is applied
+    (`lms.apply_late_penalties`: nbgrader's plug-ins, from each submission's timestamp)."""
+    from autograder.course import lms
+
+    course = Path(args.course)
+    for message in lms.apply_late_penalties(course, args.assignment):
+        print(message, file=sys.stderr)
+    if args.lms:
+        try:
+            if args.lms == "canvas":
+                messages = lms.canvas_grades(
+                    course, args.assignment, Path(args.csv), args.column, args.points
+                )
+            else:
+                messages = lms.moodle_worksheet(
+                    course, args.assignment, Path(args.csv), args.points
+                )
+        except Exception as err:  # noqa: BLE001 - nbgrader's MissingEntry: no such assignment
+            print(f"error: {args.assignment}: {type(err).__name__}: {err}", file=sys.stderr)
+            return 2
+        for message in messages:
+            print(message, file=sys.stderr)
+        return 0
     target = Path(args.csv).resolve()
     status = _nbgrader(
         Path(args.course),
@@ -361,6 +392,52 @@ def cmd_export(args) -> int:
     return status
 
 
+def cmd_roster(args) -> int:
+    """The roster from the LMS's own export into nbgrader's gradebook (`lms.import_roster`):
+    Canvas's gradebook export, or Moodle's grading worksheet of one assignment."""
+    from autograder.course import lms
+
+    if args.lms == "moodle" and not args.assignment:
+        print(
+            "error: Moodle's participant ids are per assignment: give the assignment whose "
+            "grading worksheet this is (--assignment ID)",
+            file=sys.stderr,
+        )
+        return 2
+    read = lms.read_canvas_roster if args.lms == "canvas" else lms.read_moodle_roster
+    try:
+        people, messages = read(Path(args.file))
+    except (OSError, lms.RosterError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if not people:
+        for message in messages:
+            print(message, file=sys.stderr)
+        print(f"error: no student in {args.file}", file=sys.stderr)
+        return 1
+    messages += lms.import_roster(Path(args.course), people, args.lms, args.assignment)
+    for message in messages:
+        print(message, file=sys.stderr)
+    return 0
+
+
+def cmd_feedback_archive(args) -> int:
+    """Every feedback page of an assignment in one zip the LMS re-imports as it is
+    (`lms.feedback_archive`)."""
+    from autograder.course import lms
+
+    try:
+        messages = lms.feedback_archive(
+            Path(args.course), args.assignment, args.lms, Path(args.out)
+        )
+    except Exception as err:  # noqa: BLE001 - nbgrader's MissingEntry: no such assignment
+        print(f"error: {args.assignment}: {type(err).__name__}: {err}", file=sys.stderr)
+        return 2
+    for message in messages:
+        print(message, file=sys.stderr)
+    return 0
+
+
 def cmd_report(args) -> int:
     from autograder.course.report import write_report
 
@@ -372,6 +449,18 @@ def cmd_report(args) -> int:
     path = write_report(Path(args.course), args.assignment, out)
     print(f"wrote {path}")
     return 0
+
+
+def _timezone(name: str) -> str:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise argparse.ArgumentTypeError(
+            f"no time zone {name!r} (e.g. UTC, Europe/Berlin)"
+        ) from None
+    return name
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -452,6 +541,14 @@ def build_parser() -> argparse.ArgumentParser:
         "from the roster's usernames)",
     )
     collect.add_argument(
+        "--lms-timezone",
+        metavar="ZONE",
+        default="UTC",
+        type=_timezone,
+        help="the time zone of the LMS's dates in the download (Blackboard's attempt dates, "
+        "Moodle's file dates), e.g. Europe/Berlin (default: UTC)",
+    )
+    collect.add_argument(
         "--regexp",
         help="plain layout: the pattern of a member's path (with a leading /), with the groups "
         "student_id (a roster id), file_id and optionally timestamp",
@@ -472,10 +569,50 @@ def build_parser() -> argparse.ArgumentParser:
     )
     feedback.set_defaults(run=cmd_feedback)
 
-    export = sub.add_parser("export", help="nbgrader export to CSV")
+    export = sub.add_parser(
+        "export", help="nbgrader export to CSV, or the LMS's own grade import file (--lms)"
+    )
     export.add_argument("assignment")
     export.add_argument("--csv", required=True)
+    export.add_argument(
+        "--lms",
+        choices=("canvas", "moodle"),
+        help="write Canvas's gradebook import CSV or Moodle's grading worksheet instead",
+    )
+    export.add_argument(
+        "--column",
+        help="Canvas: the assignment's column as Canvas's export names it, \"<name> (<id>)\" "
+        "(default: the assignment id, which Canvas offers to create)",
+    )
+    export.add_argument(
+        "--points",
+        type=_positive(float),
+        help="the LMS's maximum for the assignment: scores are scaled to it (default: "
+        "nbgrader's maximum)",
+    )
     export.set_defaults(run=cmd_export)
+
+    roster = sub.add_parser(
+        "roster", help="import the roster from the LMS's export into nbgrader's gradebook"
+    )
+    roster.add_argument(
+        "file",
+        help="Canvas's gradebook export CSV, or Moodle's grading worksheet of the assignment",
+    )
+    roster.add_argument("--lms", choices=("canvas", "moodle"), required=True)
+    roster.add_argument(
+        "--assignment",
+        help="Moodle: the assignment whose grading worksheet FILE is (its participant ids)",
+    )
+    roster.set_defaults(run=cmd_roster)
+
+    archive = sub.add_parser(
+        "feedback-archive", help="the feedback pages in one zip the LMS imports as it is"
+    )
+    archive.add_argument("assignment")
+    archive.add_argument("--lms", choices=("canvas", "moodle"), required=True)
+    archive.add_argument("--out", required=True, help="the zip to write")
+    archive.set_defaults(run=cmd_feedback_archive)
 
     report = sub.add_parser("report", help="one HTML page: histogram, pass rates, failure reasons")
     report.add_argument("assignment")

@@ -433,14 +433,11 @@ def _lms_collect(tmp_path, empty, roster: dict, members, *options):
     return course, code, out, err.splitlines()
 
 
-NOT_ON_ROSTER = (
-    "is not on the roster (import it with `nbgrader db student import students.csv`, {}; "
-    "or collect with --enroll-unknown)"
-)
+NOT_ON_ROSTER = "is not on the roster ({}; or collect with --enroll-unknown)"
 
 
 def test_a_canvas_download(tmp_path, empty_gradebook):
-    """Canvas's flat ``<sortable name>_[LATE_]<user id>_<submission id>_<file name>``: each
+    """Canvas's flat ``<sortable name>_[LATE_]<user id>_<attachment id>_<file name>``: each
     file is the Canvas user's whose roster entry has that lms_user_id, whatever the names."""
     roster = {
         "ab_12": "1012",
@@ -487,7 +484,7 @@ def test_a_canvas_download(tmp_path, empty_gradebook):
         f"skipped '__MACOSX/._ab12_1012_5001_{NB}' from lms.zip: macOS metadata "
         "(__MACOSX/, ._*), not a submission",
         f"refused 'zedz_1077_5007_{NB}': Canvas user 1077 "
-        + NOT_ON_ROSTER.format("the Canvas user id in its lms_user_id column"),
+        + NOT_ON_ROSTER.format(collect.ROSTER_IMPORT["canvas"]),
         f"refused 'o_1012_7_1088_5008_{NB}': its name could belong to the Canvas users "
         "1012, 7, 1088 (the name before the ids and the file name after them are the "
         "student's); collect it by hand",
@@ -497,8 +494,11 @@ def test_a_canvas_download(tmp_path, empty_gradebook):
         "ab_34 (Canvas user 1034): submitted late (Canvas's LATE mark)",
         f"dan (Canvas user 1050): 2 notebooks ('{NB}', 'scratch.ipynb'); kept '{NB}' "
         f"(named {NB}), dropped the others",
-        "refused erin (Canvas user 1060): 2 notebooks ('draft.ipynb', 'final.ipynb') and none "
-        f"named {NB}; nothing collected for this student (copy the right one by hand)",
+        "refused erin (Canvas user 1060): 2 notebooks ('draft.ipynb', 'final.ipynb'), the "
+        f"archive does not say which is newest and none is named {NB}; nothing collected for "
+        "this student (copy the right one by hand)",
+        "ab_34 (Canvas user 1034): Canvas's LATE mark is not recorded: the assignment has no "
+        "due date in the gradebook (set it, then collect again)",
     ]
     assert out.strip().endswith(": ab_12, ab_34, dan, mallory")
 
@@ -544,11 +544,13 @@ def test_a_moodle_download(tmp_path, empty_gradebook):
         f"skipped '__MACOSX/Dan D_50_assignsubmission_file_/._{NB}' from lms.zip: macOS "
         "metadata (__MACOSX/, ._*), not a submission",
         f"refused 'Zed Z_88_assignsubmission_file_/{NB}': Moodle participant 88 "
-        + NOT_ON_ROSTER.format("the Moodle participant id in its lms_user_id column"),
-        f"dan (Moodle participant 50): 2 notebooks ('{NB}', 'old/{A} (1).ipynb'); kept "
-        f"'{NB}' (named {NB}), dropped the others",
-        "refused erin (Moodle participant 60): 2 notebooks ('a.ipynb', 'b.ipynb') and none "
-        f"named {NB}; nothing collected for this student (copy the right one by hand)",
+        + NOT_ON_ROSTER.format(collect.ROSTER_IMPORT["moodle"]),
+        # the picker's "(1)" counts within one folder only: the archive does not say
+        f"dan (Moodle participant 50): 2 notebooks ('{NB}', 'old/{A} (1).ipynb'), the archive "
+        f"does not say which is newest; kept '{NB}' (named {NB}), dropped the others",
+        "refused erin (Moodle participant 60): 2 notebooks ('a.ipynb', 'b.ipynb'), the archive "
+        f"does not say which is newest and none is named {NB}; nothing collected for this "
+        "student (copy the right one by hand)",
     ]
 
 
@@ -604,13 +606,14 @@ def test_a_blackboard_download(tmp_path, empty_gradebook):
         f"skipped '__MACOSX/._{attempt('dan', d1, NB)}' from lms.zip: macOS metadata "
         "(__MACOSX/, ._*), not a submission",
         f"refused {attempt('zed', d1, NB)!r}: Blackboard user zed "
-        + NOT_ON_ROSTER.format("the Blackboard username as its id"),
+        + NOT_ON_ROSTER.format(collect.ROSTER_IMPORT["blackboard"]),
         f"ab_12 (Blackboard user ab_12): 2 attempts; kept the newest (2026-01-30 09:00:00: "
         f"'{NB}'), dropped '{NB}' (2026-01-29 10:00:00)",
         f"dan (Blackboard user dan): 2 notebooks ('{NB}', 'scratch.ipynb'); kept '{NB}' "
         f"(named {NB}), dropped the others",
-        "refused erin (Blackboard user erin): 2 notebooks ('x.ipynb', 'y.ipynb') and none "
-        f"named {NB}; nothing collected for this student (copy the right one by hand)",
+        "refused erin (Blackboard user erin): 2 notebooks ('x.ipynb', 'y.ipynb'), the archive "
+        f"does not say which is newest and none is named {NB}; nothing collected for this "
+        "student (copy the right one by hand)",
     ]
 
 

@@ -9,9 +9,11 @@ Nothing is on ``PATH`` but the system's: every command must name the venv's prog
 
 Substituted only what the README tells the reader to substitute or do:
 
-- the roster ``students.csv`` (the columns the README names) and the LMS download
-  ``downloads.zip``, made here as Canvas lays out "Download submissions": alice's notebook,
-  solved, and bob's, the released notebook untouched (late, and Canvas's ``-1`` name);
+- the roster ``students.csv``, Canvas's gradebook export (the columns its exporter writes,
+  a "Points Possible" row), and the LMS download ``downloads.zip``, made here as Canvas lays
+  out "Download submissions" (``<name>_[LATE_]<user id>_<attachment id>_<file>``): alice's
+  notebook, solved, and bob's, the released notebook untouched (late, and Canvas's ``-1``
+  name);
 - "hand-grade the written answers in the formgrader": alice's 2-point written answer gets
   2, written through nbgrader's gradebook API by the formgrader's own rule;
 - the formgrader block: "as root, add --allow-root"; the server is asked for ``/formgrader``
@@ -21,13 +23,18 @@ Each command must exit 0, and what the README says it makes must be there: the r
 zips of all six assignments (both editions), the roster in ``autograder/gradebook.db`` (and
 no gradebook at the root), the collected notebooks, the summary table (alice "12 14 + 2 to
 grade by hand" before hand grading), the option ``ARGS=--force`` the README gives, a
-feedback page per student where the README says (alice's 14/14 once hand-graded), the CSV,
-the report, the formgrader's page.
+feedback page per student where the README says (alice's 14/14 once hand-graded), Canvas's
+grade import (read as Canvas's importer reads it: alice 14 of 14 under her Canvas id, bob 0),
+the feedback zip (each page named with the user and attachment id of the collected file, as
+Canvas's re-upload reads them), the report, the formgrader's page. Then the README's Moodle
+block, a Moodle >= 4.1 class of ch6_transformer (`_moodle_class`): the grading worksheet as
+roster, a download where li's re-upload is the file picker's ``ch6_transformer (1).ipynb``
+and ana's notebook came zipped, grading, the worksheet and the feedback zip read back as
+Moodle's importers read them.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import re
@@ -59,12 +66,15 @@ ASSIGNMENTS = (
     "ch5_multihead",
     "ch6_transformer",
 )
+#: Canvas's "Export Entire Gradebook" (instructure/canvas-lms lib/gradebook_exporter.rb)
 ROSTER = (
-    "id,first_name,last_name,email,lms_user_id\n"
-    "alice,Alice,Smith,alice@example.edu,1001\n"
-    'bob,Bob,"Jones, Jr.",bob@example.edu,1002\n'
+    "Student,ID,SIS User ID,SIS Login ID,Section,Pooling (5501),Current Score\n"
+    "    Points Possible,,,,,14.00,(read only)\n"
+    '"Smith, Alice",1001,S1001,alice,Section 1,,\n'
+    '"Jones, Bob",1002,S1002,bob,Section 1,,\n'
 )
-#: Canvas's "Download submissions": <sortable name>_[LATE_]<user id>_<submission id>_<file>
+#: Canvas's "Download submissions" (instructure/canvas-lms lib/content_zipper.rb):
+#: <sortable name>_[LATE_]<user id>_<attachment id>_<file>
 CANVAS = {
     "alice": f"smithalice_1001_5001_{A}.ipynb",
     "bob": f"jonesbob_LATE_1002_5002_{A}-1.ipynb",
@@ -90,8 +100,16 @@ def option_command(readme: str) -> str:
 def test_the_readme_parses_into_the_steps_this_test_knows():
     """What the test below relies on, read from the README (fails first when it changes)."""
     blocks = instructor_commands((REPO / "README.md").read_text())
-    assert len(blocks) == 2, blocks  # the pipeline, then the formgrader
-    pipeline, formgrader = blocks
+    assert len(blocks) == 3, blocks  # the pipeline (Canvas), Moodle's, then the formgrader
+    pipeline, moodle, formgrader = blocks
+    assert [c.split()[3] for c in moodle if c.startswith(".venv/bin/python")] == [
+        "roster",
+        "collect",
+        "export",
+        "feedback",
+        "feedback-archive",
+    ]
+    assert f"make grade A={M}" in moodle
     assert pipeline[0] == "make release"
     assert [c for c in pipeline if "students.csv" in c] == [pipeline[1]]
     assert any("downloads.zip" in c for c in pipeline)
@@ -164,12 +182,12 @@ def _download(root: Path) -> None:
             archive.writestr(name, nbformat.writes(notebooks[student]))
 
 
-def _hand_grade(course: Path, student: str, grade_id: str, score: float) -> None:
+def _hand_grade(course: Path, student: str, grade_id: str, score: float, assignment=A) -> None:
     """The formgrader's ``GradeHandler.put`` for a typed score, through nbgrader's API."""
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        grade = gb.find_grade(grade_id, A, A, student)
+        grade = gb.find_grade(grade_id, assignment, assignment, student)
         grade.manual_score = score
         grade.needs_manual_grade = grade.manual_score is None and grade.auto_score is None
         gb.db.commit()
@@ -190,7 +208,7 @@ def _check_roster(root: Path) -> None:
     assert not (root / "gradebook.db").exists(), "the roster import left a gradebook at the root"
     with Gradebook(f"sqlite:///{root / 'autograder' / 'gradebook.db'}") as gb:
         students = {s.id: (s.last_name, s.lms_user_id) for s in gb.students}
-    assert students == {"alice": ("Smith", "1001"), "bob": ("Jones, Jr.", "1002")}
+    assert students == {"alice": ("Smith", "1001"), "bob": ("Jones", "1002")}
 
 
 def _check_collected(root: Path) -> None:
@@ -217,13 +235,20 @@ def _check_feedback(root: Path) -> None:
 
 
 def _check_export(root: Path) -> None:
-    with open(root / "grades.csv", newline="") as handle:
-        rows = {row["student_id"]: row for row in csv.DictReader(handle)}
-    assert {s: (r["score"], r["max_score"], r["to_grade_by_hand"]) for s, r in rows.items()} == {
-        "alice": ("14.0", "14.0", "0.0"),  # graded by hand: nothing waits
-        "bob": ("0.0", "14.0", "0.0"),
-    }
-    assert rows["bob"]["last_name"] == "Jones, Jr."
+    """Canvas's gradebook import, as tests/test_lms_formats.py's port of Canvas's importer
+    reads it: the header, the Points Possible row, a grade per Canvas user id."""
+    from test_lms_formats import canvas_import
+
+    assignments, grades, points = canvas_import((root / "grades.csv").read_text())
+    assert assignments == [(A, None)] and points == {A: "14"}
+    assert grades == {1001: ["14"], 1002: ["0"]}  # alice graded by hand: nothing waits
+
+
+def _check_feedback_archive(root: Path) -> None:
+    """One page per student, named as Canvas's re-upload reads the user and attachment."""
+    with zipfile.ZipFile(root / "feedback.zip") as archive:
+        names = sorted(archive.namelist())
+    assert names == [f"1001_5001_{A}_feedback.html", f"1002_5002_{A}_feedback.html"]
 
 
 def _check_report(root: Path, output: str) -> None:
@@ -270,9 +295,99 @@ def _check_formgrader(command: str, root: Path, env: dict) -> None:
             server.wait()
 
 
+M = "ch6_transformer"
+#: Moodle's "Download grading worksheet" of the assignment (mod/assign/gradingtable.php)
+WORKSHEET = (
+    "Identifier,Full name,Email address,Status,Grade,Maximum Grade,Grade can be changed,"
+    "Last modified (submission),Last modified (grade),Feedback comments\n"
+    "Participant 4101,Li Wei,li.wei@example.edu,Submitted for grading,,22.00,Yes,-,-,\n"
+    "Participant 4102,Ana Gomez,ana@example.edu,Submitted for grading,,22.00,Yes,-,-,\n"
+)
+LI, ANA = "li.wei@example.edu", "ana@example.edu"
+
+
+def _points(course: Path, assignment: str) -> tuple[float, float]:
+    """(the automatic points, all points) of the assignment's source notebook."""
+    source = nbformat.read(course / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+    graded = [c for c in source.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    total = sum(float(c.metadata.nbgrader.points) for c in graded)
+    auto = sum(float(c.metadata.nbgrader.points) for c in graded if c.cell_type == "code")
+    return auto, total
+
+
+def _moodle_download(root: Path) -> dict[str, bytes]:
+    """Moodle >= 4.1's "Download all submissions" (moodle/moodle
+    mod/assign/classes/downloader.php: ``<full name>_<participant id>_assignsubmission_file/``,
+    every member dated when the zip is made): li uploaded the released notebook, then the
+    solved one over it, which Moodle's file picker named ``ch6_transformer (1).ipynb``; ana's
+    notebook (the released one) came as a zip. Returns what each should be graded on."""
+    import io
+
+    course = root / "autograder"
+    blank, solved = (nbformat.writes(n(course, M)) for n in (corpus.blank, corpus.solved))
+    inner = io.BytesIO()
+    with zipfile.ZipFile(inner, "w") as archive:
+        archive.writestr(f"work/{M}.ipynb", blank)
+    with zipfile.ZipFile(root / "downloads.zip", "w") as archive:
+        archive.writestr(f"Li Wei_4101_assignsubmission_file/{M}.ipynb", blank)
+        archive.writestr(f"Li Wei_4101_assignsubmission_file/{M} (1).ipynb", solved)
+        archive.writestr("Ana Gomez_4102_assignsubmission_file/work.zip", inner.getvalue())
+    return {LI: solved.encode(), ANA: blank.encode()}
+
+
+def _moodle_class(root: Path, commands: list[str], env: dict) -> None:
+    """The README's Moodle block, run as written after the Canvas class: each command exits
+    0 and leaves what it says, read back as Moodle reads it (tests/test_lms_formats.py's
+    ports of Moodle's worksheet and feedback-zip importers)."""
+    from nbgrader.api import Gradebook
+    from test_lms_formats import moodle_feedback_import, moodle_import
+
+    course = root / "autograder"
+    auto, total = _points(course, M)
+    (root / "students.csv").write_text(WORKSHEET)
+    expected = {}
+    for command in commands:
+        if "downloads.zip" in command:
+            expected = _moodle_download(root)
+        if " export " in command:  # hand-grade first, as the README says
+            _hand_grade(course, LI, "written-heads", 2.0, M)
+        output = run(command, root, env)
+        if "students.csv" in command:
+            with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+                ids = {s.id: s.lms_user_id for s in gb.students if "@" in s.id}
+            assert ids == {LI: "4101", ANA: "4102"}
+        elif " collect " in command:
+            for student, data in expected.items():
+                assert (course / "submitted" / student / M / f"{M}.ipynb").read_bytes() == data
+            assert f"kept '{M} (1).ipynb' (the newest by the number Moodle's file picker" in output
+        elif command.startswith("make grade"):
+            assert _table_row(output, LI) == [
+                LI, f"{auto:g}", f"{total:g}", f"+ {total - auto:g} to grade by hand", "-"
+            ]  # fmt: skip
+            assert _table_row(output, ANA)[:4] == [ANA, "0", f"{total:g}", "-"]
+        elif " feedback " in command:
+            page = (course / "feedback" / LI / M / f"{M}.html").read_text()
+            assert f"{M} (Score: {total:.1f} / {total:.1f})" in page
+            assert (course / "feedback" / ANA / M / f"{M}.html").is_file()
+        elif " export " in command:
+            assert moodle_import((root / "grades.csv").read_text(), total) == {
+                4101: total,
+                4102: 0.0,
+            }
+        elif " feedback-archive " in command:
+            with zipfile.ZipFile(root / "feedback.zip") as archive:
+                names = sorted(archive.namelist())
+            assert [moodle_feedback_import(n) for n in names] == [
+                (4102, ("assignsubmission", "file"), f"/{M}_feedback.html"),
+                (4101, ("assignsubmission", "file"), f"/{M}_feedback.html"),
+            ]
+        else:
+            raise AssertionError(f"a Moodle step this test does not check: {command}")
+
+
 def test_the_instructors_commands_run_as_written_on_a_fresh_clone(clone, bubblewrap):
     readme = (clone / "README.md").read_text()
-    pipeline, formgrader = instructor_commands(readme)
+    pipeline, moodle, formgrader = instructor_commands(readme)
     env = _env(clone.parent / "home")
     plan = run("make -n release", clone, env)
     assert "pip install" not in plan, plan  # the linked venv is never reinstalled
@@ -281,7 +396,7 @@ def test_the_instructors_commands_run_as_written_on_a_fresh_clone(clone, bubblew
     for command in pipeline:
         if "downloads.zip" in command:
             _download(clone)
-        if "autograder feedback" in command:  # the README: hand-grade first, then feedback
+        if " export " in command:  # the README: hand-grade first, then export and feedback
             _hand_grade(clone / "autograder", "alice", "written-bandwidth", 2.0)
         output = run(command, clone, env)
         if command == "make release":
@@ -297,19 +412,20 @@ def test_the_instructors_commands_run_as_written_on_a_fresh_clone(clone, bubblew
             _check_feedback(clone)
         elif " export " in command:
             _check_export(clone)
+        elif " feedback-archive " in command:
+            _check_feedback_archive(clone)
         elif " report " in command:
             _check_report(clone, output)
         else:
             continue
         checked.append(command)
-    assert len(checked) == len(pipeline) == 7, (checked, pipeline)  # every step was checked
+    assert len(checked) == len(pipeline) == 8, (checked, pipeline)  # every step was checked
     assert all((clone / name).is_file() for name in ("grades.csv", "students.csv"))
+    _moodle_class(clone, moodle, env)
     for command in formgrader:
         _check_formgrader(command, clone, env)
+    data = ["students.csv", "downloads.zip", "grades.csv", "feedback.zip"]  # students' data
     ignored = subprocess.run(
-        ["git", "check-ignore", "--no-index", "students.csv", "downloads.zip", "grades.csv"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+        ["git", "check-ignore", "--no-index", *data], cwd=REPO, capture_output=True, text=True
     ).stdout.split()
-    assert ignored == ["students.csv", "downloads.zip", "grades.csv"]  # students' data
+    assert ignored == data

@@ -12,20 +12,23 @@ own ids in its download's layout, never from a file name or display name a stude
   names it and says why, when it is a symbolic link or anything but a regular file; its
   name is absolute, climbs out with ``..``, holds a backslash or a control character, or is
   absurdly long; it is encrypted; it repeats a name already unpacked (the first is kept); it
-  is an archive itself; or it unpacks to more than `MAX_MEMBER_BYTES` (the declared size is
-  checked first and the bytes are counted while unpacking, so a header that lies changes
+  is an archive itself (in an LMS's layout a student's ``.zip`` is unpacked once, by the
+  same rules, its notebooks the student's the LMS named the zip for:
+  `_extract_student_zip`); or it unpacks to more than `MAX_MEMBER_BYTES` (the declared size
+  is checked first and the bytes are counted while unpacking, so a header that lies changes
   nothing), or the archive to more than `MAX_TOTAL_BYTES`. A file that is not a notebook,
   and macOS's ``__MACOSX/`` and ``._*`` metadata, are skipped with a message.
 - `recognise` tells the layout from the members' names (``--layout`` forces one; members
   named as two LMSs name them are not guessed at), and
   `Identify` names each notebook's student:
-  - Canvas (flat ``<sortable name>_[LATE_]<user id>_<submission id>_<file name>``): the
+  - Canvas (flat ``<sortable name>_[LATE_]<user id>_<attachment id>_<file name>``): the
     Canvas user id, looked up in the roster's ``lms_user_id``. The names on both sides of
     the ids are the student's, so every place the ids could be is tried: a name that reads
-    as more than one user id is refused.
-  - Moodle (folders ``<full name>_<participant id>_assignsubmission_file_/``): the
-    participant id (Moodle makes one per assignment), looked up in ``lms_user_id``;
-    whatever the files inside are named.
+    as more than one user id is refused, as is an anonymous download's ``anon_<id>``.
+  - Moodle (folders ``<full name>_<participant id>_assignsubmission_file/`` from 4.1,
+    ``..._file_/`` before, or not in folders ``..._assignsubmission_file_<file name>``): the
+    participant id (Moodle makes one per assignment), looked up in the assignment's own
+    (`participants_path`) or else in ``lms_user_id``; whatever the files are named.
   - Blackboard (``<assignment>_<username>_attempt_<date>_<file name>`` and a receipt
     ``...attempt_<date>.txt``): the username, a roster ``id``, after the assignment's name
     (the one the roster's usernames agree on, or ``--lms-assignment``).
@@ -37,17 +40,22 @@ own ids in its download's layout, never from a file name or display name a stude
   An LMS id not on the roster is refused, saying how to import it, or with
   ``--enroll-unknown`` becomes a student of that id (refused if the id is another's).
 - `choose_lms`: one submission per student (Blackboard: the newest attempt by Blackboard's
-  date); of several notebooks, the one the student named ``<id>.ipynb`` (Canvas's
-  ``<id>-N.ipynb``), else the student is refused with the names. `choose` (plain): the
-  newest file, by the name's timestamp or else the member's date. Each names what it kept
-  and dropped.
+  date); of several notebooks, of those named for the assignment if any, the newest by the
+  archive's own evidence (`_newest`: Canvas's attachment id, the number Moodle's file
+  picker gives a re-upload, the members' dates), else the one named ``<id>.ipynb``, else the
+  student is refused with the names. `choose` (plain): the newest file, by the name's
+  timestamp or else the member's date. Each names what it kept and dropped.
 - the kept file becomes ``submitted/<student>/<id>/<id>.ipynb`` (a message when it replaces
-  another), with ``timestamp.txt`` when a plain name gave a timestamp (as ``zip_collect``).
+  another), with ``timestamp.txt`` when the download says when it was submitted (`_timestamp`:
+  a plain name's timestamp, Blackboard's attempt date, Moodle 3.x's file date, Canvas's LATE
+  mark as 1 s after the due date), which nbgrader's late-submission plug-ins read; the
+  LMS's ids of each kept file go to ``downloaded/<id>/lms.json`` for the feedback zip.
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import posixpath
 import re
@@ -79,8 +87,11 @@ def _mib(n: int) -> str:
     return f"{n / (1 << 20):.0f} MiB"
 
 
-def member_problem(info: zipfile.ZipInfo) -> str | None:
-    """Why a member must not be unpacked, from its header alone (None: nothing wrong yet)."""
+def member_problem(info: zipfile.ZipInfo, inner: str | None = None) -> str | None:
+    """Why a member must not be unpacked, from its header alone (None: nothing wrong yet).
+    ``inner``: what a ``.zip`` member is (None: refused as an archive inside the archive;
+    ``"zip"``: a student's own zip, unpacked once; ``"nested"``: a member of that zip,
+    where no archive is unpacked again)."""
     name = info.filename
     mode = info.external_attr >> 16
     if stat.S_ISLNK(mode):
@@ -104,7 +115,15 @@ def member_problem(info: zipfile.ZipInfo) -> str | None:
     if info.flag_bits & 0x1:
         return "it is encrypted"
     if name.lower().endswith(ARCHIVE_SUFFIXES):
-        return "it is an archive inside the archive (unpack it and collect it on its own)"
+        if inner == "nested":
+            return "it is an archive inside the student's zip (only one level is unpacked)"
+        if inner != "zip":
+            return (
+                "it is an archive inside the archive (the plain layout names a student by the "
+                "file's name: unpack it and name its notebook <student id>_<id>.ipynb)"
+            )
+        if not name.lower().endswith(".zip"):
+            return "it is an archive other than a zip (unpack it and upload the notebook)"
     if info.file_size > MAX_MEMBER_BYTES:
         return f"it unpacks to {_mib(info.file_size)}, more than {_mib(MAX_MEMBER_BYTES)}"
     return None
@@ -146,21 +165,46 @@ def is_macos_metadata(name: str) -> bool:
 
 
 class Member(NamedTuple):
-    """One unpacked member: its name in the archive, where it was unpacked, its date."""
+    """One unpacked member: its name in the archive, where it was unpacked, its date in the
+    archive; ``inner``: its name inside the student's own zip ``name`` (else "")."""
 
     name: str
     path: Path
     modified: datetime.datetime
+    inner: str = ""
 
 
-def extract_zip(path: Path, dest: Path) -> tuple[list[Member], list[str]]:
+#: a student's zip of more members than this is not a notebook's upload
+MAX_INNER_MEMBERS = 1000
+
+
+class _Budget:
+    """What the whole archive may still unpack to (the student's zips count in it)."""
+
+    def __init__(self) -> None:
+        self.left = MAX_TOTAL_BYTES
+
+    def check(self, declared: int) -> None:
+        if declared > self.left:
+            raise Refused(f"the archive unpacks to more than {_mib(MAX_TOTAL_BYTES)}")
+
+    def unpack(self, archive, info, target: Path) -> None:
+        self.left -= _unpack(archive, info, target, self.left)
+
+
+def extract_zip(
+    path: Path, dest: Path, *, student_zips: bool = False
+) -> tuple[list[Member], list[str]]:
     """Unpack the notebooks of the zip at ``path`` into ``dest``: (the members unpacked, one
     message per member refused or skipped). Each is unpacked to a numbered file of its own
     (``00001.ipynb``...), never to its own path: no member's name can clash with another's
-    (a member ``alice_ch1.ipynb/notes.txt`` does not make a folder that blocks alice's file)."""
+    (a member ``alice_ch1.ipynb/notes.txt`` does not make a folder that blocks alice's file).
+    ``student_zips`` (the LMS layouts): a member ``.zip`` is a student's upload, unpacked in
+    turn by the same rules (one level only; `_extract_student_zip`), its notebooks dated as
+    the LMS dated the zip."""
     dest.mkdir(parents=True, exist_ok=True)
     written, refused, seen = [], [], set()
-    total = 0
+    budget = _Budget()
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as err:
@@ -169,9 +213,9 @@ def extract_zip(path: Path, dest: Path) -> tuple[list[Member], list[str]]:
         for number, info in enumerate(archive.infolist(), 1):
             if info.is_dir() and not stat.S_ISLNK(info.external_attr >> 16):
                 continue
-            shown = repr(info.filename[:120] + ("..." if len(info.filename) > 120 else ""))
+            shown = _shown(info.filename)
             try:
-                problem = member_problem(info)
+                problem = member_problem(info, "zip" if student_zips else None)
                 if problem:
                     raise Refused(problem)
                 key = posixpath.normpath(info.filename)
@@ -183,18 +227,75 @@ def extract_zip(path: Path, dest: Path) -> tuple[list[Member], list[str]]:
                     continue
                 if key in seen:
                     raise Refused("another member has the same name (the first one was kept)")
+                if key.lower().endswith(".zip"):
+                    seen.add(key)
+                    inner, messages = _extract_student_zip(
+                        archive, info, key, dest / f"{number:05d}", budget, path.name
+                    )
+                    written.extend(inner)
+                    refused.extend(messages)
+                    continue
                 if not key.lower().endswith(".ipynb"):
                     refused.append(f"skipped {shown} from {path.name}: not a notebook (.ipynb)")
                     continue
-                if total + info.file_size > MAX_TOTAL_BYTES:
-                    raise Refused(f"the archive unpacks to more than {_mib(MAX_TOTAL_BYTES)}")
+                budget.check(info.file_size)
                 target = dest / f"{number:05d}.ipynb"
-                total += _unpack(archive, info, target, MAX_TOTAL_BYTES - total)
+                budget.unpack(archive, info, target)
                 seen.add(key)
                 written.append(Member(key, target, _member_date(info)))
             except Refused as why:
                 refused.append(f"refused {shown} from {path.name}: {why}")
     return written, refused
+
+
+def _extract_student_zip(archive, info, key: str, dest: Path, budget: _Budget, outer: str):
+    """The notebooks of a student's own zip ``key`` (a member of ``archive``), by the rules
+    of the outer archive (`member_problem`, sizes counted in the same budget, links, names,
+    duplicates), no archive inside it unpacked. Each is the member ``key`` (the student is
+    the one the LMS named the zip for) with its name inside as ``inner``, dated as the LMS
+    dated the zip: the dates inside are the student's own clock's."""
+    budget.check(info.file_size)
+    dest.mkdir()
+    packed = dest / "upload.zip"
+    budget.unpack(archive, info, packed)
+    written, messages, seen = [], [], set()
+    where = f"from {outer} (in the student's zip {key!r})"
+    try:
+        student_zip = zipfile.ZipFile(packed)
+    except (zipfile.BadZipFile, OSError) as err:
+        packed.unlink()
+        raise Refused(f"it is not a readable zip ({str(err)[:120]})") from None
+    with student_zip:
+        members = student_zip.infolist()
+        if len(members) > MAX_INNER_MEMBERS:
+            packed.unlink()
+            raise Refused(f"the student's zip holds more than {MAX_INNER_MEMBERS} members")
+        for number, inner in enumerate(members, 1):
+            if inner.is_dir() and not stat.S_ISLNK(inner.external_attr >> 16):
+                continue
+            shown = _shown(inner.filename)
+            try:
+                problem = member_problem(inner, "nested")
+                if problem:
+                    raise Refused(problem)
+                name = posixpath.normpath(inner.filename)
+                if is_macos_metadata(name):
+                    messages.append(f"skipped {shown} {where}: macOS metadata, not a submission")
+                    continue
+                if name in seen:
+                    raise Refused("another member has the same name (the first one was kept)")
+                if not name.lower().endswith(".ipynb"):
+                    messages.append(f"skipped {shown} {where}: not a notebook (.ipynb)")
+                    continue
+                budget.check(inner.file_size)
+                target = dest / f"{number:05d}.ipynb"
+                budget.unpack(student_zip, inner, target)
+                seen.add(name)
+                written.append(Member(key, target, _member_date(info), name))
+            except Refused as why:
+                messages.append(f"refused {shown} {where}: {why}")
+    packed.unlink()
+    return written, messages
 
 
 def _member_date(info: zipfile.ZipInfo) -> datetime.datetime:
@@ -244,17 +345,32 @@ LAYOUT_NAMES = {
 }
 #: what each LMS's id is called in messages
 LMS_ID = {"canvas": "Canvas user", "moodle": "Moodle participant", "blackboard": "Blackboard user"}
-#: where the roster holds each LMS's id
-ROSTER_COLUMN = {
-    "canvas": "the Canvas user id in its lms_user_id column",
-    "moodle": "the Moodle participant id in its lms_user_id column",
-    "blackboard": "the Blackboard username as its id",
+#: how to put a student of each LMS on the roster (`autograder.course.lms`)
+ROSTER_IMPORT = {
+    "canvas": "import Canvas's gradebook export with `python -m autograder roster FILE --lms "
+    "canvas`",
+    "moodle": "import the assignment's grading worksheet with `python -m autograder roster "
+    "FILE --lms moodle --assignment <id>`",
+    "blackboard": "import it with `nbgrader db student import FILE` from the course directory, "
+    "the Blackboard username as its id",
 }
 
-#: Canvas: ``<sortable name>_[LATE_]<user id>_<submission id>_<original name>`` (`_canvas_ids`)
-#: Moodle: a folder ``<full name>_<participant id>_assignsubmission_<plugin>_/`` (Moodle
-#: writes the full name with its ``_`` as spaces; the id is the digits before the suffix)
-MOODLE_FOLDER = re.compile(r"(?P<name>.*)_(?P<id>[0-9]+)_assignsubmission_(?P<plugin>[a-z]+)_\Z")
+#: Canvas: ``<sortable name>_[LATE_]<user id>_<attachment id>_<original name>``
+#: (`_canvas_ids`): Canvas's ``ContentZipper`` names each file of a submission so (the
+#: source is cited in tests/test_lms_layouts.py, as for each layout below)
+#: Moodle, "download in folders" (the default since 3.1): a folder per participant and
+#: plugin, ``<full name>_<participant id>_assignsubmission_<plugin>_/`` up to 4.0 and
+#: ``<full name>_<participant id>_assignsubmission_<plugin>/`` from 4.1 (no trailing ``_``);
+#: Moodle writes a full name's ``_`` as spaces, and the id is the digits before the suffix
+MOODLE_FOLDER = re.compile(
+    r"(?P<name>.*)_(?P<id>[0-9]+)_assignsubmission_(?P<plugin>[a-z0-9]+)(?P<old>_?)\Z"
+)
+#: Moodle, not in folders (every version): ``<full name>_<participant id>_assignsubmission_
+#: <plugin>_<file name>``, the file name the student's; the full name holds no ``_``, so the
+#: first ``_<digits>_assignsubmission_`` is Moodle's
+MOODLE_FLAT = re.compile(
+    r"(?P<name>[^_/]*)_(?P<id>[0-9]+)_assignsubmission_(?P<plugin>[a-z0-9]+)_(?P<original>[^/]+)\Z"
+)
 #: Blackboard: ``<assignment name>_<username>_attempt_<date>_<original name>`` and the
 #: receipt ``<assignment name>_<username>_attempt_<date>.txt``; the first ``_attempt_<date>``
 #: is Blackboard's (the original name after it is the student's)
@@ -268,8 +384,9 @@ def _digits(token: str) -> bool:
     return token.isascii() and token.isdigit()
 
 
-def _canvas_ids(name: str) -> list[tuple[str, bool, str]]:
-    """Each (user id, late, original name) a top-level Canvas name could mean: the sortable
+def _canvas_ids(name: str) -> list[tuple[str, bool, str, str]]:
+    """Each (user id, late, attachment id, original name) a top-level Canvas name could
+    mean: the sortable
     name before the ids and the original name after them are the student's, so may hold
     ``_1_2_`` themselves. One pass over the ``_``-separated parts (a name is hostile)."""
     if "/" in name:
@@ -278,13 +395,13 @@ def _canvas_ids(name: str) -> list[tuple[str, bool, str]]:
     starts = [0]
     for part in parts[:-1]:
         starts.append(starts[-1] + len(part) + 1)
-    found: dict[str, tuple[str, bool, str]] = {}
+    found: dict[str, tuple[str, bool, str, str]] = {}
     for i in range(1, len(parts)):
         late = parts[i] == "LATE"
         j = i + 1 if late else i
         if j + 2 < len(parts) and _digits(parts[j]) and _digits(parts[j + 1]):
             if starts[i] > 1 and parts[j] not in found and name[starts[j + 2] :]:
-                found[parts[j]] = (parts[j], late, name[starts[j + 2] :])
+                found[parts[j]] = (parts[j], late, parts[j + 1], name[starts[j + 2] :])
     return list(found.values())
 
 
@@ -293,7 +410,7 @@ def _looks_like(name: str) -> set[str]:
     if is_macos_metadata(name) or name.endswith("/") or len(name.encode()) > MAX_NAME_BYTES:
         return set()
     found = set()
-    if "/" in name and MOODLE_FOLDER.match(name.split("/")[0]):
+    if ("/" in name and MOODLE_FOLDER.match(name.split("/")[0])) or MOODLE_FLAT.match(name):
         found.add("moodle")
     if BLACKBOARD.match(name):
         found.add("blackboard")
@@ -351,6 +468,10 @@ class Candidate(NamedTuple):
     original: str = ""  # the student's own file name (LMS layouts)
     attempt: datetime.datetime | None = None  # Blackboard: the attempt's date (the LMS's)
     late: bool = False  # Canvas's LATE mark
+    lms_id: str = ""  # the LMS's id of the student (Canvas user, Moodle participant, username)
+    attachment: int | None = None  # Canvas: the file's attachment id (larger: uploaded later)
+    folder: str = ""  # Moodle: ``<full name>_<participant id>``, its feedback folder's prefix
+    submitted: datetime.datetime | None = None  # when the LMS says it was submitted (naive)
 
     def when(self) -> datetime.datetime:
         """What orders a student's files: the name's timestamp, else the member's date."""
@@ -404,9 +525,8 @@ class Identify:
             )
         if not self.enroll_unknown:
             raise NotFiled(
-                f"refused {shown}: {label} is not on the roster (import it with `nbgrader db "
-                f"student import students.csv`, {ROSTER_COLUMN[self.layout]}; or collect "
-                "with --enroll-unknown)"
+                f"refused {shown}: {label} is not on the roster ({ROSTER_IMPORT[self.layout]}; "
+                "or collect with --enroll-unknown)"
             )
         if not PLAIN_NAME.match(key):
             raise NotFiled(
@@ -422,11 +542,16 @@ class Identify:
         return key, f"{key} ({label}, enrolled)"
 
     def canvas(self, member: Member, shown: str):
+        if member.name.startswith(("anon_", "LATE_anon_")):
+            raise NotFiled(
+                f"refused {shown}: Canvas names no user in an anonymously graded download "
+                "(anon_<anonymous id>); download it once the assignment's anonymity is lifted"
+            )
         fits = _canvas_ids(member.name)
         if not fits:
             raise NotFiled(
                 f"skipped {shown}: not named as Canvas names a submission's file "
-                "(<name>_[LATE_]<user id>_<submission id>_<file name>, not in a folder)"
+                "(<name>_[LATE_]<user id>_<attachment id>_<file name>, not in a folder)"
             )
         if len(fits) > 1:  # even one roster user among strangers: the stranger may be the
             # uploader, whose display name holds the roster user's id
@@ -435,22 +560,42 @@ class Identify:
                 f"{', '.join(f[0] for f in fits)} (the name before the ids and the file name "
                 "after them are the student's); collect it by hand"
             )
-        user, late, original = fits[0]
+        user, late, attachment, original = fits[0]
+        if member.inner:
+            original = f"{original}/{member.inner}"
         student, who = self.student(user, shown)
-        return Candidate(student, member, None, who, original, None, late)
+        return Candidate(student, member, None, who, original, None, late, user, int(attachment))
 
     def moodle(self, member: Member, shown: str):
         folder, _, rest = member.name.partition("/")
         match = MOODLE_FOLDER.match(folder)
+        if match and rest:
+            submitted = member.modified if match["old"] else None
+        else:  # "not in folders": <full name>_<participant id>_assignsubmission_file_<name>
+            match = MOODLE_FLAT.match(member.name)
+            rest = match["original"] if match else ""
+            submitted = None
         if not match or not rest:
             raise NotFiled(
                 f"skipped {shown}: not in a Moodle submission folder "
-                "(<full name>_<participant id>_assignsubmission_file_/)"
+                "(<full name>_<participant id>_assignsubmission_file/) nor named as Moodle "
+                "names a file not in folders"
             )
         if match["plugin"] != "file":
             raise NotFiled(f"skipped {shown}: not a file submission ({match['plugin']})")
+        if member.inner:
+            rest = f"{rest}/{member.inner}"
         student, who = self.student(match["id"], shown)
-        return Candidate(student, member, None, who, rest)
+        return Candidate(
+            student,
+            member,
+            None,
+            who,
+            rest,
+            lms_id=match["id"],
+            folder=f"{match['name']}_{match['id']}",
+            submitted=submitted,
+        )
 
     def _blackboard_prefix(self, names) -> str | None:
         """The assignment's name as Blackboard writes it before ``_<username>``: the one most
@@ -496,7 +641,12 @@ class Identify:
                 f"skipped {shown}: its attempt's date {match['date']!r} is not a date"
             ) from None
         student, who = self.student(username, shown)
-        return Candidate(student, member, None, who, match["original"], attempt)
+        original = match["original"]
+        if member.inner:
+            original = f"{original}/{member.inner}"
+        return Candidate(
+            student, member, None, who, original, attempt, lms_id=username, submitted=attempt
+        )
 
     def plain(self, member: Member, shown: str):
         if not self.roster.ids:
@@ -583,14 +733,53 @@ def choose(candidates: list[Candidate]) -> tuple[dict[str, Candidate], list[str]
     return kept, messages
 
 
+def _picker_copy(original: str) -> tuple[str, int]:
+    """(the name Moodle's file picker started from, its number): the picker names a file
+    uploaded over another of the same name ``<name> (1).<ext>``, then ``(2)``... (the newest
+    the highest; the first has none, 0). Only names in one folder are numbered so."""
+    folder, name = posixpath.split(original)
+    stem, dot, ext = name.rpartition(".")
+    if not dot:
+        stem, ext = name, ""
+    match = re.fullmatch(r"(.+) \(([0-9]{1,9})\)", stem)
+    if match:
+        return posixpath.join(folder, f"{match[1]}{dot}{ext}"), int(match[2])
+    return original, 0
+
+
+def _newest(files: list[Candidate], layout: str) -> tuple[Candidate | None, str]:
+    """The newest of one student's files by the LMS's own evidence in the archive, and the
+    evidence (None: the archive does not say which is newest). Canvas: the attachment id
+    (Canvas numbers files as they are uploaded); Moodle: the file picker's ``(N)`` among
+    copies of one name, else the members' dates; Blackboard and the rest: the members' dates
+    (Blackboard's attempts are told apart before, by Blackboard's date)."""
+    if layout == "canvas" and all(c.attachment is not None for c in files):
+        ordered = sorted(files, key=lambda c: c.attachment)
+        if ordered[-1].attachment != ordered[-2].attachment:
+            return ordered[-1], "the newest by Canvas's attachment id"
+    if layout == "moodle":
+        copies = {_picker_copy(c.original)[0] for c in files}
+        if len(copies) == 1:
+            ordered = sorted(files, key=lambda c: _picker_copy(c.original)[1])
+            if _picker_copy(ordered[-1].original)[1] != _picker_copy(ordered[-2].original)[1]:
+                return ordered[-1], "the newest by the number Moodle's file picker gave it"
+    ordered = sorted(files, key=lambda c: c.member.modified)
+    if ordered[-1].member.modified != ordered[-2].member.modified:
+        return ordered[-1], "the newest by its date in the archive"
+    return None, ""
+
+
 def choose_lms(
-    candidates: list[Candidate], assignment: str
+    candidates: list[Candidate], assignment: str, layout: str = "canvas"
 ) -> tuple[dict[str, Candidate], list[str]]:
-    """LMS layouts: the LMS's download holds one submission per student (Blackboard: one per
-    attempt, the newest attempt by the LMS's date kept). Of several notebooks, the one whose
-    original name is ``<id>.ipynb`` (or Canvas's ``<id>-N.ipynb``) is kept; otherwise the
-    student is refused with the names, since which one to grade is not ours to guess."""
-    preferred = re.compile(rf"{re.escape(assignment)}(?:-[0-9]+)?\.ipynb\Z")
+    """LMS layouts: one notebook per student. Blackboard's download holds one submission per
+    attempt: the newest attempt by Blackboard's date is kept. Of several notebooks, those
+    named for the assignment (``<id>.ipynb``, the picker's ``<id> (N).ipynb``, Canvas's
+    ``<id>-N.ipynb``) if any, and of these the newest by the archive's own evidence
+    (`_newest`); when it says nothing, the one named ``<id>.ipynb`` exactly, else the
+    student is refused with the names. Each message names what was kept and dropped."""
+    named = re.compile(rf"{re.escape(assignment)}(?:-[0-9]+| \([0-9]+\))?\.ipynb\Z")
+    exact = re.compile(rf"{re.escape(assignment)}\.ipynb\Z")
     by_student: dict[str, list[Candidate]] = {}
     for candidate in candidates:
         by_student.setdefault(candidate.student, []).append(candidate)
@@ -611,7 +800,7 @@ def choose_lms(
         if len(files) == 1:
             kept[student] = files[0]
         else:
-            chosen, message = _one_notebook(files, who, preferred, assignment)
+            chosen, message = _one_notebook(files, who, named, exact, assignment, layout)
             messages.append(message)
             if chosen is None:
                 continue
@@ -621,18 +810,36 @@ def choose_lms(
     return kept, messages
 
 
-def _one_notebook(files: list[Candidate], who: str, preferred: re.Pattern, assignment: str):
-    """(the notebook of one submission to grade, or None; the message saying which)."""
+def _one_notebook(files, who, named, exact, assignment: str, layout: str):
+    """(the notebook of one student to grade, or None; the message saying which)."""
     names = ", ".join(repr(c.original) for c in files)
-    best = [c for c in files if preferred.match(posixpath.basename(c.original))]
+    pool = [c for c in files if named.match(posixpath.basename(c.original))] or files
+    if len(pool) == 1:
+        named_as = (
+            f"{assignment}.ipynb"
+            if exact.match(posixpath.basename(pool[0].original))
+            else f"for {assignment}"
+        )
+        return pool[0], (
+            f"{who}: {len(files)} notebooks ({names}); kept {pool[0].original!r} "
+            f"(named {named_as}), dropped the others"
+        )
+    chosen, evidence = _newest(pool, layout)
+    if chosen is not None:
+        dropped = ", ".join(repr(c.original) for c in files if c is not chosen)
+        return chosen, (
+            f"{who}: {len(files)} notebooks; kept {chosen.original!r} ({evidence}), "
+            f"dropped {dropped}"
+        )
+    best = [c for c in pool if exact.match(posixpath.basename(c.original))]
     if len(best) == 1:
         return best[0], (
-            f"{who}: {len(files)} notebooks ({names}); kept {best[0].original!r} "
-            f"(named {assignment}.ipynb), dropped the others"
+            f"{who}: {len(files)} notebooks ({names}), the archive does not say which is "
+            f"newest; kept {best[0].original!r} (named {assignment}.ipynb), dropped the others"
         )
     return None, (
-        f"refused {who}: {len(files)} notebooks ({names}) and "
-        f"{'none' if not best else 'more than one'} named {assignment}.ipynb; "
+        f"refused {who}: {len(files)} notebooks ({names}), the archive does not say which is "
+        f"newest and {'none' if not best else 'more than one'} is named {assignment}.ipynb; "
         "nothing collected for this student (copy the right one by hand)"
     )
 
@@ -657,6 +864,81 @@ def _enroll(course: Path, students: dict[str, str | None]) -> None:
         os.environ["PATH"] = path
 
 
+def read_duedate(course: Path, assignment: str) -> datetime.datetime | None:
+    """The assignment's due date in nbgrader's gradebook (naive, UTC, as nbgrader keeps it),
+    read-only; None when it has none."""
+    path = Path(course) / "gradebook.db"
+    if not path.is_file():
+        return None
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            row = db.execute("SELECT duedate FROM assignment WHERE name = ?", (assignment,))
+            found = row.fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return None
+    if not found or not found[0]:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(str(found[0]))
+    except ValueError:
+        return None
+
+
+def lms_record_path(course: Path, assignment: str) -> Path:
+    """Where collect keeps, per student, the LMS's ids of what it collected (the Canvas
+    attachment id, the Moodle folder), which the feedback archive needs."""
+    return Path(course) / "downloaded" / assignment / "lms.json"
+
+
+def participants_path(course: Path, assignment: str) -> Path:
+    """Moodle's participant ids of one assignment (``roster --lms moodle --assignment``):
+    Moodle makes them per assignment, so the one ``lms_user_id`` of nbgrader's roster cannot
+    hold them all."""
+    return Path(course) / "downloaded" / assignment / "moodle_participants.json"
+
+
+def read_lms_records(course: Path, assignment: str) -> dict[str, dict]:
+    try:
+        records = json.loads(lms_record_path(course, assignment).read_text())
+    except (OSError, ValueError):
+        return {}
+    return records if isinstance(records, dict) else {}
+
+
+def _write_json(path: Path, value) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.writing")
+    temporary.write_text(json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    os.replace(temporary, path)
+
+
+def _timestamp(candidate: Candidate, zone, due, messages: list[str]) -> str | None:
+    """What ``timestamp.txt`` says for a kept file (None: nothing), in UTC, which nbgrader
+    compares with the assignment's due date (its late-submission plug-ins apply)."""
+    if candidate.stamp is not None:  # plain: the name's timestamp, as zip_collect writes it
+        return candidate.stamp.isoformat(" ")
+    if candidate.submitted is not None:
+        when = candidate.submitted.replace(tzinfo=zone).astimezone(datetime.UTC)
+        return when.isoformat(" ")
+    if candidate.late:
+        if due is None:
+            messages.append(
+                f"{candidate.who}: Canvas's LATE mark is not recorded: the assignment has no "
+                "due date in the gradebook (set it, then collect again)"
+            )
+            return None
+        messages.append(
+            f"{candidate.who}: Canvas's download gives no time, only the LATE mark: recorded "
+            "as submitted 1 second after the due date"
+        )
+        late = due.replace(tzinfo=datetime.UTC) + datetime.timedelta(seconds=1)
+        return late.isoformat(" ")
+    return None
+
+
 def collect(
     course: Path,
     assignment: str,
@@ -666,13 +948,19 @@ def collect(
     layout: str | None = None,
     enroll_unknown: bool = False,
     lms_assignment: str | None = None,
+    lms_timezone: str = "UTC",
 ):
     """Unpack ``archive`` (an LMS download) and put each student's notebook at
     ``submitted/<student>/<assignment>/<assignment>.ipynb``: (the students collected, one
     message per member refused or skipped, per student with several files and per notebook
     replaced). Who a member belongs to comes from the roster and the LMS's ids in its
     layout (``layout``: forced, else `recognise`d), never from a name the student chose.
-    One member's problem never stops the others."""
+    One member's problem never stops the others. ``timestamp.txt`` gets the time the LMS
+    gives (the LMS's dates are read in ``lms_timezone``), and ``downloaded/<id>/lms.json``
+    the LMS's ids of each file kept (`lms_record_path`)."""
+    from zoneinfo import ZoneInfo
+
+    zone = ZoneInfo(lms_timezone)
     course, archive = Path(course), Path(archive)
     staging = course / "downloaded" / assignment / "extracted" / archive.name
     if staging.exists():
@@ -682,12 +970,14 @@ def collect(
         layout, why = recognise(names)
         if layout is None:
             return [], [f"{archive.name}: {why}; nothing was collected"]
-    members, messages = extract_zip(archive, staging)
+    members, messages = extract_zip(archive, staging, student_zips=layout != "plain")
     roster = read_roster(course)
+    if layout == "moodle" and participants_path(course, assignment).is_file():
+        roster = roster._replace(lms=_participants(course, assignment))
     identify = Identify(layout, assignment, roster, enroll_unknown, regexp, lms_assignment, names)
     candidates = []
     for member in members:
-        candidate, why = identify(member, _shown(member.name))
+        candidate, why = identify(member, _shown(_member_shown(member)))
         if why:
             messages.append(why)
         else:
@@ -695,7 +985,7 @@ def collect(
     if layout == "plain":
         kept, chosen = choose(candidates)
     else:
-        kept, chosen = choose_lms(candidates, assignment)
+        kept, chosen = choose_lms(candidates, assignment, layout)
     messages.extend(chosen)
     new = {s: lms for s, lms in identify.enroll.items() if s in kept}
     if new:
@@ -713,21 +1003,66 @@ def collect(
                 "(--enroll-unknown)"
                 for student in sorted(new)
             )
+    undated = [c for c in kept.values() if layout == "moodle" and c.submitted is None]
+    if any(
+        "/" in c.member.name and MOODLE_FOLDER.match(c.member.name.split("/")[0]) for c in undated
+    ):
+        messages.append(
+            f"{archive.name}: Moodle 4.1 and later date each file of the download when the zip "
+            "is made, so it gives no submission time: none was recorded"
+        )
+    elif undated:
+        messages.append(
+            f"{archive.name}: a Moodle download not in folders does not say which Moodle made "
+            "it (4.1 and later date each file when the zip is made), so no submission time "
+            "was recorded"
+        )
+    due = read_duedate(course, assignment)
+    records = read_lms_records(course, assignment)
     for student, candidate in sorted(kept.items()):
         folder = course / "submitted" / student / assignment
         folder.mkdir(parents=True, exist_ok=True)
         target = folder / f"{assignment}.ipynb"
+        shown = _member_shown(candidate.member)
         if target.is_file() and target.read_bytes() != candidate.member.path.read_bytes():
             messages.append(
-                f"{candidate.who}: replaced the notebook collected before with "
-                f"{candidate.member.name!r}"
+                f"{candidate.who}: replaced the notebook collected before with {shown!r}"
             )
         temporary = folder / f".{assignment}.ipynb.collecting"
         shutil.copyfile(candidate.member.path, temporary)
         os.replace(temporary, target)
         stamp = folder / "timestamp.txt"
-        if candidate.stamp is not None:
-            stamp.write_text(candidate.stamp.isoformat(" "))
+        text = _timestamp(candidate, zone, due, messages)
+        if text is not None:
+            stamp.write_text(text)
         elif stamp.is_file() or stamp.is_symlink():
             stamp.unlink()  # an older collection's date is not this file's
+        records[student] = {
+            "layout": layout,
+            "lms_id": candidate.lms_id,
+            "attachment": candidate.attachment,
+            "folder": candidate.folder,
+            "member": shown,
+            "late": candidate.late,
+            "timestamp": text,
+        }
+    if kept:
+        _write_json(lms_record_path(course, assignment), records)
     return sorted(kept), messages
+
+
+def _member_shown(member: Member) -> str:
+    """A member's name in messages: inside a student's zip, ``<zip>/<name inside>``."""
+    return f"{member.name}/{member.inner}" if member.inner else member.name
+
+
+def _participants(course: Path, assignment: str) -> dict[str, tuple[str, ...]]:
+    """`participants_path`'s map, participant id -> (nbgrader id,), as `Roster.lms`."""
+    try:
+        mapping = json.loads(participants_path(course, assignment).read_text())
+    except (OSError, ValueError):
+        return {}
+    found: dict[str, list[str]] = {}
+    for participant, student in mapping.items() if isinstance(mapping, dict) else ():
+        found.setdefault(str(participant), []).append(str(student))
+    return {key: tuple(sorted(v)) for key, v in found.items()}
