@@ -46,8 +46,8 @@ from test_site_browser import PageVisit, browser  # noqa: E402, F401 - the share
 
 from autograder import cli  # noqa: E402
 from autograder.checking import notebook as nbparse  # noqa: E402
+from autograder.checking.results import SubmissionResult, TaskResult  # noqa: E402
 from autograder.course.gradebook import Recorder  # noqa: E402
-from autograder.grading.results import SubmissionResult, TaskResult  # noqa: E402
 from autograder.grading.verdict import not_graded  # noqa: E402
 from autograder.student.contract import Verdict  # noqa: E402
 

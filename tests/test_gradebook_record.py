@@ -17,8 +17,8 @@ from hostile import corpus  # noqa: E402
 
 from autograder import cli  # noqa: E402
 from autograder.checking import notebook as nbparse  # noqa: E402
+from autograder.checking.results import SubmissionResult, TaskResult  # noqa: E402
 from autograder.course.gradebook import Recorder  # noqa: E402
-from autograder.grading.results import SubmissionResult, TaskResult  # noqa: E402
 from autograder.grading.verdict import not_graded  # noqa: E402
 from autograder.student.contract import Verdict  # noqa: E402
 

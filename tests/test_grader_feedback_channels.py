@@ -29,8 +29,8 @@ from hostile import corpus  # noqa: E402
 
 from autograder import cli, grading, sandbox  # noqa: E402
 from autograder.checking import checks  # noqa: E402
+from autograder.checking.results import SubmissionResult  # noqa: E402
 from autograder.grading import verdict  # noqa: E402
-from autograder.grading.results import SubmissionResult  # noqa: E402
 from autograder.grading.run import Failure, RunRecord  # noqa: E402
 from autograder.student import contract  # noqa: E402
 

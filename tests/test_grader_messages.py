@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from hostile import corpus  # noqa: E402
 
 from autograder import grading, sandbox  # noqa: E402, I001
-from autograder.checking import checks, notebook  # noqa: E402, I001
+from autograder.checking import checks, notebook, results  # noqa: E402, I001
 from autograder.course import report  # noqa: E402, I001
 from autograder.grading import verdict  # noqa: E402
 from autograder.sandbox import wire  # noqa: E402, I001
@@ -128,7 +128,7 @@ def _judged(outcome: contract.Outcome, hidden: bool, program) -> str:
     case = dataclasses.replace(case, hidden=hidden)
     test = notebook.TestCell("t", 1.0, "", (("nadaraya_watson_ard", "nadaraya_watson_ard"),), 0)
     record = grading.run.RunRecord(outcomes={(0, 0): outcome})
-    result = grading.results.SubmissionResult("s", A, 0)
+    result = results.SubmissionResult("s", A, 0)
     specs = {"nadaraya_watson_ard": checks.spec("nadaraya_watson_ard")}
     verdict.judge(
         types.SimpleNamespace(tests=(test,)), specs, [[case]], record, result, program=program

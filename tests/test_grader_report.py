@@ -98,11 +98,11 @@ def test_report_escapes_hostile_student_ids_notes_and_messages(tmp_path):
 # the most common mistakes: once per student, by check and named mistake
 
 
-def _graded(student: str, failures: dict) -> dict:
+def _graded(student: str, failures: dict):
     """The record of a submission of ch1 whose check ``name`` failed with ``failures[name]``
     ((case, hidden, message) each), every other check passed: the grader's own lines."""
+    from autograder.checking.results import SubmissionResult, TaskResult
     from autograder.grading import verdict
-    from autograder.grading.results import SubmissionResult, TaskResult
     from autograder.student import contract
 
     result = SubmissionResult(student, A, 1, max_score=12.0)
@@ -113,7 +113,7 @@ def _graded(student: str, failures: dict) -> dict:
         ] + [contract.Verdict(check, f"ok {i}", i % 2 == 0, True) for i in range(4)]
         lines, wrong = verdict._feedback(check, verdicts, "en"), verdict._shown(verdicts)
         result.tasks.append(TaskResult(grade_id, 6.0, "\n".join(lines), verdicts, wrong))
-    return result.to_record()
+    return SubmissionResult.from_record(result.to_record())  # as the report reads it back
 
 
 def test_each_mistake_is_counted_once_per_student_by_check_and_name():
@@ -122,9 +122,9 @@ def test_each_mistake_is_counted_once_per_student_by_check_and_name():
     notebook was refused (all its test cells not graded). The report lists each mistake with
     the number of students who made it, most first, no case names, no line of anyone's."""
     from autograder.checking.notebook import load_assignment
+    from autograder.checking.results import SubmissionResult
     from autograder.course import report
     from autograder.grading import verdict
-    from autograder.grading.results import SubmissionResult
 
     clipping = "your result matches a known mistake: no clipping at 0 (eq. 1.4)"
     records = []
@@ -151,7 +151,7 @@ def test_each_mistake_is_counted_once_per_student_by_check_and_name():
     spec = type("Spec", (), {"tests": load_assignment(_course(), A).tests})
     refused = SubmissionResult("bad", A, 1, max_score=12.0)
     verdict.not_graded(spec, refused, "invalid notebook", "the notebook has 3,000 cells")
-    records.append(refused.to_record())
+    records.append(SubmissionResult.from_record(refused.to_record()))
     records.append(_graded("perfect", {}))
     shown = report.summarise(records)["messages"]
     assert shown == [

@@ -476,7 +476,7 @@ def outcome_axes(outcome) -> int:
 
 
 def test_case_verdicts_are_typed_and_recorded_with_the_fields_the_report_reads():
-    from autograder.grading.results import SubmissionResult, TaskResult
+    from autograder.checking.results import SubmissionResult, TaskResult
 
     verdict = contract.Verdict("masked_softmax", "fully-masked row", True, False, "secret 0.123")
     result = SubmissionResult("s", "ch2_soft_hard", 1)
@@ -491,7 +491,7 @@ def test_case_verdicts_are_typed_and_recorded_with_the_fields_the_report_reads()
 
 
 def test_a_cells_points_are_derived_from_its_verdicts():
-    from autograder.grading.results import SubmissionResult, TaskResult
+    from autograder.checking.results import SubmissionResult, TaskResult
 
     ok = contract.Verdict("attention", "a", False, True)
     bad = contract.Verdict("attention", "b", True, False, "case 'b': wrong")
@@ -599,7 +599,7 @@ def test_cell_outputs_are_capped_on_the_trusted_side_whatever_the_sandbox_sent()
     characters (its frames allow that much) once made a 36 MB autograded notebook. The
     trusted side cuts each cell to the cell cap and the notebook to 50 cells' worth."""
     from autograder.checking.notebook import Program
-    from autograder.grading.results import SubmissionResult
+    from autograder.checking.results import SubmissionResult
     from autograder.grading.run import RunRecord
     from autograder.grading.verdict import NOTEBOOK_OUTPUT_CELLS, SANDBOX_NOTE_CHARS, cell_outputs
 

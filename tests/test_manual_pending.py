@@ -23,6 +23,7 @@ from hostile import corpus  # noqa: E402
 
 from autograder import cli  # noqa: E402
 from autograder.checking import notebook as nbparse  # noqa: E402
+from autograder.checking.results import BatchResult, SubmissionResult, TaskResult  # noqa: E402
 from autograder.course import report  # noqa: E402
 from autograder.course.gradebook import (  # noqa: E402
     HandGrading,
@@ -30,7 +31,6 @@ from autograder.course.gradebook import (  # noqa: E402
     hand_grading_of,
     load_records,
 )
-from autograder.grading.results import BatchResult, SubmissionResult, TaskResult  # noqa: E402
 from autograder.grading.verdict import not_graded  # noqa: E402
 from autograder.student.contract import Verdict  # noqa: E402
 
@@ -109,7 +109,7 @@ def _export(course: Path, tmp_path: Path, capsys) -> dict[str, dict]:
 
 
 def _report_notes(course: Path) -> dict[str, tuple[float, list[str]]]:
-    return {r["student"]: (r["score"], r.get("notes", [])) for r in load_records(course, A)}
+    return {r.student: (r.score, r.notes) for r in load_records(course, A)}
 
 
 def test_a_written_answer_not_yet_graded_is_marked_then_the_mark_goes(recorder, tmp_path, capsys):

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from autograder import grading
-from autograder.checking import checks, judging, messages
+from autograder.checking import checks, judging, messages, results
 from autograder.checking import notebook as nbparse
 from autograder.course import gradebook, report
 from autograder.grading import verdict
@@ -172,7 +172,7 @@ def _judged(outcome: Outcome, hidden: bool, language: str):
     case = dataclasses.replace(case, hidden=hidden)
     test = nbparse.TestCell("t", 1.0, "", ((CHECK, CHECK),), 0)
     record = grading.run.RunRecord(outcomes={(0, 0): outcome})
-    result = grading.results.SubmissionResult("s", A, 0)
+    result = results.SubmissionResult("s", A, 0)
     verdict.judge(
         types.SimpleNamespace(tests=(test,)),
         {CHECK: checks.spec(CHECK)},
@@ -270,21 +270,24 @@ def _recorded(student: str, cases: list) -> dict:
 
 
 def test_a_record_names_every_field_of_a_case():
-    result = grading.results.SubmissionResult("s", A, 1)
+    result = results.SubmissionResult("s", A, 1)
     cases = [contract.Verdict("epanechnikov_weights", "one item", True, False, "9.34")]
-    result.tasks.append(grading.results.TaskResult("test-pooling", 2.0, "m", cases))
+    result.tasks.append(results.TaskResult("test-pooling", 2.0, "m", cases))
     (case,) = result.to_record()["tasks"][0]["cases"]
     assert case == {"check": "epanechnikov_weights", "case": "one item", "hidden": True,
                     "passed": False}  # fmt: skip
-    assert tuple(case) == gradebook.CASE_FIELDS
-    assert gradebook.recorded_case(case) == case
+    assert tuple(case) == results.CASE_FIELDS
+    assert results.recorded_case(case) == contract.Verdict(*case.values(), "")
+    back = results.SubmissionResult.from_record(result.to_record())
+    assert back.tasks[0].cases == [dataclasses.replace(cases[0], message="")]
+    assert (back.student, back.seed, back.tasks[0].grade_id) == ("s", 1, "test-pooling")
 
 
 def test_the_report_reads_an_earlier_graders_positional_cases_as_named_ones(tmp_path):
     """Two terms of one course: the earlier grader wrote [check, case, hidden, passed], this
     one writes named fields; the report counts them alike, read back from the notebooks."""
     old = [["epanechnikov_weights", "one item", False, True], ["nw_ard", "batch", True, False]]
-    new = [dict(zip(gradebook.CASE_FIELDS, entry)) for entry in old]
+    new = [dict(zip(results.CASE_FIELDS, entry)) for entry in old]
     new[0]["passed"] = False
     course = tmp_path / "course"
     for student, cases in (("earlier", old), ("now", new)):
@@ -309,6 +312,6 @@ def test_a_case_entry_of_another_shape_is_skipped_not_misread():
         None,
         {"check": "epanechnikov_weights", "case": "one item", "hidden": False},  # no "passed"
     ]
-    assert all(gradebook.recorded_case(entry) is None for entry in odd)
-    summary = report.summarise([_recorded("s", [*odd, good])])
+    assert all(results.recorded_case(entry) is None for entry in odd)
+    summary = report.summarise([results.SubmissionResult.from_record(_recorded("s", [*odd, good]))])
     assert summary["case_rates"] == {"epanechnikov_weights / one item": 1.0}

@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime
 import fcntl
 import json
@@ -46,6 +47,7 @@ import nbformat
 from autograder.checking import nbgrader_api, sanitise
 from autograder.checking import notebook as nbparse
 from autograder.checking.intake import Unreadable, read_bounded
+from autograder.checking.results import SubmissionResult
 from autograder.student import frames
 
 
@@ -602,25 +604,9 @@ class _HandGradingCsv:
                 yield ["" if v is None else str(v) for v in values]
 
 
-#: a case's fields in a grading record, named (``TaskResult.to_record``): records written before
-#: grader v5 hold each case as a list of these four values in this order
-CASE_FIELDS = ("check", "case", "hidden", "passed")
-
-
-def recorded_case(entry) -> dict | None:
-    """One case of a record's test cell as its named fields, whichever grader wrote it: an
-    object now, the list [check, case, hidden, passed] before (an instructor's gradebook of an
-    earlier term still makes its report); None for anything else (the record lives in a
-    notebook an instructor may have edited)."""
-    if isinstance(entry, list) and len(entry) == len(CASE_FIELDS):
-        entry = dict(zip(CASE_FIELDS, entry))
-    if not isinstance(entry, dict) or not all(name in entry for name in CASE_FIELDS):
-        return None
-    return {name: entry[name] for name in CASE_FIELDS}
-
-
-def load_records(course: Path, assignment: str) -> list[dict]:
-    """The grading record of every autograded notebook of an assignment (for the report),
+def load_records(course: Path, assignment: str) -> list[SubmissionResult]:
+    """The grading record of every autograded notebook of an assignment (for the report), as
+    the typed result it was written from (``SubmissionResult.from_record``),
     with the score and maximum the gradebook holds now (an instructor's manual scores
     included) and, while written answers wait for a human, a note saying how many points
     (`HandGrading`): the record in the notebook was written before anyone graded by hand."""
@@ -628,22 +614,24 @@ def load_records(course: Path, assignment: str) -> list[dict]:
     records = []
     for path in sorted((Path(course) / "autograded").glob(f"*/{assignment}/{assignment}.ipynb")):
         try:
-            record = json.loads(path.read_text()).get("metadata", {}).get("autograder")
+            notebook = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        if record:
-            records.append(_as_now(record, states.get(str(record.get("student")))))
+        metadata = notebook.get("metadata") if isinstance(notebook, dict) else None
+        record = metadata.get("autograder") if isinstance(metadata, dict) else None
+        result = SubmissionResult.from_record(record)
+        if result is not None:
+            records.append(_as_now(result, states.get(result.student)))
     return records
 
 
-def _as_now(record: dict, state) -> dict:
+def _as_now(record: SubmissionResult, state) -> SubmissionResult:
     """``record`` with the gradebook's score and maximum of now and a note while the
     submission waits for hand grading (``state``: `submission_states`' entry, or None)."""
     if state is None:
         return record
     score, max_score, waiting = state
-    record = {**record, "score": score, "max_score": max_score}
+    notes = list(record.notes)
     if waiting:
-        note = f"waits for hand grading in the formgrader: {waiting.describe()}"
-        record["notes"] = [*record.get("notes", []), note]
-    return record
+        notes.append(f"waits for hand grading in the formgrader: {waiting.describe()}")
+    return dataclasses.replace(record, score=score, max_score=max_score, notes=notes)

@@ -29,7 +29,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from autograder.course.gradebook import load_records, recorded_case  # noqa: E402
+from autograder.checking.results import SubmissionResult  # noqa: E402
+from autograder.course.gradebook import load_records  # noqa: E402
 
 
 def _png(fig) -> str:
@@ -73,14 +74,14 @@ def mistake_of(text: str) -> str:
     return _NUMBER.sub("#", _PLACE.sub("", text))[:300]
 
 
-def mistakes(record: dict) -> set[tuple[str, str]]:
+def mistakes(record: SubmissionResult) -> set[tuple[str, str]]:
     """(check, mistake) of every failure a submission's record shows, each once: read from its
     test cells' messages (the grader's lines, `grading.verdict`: a head line per check, then
     its failing cases). A notebook that was not graded is one mistake, whatever its cells."""
     found = set()
-    for task in record.get("tasks", []):
+    for task in record.tasks:
         check = ""
-        for line in str(task.get("message", "")).splitlines():
+        for line in task.message.splitlines():
             item = line[4:] if line.startswith("  - ") else None
             if item is None:
                 head = re.match(r"(\w+): (.*)$", line)
@@ -99,40 +100,34 @@ def mistakes(record: dict) -> set[tuple[str, str]]:
     return found
 
 
-def summarise(records: list[dict]) -> dict:
+def summarise(records: list[SubmissionResult]) -> dict:
     """The numbers the page shows (also what the tests check)."""
-    scores = [r["score"] for r in records]
+    scores = [r.score for r in records]
     task_pass, task_total = Counter(), Counter()
     case_pass, case_total = Counter(), Counter()
     reasons, messages = Counter(), Counter()
     for record in records:
-        for reason in record.get("reasons", []):
+        for reason in record.reasons:
             reasons[reason] += 1
-        for task in record.get("tasks", []):
-            task_total[task["grade_id"]] += 1
-            task_pass[task["grade_id"]] += bool(task.get("passed"))
-            for case in filter(None, map(recorded_case, task.get("cases", []))):
-                key = f"{case['check']} / {case['case']}" + (" (hidden)" if case["hidden"] else "")
+        for task in record.tasks:
+            task_total[task.grade_id] += 1
+            task_pass[task.grade_id] += task.passed
+            for case in task.cases:
+                key = f"{case.check} / {case.case}" + (" (hidden)" if case.hidden else "")
                 case_total[key] += 1
-                case_pass[key] += bool(case["passed"])
+                case_pass[key] += case.passed
         # each mistake once per submission, however many cases and test cells show it
         messages.update(mistakes(record))
     return {
         "n": len(records),
         "scores": scores,
-        "max_score": max((r["max_score"] for r in records), default=0.0),
+        "max_score": max((r.max_score for r in records), default=0.0),
         "task_rates": {k: task_pass[k] / task_total[k] for k in task_total},
         "case_rates": {k: case_pass[k] / case_total[k] for k in case_total},
         "reasons": dict(reasons.most_common()),
         "messages": sorted(messages.items(), key=lambda kv: (-kv[1], kv[0]))[:10],
         "attention": sorted(
-            (
-                str(r.get("student", "")),
-                float(r.get("score") or 0.0),
-                [str(x) for x in r.get("reasons", []) + r.get("notes", [])],
-            )
-            for r in records
-            if r.get("reasons") or r.get("notes")
+            (r.student, r.score, r.reasons + r.notes) for r in records if r.reasons or r.notes
         ),
     }
 

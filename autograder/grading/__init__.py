@@ -47,6 +47,7 @@ from types import ModuleType
 
 from autograder.checking import notebook as nbparse
 from autograder.checking.gradebook_ids import PLAIN_NAME
+from autograder.checking.results import GRADER_ERROR, BatchResult, SubmissionResult, TaskResult
 from autograder.grading.check_data import (
     CaseSet,
     Task,
@@ -59,7 +60,6 @@ from autograder.grading.jobs import GradeJob, make_job
 from autograder.grading.pool import POOL, SandboxPool, sandbox_key
 from autograder.grading.preparing import Preparing
 from autograder.grading.public_files import release_files, release_root
-from autograder.grading.results import GRADER_ERROR, BatchResult, SubmissionResult, TaskResult
 from autograder.grading.run import END_REASONS, LOST_RERUNS, RunRecord, run_program
 from autograder.grading.schedule import Dask, Local
 from autograder.grading.submission import grade_submission

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from autograder.checking import messages
+from autograder.checking.results import GRADER_ERROR
 from autograder.grading.check_data import CaseSet
-from autograder.grading.results import GRADER_ERROR
 from autograder.sandbox import Limits, Sandbox, wire
 from autograder.sandbox.protocol import Plan
 from autograder.student import frames

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from autograder.checking import messages
 from autograder.checking import notebook as nbparse
+from autograder.checking.results import GRADER_ERROR, SubmissionResult
 from autograder.grading.jobs import GradeJob
 from autograder.grading.pool import POOL, sandbox_key
-from autograder.grading.results import GRADER_ERROR, SubmissionResult
 from autograder.grading.run import run_program
 from autograder.grading.verdict import cell_outputs, judge, not_graded
 from autograder.grading.work import AssignmentWork

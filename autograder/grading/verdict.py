@@ -18,8 +18,8 @@ import dataclasses
 
 from autograder.checking import checks, judging, messages
 from autograder.checking import notebook as nbparse
+from autograder.checking.results import SubmissionResult, TaskResult
 from autograder.grading.check_data import tasks_of
-from autograder.grading.results import SubmissionResult, TaskResult
 from autograder.grading.run import RunRecord
 from autograder.student import frames, zygote
 from autograder.student.contract import Case, Outcome, Verdict
