@@ -49,7 +49,7 @@ def _nbgrader(course: Path, *args: str) -> int:
 
 def summary_table(graded: list, skipped=(), waiting: dict | None = None) -> str:
     """One row per graded submission (`grading.SubmissionResult`) and per skipped one.
-    ``waiting``: each student's `gradebook.HandGrading`; a score that leaves out written
+    ``waiting``: each student's `hand_grading.HandGrading`; a score that leaves out written
     answers no one has graded yet says so ("20/22 + 2 to grade by hand"), so a perfect
     student never reads as one who lost 2 points."""
     waiting = waiting or {}
@@ -183,7 +183,7 @@ def cmd_grade(args) -> int:
             f"(import an LMS download with `.venv/bin/python -m autograder collect {args.assignment} FILE.zip`)"
         )
         return 0
-    from autograder.course.gradebook import hand_grading_of
+    from autograder.course.hand_grading import hand_grading_of
 
     waiting = hand_grading_of(Path(args.course), args.assignment)
     print(summary_table(outcome.graded, outcome.skipped, waiting))
@@ -257,7 +257,7 @@ def cmd_collect(args) -> int:
 #: ch4 0.19, ch5 0.34, ch6 0.25) in the feedback process, which peaks at 174-199 MiB, and
 #: whose start (nbgrader's imports and configuration) takes about 2.5 s, once; a hostile
 #: notebook's code costs at most `nbgrader_sanitise.HIGHLIGHT_SECONDS` of highlighting more.
-#: The memory budget is the recording process's (`gradebook.RENDER_MEMORY_BYTES`, 3 GiB)
+#: The memory budget is the recording process's (`rendering.RENDER_MEMORY_BYTES`, 3 GiB)
 FEEDBACK_SECONDS = 120.0
 NO_PAGE = "{student}: no feedback page: {why}"
 
@@ -299,14 +299,15 @@ def feedback_students(course: Path, assignment: str) -> list[str]:
 
 def cmd_feedback(args) -> int:
     """nbgrader generate_feedback, one student at a time, each in the feedback process (a
-    child, `gradebook.Renderer`: 3 GiB of address space) within ``--seconds``: a notebook
+    child, `rendering.Renderer`: 3 GiB of address space) within ``--seconds``: a notebook
     whose page overruns them ends that process (a new one starts for the next student) and
     is reported with its reason, the others' pages are written. Exit status: 0 when every
     page was made, 1 when one or more could not be (each named on stderr). First a warning
     naming the students whose written answers no one has graded yet (their page would show
     those points as 0: README, "Generate the feedback after the written answers are graded
     by hand")."""
-    from autograder.course.gradebook import Renderer, RenderFailed, hand_grading_of
+    from autograder.course.hand_grading import hand_grading_of
+    from autograder.course.rendering import Renderer, RenderFailed
 
     course = Path(args.course).resolve()
     waiting = sorted(
@@ -349,7 +350,7 @@ def cmd_feedback(args) -> int:
 
 
 def cmd_export(args) -> int:
-    """nbgrader export with the course's plug-in (`gradebook.HandGradingCsvExport`):
+    """nbgrader export with the course's plug-in (`hand_grading.HandGradingCsvExport`):
     nbgrader's CSV plus the columns that say what still waits for hand grading; with
     ``--lms``, the LMS's own grade import file instead (`lms.canvas_grades`,
     `lms.moodle_worksheet`). First the course's late-submission policy is applied
@@ -379,7 +380,7 @@ def cmd_export(args) -> int:
     status = _nbgrader(
         Path(args.course),
         "export",
-        "--exporter=autograder.course.gradebook.HandGradingCsvExport",
+        "--exporter=autograder.course.hand_grading.HandGradingCsvExport",
         f"--to={target}",
         f"--assignment=['{args.assignment}']",
     )

@@ -1,7 +1,7 @@
 """The recording step of a notebook over an intake cap vs an honest one, side by side.
 
 The recording step is what the trusted side does with a submission's bytes after it is
-graded (`autograder.course.gradebook.render_autograded`: parse under the caps, build the autograded
+graded (`autograder.course.rendering.render_autograded`: parse under the caps, build the autograded
 notebook, sanitise it, write it as JSON), here run in this process, once per notebook, on
 ch1_pooling's solved notebook and on each notebook of `tests/hostile/corpus.over_the_caps`
 (60,000 cells, 30,000 nested ``<div>`` in a raw and in a markdown cell, 5 MB of stored
@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from hostile import corpus  # noqa: E402
 
 from autograder.checking import notebook  # noqa: E402
-from autograder.course import gradebook  # noqa: E402
+from autograder.course import rendering  # noqa: E402
 
 A = "ch1_pooling"
 
@@ -40,7 +40,7 @@ def cpu_seconds(spec, data: bytes, runs: int) -> tuple[float, int]:
     best, size = float("inf"), 0
     for _ in range(runs):
         started = time.process_time()
-        text = gradebook.render_autograded(spec, data, {}, {}, {}, notebook.DEFAULT_CAPS)
+        text = rendering.render_autograded(spec, data, {}, {}, {}, notebook.DEFAULT_CAPS)
         best = min(best, time.process_time() - started)
         size = len(text.encode())
     return best, size

@@ -115,8 +115,7 @@ def test_feedback_and_export_work_on_our_records_and_hide_hidden_tests(courses, 
 
 
 def test_report_page_shows_histogram_pass_rates_and_messages(courses):
-    from autograder.course.gradebook import load_records
-    from autograder.course.report import summarise
+    from autograder.course.report import load_records, summarise
 
     course = courses["ours"]
     assert cli.main(["--course", str(course), "report", A]) == 0

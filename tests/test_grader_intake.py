@@ -22,7 +22,7 @@ from hostile import corpus  # noqa: E402
 from autograder import cli, grading, sandbox  # noqa: E402
 from autograder.checking import intake, notebook, sanitise  # noqa: E402
 from autograder.checking.notebook import InvalidNotebook  # noqa: E402
-from autograder.course import gradebook  # noqa: E402
+from autograder.course import rendering  # noqa: E402
 from autograder.sandbox import budgets  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -212,7 +212,7 @@ def test_a_refusal_comes_before_validation_and_sanitising(tmp_path, monkeypatch)
         with pytest.raises(InvalidNotebook) as refused:
             notebook.read_submission(text.encode())
         assert (str(refused.value), validated) == (why, []), student
-        gradebook.render_autograded(spec, text.encode(), {}, {}, {}, notebook.DEFAULT_CAPS)
+        rendering.render_autograded(spec, text.encode(), {}, {}, {}, notebook.DEFAULT_CAPS)
         assert max(cleaned, default=0) < 5000, student  # the released cells only
         validated.clear(), cleaned.clear()
     honest = json.dumps(base).encode()
@@ -230,9 +230,9 @@ def test_html_past_the_depth_is_shown_as_text_found_in_one_pass():
 
 
 def test_a_recording_over_its_time_is_ended_with_its_reason_and_the_next_one_runs():
-    renderer = gradebook.Renderer()
+    renderer = rendering.Renderer()
     try:
-        with pytest.raises(gradebook.RenderFailed, match="took more than 2 s"):
+        with pytest.raises(rendering.RenderFailed, match="took more than 2 s"):
             renderer.run(time.sleep, (600,), 2)
         assert renderer.run(len, ("abc",), 60) == 3
         assert renderer.started == 2  # the overrun's process was ended, a new one started

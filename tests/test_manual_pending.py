@@ -25,12 +25,9 @@ from autograder import cli  # noqa: E402
 from autograder.checking import notebook as nbparse  # noqa: E402
 from autograder.checking.results import BatchResult, SubmissionResult, TaskResult  # noqa: E402
 from autograder.course import report  # noqa: E402
-from autograder.course.gradebook import (  # noqa: E402
-    HandGrading,
-    Recorder,
-    hand_grading_of,
-    load_records,
-)
+from autograder.course.gradebook import Recorder  # noqa: E402
+from autograder.course.hand_grading import HandGrading, hand_grading_of  # noqa: E402
+from autograder.course.report import load_records  # noqa: E402
 from autograder.grading.verdict import not_graded  # noqa: E402
 from autograder.student.contract import Verdict  # noqa: E402
 

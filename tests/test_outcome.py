@@ -28,7 +28,7 @@ import pytest
 from autograder import grading
 from autograder.checking import checks, judging, messages, results
 from autograder.checking import notebook as nbparse
-from autograder.course import gradebook, report
+from autograder.course import report
 from autograder.grading import verdict
 from autograder.sandbox import wire
 from autograder.student import contract, frames, zygote
@@ -296,7 +296,7 @@ def test_the_report_reads_an_earlier_graders_positional_cases_as_named_ones(tmp_
         notebook = nbformat.v4.new_notebook()
         notebook.metadata["autograder"] = _recorded(student, cases)
         nbformat.write(notebook, folder / f"{A}.ipynb")
-    summary = report.summarise(gradebook.load_records(course, A))
+    summary = report.summarise(report.load_records(course, A))
     assert summary["case_rates"] == {
         "epanechnikov_weights / one item": 0.5,  # passed in the earlier record only
         "nw_ard / batch (hidden)": 0.0,

@@ -47,7 +47,7 @@ from typing import NamedTuple
 from autograder.checking import nbgrader_api
 from autograder.checking.gradebook_ids import PLAIN_NAME
 from autograder.course import collect
-from autograder.course.gradebook import hand_grading
+from autograder.course.hand_grading import hand_grading
 
 LMSS = ("canvas", "moodle")
 #: Canvas's gradebook export starts so; its importer wants the same student columns

@@ -1,6 +1,7 @@
 """Report: one HTML page per assignment for the instructor.
 
-Reads the grading record stored in every autograded notebook of the assignment and shows,
+Reads the grading record stored in every autograded notebook of the assignment
+(`load_records`: typed again, with the gradebook's score of now) and shows,
 at a glance, which part of the chapter the class did not get:
 
 - the score histogram;
@@ -18,8 +19,10 @@ Figures are Matplotlib PNGs embedded as base64, so the page is a single file.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 import io
+import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -30,7 +33,40 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from autograder.checking.results import SubmissionResult  # noqa: E402
-from autograder.course.gradebook import load_records  # noqa: E402
+from autograder.course.hand_grading import submission_states  # noqa: E402
+
+
+def load_records(course: Path, assignment: str) -> list[SubmissionResult]:
+    """The grading record of every autograded notebook of an assignment (for the report), as
+    the typed result it was written from (``SubmissionResult.from_record``),
+    with the score and maximum the gradebook holds now (an instructor's manual scores
+    included) and, while written answers wait for a human, a note saying how many points
+    (`HandGrading`): the record in the notebook was written before anyone graded by hand."""
+    states = submission_states(course, assignment)
+    records = []
+    for path in sorted((Path(course) / "autograded").glob(f"*/{assignment}/{assignment}.ipynb")):
+        try:
+            notebook = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        metadata = notebook.get("metadata") if isinstance(notebook, dict) else None
+        record = metadata.get("autograder") if isinstance(metadata, dict) else None
+        result = SubmissionResult.from_record(record)
+        if result is not None:
+            records.append(_as_now(result, states.get(result.student)))
+    return records
+
+
+def _as_now(record: SubmissionResult, state) -> SubmissionResult:
+    """``record`` with the gradebook's score and maximum of now and a note while the
+    submission waits for hand grading (``state``: `submission_states`' entry, or None)."""
+    if state is None:
+        return record
+    score, max_score, waiting = state
+    notes = list(record.notes)
+    if waiting:
+        notes.append(f"waits for hand grading in the formgrader: {waiting.describe()}")
+    return dataclasses.replace(record, score=score, max_score=max_score, notes=notes)
 
 
 def _png(fig) -> str:

@@ -30,7 +30,7 @@ One concern per module:
   `_Batch` (the queue of jobs, and the gradebook: only this process writes it, on one
   recording thread, so the thread that hands out jobs never waits for a recording; the
   autograded notebook is made in a separate process within the caps'
-  ``record_seconds``: `autograder.course.gradebook.Renderer`).
+  ``record_seconds``: `autograder.course.rendering.Renderer`).
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ class _StartUp:
     def begin(self, sandboxes: int, recording: bool) -> None:
         """Start the recording process (if anything may be recorded) and ``sandboxes``
         sandboxes (none: a Dask cluster starts its own), each on a thread."""
-        from autograder.course.gradebook import RENDERER
+        from autograder.course.rendering import RENDERER
 
         if recording:
             self._spawn("recording", RENDERER.start)
@@ -240,7 +240,7 @@ class _StartUp:
     def close(self, sandboxes_too: bool) -> None:
         """The recording process and the check data's child, ended; ``sandboxes_too``: the
         started sandboxes too (a start-up that failed; else the scheduler closes them)."""
-        from autograder.course.gradebook import RENDERER
+        from autograder.course.rendering import RENDERER
 
         self.wait()
         if self._checking is not None:
@@ -321,7 +321,7 @@ def _file_identity(path: Path) -> tuple | None:
 class _Batch:
     """The jobs handed out, at most ``scheduler.in_flight`` at once, and each finished one
     recorded on a thread of its own (the recording itself runs in a separate process,
-    `gradebook.Renderer`), so the thread that hands out jobs never waits for a recording."""
+    `rendering.Renderer`), so the thread that hands out jobs never waits for a recording."""
 
     def __init__(self, work, triage: _Triage, preparing, progress, skipped: list, total: int):
         self.work, self.triage, self.preparing, self.progress = work, triage, preparing, progress
