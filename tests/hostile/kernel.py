@@ -189,3 +189,177 @@ print("observed", json.dumps({{
 }}, sort_keys=True))
 """
 )
+
+
+#: counters in the numbers the kernel gives new objects, which a run reads from a cell
+#: (tests/test_kernel_counters.py): each one either closed for every run (the same answer
+#: whatever ran before) or a documented residual (docs/threat-model.md, "Machine-wide
+#: counters in the numbers of new kernel objects").
+COUNTERS_NATIVE = """
+import ctypes, json, os, socket, struct
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_NR = {"x86_64": {"pidfd_open": 434, "clone3": 435, "bpf": 321, "setns": 308},
+       "aarch64": {"pidfd_open": 434, "clone3": 435, "bpf": 280, "setns": 268}}[os.uname().machine]
+SO_COOKIE, SO_NETNS_COOKIE, SO_PEERPIDFD = 57, 71, 77
+CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID = 0x10000000, 0x00020000, 0x40000000, 0x20000000
+
+
+def _err(call):
+    try:
+        return call()
+    except OSError as err:
+        return "E%d" % err.errno
+
+
+def _cookie(option, family=socket.AF_INET, kind=socket.SOCK_DGRAM):
+    with socket.socket(family, kind) as sock:
+        return _err(lambda: struct.unpack("Q", sock.getsockopt(socket.SOL_SOCKET, option, 8))[0])
+
+
+def _in_child(body):
+    \"\"\"body() in a forked child; its result (a short string) back through a pipe.\"\"\"
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            os.write(write, str(body()).encode()[:4000])
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(child, 0)
+    out = os.read(read, 4096).decode()
+    os.close(read)
+    return out
+
+
+def _nested():
+    \"\"\"A namespace of each kind, unshared by a child (a network namespace takes the next
+    cookie, any namespace an inode number, a mount the next mount id).\"\"\"
+    said = {}
+    for name, flags in (("user", CLONE_NEWUSER), ("user+net", CLONE_NEWUSER | CLONE_NEWNET),
+                        ("user+mnt", CLONE_NEWUSER | CLONE_NEWNS), ("user+pid", CLONE_NEWUSER | CLONE_NEWPID),
+                        ("net", CLONE_NEWNET), ("mnt", CLONE_NEWNS)):
+        said[name] = _in_child(lambda: [_libc.unshare(flags), ctypes.get_errno()])
+    return said
+
+
+def _session():
+    return _in_child(lambda: _err(os.setsid))
+"""
+
+COUNTERS = (
+    COUNTERS_NATIVE
+    + """
+
+def _fs():
+    out = {}
+    for folder, dirs, names in os.walk("/proc/sys/fs"):
+        dirs.sort()
+        for name in sorted(names):
+            path = os.path.join(folder, name)
+            try:
+                with open(path) as handle:
+                    out[path] = handle.read()
+            except OSError as err:
+                out[path] = "E%d" % err.errno
+    return out
+
+
+def _ino_of(make):
+    def read():
+        fd = make()
+        try:
+            return os.fstat(fd).st_ino
+        finally:
+            os.close(fd)
+    return _err(read)
+
+
+def _tmpfs(folder):
+    path = os.path.join(folder, "counted")
+    with open(path, "w"):
+        pass
+    os.mkdir(path + ".d")
+    numbers = [os.stat(path).st_ino, os.stat(path + ".d").st_ino]
+    os.unlink(path)
+    os.rmdir(path + ".d")
+    return numbers
+
+
+seen = {
+    "fs": _fs(),
+    "cgroups": open("/proc/cgroups").read() if os.path.exists("/proc/cgroups") else None,
+    "so_cookie": _cookie(SO_COOKIE),
+    "so_cookie_tcp": _cookie(SO_COOKIE, socket.AF_INET, socket.SOCK_STREAM),
+    "netns_cookie": _cookie(SO_NETNS_COOKIE),
+    "peer_pidfd": _cookie(SO_PEERPIDFD, socket.AF_UNIX, socket.SOCK_STREAM),
+    "netlink": _err(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 4).close()),
+    "bpf": [_libc.syscall(_NR["bpf"], 0, None, 0), ctypes.get_errno()],
+    "pidfd_open": [_libc.syscall(_NR["pidfd_open"], os.getpid(), 0), ctypes.get_errno()],
+    "clone3": [_libc.syscall(_NR["clone3"], None, 0), ctypes.get_errno()],
+    "nested": _nested(),
+    "setsid": _session(),
+    "autogroup": _err(lambda: open("/proc/self/autogroup").read()),
+    "child_autogroup": _in_child(lambda: open("/proc/self/autogroup").read()),
+    "cgroup": open("/proc/self/cgroup").read(),
+    "ns": {name: os.readlink("/proc/self/ns/" + name) for name in ("time", "time_for_children")},
+    "pids": [os.getpid(), os.getppid(), _in_child(os.getpid)],
+    "lo": _err(lambda: socket.if_nametoindex("lo")),
+    "tmp": _tmpfs("/tmp"),
+    "shm": _tmpfs("/dev/shm"),
+    "anon": [_ino_of(lambda: os.eventfd(0)), _ino_of(lambda: _libc.timerfd_create(1, 0)),
+             _ino_of(lambda: _libc.inotify_init()), _ino_of(lambda: _libc.epoll_create1(0))],
+}
+import hashlib  # the whole observation, and each part's digest (a cell keeps 4,000 characters)
+
+print("observed", json.dumps({
+    "digest": hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).hexdigest(),
+    "parts": {k: hashlib.sha256(json.dumps(v, sort_keys=True).encode()).hexdigest()[:12] for k, v in seen.items()},
+    "shown": {k: v for k, v in seen.items() if k not in ("fs", "cgroups")},
+}, sort_keys=True))
+"""
+)
+
+#: the residual: the inode number of a new pipe (the kernel's get_next_ino, per CPU) and of
+#: a new memfd (the internal tmpfs's, per CPU); printed, never compared
+RESIDUAL = """
+import os
+_r, _w = os.pipe()
+_m = os.memfd_create("counted")
+print("residual", os.fstat(_r).st_ino, os.fstat(_m).st_ino)
+for _fd in (_r, _w, _m):
+    os.close(_fd)
+"""
+
+#: ``_write_counters(value)``: ``value`` written into every counter COUNTERS reads (and the
+#: residual ones): new objects of each kind, forks, sessions, namespaces and their mounts,
+#: cookies; each attempt that the run's filter refuses is simply refused
+WRITE_COUNTERS = (
+    COUNTERS_NATIVE
+    + """
+import mmap
+
+
+def _write_counters(value):
+    for _ in range(value % 211 + 1):
+        r, w = os.pipe()
+        os.close(r), os.close(w)
+        a, b = socket.socketpair()
+        a.close(), b.close()
+        for option in (SO_COOKIE, SO_NETNS_COOKIE):
+            _cookie(option)
+        _err(lambda: os.close(os.memfd_create("w")))
+        mmap.mmap(-1, 4096).close()
+        os.close(os.eventfd(0))
+        os.close(os.open("/proc/self/status", os.O_RDONLY))
+        _err(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 4).close())
+        fd = _libc.syscall(_NR["pidfd_open"], os.getpid(), 0)
+        if fd >= 0:
+            os.close(fd)
+    for _ in range(value % 23 + 1):
+        _nested()
+        _session()
+"""
+)
