@@ -112,8 +112,16 @@ def test_the_filter_denies_each_listed_call_and_nothing_else(machine):
         got = _bpf(program, numbers["fadvise64"], arch, (3, 0, 0, advice))
         assert got == (SECCOMP_RET_ERRNO | errno.EPERM if verdict == "deny" else allow), advice
     # the counters of docs/threat-model.md: cookies, pidfds, netlink (tests/test_kernel_counters.py)
-    assert _bpf(program, numbers["clone"], arch, (0x1000 | 17,)) == SECCOMP_RET_ERRNO | errno.EPERM
+    eperm = SECCOMP_RET_ERRNO | errno.EPERM
+    assert _bpf(program, numbers["clone"], arch, (0x1000 | 17,)) == eperm  # CLONE_PIDFD
+    for flag in (0x20000, 0x2000000, 0x4000000, 0x8000000, 0x10000000, 0x20000000, 0x40000000):
+        assert _bpf(program, numbers["clone"], arch, (flag | 17,)) == eperm, hex(flag)
+        assert _bpf(program, numbers["unshare"], arch, (flag,)) == eperm, hex(flag)
+    assert _bpf(program, numbers["unshare"], arch, (0x80,)) == eperm  # CLONE_NEWTIME
+    assert _bpf(program, numbers["unshare"], arch, (0x200,)) == allow  # CLONE_FILES
     assert _bpf(program, numbers["clone"], arch, (0x01200011,)) == allow  # glibc's fork
+    assert _bpf(program, numbers["clone"], arch, (0x3D0F00,)) == allow  # a thread
+    assert _bpf(program, numbers["clone"], arch, (0x4111,)) == allow  # vfork, posix_spawn
     for call, option, code in (
         ("getsockopt", 57, errno.ENOPROTOOPT),  # SO_COOKIE
         ("getsockopt", 71, errno.ENOPROTOOPT),  # SO_NETNS_COOKIE
@@ -128,7 +136,7 @@ def test_the_filter_denies_each_listed_call_and_nothing_else(machine):
     for family in (1, 2, 10):  # AF_UNIX, AF_INET, AF_INET6
         assert _bpf(program, numbers["socket"], arch, (family, 1, 0)) == allow, family
     denied = {numbers[name] for name in expected} | {numbers["madvise"], numbers["fadvise64"]}
-    denied |= {numbers[name] for name in ("clone", "getsockopt", "setsockopt", "socket")}
+    denied |= {numbers[n] for n in ("clone", "unshare", "getsockopt", "setsockopt", "socket")}
     for nr in sorted(set(range(0, 460)) - denied):  # everything else passes
         assert _bpf(program, nr, arch, (0, 0, 4, 4, 0, 0)) == allow, nr
     other = next(a for m, (a, _n) in isolation.SYSCALLS.items() if m != machine)

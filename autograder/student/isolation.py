@@ -7,7 +7,8 @@ child of a run calls ``enter_fresh_state`` right after the fork:
 - an IPC namespace of its own: System V segments, semaphores, message queues and POSIX
   message queues made by the submission die with its last process;
 - a network namespace of its own (a loopback brought up fresh: its byte counters,
-  ``/proc/net/*``, sockets and ports start empty) and a UTS namespace of its own (the host name);
+  ``/proc/net/*``, sockets and ports start empty), a UTS namespace of its own (the host name)
+  and a cgroup namespace rooted at the run's own cgroup (its path is "/", not ``run-<k>``);
 - a pid namespace of its own, where the run's process is pid 1 (``_become_init``: the child
   that unshared it only waits and passes on its exit status), with a fresh ``/proc`` of that
   namespace: the pids a run sees start at 1, and when it exits the kernel kills everything
@@ -17,6 +18,9 @@ child of a run calls ``enter_fresh_state`` right after the fork:
   False, found once by the zygote);
 - in that ``/proc`` (or the sandbox's), the machine-wide counters another run moves (forks,
   interrupts, load, memory, disks...) covered by read-only constant copies (``mask_proc``);
+- in that ``/proc``, every ``user.max_*_namespaces`` of the run's user namespace set to 0
+  (``no_more_namespaces``): nothing the run starts makes a namespace or a mount, each of
+  which takes the next number of a machine-wide counter;
 - a mount namespace of its own, with a fresh size-capped tmpfs on ``/tmp`` (the run's working
   directory is made there) and on ``/dev/shm``: files and memory in them are freed when the
   run's last process exits, and the next run never sees them;
@@ -24,8 +28,10 @@ child of a run calls ``enter_fresh_state`` right after the fork:
   shares: no key outlives the run;
 - then every capability is dropped (bounding set, permitted, effective, inheritable) and
   ``no_new_privs`` set, so the student's code holds none of the power used to build this;
-- last, a seccomp filter (``DENIED``): no kernel key, and no way to read back or evict the
-  page cache the runs share (``docs/threat-model.md``, "Kernel state every run shares").
+- last, a seccomp filter (``DENIED``): no kernel key, no way to read back or evict the
+  page cache the runs share (``docs/threat-model.md``, "Kernel state every run shares"), and
+  no reading of the machine-wide counters behind socket and network-namespace cookies,
+  pidfds and sessions ("Machine-wide counters in the numbers of new kernel objects").
 
 Where the kernel refuses a user namespace (``user.max_user_namespaces`` is 0, or a distribution
 switch forbids unprivileged ones), ``enter_fresh_state`` raises ``Unavailable`` before changing
@@ -46,6 +52,11 @@ CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 CLONE_PIDFD = 0x00001000
+CLONE_NEWTIME = 0x00000080  # unshare only: in clone's flags these bits are the exit signal
+#: every flag that makes a namespace (clone's and unshare's)
+NEW_NAMESPACES = (
+    CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID
+) | CLONE_NEWNET
 AF_NETLINK = 16
 SO_COOKIE, SO_NETNS_COOKIE, SO_PASSPIDFD, SO_PEERPIDFD = 57, 71, 76, 77
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 0x1, 0x2, 0x4, 0x8, 0x20
@@ -143,6 +154,7 @@ SYSCALLS = {
             "pidfd_open": 434,
             "clone3": 435,
             "clone": 56,
+            "unshare": 272,
             "getsockopt": 55,
             "setsockopt": 54,
             "socket": 41,
@@ -173,6 +185,7 @@ SYSCALLS = {
             "pidfd_open": 434,
             "clone3": 435,
             "clone": 220,
+            "unshare": 97,
             "getsockopt": 209,
             "setsockopt": 208,
             "socket": 198,
@@ -212,7 +225,11 @@ POSIX_FADV_DONTNEED, POSIX_FADV_NOREUSE = 4, 5
 #:   cookies too: no netlink socket, EAFNOSUPPORT, and no bpf, ENOSYS); the inode number
 #:   of a pidfd (pidfs numbers them by every pid the machine has made, a fork counter): no
 #:   pidfd (pidfd_open, clone3 and clone's CLONE_PIDFD, SO_PEERPIDFD, SO_PASSPIDFD; glibc
-#:   falls back to clone where clone3 is ENOSYS); the id of the scheduler's autogroup in
+#:   falls back to clone where clone3 is ENOSYS); no namespace (clone or unshare with any
+#:   CLONE_NEW* flag, EPERM; ``no_more_namespaces`` is the second line where the run has a
+#:   /proc of its own): a new namespace takes the lowest free namespace inode number and,
+#:   for a network namespace, the next cookie, and in a namespace of its own a run could
+#:   mount (the next mount id); the id of the scheduler's autogroup in
 #:   /proc/<pid>/autogroup (one more for every new session on the machine): no setsid, EPERM
 #:   (the run is given a process group of its own instead, ``zygote.zygote``).
 DENIED = (
@@ -239,7 +256,8 @@ DENIED = (
     ("bpf", errno.ENOSYS, None),
     ("pidfd_open", errno.ENOSYS, None),
     ("clone3", errno.ENOSYS, None),
-    ("clone", errno.EPERM, (0, CLONE_PIDFD)),
+    ("clone", errno.EPERM, (0, CLONE_PIDFD | NEW_NAMESPACES)),
+    ("unshare", errno.EPERM, (0, NEW_NAMESPACES | CLONE_NEWTIME)),
     ("setsid", errno.EPERM, None),
 )
 X32_BIT = 0x40000000  # x86_64's x32 system calls: denied, like any other ABI's
