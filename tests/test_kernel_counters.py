@@ -8,9 +8,11 @@
   ``/proc/cgroups``, the cookies, pidfds, netlink, bpf, nested namespaces, sessions and the
   autogroup, the run's cgroup, its pids, the loopback's index, the inode numbers of new
   files in /tmp and /dev/shm and of eventfds, timerfds, inotify and epoll); B reads the same
-  bytes after two different secrets, and each refusal is the one the filter gives.
+  bytes after two different secrets, and each refusal is the one the filter gives; threads,
+  a subprocess, a multiprocessing pool, name resolution, asyncio and PyTorch still run.
 - The same through real graded submissions, the secret taken from the hidden cases: exact
-  scores, and an honest submission after keeps full marks.
+  scores, and an honest submission after keeps full marks; as root, as `nobody`, and on a
+  Dask worker run by `nobody`.
 - The residual (the inode numbers of new pipes, sockets and memfds, which no namespace
   resets and the run cannot be kept from reading): a submission's hidden run comes after
   every attempt of its public run, retries included, so no output a student sees is made
@@ -82,7 +84,10 @@ def test_every_counter_reads_the_same_after_any_secret(runs_in):
             [kernel.WRITE_COUNTERS + f"\n_write_counters({secret})\nprint('written')"],
             observe,
         ]
-    outcomes = runs_in(runs)
+    outcomes = runs_in([*runs, [kernel.EVERYDAY]])
+    everyday = outcomes.pop()
+    assert everyday.ended == "done" and everyday.cells[0][0] is None, everyday.cells
+    assert everyday.output() == "['thread', 'subprocess', 6, '127.0.0.1', 'asyncio', 27000000.0]\n"
     assert [o.ended for o in outcomes] == ["done"] * len(runs), [o.cells for o in outcomes]
     assert [o.output() for o in outcomes[1::2]] == ["written\n"] * 2, outcomes[1].cells
     seen = [_observed(o.output()) for o in outcomes[0::2]]
@@ -154,6 +159,17 @@ def test_no_counter_carries_a_hidden_input_as_an_unprivileged_user(course, publi
     """Rootless (`python -m autograder grade` run as `nobody`, one worker)."""
     _stderr, graded = as_nobody.grade(course, A, public_tmp, counters_corpus(course), workers=1)
     _assert_nothing_carried(graded)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_no_counter_carries_a_hidden_input_on_a_dask_worker_run_by_an_ordinary_user(
+    course, public_tmp
+):
+    """A Dask worker started by `nobody` (rootless sandboxes, one thread, so one slot): the
+    submissions are sent one at a time, in order."""
+    as_nobody.grade_on_a_dask_worker(course, A, public_tmp, counters_corpus(course))
+    _assert_nothing_carried(course)
 
 
 # ---- the residual: no output a student sees is made after their hidden run began -----------

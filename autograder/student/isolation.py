@@ -221,7 +221,8 @@ POSIX_FADV_DONTNEED, POSIX_FADV_NOREUSE = 4, 5
 #: - machine-wide counters a run could move and read back (``docs/threat-model.md``,
 #:   "Machine-wide counters in the numbers of new kernel objects"): the ids of the socket
 #:   and network-namespace cookies (getsockopt SO_COOKIE, SO_NETNS_COOKIE: ENOPROTOOPT, as on
-#:   a kernel without them; a sock_diag dump over netlink and a BPF program make socket
+#:   a kernel without them, at any level, the filter reading only the option's number: no
+#:   option of another level the course's code uses has these numbers; a sock_diag dump over netlink and a BPF program make socket
 #:   cookies too: no netlink socket, EAFNOSUPPORT, and no bpf, ENOSYS); the inode number
 #:   of a pidfd (pidfs numbers them by every pid the machine has made, a fork counter): no
 #:   pidfd (pidfd_open, clone3 and clone's CLONE_PIDFD, SO_PEERPIDFD, SO_PASSPIDFD; glibc

@@ -367,3 +367,31 @@ def _write_counters(value):
         _session()
 """
 )
+
+#: what an honest run does that the counters' refusals must leave working: threads (glibc
+#: falls back from clone3 to clone), a subprocess, a multiprocessing pool, name resolution
+#: (glibc's netlink probe refused), asyncio's socketpair, PyTorch with two threads
+EVERYDAY = """
+import asyncio, multiprocessing, socket, subprocess, threading
+import torch
+
+done = []
+thread = threading.Thread(target=lambda: done.append("thread"))
+thread.start()
+thread.join()
+done.append(subprocess.run(["/bin/echo", "subprocess"], capture_output=True, text=True).stdout.strip())
+with multiprocessing.get_context("fork").Pool(2) as pool:
+    done.append(sum(pool.map(abs, [-1, -2, 3])))
+done.append(socket.getaddrinfo("127.0.0.1", 80)[0][4][0])
+
+
+async def _main():
+    await asyncio.sleep(0)
+    return "asyncio"
+
+
+done.append(asyncio.run(_main()))
+torch.set_num_threads(2)
+done.append(float((torch.ones(300, 300) @ torch.ones(300, 300)).sum()))
+print(done)
+"""
