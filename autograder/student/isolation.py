@@ -160,6 +160,7 @@ SYSCALLS = {
             "socket": 41,
             "setsid": 112,
             "bpf": 321,
+            "perf_event_open": 298,
         },
     ),
     "aarch64": (
@@ -191,6 +192,7 @@ SYSCALLS = {
             "socket": 198,
             "setsid": 157,
             "bpf": 280,
+            "perf_event_open": 241,
         },
     ),
 }
@@ -232,7 +234,9 @@ POSIX_FADV_DONTNEED, POSIX_FADV_NOREUSE = 4, 5
 #:   for a network namespace, the next cookie, and in a namespace of its own a run could
 #:   mount (the next mount id); the id of the scheduler's autogroup in
 #:   /proc/<pid>/autogroup (one more for every new session on the machine): no setsid, EPERM
-#:   (the run is given a process group of its own instead, ``zygote.zygote``).
+#:   (the run is given a process group of its own instead, ``zygote.zygote``); the id of a
+#:   perf event (PERF_EVENT_IOC_ID: one more for every event opened on the machine, and a
+#:   run may open events on itself): no perf_event_open, ENOSYS.
 DENIED = (
     ("add_key", errno.EPERM, None),
     ("request_key", errno.EPERM, None),
@@ -260,6 +264,7 @@ DENIED = (
     ("clone", errno.EPERM, (0, CLONE_PIDFD | NEW_NAMESPACES)),
     ("unshare", errno.EPERM, (0, NEW_NAMESPACES | CLONE_NEWTIME)),
     ("setsid", errno.EPERM, None),
+    ("perf_event_open", errno.ENOSYS, None),
 )
 X32_BIT = 0x40000000  # x86_64's x32 system calls: denied, like any other ABI's
 SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000

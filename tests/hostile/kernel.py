@@ -204,8 +204,8 @@ import ctypes, json, os, socket, struct
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
-_NR = {"x86_64": {"pidfd_open": 434, "clone3": 435, "bpf": 321, "setns": 308},
-       "aarch64": {"pidfd_open": 434, "clone3": 435, "bpf": 280, "setns": 268}}[os.uname().machine]
+_NR = {"x86_64": {"pidfd_open": 434, "clone3": 435, "bpf": 321, "perf_event_open": 298},
+       "aarch64": {"pidfd_open": 434, "clone3": 435, "bpf": 280, "perf_event_open": 241}}[os.uname().machine]
 SO_COOKIE, SO_NETNS_COOKIE, SO_PEERPIDFD = 57, 71, 77
 CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID = 0x10000000, 0x00020000, 0x40000000, 0x20000000
 
@@ -251,6 +251,23 @@ def _nested():
 
 def _session():
     return _in_child(lambda: _err(os.setsid))
+
+
+def _perf_event():
+    \"\"\"A software event on the calling process (task-clock, user space only: allowed
+    unprivileged at perf_event_paranoid 2) and its id, one more for every event the machine
+    opens: [fd or -1, errno, id].\"\"\"
+    attr = bytearray(128)
+    struct.pack_into("IIQ", attr, 0, 1, 128, 1)  # PERF_TYPE_SOFTWARE, its size, TASK_CLOCK
+    struct.pack_into("Q", attr, 32, 1 << 2)  # read_format: PERF_FORMAT_ID
+    struct.pack_into("Q", attr, 40, 1 << 5 | 1 << 6)  # exclude_kernel, exclude_hv
+    fd = _libc.syscall(_NR["perf_event_open"], (ctypes.c_char * 128).from_buffer(attr), 0, -1, -1, 0)
+    if fd < 0:
+        return [-1, ctypes.get_errno(), None]
+    ident = ctypes.c_uint64()
+    _libc.ioctl(int(fd), 0x80082407, ctypes.byref(ident))  # PERF_EVENT_IOC_ID
+    os.close(fd)
+    return [0, 0, ident.value]
 """
 
 COUNTERS = (
@@ -303,6 +320,7 @@ seen = {
     "bpf": [_libc.syscall(_NR["bpf"], 0, None, 0), ctypes.get_errno()],
     "pidfd_open": [_libc.syscall(_NR["pidfd_open"], os.getpid(), 0), ctypes.get_errno()],
     "clone3": [_libc.syscall(_NR["clone3"], None, 0), ctypes.get_errno()],
+    "perf_event": _perf_event(),
     "nested": _nested(),
     "setsid": _session(),
     "autogroup": _err(lambda: open("/proc/self/autogroup").read()),
@@ -362,6 +380,7 @@ def _write_counters(value):
         fd = _libc.syscall(_NR["pidfd_open"], os.getpid(), 0)
         if fd >= 0:
             os.close(fd)
+        _perf_event()
     for _ in range(value % 7 + 1):
         _nested()
         _session()
