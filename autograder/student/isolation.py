@@ -6,8 +6,9 @@ child of a run calls ``enter_fresh_state`` right after the fork:
 - a user namespace of its own (its uid and gid mapped to themselves), which owns
 - an IPC namespace of its own: System V segments, semaphores, message queues and POSIX
   message queues made by the submission die with its last process;
-- a network namespace of its own (a loopback brought up fresh: its byte counters,
-  ``/proc/net/*``, sockets and ports start empty), a UTS namespace of its own (the host name)
+- a network namespace of its own (its byte counters, ``/proc/net/*``, sockets and ports start
+  empty; its loopback is left down, so the run sends no packet at all: each one would count
+  in the machine's per-CPU ``/proc/net/softnet_stat``), a UTS namespace of its own (the host name)
   and a cgroup namespace rooted at the run's own cgroup (its path is "/", not ``run-<k>``);
 - a pid namespace of its own, where the run's process is pid 1 (``_become_init``: the child
   that unshared it only waits and passes on its exit status), with a fresh ``/proc`` of that
@@ -61,7 +62,6 @@ AF_NETLINK = 16
 SO_COOKIE, SO_NETNS_COOKIE, SO_PASSPIDFD, SO_PEERPIDFD = 57, 71, 76, 77
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 0x1, 0x2, 0x4, 0x8, 0x20
 MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 0x1000, 0x4000, 0x40000, 0x2
-SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 4, 24, 38
 KEYCTL_JOIN_SESSION_KEYRING = 1
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -386,19 +386,6 @@ def clear_uid_keyrings() -> bool:
     return cleared
 
 
-def _loopback_up() -> None:
-    """Bring up the loopback of the run's fresh network namespace (it starts down), as bwrap
-    does for the sandbox's: a run may talk to itself over 127.0.0.1, and only to itself."""
-    import fcntl
-    import socket
-    import struct
-
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        request = struct.pack("16sH14x", b"lo", 0)
-        flags = struct.unpack("16sH14x", fcntl.ioctl(probe, SIOCGIFFLAGS, request))[1]
-        fcntl.ioctl(probe, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP))
-
-
 def _pass_on(status: int) -> None:
     """End this process the way the run's init ended: the same exit status, or the same signal
     (the zygote reports it, and the trusted side tells a CPU-time kill from a crash by it)."""
@@ -644,7 +631,8 @@ def enter_fresh_state(tmp_bytes: int, own_pids: bool = True, masks: dict | None 
         _check(_libc.mount(source, point.encode(), None, MS_BIND | MS_REC, None), "bind again")
         os.close(fd)
     _mount_tmpfs("/dev/shm", min(SHM_BYTES, tmp_bytes))
-    _loopback_up()
+    # the loopback stays down: a packet over it would count in /proc/net/softnet_stat, the
+    # machine's per CPU, which no mask covers (it is /proc/<pid>/net/... for every pid)
     if own_pids:
         _become_init()
         # the /proc of this pid namespace (a procfs shows the namespace of whoever mounts it)

@@ -253,6 +253,13 @@ def _session():
     return _in_child(lambda: _err(os.setsid))
 
 
+def _send(count=1):
+    \"\"\"UDP to 127.0.0.1: each packet over the loopback counts in /proc/net/softnet_stat, the
+    machine's per CPU.\"\"\"
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        return [_err(lambda: sock.sendto(b"x", ("127.0.0.1", 9))) for _ in range(count)][-1]
+
+
 def _perf_event():
     \"\"\"A software event on the calling process (task-clock, user space only: allowed
     unprivileged at perf_event_paranoid 2) and its id, one more for every event the machine
@@ -321,6 +328,7 @@ seen = {
     "pidfd_open": [_libc.syscall(_NR["pidfd_open"], os.getpid(), 0), ctypes.get_errno()],
     "clone3": [_libc.syscall(_NR["clone3"], None, 0), ctypes.get_errno()],
     "perf_event": _perf_event(),
+    "udp": _send(),
     "nested": _nested(),
     "setsid": _session(),
     "autogroup": _err(lambda: open("/proc/self/autogroup").read()),
@@ -381,6 +389,7 @@ def _write_counters(value):
         if fd >= 0:
             os.close(fd)
         _perf_event()
+        _send(3)
     for _ in range(value % 7 + 1):
         _nested()
         _session()
