@@ -4,12 +4,14 @@
 - Two runs on one sandbox, as root and rootless (as `nobody`): run A writes a secret into
   every counter a cell can reach (new pipes, sockets, memfds, eventfds, /proc inodes, forks,
   sessions, namespaces of every kind and their mounts, socket and network-namespace cookies,
-  pidfds), run B reads them all (``hostile/kernel.py``, ``COUNTERS``: ``/proc/sys/fs``,
-  ``/proc/cgroups``, the cookies, pidfds, netlink, bpf, nested namespaces, sessions and the
-  autogroup, the run's cgroup, its pids, the loopback's index, the inode numbers of new
-  files in /tmp and /dev/shm and of eventfds, timerfds, inotify and epoll); B reads the same
-  bytes after two different secrets, and each refusal is the one the filter gives; threads,
-  a subprocess, a multiprocessing pool, name resolution, asyncio and PyTorch still run.
+  pidfds, perf events, packets over the loopback), run B reads them all
+  (``hostile/kernel.py``, ``COUNTERS``: every file of ``/proc/sys``, ``fs/*`` among them,
+  ``/proc/cgroups``, the cookies, pidfds, perf event ids, netlink, bpf, nested namespaces,
+  sessions and the autogroup, the run's cgroup, its pids, the loopback, the inode numbers
+  of new files in /tmp and /dev/shm and of eventfds, timerfds, inotify and epoll); B reads
+  the same bytes after two different secrets, and each refusal is the one the filter gives;
+  threads, a subprocess, a multiprocessing pool, name resolution, asyncio and PyTorch still
+  run.
 - The same through real graded submissions, the secret taken from the hidden cases: exact
   scores, and an honest submission after keeps full marks; as root, as `nobody`, and on a
   Dask worker run by `nobody`.

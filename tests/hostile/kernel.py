@@ -281,12 +281,18 @@ COUNTERS = (
     COUNTERS_NATIVE
     + """
 
-def _fs():
+def _sysctls():
+    \"\"\"Every readable file of /proc/sys (fs/ among them: inode-nr, file-nr, dentry-state,
+    aio-nr...), but a new random UUID per read and the sample rate the kernel lowers while
+    some perf sampling on the machine runs long.\"\"\"
     out = {}
-    for folder, dirs, names in os.walk("/proc/sys/fs"):
+    skip = ("/proc/sys/kernel/random/uuid", "/proc/sys/kernel/perf_event_max_sample_rate")
+    for folder, dirs, names in os.walk("/proc/sys"):
         dirs.sort()
         for name in sorted(names):
             path = os.path.join(folder, name)
+            if path in skip:
+                continue
             try:
                 with open(path) as handle:
                     out[path] = handle.read()
@@ -317,7 +323,7 @@ def _tmpfs(folder):
 
 
 seen = {
-    "fs": _fs(),
+    "sysctl": _sysctls(),
     "cgroups": open("/proc/cgroups").read() if os.path.exists("/proc/cgroups") else None,
     "so_cookie": _cookie(SO_COOKIE),
     "so_cookie_tcp": _cookie(SO_COOKIE, socket.AF_INET, socket.SOCK_STREAM),
@@ -347,7 +353,7 @@ import hashlib  # the whole observation, and each part's digest (a cell keeps 4,
 print("observed", json.dumps({
     "digest": hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).hexdigest(),
     "parts": {k: hashlib.sha256(json.dumps(v, sort_keys=True).encode()).hexdigest()[:12] for k, v in seen.items()},
-    "shown": {k: v for k, v in seen.items() if k not in ("fs", "cgroups")},
+    "shown": {k: v for k, v in seen.items() if k not in ("sysctl", "cgroups")},
 }, sort_keys=True))
 """
 )
