@@ -6,8 +6,9 @@ absolute (grader v5, items 2 and 3 of the fifth round).
 - A real sandbox, as root (the slot's uid) and rootless (as `nobody`): each probe of the page
   cache (mincore on a mapped /usr file, preadv2 with RWF_NOWAIT, posix_fadvise DONTNEED,
   madvise PAGEOUT, io_uring_setup, cachestat) is refused, each masked /proc file reads as
-  its constant, and a namespace of the run's own reaches neither a fresh /proc nor under a
-  mask; NumPy, PyTorch and matplotlib still run, and ``os.preadv`` without flags works.
+  its constant, and the run can make no namespace of its own (so none to unmount a mask
+  or mount a fresh /proc in); NumPy, PyTorch and matplotlib still run, and ``os.preadv``
+  without flags works.
 - Two runs on one sandbox: run A writes a secret into every such place (forks, reads some
   /usr files, evicts the others), run B observes everything; B's observation is the same
   after two different secrets. As root and rootless, and through real graded submissions.

@@ -67,10 +67,8 @@ def _assert_closed(observed: dict) -> None:
     assert shown["setsid"] == f"E{errno.EPERM}"
     assert shown["autogroup"] == shown["child_autogroup"]
     assert all(line.endswith(":/") for line in shown["cgroup"].splitlines()), shown["cgroup"]
-    assert shown["pids"][:2] == [
-        1,
-        0,
-    ]  # pid 1 of its own pid namespace; its children count on from 2
+    # pid 1 of its own pid namespace (its parent outside it), its children counted from 2
+    assert shown["pids"][:2] == [1, 0]
     assert shown["lo"] == 1
     # a fresh tmpfs each: its root is inode 1, the run's first new file in /dev/shm 2
     assert shown["shm"] == [2, 3] and shown["tmp"][1] == shown["tmp"][0] + 1
@@ -81,6 +79,9 @@ def _assert_closed(observed: dict) -> None:
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("runs_in", MODES, indirect=True)
 def test_every_counter_reads_the_same_after_any_secret(runs_in):
+    """B after nothing, after A writing 5, after A writing 200: the same bytes, each counter
+    a refusal or a number no run moves; the residual (a new pipe's and a new memfd's inode
+    numbers, docs/threat-model.md) is read beside it, never compared."""
     observe = [kernel.COUNTERS, kernel.RESIDUAL]
     runs = [observe]
     for secret in (5, 200):
@@ -99,7 +100,6 @@ def test_every_counter_reads_the_same_after_any_secret(runs_in):
     _assert_closed(seen[0])
     residual = [o.output(1).split() for o in outcomes[0::2]]
     assert all(r[0] == "residual" and r[1].isdigit() and r[2].isdigit() for r in residual)
-    print("residual (pipe, memfd inode numbers):", [r[1:] for r in residual])
 
 
 # ---- through real graded submissions ----------------------------------------------------

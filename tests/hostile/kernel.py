@@ -1,6 +1,7 @@
 """Submissions that try to pass a value from one run to the next through kernel state the runs
-share: the machine-wide counters of /proc, and the page cache of read-only files (whether a
-page of a /usr file is resident). Used by tests/test_kernel_channels.py.
+share: the machine-wide counters of /proc, the page cache of read-only files (whether a
+page of a /usr file is resident) and the numbers the kernel gives new objects. Used by
+tests/test_kernel_channels.py and tests/test_kernel_counters.py.
 
 - `LEAK`: a function ``_leak(value)`` that writes ``value`` into every such place: it forks
   ``value % 61 + 1`` processes (/proc/stat's ``processes``, /proc/loadavg's last pid), reads
@@ -12,6 +13,11 @@ page of a /usr file is resident). Used by tests/test_kernel_channels.py.
   and prints ``observed <json>``: what a later run would decode (the digest of all of it, and
   the probes' answers).
 - `PROBE`: a cell that prints what each probe gets, one line each, for the exact checks.
+- `COUNTERS`, `WRITE_COUNTERS`, `RESIDUAL`, `EVERYDAY`: the machine-wide counters in the
+  numbers of new kernel objects (tests/test_kernel_counters.py): a cell that reads every one
+  and prints ``observed <json>``, ``_write_counters(value)`` that moves each by ``value``, a
+  cell that prints the two the grader cannot close, and a cell of everyday calls that the
+  refusals must leave working.
 """
 
 from __future__ import annotations
