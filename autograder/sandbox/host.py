@@ -98,9 +98,10 @@ def describe_mode() -> list[str]:
     if fresh_state_works():
         lines.append(
             "fresh state: each run in user, IPC, mount, network, UTS and pid namespaces of its "
-            "own (a new /tmp, /dev/shm, System V IPC, message queues, keyrings, loopback, host "
-            "name, pids and /proc, no capability; machine-wide /proc counters masked, no "
-            "page-cache probe)"
+            "own (a new /tmp, /dev/shm, System V IPC, message queues, keyrings, network (no "
+            "device up), host name, pids and /proc, no capability, no namespace of its own; "
+            "machine-wide /proc counters masked, no page-cache probe, no cookie, pidfd or "
+            "session)"
         )
     else:
         lines.append(

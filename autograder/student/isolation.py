@@ -6,8 +6,10 @@ child of a run calls ``enter_fresh_state`` right after the fork:
 - a user namespace of its own (its uid and gid mapped to themselves), which owns
 - an IPC namespace of its own: System V segments, semaphores, message queues and POSIX
   message queues made by the submission die with its last process;
-- a network namespace of its own (a loopback brought up fresh: its byte counters,
-  ``/proc/net/*``, sockets and ports start empty) and a UTS namespace of its own (the host name);
+- a network namespace of its own (its byte counters, ``/proc/net/*``, sockets and ports start
+  empty; its loopback is left down, so the run sends no packet at all: each one would count
+  in the machine's per-CPU ``/proc/net/softnet_stat``), a UTS namespace of its own (the host name)
+  and a cgroup namespace rooted at the run's own cgroup (its path is "/", not ``run-<k>``);
 - a pid namespace of its own, where the run's process is pid 1 (``_become_init``: the child
   that unshared it only waits and passes on its exit status), with a fresh ``/proc`` of that
   namespace: the pids a run sees start at 1, and when it exits the kernel kills everything
@@ -17,6 +19,9 @@ child of a run calls ``enter_fresh_state`` right after the fork:
   False, found once by the zygote);
 - in that ``/proc`` (or the sandbox's), the machine-wide counters another run moves (forks,
   interrupts, load, memory, disks...) covered by read-only constant copies (``mask_proc``);
+- in that ``/proc``, every ``user.max_*_namespaces`` of the run's user namespace set to 0
+  (``no_more_namespaces``): nothing the run starts makes a namespace or a mount, each of
+  which takes the next number of a machine-wide counter;
 - a mount namespace of its own, with a fresh size-capped tmpfs on ``/tmp`` (the run's working
   directory is made there) and on ``/dev/shm``: files and memory in them are freed when the
   run's last process exits, and the next run never sees them;
@@ -24,8 +29,10 @@ child of a run calls ``enter_fresh_state`` right after the fork:
   shares: no key outlives the run;
 - then every capability is dropped (bounding set, permitted, effective, inheritable) and
   ``no_new_privs`` set, so the student's code holds none of the power used to build this;
-- last, a seccomp filter (``DENIED``): no kernel key, and no way to read back or evict the
-  page cache the runs share (``docs/threat-model.md``, "Kernel state every run shares").
+- last, a seccomp filter (``DENIED``): no kernel key, no way to read back or evict the
+  page cache the runs share (``docs/threat-model.md``, "Kernel state every run shares"), and
+  no reading of the machine-wide counters behind socket and network-namespace cookies,
+  pidfds and sessions ("Machine-wide counters in the numbers of new kernel objects").
 
 Where the kernel refuses a user namespace (``user.max_user_namespaces`` is 0, or a distribution
 switch forbids unprivileged ones), ``enter_fresh_state`` raises ``Unavailable`` before changing
@@ -39,14 +46,22 @@ import errno
 import os
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
+CLONE_PIDFD = 0x00001000
+CLONE_NEWTIME = 0x00000080  # unshare only: in clone's flags these bits are the exit signal
+#: every flag that makes a namespace (clone's and unshare's)
+NEW_NAMESPACES = (
+    CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID
+) | CLONE_NEWNET
+AF_NETLINK = 16
+SO_COOKIE, SO_NETNS_COOKIE, SO_PASSPIDFD, SO_PEERPIDFD = 57, 71, 76, 77
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 0x1, 0x2, 0x4, 0x8, 0x20
 MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 0x1000, 0x4000, 0x40000, 0x2
-SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 4, 24, 38
 KEYCTL_JOIN_SESSION_KEYRING = 1
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -136,6 +151,16 @@ SYSCALLS = {
             "io_setup": 206,
             "io_submit": 209,
             "process_madvise": 440,
+            "pidfd_open": 434,
+            "clone3": 435,
+            "clone": 56,
+            "unshare": 272,
+            "getsockopt": 55,
+            "setsockopt": 54,
+            "socket": 41,
+            "setsid": 112,
+            "bpf": 321,
+            "perf_event_open": 298,
         },
     ),
     "aarch64": (
@@ -158,6 +183,16 @@ SYSCALLS = {
             "io_setup": 0,
             "io_submit": 2,
             "process_madvise": 440,
+            "pidfd_open": 434,
+            "clone3": 435,
+            "clone": 220,
+            "unshare": 97,
+            "getsockopt": 209,
+            "setsockopt": 208,
+            "socket": 198,
+            "setsid": 157,
+            "bpf": 280,
+            "perf_event_open": 241,
         },
     ),
 }
@@ -169,7 +204,8 @@ KEY_SYSCALLS = {
 MADV_COLD, MADV_PAGEOUT = 20, 21
 POSIX_FADV_DONTNEED, POSIX_FADV_NOREUSE = 4, 5
 #: what a run may not do: (system call, the errno it gets, None or (argument index, the
-#: values of that argument that are denied)). Why each:
+#: values of that argument that are denied, or an int: the bits of it any of which is
+#: denied)). Why each:
 #: - kernel keys outlive the processes that make them and are visible by uid: EPERM;
 #: - the page cache is the machine's, shared by every run that reads the same read-only file
 #:   (/usr, the interpreter), so whether a page of such a file is resident carries a value
@@ -184,6 +220,23 @@ POSIX_FADV_DONTNEED, POSIX_FADV_NOREUSE = 4, 5
 #:   calls preadv2), libunwind validates addresses with msync when mincore fails, io_uring
 #:   and AIO users fall back to threads; EPERM for the madvise and fadvise advice alone (Python
 #:   raises OSError, every library ignores a refused hint).
+#: - machine-wide counters a run could move and read back (``docs/threat-model.md``,
+#:   "Machine-wide counters in the numbers of new kernel objects"): the ids of the socket
+#:   and network-namespace cookies (getsockopt SO_COOKIE, SO_NETNS_COOKIE: ENOPROTOOPT, as on
+#:   a kernel without them, at any level, the filter reading only the option's number: no
+#:   option of another level the course's code uses has these numbers; a sock_diag dump over netlink and a BPF program make socket
+#:   cookies too: no netlink socket, EAFNOSUPPORT, and no bpf, ENOSYS); the inode number
+#:   of a pidfd (pidfs numbers them by every pid the machine has made, a fork counter): no
+#:   pidfd (pidfd_open, clone3 and clone's CLONE_PIDFD, SO_PEERPIDFD, SO_PASSPIDFD; glibc
+#:   falls back to clone where clone3 is ENOSYS); no namespace (clone or unshare with any
+#:   CLONE_NEW* flag, EPERM; ``no_more_namespaces`` is the second line where the run has a
+#:   /proc of its own): a new namespace takes the lowest free namespace inode number and,
+#:   for a network namespace, the next cookie, and in a namespace of its own a run could
+#:   mount (the next mount id); the id of the scheduler's autogroup in
+#:   /proc/<pid>/autogroup (one more for every new session on the machine): no setsid, EPERM
+#:   (the run is given a process group of its own instead, ``zygote.zygote``); the id of a
+#:   perf event (PERF_EVENT_IOC_ID: one more for every event opened on the machine, and a
+#:   run may open events on itself): no perf_event_open, ENOSYS.
 DENIED = (
     ("add_key", errno.EPERM, None),
     ("request_key", errno.EPERM, None),
@@ -202,11 +255,22 @@ DENIED = (
     ("remap_file_pages", errno.ENOSYS, None),
     ("madvise", errno.EPERM, (2, (MADV_COLD, MADV_PAGEOUT))),
     ("fadvise64", errno.EPERM, (3, (POSIX_FADV_DONTNEED, POSIX_FADV_NOREUSE))),
+    ("getsockopt", errno.ENOPROTOOPT, (2, (SO_COOKIE, SO_NETNS_COOKIE, SO_PEERPIDFD))),
+    ("setsockopt", errno.ENOPROTOOPT, (2, (SO_PASSPIDFD,))),
+    ("socket", errno.EAFNOSUPPORT, (0, (AF_NETLINK,))),
+    ("bpf", errno.ENOSYS, None),
+    ("pidfd_open", errno.ENOSYS, None),
+    ("clone3", errno.ENOSYS, None),
+    ("clone", errno.EPERM, (0, CLONE_PIDFD | NEW_NAMESPACES)),
+    ("unshare", errno.EPERM, (0, NEW_NAMESPACES | CLONE_NEWTIME)),
+    ("setsid", errno.EPERM, None),
+    ("perf_event_open", errno.ENOSYS, None),
 )
 X32_BIT = 0x40000000  # x86_64's x32 system calls: denied, like any other ABI's
 SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 _LD, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, |JGE|K, BPF_RET|K
+_JSET = 0x45  # BPF_JMP|JSET|K: jump if the accumulator has any of the bits
 
 
 class _SockFilter(ctypes.Structure):
@@ -225,10 +289,19 @@ class _SockFprog(ctypes.Structure):
 def _rule(number: int, code: int, args) -> list[tuple]:
     """The BPF of one DENIED entry, the system call number in the accumulator: skipped for
     another call; else the errno, or (an argument's low 32 bits, which the kernel reads as an
-    int) the errno for the listed values and ALLOW for any other."""
+    int) the errno for the listed values, or for any of the bits of a mask, and ALLOW for any
+    other."""
     deny = (_RET, 0, 0, SECCOMP_RET_ERRNO | code)
     if args is None:
         body = [deny]
+    elif isinstance(args[1], int):
+        index, bits = args
+        body = [
+            (_LD, 0, 0, 16 + 8 * index),
+            (_JSET, 1, 0, bits),
+            (_RET, 0, 0, SECCOMP_RET_ALLOW),
+            deny,
+        ]
     else:
         index, values = args
         n = len(values)
@@ -311,19 +384,6 @@ def clear_uid_keyrings() -> bool:
             ctypes.c_long(KEY_SPEC_SESSION_KEYRING),
         )
     return cleared
-
-
-def _loopback_up() -> None:
-    """Bring up the loopback of the run's fresh network namespace (it starts down), as bwrap
-    does for the sandbox's: a run may talk to itself over 127.0.0.1, and only to itself."""
-    import fcntl
-    import socket
-    import struct
-
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        request = struct.pack("16sH14x", b"lo", 0)
-        flags = struct.unpack("16sH14x", fcntl.ioctl(probe, SIOCGIFFLAGS, request))[1]
-        fcntl.ioctl(probe, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP))
 
 
 def _pass_on(status: int) -> None:
@@ -440,6 +500,18 @@ def _meminfo(text: str) -> str:
     return _blanks("\n".join(out) + "\n")
 
 
+def _cgroups(text: str) -> str:
+    """/proc/cgroups with each controller's count of cgroups 0 (the grader makes one per run,
+    and every other cgroup on the machine counts): its hierarchy and "enabled" stay."""
+    out = []
+    for line in text.splitlines():
+        fields = line.split("\t")
+        if not line.startswith("#") and len(fields) >= 3:
+            fields[2] = "0"
+        out.append("\t".join(fields))
+    return "\n".join(out) + "\n"
+
+
 def _read(path: str) -> str | None:
     """The text of a /proc file, "" where this uid may not read it, None where it is absent."""
     if not os.path.exists(path):
@@ -461,6 +533,9 @@ def proc_masks(root: str = "/proc") -> dict[str, str]:
     for name in PROC_EMPTIED:
         if os.path.exists(f"{root}/{name}"):
             masks[name] = ""
+    cgroups = _read(f"{root}/cgroups")
+    if cgroups is not None:
+        masks["cgroups"] = _cgroups(cgroups)
     meminfo = _read(f"{root}/meminfo")
     if meminfo is not None:
         masks["meminfo"] = _meminfo(meminfo)
@@ -468,6 +543,25 @@ def proc_masks(root: str = "/proc") -> dict[str, str]:
         if os.path.exists(f"{root}/{name}"):
             masks[name] = text
     return masks
+
+
+#: the user namespace's limits on new namespaces of each kind (``user.max_*_namespaces``)
+NAMESPACE_LIMITS = "/proc/sys/user"
+
+
+def no_more_namespaces() -> None:
+    """Set every ``max_*_namespaces`` of the run's own user namespace to 0, while it still holds
+    CAP_SYS_RESOURCE there: the kernel checks these limits in every user namespace up the
+    chain, so nothing the run starts can make a namespace of any kind (it could before: a
+    user namespace of its own, in it network and mount namespaces and mounts). A new network
+    namespace takes the next network-namespace cookie of the machine, a new namespace of any
+    kind the lowest free namespace inode number and a mount the next mount id: each one a
+    counter the next run reads (``docs/threat-model.md``)."""
+    names = sorted(n for n in os.listdir(NAMESPACE_LIMITS) if n.endswith("_namespaces"))
+    if "max_user_namespaces" not in names:
+        raise OSError(errno.ENOENT, "no user.max_user_namespaces in this kernel")
+    for name in names:
+        _write(f"{NAMESPACE_LIMITS}/{name}", "0")
 
 
 def _bind_read_only(source: str, target: str) -> None:
@@ -509,7 +603,10 @@ def enter_fresh_state(tmp_bytes: int, own_pids: bool = True, masks: dict | None 
     # the zygote is not dumpable, so /proc/self/* of its fork belongs to root: this child may
     # own its /proc files again (it is the submission's own process) to write its id maps
     _check(_libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "dumpable")
+    # a cgroup namespace too, rooted at the run's own cgroup (joined before this): the run's
+    # /proc/self/cgroup reads "/", not the run's number on the slot
     flags = CLONE_NEWUSER | CLONE_NEWIPC | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWUTS
+    flags |= CLONE_NEWCGROUP
     if _libc.unshare(flags | (CLONE_NEWPID if own_pids else 0)) != 0:
         code = ctypes.get_errno()
         if code in (errno.EPERM, errno.ENOSPC, errno.EINVAL, errno.EUSERS):
@@ -534,7 +631,8 @@ def enter_fresh_state(tmp_bytes: int, own_pids: bool = True, masks: dict | None 
         _check(_libc.mount(source, point.encode(), None, MS_BIND | MS_REC, None), "bind again")
         os.close(fd)
     _mount_tmpfs("/dev/shm", min(SHM_BYTES, tmp_bytes))
-    _loopback_up()
+    # the loopback stays down: a packet over it would count in /proc/net/softnet_stat, the
+    # machine's per CPU, which no mask covers (it is /proc/<pid>/net/... for every pid)
     if own_pids:
         _become_init()
         # the /proc of this pid namespace (a procfs shows the namespace of whoever mounts it)
@@ -542,6 +640,8 @@ def enter_fresh_state(tmp_bytes: int, own_pids: bool = True, masks: dict | None 
             _libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None),
             "mount a fresh /proc",
         )
+    if own_pids:
+        no_more_namespaces()
     # on the fresh /proc, or else on the sandbox's, in this mount namespace
     mask_proc(proc_masks() if masks is None else masks)
     # the session keyring came with the fork, shared with the zygote: join a new, empty one

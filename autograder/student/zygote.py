@@ -670,7 +670,10 @@ def zygote(preload: list[str], sandboxed: bool, control_fd: int) -> None:
                 code = 0
                 for name in RESET_SIGNALS:
                     signal.signal(getattr(signal, name), signal.SIG_DFL)
-                os.setsid()
+                if sandboxed:  # a process group of its own, in the zygote's session and
+                    os.setpgid(0, 0)  # autogroup: a new session is a machine-wide counter
+                else:
+                    os.setsid()
                 if fresh:
                     code = NO_FRESH_STATE
                     isolation.enter_fresh_state(run["tmp_bytes"], own_pids, masks)
