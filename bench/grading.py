@@ -59,7 +59,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from autograder import chapters  # noqa: E402, F401 - every chapter registered
 from autograder.checking import checks  # noqa: E402
-from autograder.checking import notebook as nbparse  # noqa: E402
+from autograder.checking.assignment_spec import load_assignment  # noqa: E402
 
 #: every registered chapter (the plug-ins are the one list), in id order
 ASSIGNMENTS = list(checks.ASSIGNMENTS)
@@ -128,7 +128,7 @@ def lost_to_a_callee(course: Path, assignment: str, unsolved: str | None) -> flo
         if not more:
             break
         callers |= more
-    spec = nbparse.load_assignment(course, assignment)
+    spec = load_assignment(course, assignment)
     return sum(t.points for t in spec.tests if any(c in callers for c, _f in t.checks))
 
 

@@ -30,6 +30,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from hostile import corpus  # noqa: E402
 
 from autograder.checking import notebook  # noqa: E402
+from autograder.checking.assignment_spec import load_assignment  # noqa: E402
 from autograder.course import rendering  # noqa: E402
 
 A = "ch1_pooling"
@@ -52,7 +53,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as root:
         course = corpus.released_course(Path(root) / "course")
-        spec = notebook.load_assignment(course, A)
+        spec = load_assignment(course, A)
         base = json.loads(nbformat.writes(corpus.solved(course, A)))
         honest = json.dumps(base).encode()
         cpu_seconds(spec, honest, 1)  # imports (nbconvert's markdown renderer) paid here

@@ -45,7 +45,7 @@ import numpy as np  # noqa: E402
 
 from autograder import chapters  # noqa: E402, F401 - every chapter registered
 from autograder.checking import checks, judging  # noqa: E402
-from autograder.checking.notebook import strip_hidden_tests  # noqa: E402
+from autograder.checking.assignment_spec import strip_hidden_tests  # noqa: E402
 from autograder.course import release  # noqa: E402
 from autograder.student import contract  # noqa: E402
 

@@ -30,7 +30,7 @@ from test_grader_units import run_cells  # noqa: E402
 
 from autograder import cli, grading, sandbox  # noqa: E402
 from autograder.checking import checks  # noqa: E402
-from autograder.checking import notebook as nbparse  # noqa: E402
+from autograder.checking.assignment_spec import load_assignment  # noqa: E402
 from autograder.grading import check_data  # noqa: E402
 from autograder.sandbox import protocol, worker  # noqa: E402
 from autograder.sandbox.attempt import Attempt  # noqa: E402
@@ -143,7 +143,7 @@ def test_a_stopped_zygote_with_the_budget_running_out_first_is_the_submissions_t
 
 def _ch1_work(seed: int):
     """(request, check specs, public cases, hidden cases) of ch1 for a program that sleeps."""
-    spec = nbparse.load_assignment(COURSE, A)
+    spec = load_assignment(COURSE, A)
     tasks = check_data.tasks_of(spec)
     specs = {task.check: checks.spec(task.check) for task in tasks}
     request = {"cells": ["import numpy as np", corpus.SLEEP], "release_dir": None}

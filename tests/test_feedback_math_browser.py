@@ -45,7 +45,7 @@ from hostile import corpus  # noqa: E402
 from test_site_browser import PageVisit, browser  # noqa: E402, F401 - the shared Chromium
 
 from autograder import cli  # noqa: E402
-from autograder.checking import notebook as nbparse  # noqa: E402
+from autograder.checking.assignment_spec import load_assignment  # noqa: E402
 from autograder.checking.results import SubmissionResult, TaskResult  # noqa: E402
 from autograder.course.gradebook import Recorder  # noqa: E402
 from autograder.grading.verdict import not_graded  # noqa: E402
@@ -199,7 +199,7 @@ def course(tmp_path_factory):
     it: every automatic test passed) and its feedback generated."""
     tmp = tmp_path_factory.mktemp("feedback-math")
     course = corpus.released_course(tmp / "course", (A,))
-    recorder = Recorder(course, nbparse.load_assignment(course, A), not_graded)
+    recorder = Recorder(course, load_assignment(course, A), not_graded)
     spec = recorder.spec
     notebook = corpus.set_cell(corpus.solved(course, A), "written-bandwidth", ANSWER)
     result = SubmissionResult(STUDENT, A, seed=1, max_score=spec.max_score, sha256="a" * 64)

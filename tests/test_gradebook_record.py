@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from hostile import corpus  # noqa: E402
 
 from autograder import cli  # noqa: E402
-from autograder.checking import notebook as nbparse  # noqa: E402
+from autograder.checking.assignment_spec import load_assignment  # noqa: E402
 from autograder.checking.results import SubmissionResult, TaskResult  # noqa: E402
 from autograder.course.gradebook import Recorder  # noqa: E402
 from autograder.grading.verdict import not_graded  # noqa: E402
@@ -33,7 +33,7 @@ def course(tmp_path):
 
 @pytest.fixture
 def recorder(course):
-    return Recorder(course, nbparse.load_assignment(course, A), not_graded)
+    return Recorder(course, load_assignment(course, A), not_graded)
 
 
 def _record(recorder: Recorder, student: str, sha256: str) -> SubmissionResult:
@@ -150,7 +150,7 @@ def test_grading_an_assignment_the_gradebook_lacks_records_nothing(course, tmp_p
     is recorded, in the gradebook or as an autograded notebook."""
     for student in ("alice", "bob", "carol"):
         corpus.write_submission(course, A, student, corpus.solved(course, A))
-    recorder = Recorder(course, nbparse.load_assignment(course, A), not_graded)
+    recorder = Recorder(course, load_assignment(course, A), not_graded)
     with recorder.gradebook() as gb:
         gb.remove_assignment(A)
         students_before = sorted(s.id for s in gb.students)

@@ -11,7 +11,7 @@ import pytest
 
 from autograder import cli, grading, sandbox
 from autograder.checking import checks
-from autograder.checking import notebook as nbparse
+from autograder.checking.assignment_spec import load_assignment
 from autograder.sandbox import budgets
 
 COURSE = Path(checks.__file__).resolve().parent.parent
@@ -72,7 +72,7 @@ def test_a_command_line_limit_wins_even_where_it_equals_a_default():
 
 
 def test_every_command_line_limit_reaches_the_sandbox_of_the_real_chapter():
-    spec = nbparse.load_assignment(COURSE, "ch4_self_attention")
+    spec = load_assignment(COURSE, "ch4_self_attention")
     chapter = checks.chapter("ch4_self_attention")
     given = _explicit(
         "--cell-timeout", "7", "--task-timeout", "8", "--budget", "240", "--memory-mb", "512"

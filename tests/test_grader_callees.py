@@ -38,7 +38,7 @@ from hostile import as_nobody, corpus  # noqa: E402
 
 from autograder import sandbox  # noqa: E402
 from autograder.checking import checks, judging  # noqa: E402
-from autograder.checking import notebook as nbparse  # noqa: E402
+from autograder.checking.assignment_spec import load_assignment  # noqa: E402
 from autograder.grading import callees, check_data, grade_assignment  # noqa: E402
 from autograder.student import contract, zygote  # noqa: E402
 
@@ -75,7 +75,7 @@ def _solution_calls(assignment: str) -> dict:
 
 @pytest.mark.parametrize("assignment", sorted(checks.CHAPTERS))
 def test_the_declared_calls_are_the_solutions_and_each_callee_is_graded_first(assignment):
-    spec = nbparse.load_assignment(SOURCE, assignment)
+    spec = load_assignment(SOURCE, assignment)
     order = [task.check for task in check_data.tasks_of(spec)]
     for name, called in _solution_calls(assignment).items():
         declared = set(checks.REGISTRY[name].calls)
@@ -108,7 +108,7 @@ def _wrong(own):
 @pytest.mark.parametrize(("assignment", "caller"), _callers())
 def test_with_its_callees_answers_a_right_caller_passes_whatever_its_callee(assignment, caller):
     """Run as the sandbox runs a hidden case (``zygote.run_answered``), on three seeds."""
-    spec = nbparse.load_assignment(SOURCE, assignment)
+    spec = load_assignment(SOURCE, assignment)
     namespace = callees.definitions(spec.source_path)
     task = [t.check for t in check_data.tasks_of(spec)].index(caller)
     own = {name: namespace[name] for name in checks.REGISTRY[caller].calls}
@@ -139,7 +139,7 @@ def test_with_its_callees_answers_a_right_caller_passes_whatever_its_callee(assi
 def _first_call(assignment: str, caller: str, seed: int = 4):
     """(the hidden case set, the task's index, its first case's table as sent, the solution's
     calls on that case as recorded on the trusted side)."""
-    spec = nbparse.load_assignment(SOURCE, assignment)
+    spec = load_assignment(SOURCE, assignment)
     hidden = check_data.hidden_case_set(spec, checks, seed)
     task = [t.check for t in check_data.tasks_of(spec)].index(caller)
     namespace = callees.definitions(spec.source_path)
@@ -169,7 +169,7 @@ def test_a_right_caller_written_otherwise_is_answered_too():
     """A ``decoder_block`` right in its own way (its own layer norm: its calls differ from the
     solution's in the last bits) is answered as the solution is, with a wrong
     ``cross_attention``, on three seeds; with the callee's answers in hand it passes."""
-    spec = nbparse.load_assignment(SOURCE, A)
+    spec = load_assignment(SOURCE, A)
     task = [t.check for t in check_data.tasks_of(spec)].index("decoder_block")
     solution = callees.definitions(spec.source_path)
     right, namespace = dict(solution), dict(solution)
@@ -367,7 +367,7 @@ def test_a_caller_that_reads_the_stand_in_finds_nothing_to_read():
     frames that called it, and takes the words from any decoder output it finds. Against
     grader v5's stand-in (its calls in the clear) it passes every hidden case; against the
     sealed table, none, while the honest caller passes all (the callee a stub in each)."""
-    spec = nbparse.load_assignment(SOURCE, A)
+    spec = load_assignment(SOURCE, A)
     task = [t.check for t in check_data.tasks_of(spec)].index("greedy_decode_cached")
     solution = callees.definitions(spec.source_path)
     attacker: dict = {"np": np}

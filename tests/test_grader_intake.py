@@ -21,7 +21,9 @@ from hostile import corpus  # noqa: E402
 
 from autograder import cli, grading, sandbox  # noqa: E402
 from autograder.checking import intake, notebook, sanitise  # noqa: E402
+from autograder.checking.assignment_spec import load_assignment  # noqa: E402
 from autograder.checking.notebook import InvalidNotebook  # noqa: E402
+from autograder.checking.program import DROPPED  # noqa: E402
 from autograder.course import rendering  # noqa: E402
 from autograder.sandbox import budgets  # noqa: E402
 
@@ -154,7 +156,7 @@ def test_a_notebook_over_a_cap_scores_zero_with_its_reason_and_a_small_record(bu
     )
     assert result.complete
     autograded = course / "autograded" / student / A / f"{A}.ipynb"
-    tests = len(notebook.load_assignment(course, A).tests)
+    tests = len(load_assignment(course, A).tests)
     assert len(nbformat.read(autograded, as_version=4).cells) == tests  # the released tests
     assert autograded.stat().st_size < 1 << 20
 
@@ -170,7 +172,7 @@ def test_what_is_saved_beside_the_code_is_dropped_with_a_note_and_the_code_keeps
     result = results[student]
     base = json.loads(nbformat.writes(corpus.solved(course, A)))
     _text, notes = corpus.saved_beside_the_code(base)[student]
-    assert (result.score, result.reasons, result.notes) == (12, [notebook.DROPPED], notes)
+    assert (result.score, result.reasons, result.notes) == (12, [DROPPED], notes)
     autograded = course / "autograded" / student / A / f"{A}.ipynb"
     assert autograded.stat().st_size < 200_000  # the honest notebook's is about 20 KB
     graded = nbformat.read(autograded, as_version=4)
@@ -199,7 +201,7 @@ def test_a_refusal_comes_before_validation_and_sanitising(tmp_path, monkeypatch)
     the sanitiser never sees a byte of it (the autograded notebook is the released one)."""
     course = corpus.released_course(tmp_path / "course")
     base = json.loads(nbformat.writes(corpus.solved(course, A)))
-    spec = notebook.load_assignment(course, A)
+    spec = load_assignment(course, A)
     validated, cleaned = [], []
     real_validate, real_clean = nbformat.validate, sanitise.nh3.clean
     monkeypatch.setattr(

@@ -19,6 +19,8 @@ from hostile import corpus  # noqa: E402
 
 from autograder import grading, sandbox  # noqa: E402, I001
 from autograder.checking import checks, notebook, results  # noqa: E402, I001
+from autograder.checking.assignment_spec import TestCell  # noqa: E402
+from autograder.checking.program import Program  # noqa: E402
 from autograder.course import report  # noqa: E402, I001
 from autograder.grading import verdict  # noqa: E402
 from autograder.sandbox import wire  # noqa: E402, I001
@@ -105,7 +107,7 @@ def test_a_place_in_the_schema_reaches_the_outcome():
 
 
 def test_the_line_is_read_from_the_program_bounded_and_printable():
-    program = notebook.Program(
+    program = Program(
         cells=["x = 1\ny = 2\n", "a = '" + "z" * 300 + "'\n", "b = 1\x1b[31m\x07\n", "h = 1"],
         origin=[4, 6, 7, None],
     )
@@ -126,7 +128,7 @@ def _judged(outcome: contract.Outcome, hidden: bool, program) -> str:
 
     case = checks.prepare("nadaraya_watson_ard", checks.public_cases("nadaraya_watson_ard")[0])
     case = dataclasses.replace(case, hidden=hidden)
-    test = notebook.TestCell("t", 1.0, "", (("nadaraya_watson_ard", "nadaraya_watson_ard"),), 0)
+    test = TestCell("t", 1.0, "", (("nadaraya_watson_ard", "nadaraya_watson_ard"),), 0)
     record = grading.run.RunRecord(outcomes={(0, 0): outcome})
     result = results.SubmissionResult("s", A, 0)
     specs = {"nadaraya_watson_ard": checks.spec("nadaraya_watson_ard")}
@@ -137,7 +139,7 @@ def _judged(outcome: contract.Outcome, hidden: bool, program) -> str:
 
 
 def test_a_public_case_names_module_and_line_and_a_hidden_case_the_type_alone():
-    program = notebook.Program(cells=["x = 0\nimport torch\n"], origin=[2])
+    program = Program(cells=["x = 0\nimport torch\n"], origin=[2])
     outcome = contract.Outcome("error", code="ModuleNotFoundError", at_cell=0, at_line=2)
     name = checks.public_cases("nadaraya_watson_ard")[0].name
     public = _judged(dataclasses.replace(outcome, module="torch"), False, program)

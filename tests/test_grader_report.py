@@ -121,7 +121,7 @@ def test_each_mistake_is_counted_once_per_student_by_check_and_name():
     and hidden), 3 of them also "transposed" on another check; 2 raise at their own line; one
     notebook was refused (all its test cells not graded). The report lists each mistake with
     the number of students who made it, most first, no case names, no line of anyone's."""
-    from autograder.checking.notebook import load_assignment
+    from autograder.checking.assignment_spec import load_assignment
     from autograder.checking.results import SubmissionResult
     from autograder.course import report
     from autograder.grading import verdict

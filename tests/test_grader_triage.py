@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from hostile import corpus  # noqa: E402
 
 from autograder import grading  # noqa: E402
-from autograder.checking import notebook as nbparse  # noqa: E402
+from autograder.checking.assignment_spec import load_assignment  # noqa: E402
 from autograder.course.gradebook import Recorder  # noqa: E402
 from autograder.grading.verdict import not_graded  # noqa: E402
 
@@ -42,7 +42,7 @@ def reads(monkeypatch):
 
 
 def _triage(course: Path) -> grading._Triage:
-    recorder = Recorder(course, nbparse.load_assignment(course, A), not_graded)
+    recorder = Recorder(course, load_assignment(course, A), not_graded)
     return grading._Triage(recorder, CAP, force=False)
 
 

@@ -19,6 +19,12 @@ import pytest
 from autograder import cli, grading, sandbox
 from autograder.checking import casefile, checks, judging
 from autograder.checking import notebook as nbparse
+from autograder.checking.assignment_spec import (
+    imported_packages,
+    load_assignment,
+    strip_hidden_tests,
+)
+from autograder.checking.program import autograded_notebook, build_program
 from autograder.sandbox import wire
 from autograder.sandbox.protocol import Plan
 from autograder.student import contract, frames
@@ -68,7 +74,7 @@ def spec(tmp_path):
     folder = tmp_path / "source" / "hw"
     folder.mkdir(parents=True)
     nbformat.write(source, folder / "hw.ipynb")
-    return nbparse.load_assignment(tmp_path, "hw")
+    return load_assignment(tmp_path, "hw")
 
 
 def _submission(spec, *cells):
@@ -145,7 +151,7 @@ def test_hidden_test_region_is_removed_exactly_as_nbgrader_does():
 
     cell = _cell(TEST_SOURCE, "t", grade=True, points=1)
     ClearHiddenTests().preprocess_cell(cell, {}, 0)
-    assert nbparse.strip_hidden_tests(TEST_SOURCE) == cell.source
+    assert strip_hidden_tests(TEST_SOURCE) == cell.source
 
 
 def test_spec_comes_from_the_source_notebook(spec):
@@ -166,7 +172,7 @@ def test_program_drops_test_cells_and_restores_locked_cells(spec):
         _cell(released_test, "test-softmax", grade=True, locked=True, points=3),
         _cell(released_test),  # an anonymous copy
     )
-    program = nbparse.build_program(spec, submission)
+    program = build_program(spec, submission)
     assert program.cells[0] == spec.locked["setup"]
     assert program.cells[1].startswith("def masked_softmax")
     assert len(program.cells) == 2 and all("check(" not in c for c in program.cells)
@@ -177,7 +183,7 @@ def test_program_drops_test_cells_and_restores_locked_cells(spec):
 
 
 def test_edited_and_deleted_test_cells_are_reported_and_deleted_locked_cells_come_back(spec):
-    edited = nbparse.build_program(
+    edited = build_program(
         spec,
         _submission(
             spec,
@@ -187,7 +193,7 @@ def test_edited_and_deleted_test_cells_are_reported_and_deleted_locked_cells_com
     )
     assert "test cell 'test-softmax' was edited" in edited.tampering
     assert edited.cells[0] == spec.locked["setup"]  # the deleted setup cell runs first again
-    deleted = nbparse.build_program(
+    deleted = build_program(
         spec,
         _submission(
             spec, _cell("def masked_softmax(s, mask=None):\n    return s", "softmax", solution=True)
@@ -206,14 +212,12 @@ def test_autograded_notebook_is_valid_for_the_submissions_nbformat(spec, minor):
     for cell in submission.cells:
         if minor < 5:
             cell.pop("id", None)
-    graded = nbparse.autograded_notebook(
-        spec, submission, {"test-softmax": (False, "wrong")}, {}, {}
-    )
+    graded = autograded_notebook(spec, submission, {"test-softmax": (False, "wrong")}, {}, {})
     nbformat.validate(graded)  # raises on an id where 4.4 forbids one, or a missing one in 4.5
     assert [c.metadata.get("nbgrader", {}).get("grade_id") for c in graded.cells][
         -1
     ] == "test-softmax"
-    from_nothing = nbparse.autograded_notebook(spec, None, {}, {}, {})  # an invalid submission
+    from_nothing = autograded_notebook(spec, None, {}, {}, {})  # an invalid submission
     nbformat.validate(from_nothing)
 
 
@@ -407,7 +411,7 @@ def test_check_data_computed_in_a_forked_child_equals_the_inline_one():
     """`grade` computes the check data in a forked child (the reference package's imports
     overlap nbgrader's); the limits it sends first and the work are what `prepare` gives."""
     course = Path(grading.__file__).resolve().parents[1]
-    spec = nbparse.load_assignment(course, "ch1_pooling")
+    spec = load_assignment(course, "ch1_pooling")
     args = (course, "ch1_pooling", 7, sandbox.Limits(), True, grading.REGISTRY, spec)
     forked, inline = grading.Preparing(*args, fork=True), grading.Preparing(*args, fork=False)
     assert forked._child is not None and inline._child is None
@@ -439,10 +443,8 @@ def test_a_zygote_preloads_only_what_the_notebook_imports(spec):
     assert sandbox.preload_for(spec.imports) == ("numpy",)
     torch_and_numpy = sandbox.preload_for({"torch"})
     assert torch_and_numpy == ("numpy", "torch", "torch.nn", "torch.nn.functional")
-    assert nbparse.imported_packages("%matplotlib inline\nimport torch") == set()
-    assert nbparse.imported_packages("from matplotlib import pyplot\nfrom . import x") == {
-        "matplotlib"
-    }
+    assert imported_packages("%matplotlib inline\nimport torch") == set()
+    assert imported_packages("from matplotlib import pyplot\nfrom . import x") == {"matplotlib"}
 
 
 def _npz_declaring(shape: tuple) -> bytes:
@@ -598,7 +600,7 @@ def test_cell_outputs_are_capped_on_the_trusted_side_whatever_the_sandbox_sent()
     """The sandbox's own cap runs in the student's process: 600 cells that each sent 60,019
     characters (its frames allow that much) once made a 36 MB autograded notebook. The
     trusted side cuts each cell to the cell cap and the notebook to 50 cells' worth."""
-    from autograder.checking.notebook import Program
+    from autograder.checking.program import Program
     from autograder.checking.results import SubmissionResult
     from autograder.grading.run import RunRecord
     from autograder.grading.verdict import NOTEBOOK_OUTPUT_CELLS, SANDBOX_NOTE_CHARS, cell_outputs

@@ -33,6 +33,8 @@ from hostile import corpus  # noqa: E402
 from autograder import cli  # noqa: E402
 from autograder.checking import notebook as nbparse  # noqa: E402
 from autograder.checking import sanitise  # noqa: E402
+from autograder.checking.assignment_spec import load_assignment  # noqa: E402
+from autograder.checking.program import autograded_notebook, build_program  # noqa: E402
 
 A = "ch1_pooling"
 WRITTEN = "written-bandwidth"  # a markdown answer: grade, solution, 2 points
@@ -199,14 +201,14 @@ def test_what_passes_the_check_goes_through_every_trusted_reader_of_metadata(cou
     """What the check lets through, on the written answer and on a test cell: the program,
     the unanswered answers (nbgrader's checksum), the autograded notebook, the sanitiser
     and nbformat's writer all run without an exception."""
-    spec = nbparse.load_assignment(course, A)
+    spec = load_assignment(course, A)
     for grade_id in (WRITTEN, "test-loo"):
         notebook = copy.deepcopy(good)
         notebook["cells"][_index(notebook, grade_id)]["metadata"]["nbgrader"] = copy.deepcopy(meta)
         submission = nbparse.read_submission(json.dumps(notebook).encode())
-        nbparse.build_program(spec, submission)
+        build_program(spec, submission)
         nbparse.unanswered_manual_cells(spec, submission)
-        graded = nbparse.autograded_notebook(spec, submission, {}, {}, {"student": "x"})
+        graded = autograded_notebook(spec, submission, {}, {}, {"student": "x"})
         nbformat.writes(sanitise.clean_notebook(graded))
 
 

@@ -23,6 +23,7 @@ from hostile import corpus  # noqa: E402
 
 from autograder import cli  # noqa: E402
 from autograder.checking import notebook as nbparse  # noqa: E402
+from autograder.checking.assignment_spec import load_assignment  # noqa: E402
 from autograder.checking.results import BatchResult, SubmissionResult, TaskResult  # noqa: E402
 from autograder.course import report  # noqa: E402
 from autograder.course.gradebook import Recorder  # noqa: E402
@@ -41,7 +42,7 @@ def recorder(tmp_path, monkeypatch):
     # nbgrader export runs in a subprocess: it must import this checkout's plug-in
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     course = corpus.released_course(tmp_path / "course", (A,))
-    return Recorder(course, nbparse.load_assignment(course, A), not_graded)
+    return Recorder(course, load_assignment(course, A), not_graded)
 
 
 def _record(recorder: Recorder, student: str, sha256: str, notebook=None) -> SubmissionResult:

@@ -27,7 +27,8 @@ import pytest
 
 from autograder import grading
 from autograder.checking import checks, judging, messages, results
-from autograder.checking import notebook as nbparse
+from autograder.checking.assignment_spec import TestCell
+from autograder.checking.program import Program
 from autograder.course import report
 from autograder.grading import verdict
 from autograder.sandbox import wire
@@ -167,10 +168,10 @@ def test_every_language_places_an_errors_module_and_line_in_its_own_words():
 def _judged(outcome: Outcome, hidden: bool, language: str):
     """The verdict ``verdict.judge`` gives the first public case of nadaraya_watson_ard, and
     the English message the report reads."""
-    program = nbparse.Program(cells=["x = 0\nimport torch\n"], origin=[2])
+    program = Program(cells=["x = 0\nimport torch\n"], origin=[2])
     case = checks.prepare(CHECK, checks.public_cases(CHECK)[0])
     case = dataclasses.replace(case, hidden=hidden)
-    test = nbparse.TestCell("t", 1.0, "", ((CHECK, CHECK),), 0)
+    test = TestCell("t", 1.0, "", ((CHECK, CHECK),), 0)
     record = grading.run.RunRecord(outcomes={(0, 0): outcome})
     result = results.SubmissionResult("s", A, 0)
     verdict.judge(

@@ -1,161 +1,29 @@
-"""Parse: what is graded comes from the instructor's source notebook, what runs from the submission.
+"""A submitted notebook read: hostile bytes, under caps fixed before the first byte.
 
-- `load_assignment(course, id)` reads ``source/<id>/<id>.ipynb`` (and the released copy, for
-  the test cells as students saw them) into an `AssignmentSpec`: the graded test cells with
-  their points and ``check("name", fn)`` calls, the locked cells, the solution cells.
-- `read_submission(path)` parses a submitted notebook; what it saved beside its code (outputs,
-  attachments over their caps) is dropped first, with a note (`drop_ungraded`); a file that is
-  not a notebook, or one whose code is over an intake cap (`Caps`: cells, characters, HTML
-  depth, metadata; checked by `over_caps` in one pass before anything else), raises
-  `InvalidNotebook` with the reason, always a fixed sentence or the grader's own numbers.
-- `build_program(spec, submission)` is the code the sandbox runs: the submission's code cells
-  minus every graded test cell (matched by nbgrader ``grade_id`` and by content), with the
-  locked cells restored from the source; plus a list of tampering notes (edited, deleted,
-  duplicated test cells) that never change the score.
-- `autograded_notebook(...)` is the notebook nbgrader's feedback and formgrader read: test
-  cells in their *released* form (never the hidden code), with the check messages as output.
+`read_submission(path)` parses a submitted notebook; what it saved beside its code (outputs,
+attachments over their caps) is dropped first, with a note (`drop_ungraded`); a file that is
+not a notebook, or one whose code is over an intake cap (`Caps`: cells, characters, HTML
+depth, metadata; checked by `over_caps` in one pass before anything else), or whose nbgrader
+metadata is not nbgrader's (`nbgrader_problem`), raises `InvalidNotebook` with the reason,
+always a fixed sentence or the grader's own numbers. `checksum_of` is nbgrader's checksum of
+a cell whose metadata was checked; `unanswered_manual_cells` the written answers left as
+released.
 """
 
 from __future__ import annotations
 
-import ast
-import copy
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
-CHECK_CALL = re.compile(r"check\(\s*[\"'](\w+)[\"']\s*,\s*(\w+)\s*\)")
-BEGIN_HIDDEN, END_HIDDEN = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
+from autograder.checking.assignment_spec import AssignmentSpec, nbgrader_of
 
 
 class InvalidNotebook(ValueError):
     """A submission that cannot be read as a Jupyter notebook."""
-
-
-def strip_hidden_tests(source: str) -> str:
-    """The cell as nbgrader releases it: the hidden region and its markers removed."""
-    lines, hidden = [], False
-    for line in source.split("\n"):
-        if BEGIN_HIDDEN in line:
-            hidden = True
-        elif END_HIDDEN in line:
-            hidden = False
-        elif not hidden:
-            lines.append(line)
-    return "\n".join(lines)
-
-
-def same_code(a: str, b: str) -> bool:
-    """Equal up to trailing whitespace and blank lines (what an editor changes silently)."""
-
-    def canon(text: str) -> list[str]:
-        return [line.rstrip() for line in text.strip().split("\n") if line.strip()]
-
-    return canon(a) == canon(b)
-
-
-def _nbgrader(cell) -> dict:
-    meta = cell.get("metadata", {}).get("nbgrader")
-    return dict(meta) if isinstance(meta, dict) else {}
-
-
-def _source(cell) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else str(source)
-
-
-@dataclass(frozen=True)
-class TestCell:
-    grade_id: str
-    points: float
-    released: str  # what students see (no hidden region)
-    checks: tuple[tuple[str, str], ...]  # (check name, notebook name of the student's function)
-    position: int  # index among the source notebook's cells
-
-
-@dataclass(frozen=True)
-class AssignmentSpec:
-    assignment: str
-    notebook: str  # notebook name without .ipynb
-    tests: tuple[TestCell, ...]
-    locked: dict  # grade_id -> source, locked code cells (not tests)
-    metadata: dict  # grade_id -> the source cell's nbgrader metadata
-    order: tuple[str, ...]  # grade_ids in source order
-    source_path: Path
-    release_path: Path | None
-    imports: frozenset = frozenset()  # top-level packages the source notebook imports
-
-    @property
-    def max_score(self) -> float:
-        return float(sum(t.points for t in self.tests))
-
-    def test(self, grade_id: str) -> TestCell | None:
-        return next((t for t in self.tests if t.grade_id == grade_id), None)
-
-
-def load_assignment(course: Path, assignment: str) -> AssignmentSpec:
-    source_path = Path(course) / "source" / assignment / f"{assignment}.ipynb"
-    if not source_path.is_file():
-        raise FileNotFoundError(
-            f"no source notebook {source_path}: is {assignment!r} an assignment id?"
-        )
-    source = nbformat.read(source_path, as_version=4)
-    release_path = Path(course) / "release" / assignment / f"{assignment}.ipynb"
-    released = {}
-    if release_path.is_file():
-        for cell in nbformat.read(release_path, as_version=4).cells:
-            meta = _nbgrader(cell)
-            if meta.get("grade_id"):
-                released[meta["grade_id"]] = _source(cell)
-    tests, locked, metadata, order = [], {}, {}, []
-    imports = set()
-    for cell in source.cells:
-        if cell.get("cell_type") == "code":
-            imports |= imported_packages(_source(cell))
-    for position, cell in enumerate(source.cells):
-        meta = _nbgrader(cell)
-        grade_id = meta.get("grade_id")
-        if not grade_id:
-            continue
-        metadata[grade_id] = meta
-        order.append(grade_id)
-        text = _source(cell)
-        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
-            visible = released.get(grade_id, strip_hidden_tests(text))
-            calls = tuple(CHECK_CALL.findall(strip_hidden_tests(text)))
-            tests.append(TestCell(grade_id, float(meta.get("points", 0)), visible, calls, position))
-        elif cell.cell_type == "code" and meta.get("locked") and not meta.get("solution"):
-            locked[grade_id] = text
-    return AssignmentSpec(
-        assignment,
-        assignment,
-        tuple(tests),
-        locked,
-        metadata,
-        tuple(order),
-        source_path,
-        release_path if release_path.is_file() else None,
-        frozenset(imports),
-    )
-
-
-def imported_packages(code: str) -> set[str]:
-    """The top-level packages an instructor's cell imports (a cell that is not plain Python,
-    e.g. one with a %magic, counts as importing nothing)."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return set()
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            found.add(node.module.split(".")[0])
-    return found
 
 
 @dataclass(frozen=True)
@@ -480,7 +348,7 @@ def unanswered_manual_cells(spec: AssignmentSpec, submission) -> list[str]:
     }
     out = []
     for cell in submission.cells:
-        meta = _nbgrader(cell)
+        meta = nbgrader_of(cell)
         if (
             meta.get("grade_id") in manual
             and meta.get("checksum")
@@ -488,199 +356,3 @@ def unanswered_manual_cells(spec: AssignmentSpec, submission) -> list[str]:
         ):
             out.append(meta["grade_id"])
     return out
-
-
-@dataclass
-class Program:
-    """The code the sandbox runs, and where each piece came from."""
-
-    cells: list[str] = field(default_factory=list)
-    origin: list[int | None] = field(
-        default_factory=list
-    )  # submission cell index, None if restored
-    tampering: list[str] = field(default_factory=list)
-
-
-def build_program(spec: AssignmentSpec, submission) -> Program:
-    program = Program()
-    test_ids = {t.grade_id for t in spec.tests}
-    seen_tests: dict[str, int] = {}
-    seen_locked: set[str] = set()
-    source_rank = {gid: i for i, gid in enumerate(spec.order)}
-    anchors: list[tuple[int, int]] = []  # (source rank, program position after the cell)
-
-    for index, cell in enumerate(submission.cells):
-        meta = _nbgrader(cell)
-        grade_id = meta.get("grade_id")
-        text = _source(cell)
-        if grade_id in test_ids:
-            seen_tests[grade_id] = seen_tests.get(grade_id, 0) + 1
-            test = spec.test(grade_id)
-            if seen_tests[grade_id] > 1:
-                program.tampering.append(f"test cell '{grade_id}' is duplicated")
-            elif cell.get("cell_type") != "code" or not same_code(text, test.released):
-                program.tampering.append(f"test cell '{grade_id}' was edited")
-            anchors.append((source_rank[grade_id], len(program.cells)))
-            continue
-        if cell.get("cell_type") != "code":
-            continue
-        copy_of = next((t for t in spec.tests if same_code(text, t.released)), None)
-        if copy_of is not None and text.strip():
-            program.tampering.append(
-                f"test cell '{copy_of.grade_id}' is duplicated (a copy without its metadata)"
-            )
-            continue
-        if grade_id in spec.locked and grade_id not in seen_locked:
-            seen_locked.add(grade_id)
-            if not same_code(text, spec.locked[grade_id]):
-                program.tampering.append(
-                    f"locked cell '{grade_id}' was edited (the original was run)"
-                )
-            program.cells.append(spec.locked[grade_id])
-            program.origin.append(index)
-            anchors.append((source_rank[grade_id], len(program.cells)))
-            continue
-        program.cells.append(text)
-        program.origin.append(index)
-        if grade_id in source_rank:
-            anchors.append((source_rank[grade_id], len(program.cells)))
-
-    for test in spec.tests:
-        if test.grade_id not in seen_tests:
-            program.tampering.append(f"test cell '{test.grade_id}' was deleted")
-
-    # a deleted locked cell (e.g. provided helper code) is put back where the source has it
-    for grade_id, text in spec.locked.items():
-        if grade_id in seen_locked:
-            continue
-        rank = source_rank[grade_id]
-        before = [pos for r, pos in anchors if r < rank]
-        position = max(before) if before else 0
-        program.cells.insert(position, text)
-        program.origin.insert(position, None)
-        anchors = [(r, p + 1 if p >= position else p) for r, p in anchors] + [(rank, position + 1)]
-        program.tampering.append(f"locked cell '{grade_id}' was deleted (the original was run)")
-    return program
-
-
-def _stream(text: str, name: str = "stdout"):
-    return nbformat.v4.new_output("stream", name=name, text=text)
-
-
-def _error(ename: str, message: str):
-    return nbformat.v4.new_output(
-        "error",
-        ename=ename,
-        evalue=message.splitlines()[0] if message else "",
-        traceback=message.splitlines() or [ename],
-    )
-
-
-def autograded_notebook(
-    spec: AssignmentSpec, submission, test_messages: dict, cell_outputs: dict, record: dict
-):
-    """The notebook to store under autograded/: safe for feedback, faithful to nbgrader.
-
-    test_messages: grade_id -> (passed, message); cell_outputs: submission cell index ->
-    list of nbformat outputs; record: written into the notebook metadata (seed, reasons...).
-    """
-    if submission is None:  # invalid notebook: start from the released (or a cleared) copy
-        base = (
-            nbformat.read(spec.release_path, as_version=4)
-            if spec.release_path
-            else nbformat.v4.new_notebook()
-        )
-        cells = (
-            [
-                c
-                for c in base.cells
-                if _nbgrader(c).get("grade_id") in {t.grade_id for t in spec.tests}
-            ]
-            if spec.release_path
-            else []
-        )
-        notebook = nbformat.v4.new_notebook(cells=copy.deepcopy(cells))
-    else:
-        notebook = copy.deepcopy(submission)
-    test_ids = {t.grade_id for t in spec.tests}
-    cells, placed = [], set()
-    for index, cell in enumerate(notebook.cells):
-        meta = _nbgrader(cell)
-        grade_id = meta.get("grade_id")
-        if grade_id in test_ids:
-            if grade_id in placed:
-                continue  # a duplicate: reported as tampering, not shown twice
-            placed.add(grade_id)
-            cells.append(_test_cell(spec, grade_id, test_messages))
-            continue
-        if (
-            cell.get("cell_type") == "code"
-            and any(same_code(_source(cell), t.released) for t in spec.tests)
-            and _source(cell).strip()
-        ):
-            continue  # an anonymous copy of a test cell
-        if grade_id in spec.metadata and grade_id not in placed:
-            placed.add(grade_id)
-            cell.metadata["nbgrader"] = copy.deepcopy(spec.metadata[grade_id])
-            if grade_id in spec.locked:
-                cell.source = spec.locked[grade_id]
-        else:
-            cell.metadata.pop("nbgrader", None)  # no made-up grade ids reach the gradebook
-        if cell.get("cell_type") == "code":
-            cell.outputs = cell_outputs.get(index, []) if submission is not None else []
-            cell.execution_count = None
-        cells.append(cell)
-    for test in spec.tests:  # deleted test cells come back, in their source position
-        if test.grade_id not in placed:
-            new = _test_cell(spec, test.grade_id, test_messages)
-            cells.insert(_insert_position(cells, spec, test.grade_id), new)
-    note = dropped_note(record)
-    notebook.cells = ([note] if note is not None else []) + cells
-    notebook.metadata["autograder"] = record
-    _consistent_cell_ids(notebook)
-    return notebook
-
-
-#: the reason under which `drop_ungraded`'s sentences are recorded
-DROPPED = "outputs dropped"
-
-
-def dropped_note(record: dict):
-    """The markdown cell that opens the feedback when something the submission saved beside
-    its code was dropped (the record's notes under `DROPPED`: fixed sentences), else None."""
-    notes = record.get("notes", []) if DROPPED in record.get("reasons", []) else []
-    shown = [n for n in notes if n.endswith(NOT_GRADED)]
-    if not shown:
-        return None
-    return nbformat.v4.new_markdown_cell(
-        "**From the grader:** " + "; ".join(shown) + ". Your code was graded."
-    )
-
-
-def _consistent_cell_ids(notebook) -> None:
-    """nbformat 4.5+ requires an id on every cell and 4.4 forbids one; the autograded notebook
-    mixes cells of the submission (either) with rebuilt test cells (new_code_cell gives an id)."""
-    for cell in notebook.cells:
-        if notebook.nbformat_minor >= 5:
-            cell.setdefault("id", nbformat.v4.nbbase.random_cell_id())
-        else:
-            cell.pop("id", None)
-
-
-def _insert_position(cells, spec: AssignmentSpec, grade_id: str) -> int:
-    rank = spec.order.index(grade_id)
-    position = 0
-    for i, cell in enumerate(cells):
-        other = _nbgrader(cell).get("grade_id")
-        if other in spec.order and spec.order.index(other) < rank:
-            position = i + 1
-    return position
-
-
-def _test_cell(spec: AssignmentSpec, grade_id: str, test_messages: dict):
-    test = spec.test(grade_id)
-    cell = nbformat.v4.new_code_cell(test.released)
-    cell.metadata["nbgrader"] = copy.deepcopy(spec.metadata[grade_id])
-    passed, message = test_messages.get(grade_id, (False, "not graded"))
-    cell.outputs = [_stream(message + "\n")] if passed else [_error("CheckFailed", message)]
-    return cell

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from autograder.checking import nbgrader_api
 from autograder.checking import notebook as nbparse
+from autograder.checking.assignment_spec import AssignmentSpec
 from autograder.checking.intake import Unreadable, read_bounded
 from autograder.course.rendering import RENDERER, RenderFailed, render_autograded
 
@@ -57,7 +58,7 @@ class Recorder:
     cannot be made (``grading.verdict.not_graded``, passed in by the grading package, which
     this module never imports)."""
 
-    def __init__(self, course: Path, spec: nbparse.AssignmentSpec, not_graded):
+    def __init__(self, course: Path, spec: AssignmentSpec, not_graded):
         self.course = Path(course)
         self.spec = spec
         self.not_graded = not_graded

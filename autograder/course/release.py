@@ -49,7 +49,7 @@ import numpy as np
 
 from autograder import chapters  # noqa: F401 - every chapter registered
 from autograder.checking import assignment_text, casefile, checks, messages
-from autograder.checking.notebook import imported_packages
+from autograder.checking.assignment_spec import imported_packages
 from autograder.student import contract
 
 COURSE = Path(__file__).resolve().parent.parent

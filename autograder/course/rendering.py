@@ -24,13 +24,14 @@ import nbformat
 
 from autograder.checking import notebook as nbparse
 from autograder.checking import sanitise
+from autograder.checking.program import autograded_notebook
 from autograder.student import frames
 
 
 def render_autograded(spec, notebook: bytes, messages, outputs, record, caps) -> str:
     """The autograded notebook as JSON text: the graded ``notebook`` (none or unreadable: the
     released copy) with the test cells in their released form and the grader's messages and
-    outputs (`autograder.checking.notebook.autograded_notebook`), sanitised
+    outputs (`autograder.checking.program.autograded_notebook`), sanitised
     (`autograder.checking.sanitise.clean_notebook`). Linear in ``caps``: the notebook is parsed under
     them, so no HTML nested past ``caps.html_depth`` reaches the sanitiser."""
     try:
@@ -39,7 +40,7 @@ def render_autograded(spec, notebook: bytes, messages, outputs, record, caps) ->
         submission = None
     outputs = {int(k): [nbformat.from_dict(o) for o in v] for k, v in outputs.items()}
     clean = sanitise.clean_notebook(
-        nbparse.autograded_notebook(spec, submission, messages, outputs, record)
+        autograded_notebook(spec, submission, messages, outputs, record)
     )
     return nbformat.writes(clean)
 

@@ -45,7 +45,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from autograder.checking import notebook as nbparse
+from autograder.checking.assignment_spec import load_assignment
 from autograder.checking.gradebook_ids import PLAIN_NAME
 from autograder.checking.results import GRADER_ERROR, BatchResult, SubmissionResult, TaskResult
 from autograder.grading.check_data import (
@@ -134,7 +134,7 @@ def grade_assignment(
     course = Path(course).resolve()
     if sandboxed:
         require_sandbox()  # before any work: say what to install (or to run as root), never run unsandboxed
-    spec = nbparse.load_assignment(course, assignment)
+    spec = load_assignment(course, assignment)
     seed = secrets.randbits(31) if seed is None else int(seed)
     wanted = list_students(course, assignment) if not students else list(students)
     start = _StartUp(course, spec, seed, limits, sandboxed, registry)

@@ -90,7 +90,7 @@ def definitions(source_path) -> dict:
 
 
 def solution_of(spec) -> dict | None:
-    """The solution's namespace for an assignment's spec (``notebook.AssignmentSpec``); None
+    """The solution's namespace for an assignment's spec (``assignment_spec.AssignmentSpec``); None
     where it has no source notebook to read (its callers are then sent no table)."""
     path = getattr(spec, "source_path", None)
     if path is None or not Path(path).is_file():

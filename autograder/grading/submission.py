@@ -10,6 +10,7 @@ from pathlib import Path
 
 from autograder.checking import messages
 from autograder.checking import notebook as nbparse
+from autograder.checking.program import DROPPED, build_program
 from autograder.checking.results import GRADER_ERROR, SubmissionResult
 from autograder.grading.jobs import GradeJob
 from autograder.grading.pool import POOL, sandbox_key
@@ -50,8 +51,8 @@ def _grade(job: GradeJob, work: AssignmentWork, result: SubmissionResult) -> Non
     except nbparse.InvalidNotebook as err:
         return not_graded(spec, result, "invalid notebook", str(err))
     for note in dropped:
-        result.add_reason(nbparse.DROPPED, note)
-    program = nbparse.build_program(spec, submission)
+        result.add_reason(DROPPED, note)
+    program = build_program(spec, submission)
     result.unanswered = nbparse.unanswered_manual_cells(spec, submission)
     for note in program.tampering:
         result.add_reason("tampered cell", note)

@@ -17,7 +17,7 @@ import ast
 import dataclasses
 
 from autograder.checking import checks, judging, messages
-from autograder.checking import notebook as nbparse
+from autograder.checking.assignment_spec import BEGIN_HIDDEN
 from autograder.checking.results import SubmissionResult, TaskResult
 from autograder.grading.check_data import tasks_of
 from autograder.grading.run import RunRecord
@@ -73,7 +73,7 @@ def source_line(program, cell: int, line: int, language: str = messages.ENGLISH)
         return ""
     source = program.cells[cell]
     lines = source.split("\n")
-    if not 1 <= line <= len(lines) or nbparse.BEGIN_HIDDEN in source:
+    if not 1 <= line <= len(lines) or BEGIN_HIDDEN in source:
         return ""
     text = "".join(c if c.isprintable() else " " for c in lines[line - 1][: LINE_CHARS + 1])
     text = text.strip()

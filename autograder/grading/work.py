@@ -19,6 +19,7 @@ from types import ModuleType
 from autograder import chapters  # noqa: F401 - every chapter registered
 from autograder.checking import checks
 from autograder.checking import notebook as nbparse
+from autograder.checking.assignment_spec import AssignmentSpec, load_assignment
 from autograder.grading.check_data import CaseSet, public_case_set, tasks_of
 from autograder.grading.public_files import release_files, release_root
 from autograder.sandbox import DEFAULT_LIMITS, FULL_PRELOAD, Limits, budgets, preload_for
@@ -38,7 +39,7 @@ class AssignmentWork:
 
     assignment: str
     seed: int  # the batch's seed
-    spec: nbparse.AssignmentSpec
+    spec: AssignmentSpec
     release_files: dict  # file name -> bytes (the public release folder, no notebook)
     tasks: tuple  # (check_data.Task, ...): one per check call, in order
     public: CaseSet  # the public run's cases, the same for every submission
@@ -59,13 +60,13 @@ def prepare(
     limits: Limits | dict | None = None,
     sandboxed: bool = True,
     registry: ModuleType = REGISTRY,
-    spec: nbparse.AssignmentSpec | None = None,
+    spec: AssignmentSpec | None = None,
 ) -> AssignmentWork:
     """Everything the workers need for this assignment (the trusted side computes every
     expected answer; workers never import the reference package). ``limits``: the
     instructor's explicit limits (layered by ``autograder.sandbox.budgets.resolve``)."""
     reg = registry
-    spec = spec or nbparse.load_assignment(course, assignment)
+    spec = spec or load_assignment(course, assignment)
     tasks = tasks_of(spec)
     specs = {task.check: reg.spec(task.check) for task in tasks}
     return AssignmentWork(

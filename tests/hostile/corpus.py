@@ -373,9 +373,10 @@ def loo_loss_and_grad_ard(x, y, bandwidths):
 def _program_position(course: Path, notebook, marker: str) -> tuple[int, int]:
     """(index of the cell holding marker, number of cells) in the program the sandbox runs."""
     sys.path.insert(0, str(REPO))
-    from autograder.checking import notebook as nbparse
+    from autograder.checking.assignment_spec import load_assignment
+    from autograder.checking.program import build_program
 
-    program = nbparse.build_program(nbparse.load_assignment(course, A), notebook)
+    program = build_program(load_assignment(course, A), notebook)
     return next(i for i, c in enumerate(program.cells) if marker in c), len(program.cells)
 
 
