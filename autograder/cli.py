@@ -360,22 +360,20 @@ def cmd_export(args) -> int:
     course = Path(args.course)
     for message in lms.apply_late_penalties(course, args.assignment):
         print(message, file=sys.stderr)
+    if args.lms == "canvas":
+        return _lms_file(
+            args,
+            lms.canvas_grades,
+            course,
+            args.assignment,
+            Path(args.csv),
+            args.column,
+            args.points,
+        )
     if args.lms:
-        try:
-            if args.lms == "canvas":
-                messages = lms.canvas_grades(
-                    course, args.assignment, Path(args.csv), args.column, args.points
-                )
-            else:
-                messages = lms.moodle_worksheet(
-                    course, args.assignment, Path(args.csv), args.points
-                )
-        except Exception as err:  # noqa: BLE001 - nbgrader's MissingEntry: no such assignment
-            print(f"error: {args.assignment}: {type(err).__name__}: {err}", file=sys.stderr)
-            return 2
-        for message in messages:
-            print(message, file=sys.stderr)
-        return 0
+        return _lms_file(
+            args, lms.moodle_worksheet, course, args.assignment, Path(args.csv), args.points
+        )
     target = Path(args.csv).resolve()
     status = _nbgrader(
         Path(args.course),
@@ -427,10 +425,16 @@ def cmd_feedback_archive(args) -> int:
     (`lms.feedback_archive`)."""
     from autograder.course import lms
 
+    return _lms_file(
+        args, lms.feedback_archive, Path(args.course), args.assignment, args.lms, Path(args.out)
+    )
+
+
+def _lms_file(args, write, *arguments) -> int:
+    """``write(*arguments)``, one of `lms`' writers of a file the LMS imports: its messages on
+    stderr, 0; 2 when the gradebook has no such assignment (nbgrader's MissingEntry)."""
     try:
-        messages = lms.feedback_archive(
-            Path(args.course), args.assignment, args.lms, Path(args.out)
-        )
+        messages = write(*arguments)
     except Exception as err:  # noqa: BLE001 - nbgrader's MissingEntry: no such assignment
         print(f"error: {args.assignment}: {type(err).__name__}: {err}", file=sys.stderr)
         return 2

@@ -43,3 +43,23 @@ def bubblewrap():
 
     if sandbox.find_bwrap() is None:
         pytest.fail("bubblewrap is required: apt-get install bubblewrap (make test does)")
+
+
+@pytest.fixture(scope="module")
+def empty_gradebook(tmp_path_factory):
+    """A new nbgrader gradebook, made once per test file (nbgrader runs `alembic` to make one,
+    from the virtual environment's bin folder)."""
+    import os
+    import sys
+    from pathlib import Path
+
+    from nbgrader.api import Gradebook
+
+    path = tmp_path_factory.mktemp("gradebook") / "gradebook.db"
+    saved = os.environ["PATH"]
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{saved}"
+    try:
+        Gradebook(f"sqlite:///{path}").close()
+    finally:
+        os.environ["PATH"] = saved
+    return path

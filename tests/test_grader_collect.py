@@ -300,23 +300,6 @@ def test_the_cli_reports_each_message_and_what_was_collected(tmp_path, capsys, e
 # --- who a notebook belongs to: the roster and the LMS's own ids, never a name a student chose
 
 
-@pytest.fixture(scope="module")
-def empty_gradebook(tmp_path_factory) -> Path:
-    """A new nbgrader gradebook, made once (nbgrader runs `alembic` to make one)."""
-    import os
-
-    from nbgrader.api import Gradebook
-
-    path = tmp_path_factory.mktemp("gradebook") / "gradebook.db"
-    saved = os.environ["PATH"]
-    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{saved}"
-    try:
-        Gradebook(f"sqlite:///{path}").close()
-    finally:
-        os.environ["PATH"] = saved
-    return path
-
-
 def _roster(course: Path, students: dict, empty: Path) -> Path:
     """nbgrader's student list, as `nbgrader db student import` leaves it: id -> lms_user_id."""
     import shutil

@@ -48,20 +48,6 @@ NB = f"{A}.ipynb"
 DUE = "2026-03-01 23:59:00"
 
 
-@pytest.fixture(scope="module")
-def empty_gradebook(tmp_path_factory) -> Path:
-    from nbgrader.api import Gradebook
-
-    path = tmp_path_factory.mktemp("gradebook") / "gradebook.db"
-    saved = os.environ["PATH"]
-    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{saved}"
-    try:
-        Gradebook(f"sqlite:///{path}").close()
-    finally:
-        os.environ["PATH"] = saved
-    return path
-
-
 def _cli(course: Path, *argv: str) -> tuple[int, list[str]]:
     err = io.StringIO()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):

@@ -37,9 +37,7 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import stat
-import sys
 import zipfile
 from pathlib import Path
 
@@ -51,20 +49,6 @@ from autograder.course import collect
 A = "ch6_transformer"
 NB = f"{A}.ipynb"
 D1, D2, DOWNLOAD = (2026, 3, 1, 10, 0, 0), (2026, 3, 2, 18, 30, 0), (2026, 3, 9, 8, 0, 0)
-
-
-@pytest.fixture(scope="module")
-def empty_gradebook(tmp_path_factory) -> Path:
-    from nbgrader.api import Gradebook
-
-    path = tmp_path_factory.mktemp("gradebook") / "gradebook.db"
-    saved = os.environ["PATH"]
-    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{saved}"
-    try:
-        Gradebook(f"sqlite:///{path}").close()
-    finally:
-        os.environ["PATH"] = saved
-    return path
 
 
 def _course(tmp_path: Path, empty: Path, roster: dict, duedate: str | None = None) -> Path:
