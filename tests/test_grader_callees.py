@@ -550,6 +550,15 @@ def test_rootless_the_same_scores(graded, course, public_tmp):
     as_nobody.grade(course, A, public_tmp, _batch(course), workers=1)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_on_a_dask_worker_the_same_scores(graded, course, public_tmp):
+    """On a Dask worker started by ``nobody``, the same batch, one submission at a time, gets
+    the same scores and reasons (``as_nobody.grade_on_a_dask_worker`` asserts them): the
+    sealed tables travel with the job as they do to a local worker."""
+    as_nobody.grade_on_a_dask_worker(course, A, public_tmp, _batch(course))
+
+
 def _cells(result) -> dict:
     return {t.grade_id: t.points for t in result.tasks}
 

@@ -395,4 +395,13 @@ def test_a_value_a_hidden_cell_ends_with_never_leaves_rootless(course, public_tm
     _assert_nothing_carried(mine, "")
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_value_a_hidden_cell_ends_with_never_leaves_on_a_dask_worker(course, public_tmp):
+    """A Dask worker started by ``nobody`` (rootless sandboxes), one submission at a time:
+    the same scores, and the records and pages of each pair of attackers the same."""
+    as_nobody.grade_on_a_dask_worker(course, A, public_tmp, _cases(course), seed=SEED)
+    _assert_nothing_carried(course, "")
+
+
 public_tmp = as_nobody.public_tmp

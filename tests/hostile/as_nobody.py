@@ -120,11 +120,13 @@ def grade(
     return done.stderr, mine
 
 
-def grade_on_a_dask_worker(course: Path, assignment: str, folder: Path, cases: dict) -> None:
+def grade_on_a_dask_worker(
+    course: Path, assignment: str, folder: Path, cases: dict, seed: int | None = None
+) -> None:
     """Grade `cases` (student -> (notebook, score, reasons)) in name order on a Dask worker
     started by `nobody` (rootless sandboxes, one thread, so one slot), one submission at a
     time; asserts every score and reason. The trusted side (this process) records into
-    `course`."""
+    `course`; `seed`: the batches' seed (each student's hidden inputs), else a fresh one."""
     from autograder import grading
 
     nobody = pwd.getpwnam("nobody")
@@ -140,7 +142,7 @@ def grade_on_a_dask_worker(course: Path, assignment: str, folder: Path, cases: d
         for student in sorted(cases):  # one at a time: the same worker, thread and sandbox
             corpus.write_submission(course, assignment, student, cases[student][0])
             out = grading.grade_assignment(
-                course, assignment, cluster=address, students=[student], force=True
+                course, assignment, cluster=address, students=[student], force=True, seed=seed
             )
             got.update({r.student: (r.score, sorted(r.reasons)) for r in out.graded})
             assert out.skipped == [], out.skipped
