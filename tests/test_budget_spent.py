@@ -177,6 +177,38 @@ def test_the_last_attempt_started_with_005_s_left_on_a_loaded_machine_is_a_timeo
     assert record.outcomes == {} and record.missing == {}
 
 
+class _CrashesPastTheBudget:
+    """A sandbox whose one attempt ends with its cell's crash read after the budget's end (the
+    budget's own kill and the crash of a cell arrive together on a loaded machine)."""
+
+    limits = sandbox.Limits(cell_seconds=20, task_seconds=20, submission_seconds=0.05)
+    starts = 0
+
+    def __init__(self):
+        self.attempts = 0
+
+    def run(self, request, cases_frame, plan, deadline, accept, received_before=0):
+        self.attempts += 1
+        while time.monotonic() < deadline:
+            time.sleep(deadline - time.monotonic())
+        result = protocol.RunResult(ended="crash", detail="the process ended early (status 1)")
+        result.where = protocol.Stop("cell", plan.cells[1])
+        return result
+
+
+def test_a_crash_read_after_the_budget_ran_out_leaves_the_rest_a_timeout():
+    """The cell that crashed keeps "crash"; every task not judged yet is the submission's
+    timeout (the budget is spent, so no retry is owed), not the crash's reason, in the public
+    run and the hidden one, however the two events were ordered."""
+    box = _CrashesPastTheBudget()
+    record = grading.run_program(box, *_ch1_work(seed=4))
+    assert box.attempts == 1 and record.grader_error == ""
+    assert record.failed_cells == {1: ("crash", "the process ended early (status 1)")}
+    assert record.failed_tasks == {
+        t: ("timeout", "used up the submission's budget of 0.05 s") for t in range(4)
+    }
+
+
 def _squeezed(monkeypatch, marker: str, left: float = 0.05) -> list:
     """Every retry of a submission whose cells hold ``marker`` (an attempt after a stopped
     cell) starts with ``left`` seconds of its budget: as a loaded machine leaves it after

@@ -45,7 +45,7 @@ from autograder.checking import checks  # noqa: E402
 from autograder.grading import submission  # noqa: E402
 from autograder.grading.jobs import GradeJob  # noqa: E402
 from autograder.grading.run import RunRecord  # noqa: E402
-from autograder.sandbox.protocol import RunResult  # noqa: E402
+from autograder.sandbox.protocol import RunResult, Stop  # noqa: E402
 from autograder.student import frames  # noqa: E402
 
 A = "ch1_pooling"
@@ -143,7 +143,11 @@ class Scripted:
                     break
                 result.finished_tasks.append(task)
         result.where = (
-            ("cell", stop_cell) if stop_cell is not None else ("task", stop_task) if where else None
+            Stop("cell", stop_cell)
+            if stop_cell is not None
+            else Stop("task", stop_task)
+            if where
+            else None
         )
         if hidden:  # every other field, from the secret
             secret_fields = {

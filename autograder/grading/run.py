@@ -28,6 +28,7 @@ them. ``tests/test_hidden_run_vocabulary.py`` walks every field."""
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -214,11 +215,8 @@ class _Phase:
             if run.ended == "grader":
                 record.grader_error = note
                 return
-            retry = (
-                run.ended in ("timeout", "crash", "memory")
-                and run.where is not None
-                and time.monotonic() < self.deadline
-            )
+            stopped_a_step = run.ended in ("timeout", "crash", "memory") and run.where is not None
+            retry = stopped_a_step and time.monotonic() < self.deadline
             if retry and run.where.step == "cell":
                 self.failed_cells[run.where.index] = failure
                 record.failed_cells.setdefault(run.where.index, failure)
@@ -227,6 +225,16 @@ class _Phase:
                 self.failed_tasks[run.where.index] = failure
                 record.failed_tasks[run.where.index] = failure
                 continue
+            if stopped_a_step:  # and the budget is spent: no retry is owed
+                # the step it stopped keeps its reason; what was not judged yet is the
+                # submission's timeout, whichever way the attempt ended (the crash of its last
+                # cell or the budget's own kill, as close together as a loaded machine makes them)
+                if run.where.step == "cell":
+                    record.failed_cells.setdefault(run.where.index, failure)
+                else:
+                    record.failed_tasks[run.where.index] = failure
+                spent = f"used up the submission's budget of {limits.submission_seconds:g} s"
+                failure = self.said(dataclasses.replace(run, ended="budget", detail=spent), limits)
             for task in range(n_tasks):  # everything not judged yet gets this end's reason
                 if task not in self.done and task not in self.skip:
                     record.failed_tasks.setdefault(task, failure)
