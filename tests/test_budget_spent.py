@@ -277,4 +277,23 @@ def test_rootless_a_submission_that_spends_its_budget_in_restarts_is_a_timeout(
     assert _recorded(mine, "a-crasher") == (0.0, ["crash", "timeout"])
 
 
+@pytest.mark.slow
+def test_on_a_dask_worker_a_submission_that_spends_its_budget_in_restarts_is_a_timeout(
+    tmp_path, bubblewrap, public_tmp
+):
+    """The same 150 crashing cells on a Dask worker started by `nobody` (rootless sandboxes,
+    one slot), on a 20 s budget: "crash" for the cells, "timeout" for the tasks, recorded;
+    the honest student after keeps 12/12 (``as_nobody.grade_on_a_dask_worker`` asserts it)."""
+    course = corpus.released_course(tmp_path / "course")
+    crasher = corpus.crash_in_many_cells(corpus.solved(course, A), 150)
+    cases = {
+        "a-crasher": (crasher, 0, ["crash", "timeout"]),
+        "b-honest": (corpus.solved(course, A), 12, []),
+    }
+    as_nobody.grade_on_a_dask_worker(
+        course, A, public_tmp, cases, limits={"submission_seconds": 20.0}
+    )
+    assert _recorded(course, "a-crasher") == (0.0, ["crash", "timeout"])
+
+
 public_tmp = as_nobody.public_tmp

@@ -121,12 +121,18 @@ def grade(
 
 
 def grade_on_a_dask_worker(
-    course: Path, assignment: str, folder: Path, cases: dict, seed: int | None = None
+    course: Path,
+    assignment: str,
+    folder: Path,
+    cases: dict,
+    seed: int | None = None,
+    limits: dict | None = None,
 ) -> None:
     """Grade `cases` (student -> (notebook, score, reasons)) in name order on a Dask worker
     started by `nobody` (rootless sandboxes, one thread, so one slot), one submission at a
     time; asserts every score and reason. The trusted side (this process) records into
-    `course`; `seed`: the batches' seed (each student's hidden inputs), else a fresh one."""
+    `course`; `seed`: the batches' seed (each student's hidden inputs), else a fresh one;
+    `limits`: the instructor's explicit limits (as the command line gives them)."""
     from autograder import grading
 
     nobody = pwd.getpwnam("nobody")
@@ -142,7 +148,13 @@ def grade_on_a_dask_worker(
         for student in sorted(cases):  # one at a time: the same worker, thread and sandbox
             corpus.write_submission(course, assignment, student, cases[student][0])
             out = grading.grade_assignment(
-                course, assignment, cluster=address, students=[student], force=True, seed=seed
+                course,
+                assignment,
+                cluster=address,
+                students=[student],
+                force=True,
+                seed=seed,
+                limits=limits,
             )
             got.update({r.student: (r.score, sorted(r.reasons)) for r in out.graded})
             assert out.skipped == [], out.skipped
