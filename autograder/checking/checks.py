@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from autograder.checking import casefile, judging
+from autograder.checking import casefile, diagnosis, judging
 from autograder.student import contract
 from autograder.student.contract import Case, Outcome, Seeded, Verdict, normalise
 
@@ -446,7 +446,7 @@ def translated_hint(text: str, language: str, assignment: str | None = None) -> 
         translated = _catalog(domain, language).get(text)
         if translated:
             return translated
-    return text
+    return diagnosis.translated(text, language) or text
 
 
 def spec(name: str, language: str = "en") -> contract.Spec:
@@ -465,9 +465,12 @@ def spec(name: str, language: str = "en") -> contract.Spec:
 
 
 def mistake_outputs(
-    name: str, case: Case, language: str = "en"
+    name: str, case: Case, language: str = "en", answer: contract.Expected | None = None
 ) -> list[tuple[str, tuple[np.ndarray, ...]]]:
-    """(hint, normalised outputs) of every known mistake that applies to this case."""
+    """(hint, normalised outputs) of every known mistake that applies to this case, then of
+    every systematic mistake derived from the reference (``diagnosis.transformations``) whose
+    outputs differ from the reference's (``answer``, computed if not given) and from every
+    earlier mistake's on this case."""
     check, out = _get(name), []
     for mistake in check.mistakes:
         try:
@@ -475,6 +478,12 @@ def mistake_outputs(
         except (ValueError, TypeError, IndexError):
             continue  # this mistake has no meaning for this case (e.g. window - 1 < 0)
         out.append((translated_hint(mistake.hint, language, check.assignment), outputs))
+    answer = expected(name, case) if answer is None else answer
+    scales = answer.scale or (None,) * len(answer)
+    for hint, outputs in diagnosis.transformations(check, case, tuple(answer), language):
+        same = contract._matches(tuple(answer), outputs, check.rtol, check.atol, scales)
+        if not same and not any(_same_outputs(outputs, earlier) for _, earlier in out):
+            out.append((hint, outputs))
     return out
 
 
@@ -482,10 +491,11 @@ def prepare(name: str, case: Case, hidden: bool = False, language: str = "en") -
     """A chapter's case made whole for judging: its arguments as stored, the reference's
     answer, the known mistakes' outputs (named in ``language``) and whether it is hidden."""
     stored = casefile.as_stored(case)
+    answer = expected(name, stored)
     return dataclasses.replace(
         stored,
-        expected=expected(name, stored),
-        mistakes=tuple(mistake_outputs(name, stored, language)),
+        expected=answer,
+        mistakes=tuple(mistake_outputs(name, stored, language, answer)),
         hidden=hidden,
     )
 

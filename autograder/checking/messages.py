@@ -103,6 +103,36 @@ GRADER = {
     "grader.module_named": ": no module named '{module}'",
     "grader.module_unknown": ": a module not installed here",
     "cell.stopped_there": "notebook cell {cell}: {error}, so it stopped there",
+    # diagnosis: a transformation of the solution that the result matches
+    # (``autograder/checking/diagnosis.py``); said after "your result matches a known mistake: "
+    "diagnosis.transposed": "the solution computed with `{arg}` transposed (its last two axes "
+    "swapped)",
+    "diagnosis.negated": "the solution computed with `{arg}` negated (a sign)",
+    "diagnosis.scaled": "the solution computed with `{arg}` multiplied by {factor}, d the length "
+    "of its last axis (a scale applied or dropped)",
+    "diagnosis.power": "the solution computed with the {power} of `{arg}` in its place",
+    "diagnosis.power.square": "square",
+    "diagnosis.power.square_root": "square root",
+    "diagnosis.mask_dropped": "the solution computed without the mask `{arg}` (every key allowed)",
+    "diagnosis.mask_inverted": "the solution computed with the mask `{arg}` inverted (True "
+    "means may attend)",
+    "diagnosis.shifted": "the solution computed with `{arg}` {step} (an off-by-one)",
+    "diagnosis.flag": "the solution computed with `{arg}` flipped",
+    "diagnosis.other_axis": "the solution computed along the other axis (the last two axes of "
+    "every array swapped): check which axis each sum, max or softmax runs over",
+    "diagnosis.outputs_scaled": "the expected result multiplied by {factor}",
+    "diagnosis.output_scaled": "the expected {output} multiplied by {factor} (the other outputs "
+    "are right)",
+    "diagnosis.factor.plain": "{factor}",
+    "diagnosis.factor.last": "{factor}, d the length of the last axis of `{arg}` (a scale "
+    "applied or dropped)",
+    "diagnosis.factor.other": "{factor}, n the length of an axis of `{arg}` other than its last "
+    "(a sum where a mean is due, or the reverse)",
+    "diagnosis.outputs_negated": "the expected result with its sign flipped",
+    "diagnosis.output_negated": "the expected {output} with its sign flipped (the other outputs "
+    "are right)",
+    "diagnosis.swapped": "the expected outputs with {first} and {second} swapped",
+    "diagnosis.output_transposed": "the expected {output} transposed (its last two axes swapped)",
 }
 
 

@@ -21,7 +21,7 @@ from autograder.checking.assignment_spec import BEGIN_HIDDEN
 from autograder.checking.results import SubmissionResult, TaskResult
 from autograder.grading.check_data import tasks_of
 from autograder.grading.run import RunRecord
-from autograder.student import frames, zygote
+from autograder.student import contract, frames, zygote
 from autograder.student.contract import Case, Outcome, Verdict
 
 #: an error code that is also a failure reason of its own
@@ -215,8 +215,18 @@ def _judge_task(task_index, task, check_specs, all_cases, record, result, langua
         stopped = messages.say(messages.ENGLISH, messages.stopped(reason))
         result.add_reason(reason, f"{check}, in its public cases: {stopped}")
     verdicts, english = [], []
-    for case_index, case in enumerate(all_cases[task_index]):
-        got = record.outcomes.get((task_index, case_index))
+    cases = all_cases[task_index]
+    outcomes = [record.outcomes.get((task_index, i)) for i in range(len(cases))]
+    if not fatal:  # a mistake is named only where every failing case agrees (``diagnosis``)
+        ran = [i for i, got in enumerate(outcomes) if got is not None]
+        kept = contract.consistent(
+            check_specs[check], [cases[i] for i in ran], [outcomes[i] for i in ran]
+        )
+        cases = list(cases)
+        for i, case in zip(ran, kept):
+            cases[i] = case
+    for case_index, case in enumerate(cases):
+        got = outcomes[case_index]
         if fatal or got is None:
             said = fatal or tuple(
                 messages.say(lang, "grader.no_result", case=case.name)

@@ -32,7 +32,7 @@ import io
 import json
 import os
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -624,6 +624,26 @@ def assess(spec: Spec, case: Case, outcome: Outcome) -> tuple[bool, Finding | No
     return True, None, None
 
 
+def consistent(spec: Spec, cases: list, outcomes: list) -> list:
+    """The cases, each known mistake kept only where it may be named: on every failing case
+    of its kind (public, hidden) where it applies (its outputs differ from the expected
+    ones) the result matches it, so a coincidence on one case never names it. A hint is the
+    mistake's identity (several mistakes may share one)."""
+    tol, refuted = (spec.rtol, spec.atol), set()
+    for case, outcome in zip(cases, outcomes):
+        exp, got = tuple(case.expected), tuple(outcome.arrays)
+        scales = getattr(case.expected, "scale", None) or (None,) * len(exp)
+        if outcome.kind == "value" and _matches(exp, got, *tol, scales):
+            continue  # passed: no failing case to refute anything
+        for hint in {(h, case.hidden) for h, _ in case.mistakes} - refuted:
+            ways = [o for h, o in case.mistakes if h == hint[0]]
+            ways = [o for o in ways if not _matches(exp, o, *tol, scales)]
+            if ways and not any(_matches(o, got, *tol, scales) for o in ways):
+                refuted.add(hint)
+    kept = [tuple(m for m in c.mistakes if (m[0], c.hidden) not in refuted) for c in cases]
+    return [replace(c, mistakes=m) for c, m in zip(cases, kept)]
+
+
 def worded(messages: dict, case: str, finding: Finding, hint: str | None) -> str:
     """A failing case's message: "case '<name>': " + the finding + the check's hint."""
     text = render(messages, "case", case=case, problem=finding)
@@ -710,14 +730,16 @@ def run_cases(spec: Spec, fn, cases: list[Case], messages=MESSAGES, judge_case=N
     (the verdicts, notes for your own kernel: where a public case's error was raised).
     ``judge_case(spec, case, outcome, messages)``: the grader's judge where cases are hidden
     (``autograder.checking.judging.judge``); this module's ``judge`` otherwise."""
-    verdicts, notes = [], []
+    outcomes = []
     for case in cases:
-        outcome = run_case(fn, *case.fresh())
+        outcomes.append(run_case(fn, *case.fresh()))
+        if outcomes[-1].code == "NotImplementedError":
+            break
+    verdicts, notes = [], []
+    for case, outcome in zip(consistent(spec, cases[: len(outcomes)], outcomes), outcomes):
         verdicts.append((judge_case or judge)(spec, case, outcome, messages))
         error = outcome.code if outcome.kind == "error" else None
-        if error == "NotImplementedError":
-            break
-        if error and not case.hidden:
+        if error and error != "NotImplementedError" and not case.hidden:
             where = _where_raised(outcome.exception, messages)
             notes.append(render(messages, "note.raised", case=case.name, error=where))
     return verdicts, notes

@@ -1,0 +1,291 @@
+"""Diagnosis that generalises: the systematic mistakes of a check, derived from its reference.
+
+A check's hand-written ``Mistake`` list names what its author foresaw. This module names what
+no one listed: for every case, the outputs of a fixed family of *transformations* of the
+reference computation, each a mistake a student makes without thinking of it:
+
+- an input transformed before the reference sees it: an array argument transposed (its last
+  two axes swapped), negated, multiplied or divided by sqrt(d) (d: the length of its last
+  axis), replaced by its square or its square root (a positive scale such as a bandwidth);
+  a boolean mask dropped or inverted; an integer argument one more or one less; a boolean
+  flag flipped; every array computed along the other of its last two axes;
+- an output transformed after it: multiplied by d, 1/d, sqrt(d) or 1/sqrt(d) (d: the length
+  of an argument's last axis: a scale applied or dropped), by n or 1/n (n: the length of
+  another axis: a sum where a mean is due, or the reverse), by 2 or 1/2, or by -1 (a sign);
+  all outputs at once or one of several; two outputs of the same shape swapped; an output
+  with its last two axes swapped.
+
+Each yields outputs that go into ``Case.mistakes`` beside the hand-written ones
+(``checks.mistake_outputs``), with a hint worded from a fixed template of the message
+catalog (``diagnosis.*`` in ``messages.GRADER``, translated in ``messages.po``) that names the
+transformation with the check's own argument and output names, never a number of the case:
+the same transformation has the same hint on every case, public or hidden. So ``contract.
+assess`` names it as it names a known mistake, with the same guard: on a case where its
+outputs are the reference's (a degenerate case: one key, a symmetric matrix), it names
+nothing there. A hand-written mistake whose outputs a transformation repeats speaks first,
+and a transformation repeating an earlier one is withdrawn from that case.
+
+"On every failing case": whether a hint may be named at all is decided over a check's cases
+by ``contract.consistent`` (it ships: the student's checker, the in-kernel hidden check and
+the grader apply it alike): a hint is kept only if, on every case where it applies (its
+outputs differ from the reference's) and the function failed, the function's result matches
+it. Public and hidden cases are decided apart, so a hidden case can never change a public
+message. One shape for hand-written and derived mistakes: a coincidence on one degenerate case
+never names a mistake the other cases contradict.
+
+Trusted side only: it calls the reference.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+
+import numpy as np
+
+from autograder.checking import casefile, messages
+from autograder.student.contract import Case, normalise
+
+__all__ = ["transformations", "translated", "TEMPLATES"]
+
+#: the transformations' message ids; their English templates are ``messages.GRADER``'s
+TEMPLATES = (
+    "diagnosis.transposed",
+    "diagnosis.negated",
+    "diagnosis.scaled",
+    "diagnosis.power",
+    "diagnosis.mask_dropped",
+    "diagnosis.mask_inverted",
+    "diagnosis.shifted",
+    "diagnosis.flag",
+    "diagnosis.other_axis",
+    "diagnosis.output_scaled",
+    "diagnosis.outputs_scaled",
+    "diagnosis.output_negated",
+    "diagnosis.outputs_negated",
+    "diagnosis.swapped",
+    "diagnosis.output_transposed",
+)
+#: a parameter that is a message itself: its possible message ids (the last matches anything)
+NESTED = {
+    "factor": ("diagnosis.factor.last", "diagnosis.factor.other", "diagnosis.factor.plain"),
+    "power": ("diagnosis.power.square", "diagnosis.power.square_root"),
+}
+#: the most outputs a check may have for the per-output transformations (a pair per output)
+MAX_OUTPUTS = 6
+
+
+def _signature(reference):
+    fn = reference.resolve() if hasattr(reference, "resolve") else reference
+    try:
+        return inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return {}
+
+
+def _named_args(reference, case: Case) -> list[tuple[str, str | int, object, object]]:
+    """(name, where: a position or a keyword, value, the parameter's default) per argument."""
+    params = list(_signature(reference).values())
+    out = []
+    for i, a in enumerate(case.args):
+        p = params[i] if i < len(params) else None
+        out.append((p.name if p else f"argument {i + 1}", i, a, p.default if p else None))
+    for k, a in case.kwargs.items():
+        p = _signature(reference).get(k)
+        out.append((k, k, a, p.default if p is not None else None))
+    return out
+
+
+def _with(case: Case, where, new) -> Case:
+    args, kwargs = list(case.args), dict(case.kwargs)
+    if isinstance(where, int):
+        args[where] = new
+    else:
+        kwargs[where] = new
+    return Case(case.name, tuple(args), kwargs)
+
+
+def _is_float(a) -> bool:
+    return isinstance(a, np.ndarray) and a.dtype.kind == "f"
+
+
+def _input_changes(reference, case: Case):
+    """(message id, params, the case with one input changed) of every input transformation."""
+    named = _named_args(reference, case)
+    for name, where, a, default in named:
+        if isinstance(a, np.ndarray) and a.ndim >= 2 and a.dtype.kind in "fb":
+            yield "diagnosis.transposed", {"arg": name}, _with(case, where, np.swapaxes(a, -1, -2))
+        if _is_float(a) and a.size:
+            yield "diagnosis.negated", {"arg": name}, _with(case, where, -a)
+            root = math.sqrt(a.shape[-1]) if a.ndim else None
+            if root and root != 1:
+                for factor, value in (("√d", root), ("1/√d", 1 / root)):
+                    yield (
+                        "diagnosis.scaled",
+                        {"arg": name, "factor": factor},
+                        _with(case, where, a * value),
+                    )
+            if a.ndim <= 1 and np.all(a > 0):
+                for power, value in (("square", a * a), ("square_root", np.sqrt(a))):
+                    found = {"arg": name, "power": (f"diagnosis.power.{power}", {})}
+                    yield "diagnosis.power", found, _with(case, where, value)
+        if isinstance(a, float) and a > 0 and a != 1:
+            for power, value in (("square", a * a), ("square_root", math.sqrt(a))):
+                found = {"arg": name, "power": (f"diagnosis.power.{power}", {})}
+                yield "diagnosis.power", found, _with(case, where, value)
+        if isinstance(a, np.ndarray) and a.dtype == bool and a.size:
+            dropped = None if default is None else np.ones_like(a)
+            yield "diagnosis.mask_dropped", {"arg": name}, _with(case, where, dropped)
+            yield "diagnosis.mask_inverted", {"arg": name}, _with(case, where, ~a)
+        if isinstance(a, bool):
+            yield "diagnosis.flag", {"arg": name}, _with(case, where, not a)
+        elif isinstance(a, int) or (isinstance(a, np.ndarray) and a.dtype.kind in "iu" and a.size):
+            for step in ("+1", "-1"):
+                yield (
+                    "diagnosis.shifted",
+                    {"arg": name, "step": step},
+                    _with(case, where, a + int(step)),
+                )
+    arrays = [(w, a) for _, w, a, _ in named if isinstance(a, np.ndarray) and a.ndim >= 2]
+    if arrays:
+        swapped = case
+        for where, a in arrays:
+            swapped = _with(swapped, where, np.swapaxes(a, -1, -2))
+        yield "diagnosis.other_axis", {}, swapped
+
+
+def _sizes(reference, case: Case) -> list[tuple[str, str, int]]:
+    """(kind: "d" for a last axis, "n" for another; the argument's name; the length), each
+    length once, in the order of the arguments, last axes first."""
+    seen, out = set(), []
+    arrays = [(n, a) for n, _, a, _ in _named_args(reference, case) if isinstance(a, np.ndarray)]
+    for kind, axes in (("d", lambda a: a.shape[-1:]), ("n", lambda a: a.shape[:-1])):
+        for name, a in arrays:
+            for size in axes(a):
+                if size > 1 and size not in seen:
+                    seen.add(size)
+                    out.append((kind, name, int(size)))
+    return out
+
+
+def _output_changes(reference, case: Case, names: tuple, expected: tuple):
+    """(message id, params, outputs) of every output transformation."""
+    floats = [e.dtype.kind == "f" for e in expected]
+    plain = "diagnosis.factor.plain"
+    factors = [((plain, {"factor": "2"}), 2.0), ((plain, {"factor": "1/2"}), 0.5)]
+    for kind, arg, size in _sizes(reference, case):
+        pairs = [(kind, size), (f"1/{kind}", 1 / size)]
+        if kind == "d":
+            pairs += [(f"√{kind}", math.sqrt(size)), (f"1/√{kind}", 1 / math.sqrt(size))]
+        which = "diagnosis.factor.last" if kind == "d" else "diagnosis.factor.other"
+        factors += [((which, {"factor": label, "arg": arg}), value) for label, value in pairs]
+    several = 1 < len(expected) <= MAX_OUTPUTS
+    for factor, value in factors:
+        if all(floats):
+            found = {"factor": factor}
+            yield "diagnosis.outputs_scaled", found, tuple(e * value for e in expected)
+        for i, name in enumerate(names if several else ()):
+            if floats[i]:
+                found = {"output": name, "factor": factor}
+                changed = tuple(e * value if j == i else e for j, e in enumerate(expected))
+                yield "diagnosis.output_scaled", found, changed
+    if all(floats):
+        yield "diagnosis.outputs_negated", {}, tuple(-e for e in expected)
+    for i, name in enumerate(names if several else ()):
+        if floats[i]:
+            changed = tuple(-e if j == i else e for j, e in enumerate(expected))
+            yield "diagnosis.output_negated", {"output": name}, changed
+    for i, first in enumerate(names):
+        for j in range(i + 1, len(expected)):
+            if expected[i].shape == expected[j].shape and expected[i].dtype == expected[j].dtype:
+                changed = list(expected)
+                changed[i], changed[j] = expected[j], expected[i]
+                yield "diagnosis.swapped", {"first": first, "second": names[j]}, tuple(changed)
+    for i, name in enumerate(names):
+        e = expected[i]
+        if e.ndim >= 2 and e.shape[-1] == e.shape[-2]:
+            changed = tuple(np.swapaxes(x, -1, -2) if j == i else x for j, x in enumerate(expected))
+            yield "diagnosis.output_transposed", {"output": name}, changed
+
+
+def hint(key: str, params: dict, language: str = messages.ENGLISH) -> str:
+    """A transformation's hint in ``language``: its template, its names filled in (a
+    parameter in ``NESTED`` is a (message id, params) pair, worded first)."""
+    return messages.say(language, key, **params)
+
+
+def transformations(
+    check, case: Case, expected: tuple, language: str = messages.ENGLISH
+) -> list[tuple[str, tuple[np.ndarray, ...]]]:
+    """(hint, outputs) of every transformation of the reference that applies to ``case`` (its
+    arguments as stored; ``expected``: the reference's outputs), in the family's order. Not
+    deduplicated: ``checks.mistake_outputs`` withdraws what an earlier mistake repeats and
+    what the reference itself returns."""
+    if check.comparator.get("kind", "allclose") != "allclose":
+        return []
+    expected = tuple(np.asarray(e) for e in expected)
+    names = tuple(check.outputs) if len(check.outputs) == len(expected) else ()
+    names = names or tuple(f"output {i + 1}" for i in range(len(expected)))
+    out = []
+    if check.answer is None:  # the expected outputs are the reference's: it can be re-called
+        for key, params, changed in _input_changes(check.reference, case):
+            try:
+                with np.errstate(all="ignore"):
+                    outputs = normalise(_call(check.reference, changed))
+            except Exception:  # noqa: BLE001 - the reference refuses such input: no meaning here
+                continue
+            if len(outputs) == len(expected) and all(
+                o.shape == e.shape for o, e in zip(outputs, expected)
+            ):
+                out.append((hint(key, params, language), outputs))
+    with np.errstate(all="ignore"):
+        for key, params, outputs in _output_changes(check.reference, case, names, expected):
+            out.append((hint(key, params, language), outputs))
+    return out
+
+
+def _call(reference, case: Case):
+    args, kwargs = casefile.as_stored(case).fresh()
+    return reference(*args, **kwargs)
+
+
+# ----------------------------------------------------------------------------------------
+# a hint in another language: the grader prepares its cases once, in English, and words a
+# submission's feedback in its notebook's language (``checks.localised``)
+
+
+def _pattern(template: str) -> re.Pattern:
+    parts = re.split(r"(\{[a-z_]+\})", template)
+    body = "".join(
+        f"(?P<{p[1:-1]}>.+?)" if p.startswith("{") and p.endswith("}") else re.escape(p)
+        for p in parts
+    )
+    return re.compile(body + r"\Z")
+
+
+def _parse(text: str) -> tuple[str, dict] | None:
+    """(message id, params) of an English diagnosis hint, or None if it is not one."""
+    english = messages.catalog(messages.ENGLISH)
+    for key in TEMPLATES:
+        found = _pattern(english[key]).match(text)
+        if not found:
+            continue
+        params = dict(found.groupdict())
+        for name, choices in NESTED.items():
+            if name not in params:
+                continue
+            for inner in choices:
+                matched = _pattern(english[inner]).match(params[name])
+                if matched:
+                    params[name] = (inner, dict(matched.groupdict()))
+                    break
+        if hint(key, params) == text:
+            return key, params
+    return None
+
+
+def translated(text: str, language: str) -> str | None:
+    """An English diagnosis hint in ``language``, or None if ``text`` is not one."""
+    parsed = _parse(text)
+    return None if parsed is None else hint(*parsed, language)
