@@ -17,6 +17,7 @@ import json
 
 import numpy as np
 
+from autograder.student import contract
 from autograder.student.contract import FORMAT_VERSION, Case, Seeded, value
 from autograder.student.frames import pack
 
@@ -63,6 +64,23 @@ def as_stored(case: Case) -> Case:
     )
 
 
+class Derived(tuple):
+    """A mistake's outputs made from the expected ones by ``recipe`` (``contract.derived``):
+    stored as the recipe, a few numbers, not as arrays (``diagnosis``'s output changes)."""
+
+    def __new__(cls, expected, recipe):
+        self = super().__new__(cls, contract.derived(expected, recipe))
+        self.recipe = tuple((int(i), f if f is None else float(f), bool(t)) for i, f, t in recipe)
+        return self
+
+
+def _mistake(hint: str, outputs, arrays: dict) -> dict:
+    recipe = getattr(outputs, "recipe", None)
+    if recipe is not None:
+        return {"hint": hint, "recipe": [list(r) for r in recipe]}
+    return {"hint": hint, "outputs": [encode(np.asarray(o), arrays) for o in outputs]}
+
+
 def save_cases(path, assignment: str, checks: dict, messages: dict | None = None) -> None:
     """Write ``public_cases.npz``: checks is name -> {"spec": Spec, "cases": [Case]}, every case
     with its ``expected`` answer (an ``Expected`` ships its scale) and its ``mistakes``;
@@ -87,10 +105,7 @@ def save_cases(path, assignment: str, checks: dict, messages: dict | None = None
                         None if sc is None else encode(np.asarray(sc, dtype=np.float64), arrays)
                         for sc in scale
                     ],
-                    "mistakes": [
-                        {"hint": hint, "outputs": [encode(np.asarray(o), arrays) for o in outs]}
-                        for hint, outs in case.mistakes
-                    ],
+                    "mistakes": [_mistake(hint, outs, arrays) for hint, outs in case.mistakes],
                 }
             )
         meta["checks"][name] = {"spec": entry["spec"].as_json(), "cases": cases}

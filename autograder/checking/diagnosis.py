@@ -69,7 +69,12 @@ TEMPLATES = (
 )
 #: a parameter that is a message itself: its possible message ids (the last matches anything)
 NESTED = {
-    "factor": ("diagnosis.factor.last", "diagnosis.factor.other", "diagnosis.factor.plain"),
+    "factor": (
+        "diagnosis.factor.last",
+        "diagnosis.factor.other",
+        "diagnosis.factor.value",
+        "diagnosis.factor.plain",
+    ),
     "power": ("diagnosis.power.square", "diagnosis.power.square_root"),
 }
 #: the most outputs a check may have for the per-output transformations (a pair per output)
@@ -180,33 +185,44 @@ def _output_changes(reference, case: Case, names: tuple, expected: tuple):
             pairs += [(f"√{kind}", math.sqrt(size)), (f"1/√{kind}", 1 / math.sqrt(size))]
         which = "diagnosis.factor.last" if kind == "d" else "diagnosis.factor.other"
         factors += [((which, {"factor": label, "arg": arg}), value) for label, value in pairs]
+    for name, _, a, _ in _named_args(reference, case):
+        if isinstance(a, (int, float)) and not isinstance(a, bool) and a > 0 and a != 1:
+            pairs = [("x", a), ("1/x", 1 / a), ("√x", math.sqrt(a)), ("1/√x", 1 / math.sqrt(a))]
+            which = "diagnosis.factor.value"
+            factors += [((which, {"factor": label, "arg": name}), value) for label, value in pairs]
     several = 1 < len(expected) <= MAX_OUTPUTS
+    same = [(i, None, False) for i in range(len(expected))]
+
+    def made(changes: dict) -> casefile.Derived:
+        return casefile.Derived(expected, [changes.get(i, r) for i, r in enumerate(same)])
+
     for factor, value in factors:
         if all(floats):
             found = {"factor": factor}
-            yield "diagnosis.outputs_scaled", found, tuple(e * value for e in expected)
+            yield (
+                "diagnosis.outputs_scaled",
+                found,
+                made({i: (i, value, False) for i in range(len(expected))}),
+            )
         for i, name in enumerate(names if several else ()):
             if floats[i]:
                 found = {"output": name, "factor": factor}
-                changed = tuple(e * value if j == i else e for j, e in enumerate(expected))
-                yield "diagnosis.output_scaled", found, changed
+                yield "diagnosis.output_scaled", found, made({i: (i, value, False)})
     if all(floats):
-        yield "diagnosis.outputs_negated", {}, tuple(-e for e in expected)
+        negated = {i: (i, -1.0, False) for i in range(len(expected))}
+        yield "diagnosis.outputs_negated", {}, made(negated)
     for i, name in enumerate(names if several else ()):
         if floats[i]:
-            changed = tuple(-e if j == i else e for j, e in enumerate(expected))
-            yield "diagnosis.output_negated", {"output": name}, changed
+            yield "diagnosis.output_negated", {"output": name}, made({i: (i, -1.0, False)})
     for i, first in enumerate(names):
         for j in range(i + 1, len(expected)):
             if expected[i].shape == expected[j].shape and expected[i].dtype == expected[j].dtype:
-                changed = list(expected)
-                changed[i], changed[j] = expected[j], expected[i]
-                yield "diagnosis.swapped", {"first": first, "second": names[j]}, tuple(changed)
+                swapped = {i: (j, None, False), j: (i, None, False)}
+                yield "diagnosis.swapped", {"first": first, "second": names[j]}, made(swapped)
     for i, name in enumerate(names):
         e = expected[i]
         if e.ndim >= 2 and e.shape[-1] == e.shape[-2]:
-            changed = tuple(np.swapaxes(x, -1, -2) if j == i else x for j, x in enumerate(expected))
-            yield "diagnosis.output_transposed", {"output": name}, changed
+            yield "diagnosis.output_transposed", {"output": name}, made({i: (i, None, True)})
 
 
 def hint(key: str, params: dict, language: str = messages.ENGLISH) -> str:
@@ -228,6 +244,9 @@ def transformations(
     names = tuple(check.outputs) if len(check.outputs) == len(expected) else ()
     names = names or tuple(f"output {i + 1}" for i in range(len(expected)))
     out = []
+    with np.errstate(all="ignore"):  # the simplest explanations first: an output changed
+        for key, params, outputs in _output_changes(check.reference, case, names, expected):
+            out.append((hint(key, params, language), outputs))
     if check.answer is None:  # the expected outputs are the reference's: it can be re-called
         for key, params, changed in _input_changes(check.reference, case):
             try:
@@ -239,9 +258,6 @@ def transformations(
                 o.shape == e.shape for o, e in zip(outputs, expected)
             ):
                 out.append((hint(key, params, language), outputs))
-    with np.errstate(all="ignore"):
-        for key, params, outputs in _output_changes(check.reference, case, names, expected):
-            out.append((hint(key, params, language), outputs))
     return out
 
 

@@ -128,6 +128,7 @@ GRADER = {
     "applied or dropped)",
     "diagnosis.factor.other": "{factor}, n the length of an axis of `{arg}` other than its last "
     "(a sum where a mean is due, or the reverse)",
+    "diagnosis.factor.value": "{factor}, x the value of `{arg}`",
     "diagnosis.outputs_negated": "the expected result with its sign flipped",
     "diagnosis.output_negated": "the expected {output} with its sign flipped (the other outputs "
     "are right)",

@@ -38,7 +38,8 @@ from typing import NamedTuple
 import numpy as np
 
 CASES_FILE = "public_cases.npz"
-FORMAT_VERSION = 4  # 3: a case may carry its outputs' scale (Expected); 4: the message catalog
+FORMAT_VERSION = 5  # 3: a case may carry its outputs' scale (Expected); 4: the message catalog;
+# 5: a derived mistake may be stored as a recipe of the expected outputs (``derived``)
 
 #: the messages the checker words, English (message id -> template with named placeholders)
 MESSAGES = {
@@ -300,13 +301,29 @@ def _case(stored: dict, arrays) -> Case:
         return tuple(None if s is None else value(s, arrays) for s in specs)
 
     scale = None if stored["scale"] is None else read(stored["scale"])
+    exp = Expected(read(stored["expected"]), scale)
     return Case(
         stored["name"],
         read(stored["args"]),
         {k: value(v, arrays) for k, v in stored["kwargs"].items()},
-        Expected(read(stored["expected"]), scale),
-        tuple((m["hint"], read(m["outputs"])) for m in stored["mistakes"]),
+        exp,
+        tuple(
+            (m["hint"], derived(exp, m["recipe"]) if "recipe" in m else read(m["outputs"]))
+            for m in stored["mistakes"]
+        ),
     )
+
+
+def derived(expected: tuple, recipe) -> tuple:
+    """A mistake's outputs made from the expected ones (a systematic mistake of
+    ``autograder/checking/diagnosis.py``: an output scaled, negated, transposed, two swapped):
+    per output, (the index of the expected output it is made from, a factor or None, whether
+    its last two axes are swapped)."""
+    out = []
+    for i, factor, transposed in recipe:
+        made = expected[i] if factor is None else expected[i] * factor
+        out.append(np.swapaxes(made, -1, -2) if transposed else made)
+    return tuple(out)
 
 
 # ----------------------------------------------------------------------------------------
