@@ -67,13 +67,12 @@ TEMPLATES = (
     "diagnosis.swapped",
     "diagnosis.output_transposed",
 )
-#: a parameter that is a message itself: its possible message ids (the last matches anything)
+#: a parameter that may be a message itself: its possible message ids (else a plain word)
 NESTED = {
     "factor": (
         "diagnosis.factor.last",
         "diagnosis.factor.other",
         "diagnosis.factor.value",
-        "diagnosis.factor.plain",
     ),
     "power": ("diagnosis.power.square", "diagnosis.power.square_root"),
 }
@@ -177,8 +176,7 @@ def _sizes(reference, case: Case) -> list[tuple[str, str, int]]:
 def _output_changes(reference, case: Case, names: tuple, expected: tuple):
     """(message id, params, outputs) of every output transformation."""
     floats = [e.dtype.kind == "f" for e in expected]
-    plain = "diagnosis.factor.plain"
-    factors = [((plain, {"factor": "2"}), 2.0), ((plain, {"factor": "1/2"}), 0.5)]
+    factors = [("2", 2.0), ("1/2", 0.5)]  # a factor in a word of its own
     for kind, arg, size in _sizes(reference, case):
         pairs = [(kind, size), (f"1/{kind}", 1 / size)]
         if kind == "d":

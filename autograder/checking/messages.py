@@ -123,7 +123,6 @@ GRADER = {
     "diagnosis.outputs_scaled": "the expected result multiplied by {factor}",
     "diagnosis.output_scaled": "the expected {output} multiplied by {factor} (the other outputs "
     "are right)",
-    "diagnosis.factor.plain": "{factor}",
     "diagnosis.factor.last": "{factor}, d the length of the last axis of `{arg}` (a scale "
     "applied or dropped)",
     "diagnosis.factor.other": "{factor}, n the length of an axis of `{arg}` other than its last "
