@@ -67,13 +67,14 @@ def test_every_chapter_module_registers_exactly_its_own_assignment():
 #: 797 (issue 45, diagnosis that generalises): ``consistent`` (a mistake is named only where
 #: every failing case of its kind agrees, so the checker, the hidden check and the grader
 #: decide alike), ``derived`` (a systematic mistake's outputs read as a recipe of the expected
-#: ones, not stored as arrays) and ``run_cases`` running every case before judging any
-SHIPPED_LINES = 797
+#: ones, not stored as arrays), ``run_cases`` running every case before judging any, and the
+#: finding of outputs returned in another order (802)
+SHIPPED_LINES = 802
 #: the shipped checker's lines of *code*, issue 36's bound: docstrings, comments, blank lines
 #: and the message catalog's data (``MESSAGES``) apart (546 before issue 36, 396 after; 421
-#: with issue 44's typed ``Spec`` and ``Finding``; 447 with issue 45's ``consistent`` and
-#: ``derived``)
-SHIPPED_CODE_LINES = 447
+#: with issue 44's typed ``Spec`` and ``Finding``; 450 with issue 45's ``consistent``,
+#: ``derived`` and the outputs' order)
+SHIPPED_CODE_LINES = 450
 
 
 def code_lines(text: str) -> int:

@@ -23,9 +23,9 @@ from autograder.student.contract import Case, Expected, Finding, Outcome, Spec
 #: issue 45's bar: the share of the unseen corpus that loses points AND gets a named diagnosis
 NAMED_RATE = 0.60
 #: measured on this corpus (62 wrong implementations, public and hidden cases of seed 7):
-#: 42 of 62 named before the diagnosis (the chapters' hand-written hints and the shape
-#: diagnosis alone), 54 of 62 with it
-NAMED_BEFORE, NAMED_AFTER = 42, 54
+#: 43 of 62 named before the diagnosis (the chapters' hand-written hints and the shape
+#: diagnosis alone), 55 of 62 with it
+NAMED_BEFORE, NAMED_AFTER = 43, 55
 HIDDEN_SEED = 7
 
 
@@ -41,9 +41,10 @@ def judged(name: str, fn, seed: int = HIDDEN_SEED) -> list[tuple[Case, tuple]]:
 
 
 def named(finding: Finding) -> bool:
-    """A specific diagnosis: a mistake named (hand-written or derived), or a shape mismatch
-    explained (swapped axes, a missing or an extra axis); not "wrong in X of Y entries"."""
-    if finding.key == "mistake":
+    """A specific diagnosis: a mistake named (hand-written or derived), outputs in another
+    order, or a shape mismatch explained (swapped axes, a missing or an extra axis); not
+    "wrong in X of Y entries"."""
+    if finding.key in ("mistake", "order"):
         return True
     return finding.key.startswith("shape.") and finding.params["because"].key == "because"
 
@@ -283,3 +284,25 @@ def test_a_derived_output_change_is_stored_as_a_recipe_and_read_back_identical(t
         assert [h for h, _ in mine.mistakes] == [h for h, _ in theirs.mistakes]
         for (_, outs), (_, back) in zip(mine.mistakes, theirs.mistakes):
             assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(outs, back))
+
+
+def test_outputs_of_the_expected_shapes_in_another_order_are_named_in_both_languages():
+    """Two outputs swapped whose shapes differ: no array comparison can name it, the shapes
+    do; a hidden case says it as the public one does (names of the check only)."""
+    name = "coverage_attention_steps"
+    wrong = dict((what, fn) for n, what, fn in CORPUS if n == name)["outputs in the wrong order"]
+    spec = checks.spec(name)
+    public = checks.prepare(name, checks.public_cases(name)[0])
+    hidden = checks.prepare(name, checks.hidden_cases(name, HIDDEN_SEED)[0], True)
+    for case in (public, hidden):
+        outcome = contract.run_case(wrong, *case.fresh())
+        passed, finding, _ = contract.assess(spec, case, outcome)
+        assert not passed and finding == Finding("order", {"names": "weights, loss"})
+        english = judging.judge(spec, case, outcome).message
+        chinese = judging.judge(spec, case, outcome, "zh_CN").message
+        assert english.endswith("return weights, loss, in this order."), english
+        assert "请按 weights, loss 的顺序返回" in chinese, chinese
+    one = Spec("g", ("a", "b"))
+    same = Case("c", (), {}, Expected((np.zeros(2), np.ones(2))))
+    swapped = Outcome("value", (np.ones(2), np.zeros(2)))
+    assert contract.assess(one, same, swapped)[1].key == "values.at"  # same shapes: values say

@@ -7,11 +7,14 @@ contract itself (``contract.judge``), so a message reads the same locally and in
 hidden case is worded here, with one of a fixed few texts: functions only of the check's
 public description, the case's name and expected shape, and a classification of the failure
 (the error class of ``contract.ERRORS``, the bad return, "a different number of outputs",
-"another shape" with a diagnosis of five, a known mistake of the chapter's list, "another
-dtype", NaN or inf, "most" or "some" of the entries wrong, "accuracy below the threshold").
-A submission that holds its hidden inputs can thus write into its feedback only which of
-those texts it gets, never a number it chose (docs/threat-model.md, "Judging and
-feedback"). ``summary`` shows a check's failing hidden cases as the first one's message and
+"another shape" with a diagnosis of five, "the outputs in another order", a known mistake of
+the chapter's list or one derived from the reference, "another dtype", NaN or inf, "most" or
+"some" of the entries wrong, "accuracy below the threshold"). A derived mistake's hint
+(``autograder/checking/diagnosis.py``) is a fixed template filled with the check's argument
+and output names and fixed labels ("√d", "+1"), never a number of the case, and it is named
+only where every failing hidden case agrees (``contract.consistent``). A submission that holds
+its hidden inputs can thus write into its feedback only which of those texts it gets, never a
+number it chose (docs/threat-model.md, "Judging and feedback"). ``summary`` shows a check's failing hidden cases as the first one's message and
 the others' names only.
 """
 
@@ -72,7 +75,7 @@ for _key in ("shape.axis", "shape.axes", "shape.ndim.one", "shape.ndim.many"):
 for _key in ("mask", "mask.at"):
     _HIDDEN[_key] = ("hidden.mask", lambda p: {"output": p["output"], "share": _share(p)})
 #: said as they are: no number in them (an error class, a bad return, a known mistake's hint)
-UNCHANGED = {"not_implemented", "raised", "raised_import", "mistake"} | {
+UNCHANGED = {"not_implemented", "raised", "raised_import", "mistake", "order"} | {
     f"bad.{code}" for code in contract.BAD_RETURNS
 }
 

@@ -87,6 +87,8 @@ MESSAGES = {
     "bound.scaled": "{allowed} there (atol={atol} times the size of the terms this entry is "
     "computed from, + rtol={rtol} * |expected|)",
     "mistake": "your result matches a known mistake: {hint}",
+    "order": "your outputs have the expected shapes in another order: return {names}, in this "
+    "order.",
     "tokens.ndim.one": "expected predictions of shape ({rows}, n_out) (one row of token ids "
     "per input sentence), got 1 axis.",
     "tokens.ndim.many": "expected predictions of shape ({rows}, n_out) (one row of token ids "
@@ -618,6 +620,9 @@ def assess(spec: Spec, case: Case, outcome: Outcome) -> tuple[bool, Finding | No
     comparator = spec.comparator
     if comparator.get("kind", "allclose") in ("accuracy", "tokens"):
         return _sequence_finding(spec, expected, got)
+    shapes, got_shapes = [tuple(e.shape) for e in expected], [tuple(g.shape) for g in got]
+    if shapes != got_shapes and sorted(shapes) == sorted(got_shapes) and len(set(shapes)) > 1:
+        return False, Finding("order", {"names": ", ".join(names)}), None  # two outputs swapped
     for output, exp, g in zip(names, expected, got):
         if tuple(exp.shape) != tuple(g.shape):
             kind, found = shape_finding(output, exp.shape, g.shape)
