@@ -446,7 +446,8 @@ WRONG = {
         "softmax over the batch": (context_batch_axis, True),
         "mask ignored": (context_no_mask, True),
         "softmax without the max shift": (context_unshifted, False),
-        "coverage subtracted": (context_minus_coverage, False),
+        # no hint of the chapter's: named by the diagnosis (`coverage` negated, a sign)
+        "coverage subtracted": (context_minus_coverage, True),
     },
     "location_aware_context": {
         "correlation (filter not flipped)": (location_correlation, True),

@@ -64,9 +64,10 @@ def as_stored(case: Case) -> Case:
     )
 
 
-class Derived(tuple):
-    """A mistake's outputs made from the expected ones by ``recipe`` (``contract.derived``):
-    stored as the recipe, a few numbers, not as arrays (``diagnosis``'s output changes)."""
+class Recipe(contract.Derived):
+    """A derived mistake's outputs made from the expected ones by ``recipe``
+    (``contract.derived``): stored as the recipe, a few numbers, not as arrays
+    (``diagnosis``'s output changes)."""
 
     def __new__(cls, expected, recipe):
         self = super().__new__(cls, contract.derived(expected, recipe))
@@ -75,10 +76,13 @@ class Derived(tuple):
 
 
 def _mistake(hint: str, outputs, arrays: dict) -> dict:
+    stored = {"hint": hint}
+    if isinstance(outputs, contract.Derived):
+        stored["derived"] = True  # named only where every failing case agrees
     recipe = getattr(outputs, "recipe", None)
     if recipe is not None:
-        return {"hint": hint, "recipe": [list(r) for r in recipe]}
-    return {"hint": hint, "outputs": [encode(np.asarray(o), arrays) for o in outputs]}
+        return {**stored, "recipe": [list(r) for r in recipe]}
+    return {**stored, "outputs": [encode(np.asarray(o), arrays) for o in outputs]}
 
 
 def save_cases(path, assignment: str, checks: dict, messages: dict | None = None) -> None:

@@ -465,12 +465,16 @@ def spec(name: str, language: str = "en") -> contract.Spec:
 
 
 def mistake_outputs(
-    name: str, case: Case, language: str = "en", answer: contract.Expected | None = None
+    name: str,
+    case: Case,
+    language: str = "en",
+    answer: contract.Expected | None = None,
+    hidden: bool = False,
 ) -> list[tuple[str, tuple[np.ndarray, ...]]]:
     """(hint, normalised outputs) of every known mistake that applies to this case, then of
-    every systematic mistake derived from the reference (``diagnosis.transformations``) whose
-    outputs differ from the reference's (``answer``, computed if not given) and from every
-    earlier mistake's on this case."""
+    every systematic mistake derived from the reference (``diagnosis.transformations``: for a
+    ``hidden`` case, named by its kind alone) whose outputs differ from the reference's
+    (``answer``, computed if not given) and from every earlier mistake's on this case."""
     check, out = _get(name), []
     for mistake in check.mistakes:
         try:
@@ -480,7 +484,8 @@ def mistake_outputs(
         out.append((translated_hint(mistake.hint, language, check.assignment), outputs))
     answer = expected(name, case) if answer is None else answer
     scales = answer.scale or (None,) * len(answer)
-    for hint, outputs in diagnosis.transformations(check, case, tuple(answer), language):
+    derived = diagnosis.transformations(check, case, tuple(answer), language, hidden)
+    for hint, outputs in derived:
         same = contract._matches(tuple(answer), outputs, check.rtol, check.atol, scales)
         if not same and not any(_same_outputs(outputs, earlier) for _, earlier in out):
             out.append((hint, outputs))
@@ -495,7 +500,7 @@ def prepare(name: str, case: Case, hidden: bool = False, language: str = "en") -
     return dataclasses.replace(
         stored,
         expected=answer,
-        mistakes=tuple(mistake_outputs(name, stored, language, answer)),
+        mistakes=tuple(mistake_outputs(name, stored, language, answer, hidden)),
         hidden=hidden,
     )
 

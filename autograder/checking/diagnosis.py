@@ -11,9 +11,13 @@ reference computation, each a mistake a student makes without thinking of it:
   flag flipped; every array computed along the other of its last two axes;
 - an output transformed after it: multiplied by d, 1/d, sqrt(d) or 1/sqrt(d) (d: the length
   of an argument's last axis: a scale applied or dropped), by n or 1/n (n: the length of
-  another axis: a sum where a mean is due, or the reverse), by 2 or 1/2, or by -1 (a sign);
+  another axis: a sum where a mean is due, or the reverse), by x, 1/x, sqrt(x) or 1/sqrt(x)
+  (x: a positive number argument, a bandwidth or a width), by 2 or 1/2, or by -1 (a sign);
   all outputs at once or one of several; two outputs of the same shape swapped; an output
-  with its last two axes swapped.
+  with its last two axes swapped. (Outputs of the expected shapes in another order are the
+  judge's own finding, ``order``; a squeezed or kept axis its shape diagnosis.)
+
+The output changes come first (the simplest explanation speaks when two coincide).
 
 Each yields outputs that go into ``Case.mistakes`` beside the hand-written ones
 (``checks.mistake_outputs``), with a hint worded from a fixed template of the message
@@ -25,13 +29,23 @@ outputs are the reference's (a degenerate case: one key, a symmetric matrix), it
 nothing there. A hand-written mistake whose outputs a transformation repeats speaks first,
 and a transformation repeating an earlier one is withdrawn from that case.
 
-"On every failing case": whether a hint may be named at all is decided over a check's cases
-by ``contract.consistent`` (it ships: the student's checker, the in-kernel hidden check and
-the grader apply it alike): a hint is kept only if, on every case where it applies (its
-outputs differ from the reference's) and the function failed, the function's result matches
-it. Public and hidden cases are decided apart, so a hidden case can never change a public
-message. One shape for hand-written and derived mistakes: a coincidence on one degenerate case
-never names a mistake the other cases contradict.
+"On every failing case": whether a derived hint may be named at all is decided over a
+check's cases by ``contract.consistent`` (it ships: the student's checker, the in-kernel
+hidden check and the grader apply it alike, each after running every case of the check): a
+derived mistake (its outputs a ``contract.Derived``) is kept only if, on every case where it
+applies (its outputs differ from the reference's) and the function returned values that
+fail, those values match it. The hint is its identity (a hidden case's kind sentence may
+stand for several). Public and hidden cases are decided apart, so a hidden case can never
+change a public message; an error is its own finding and refutes nothing. This is the
+simplest shape that needs no per-check precomputation: the judge stays per case (``assess``
+unchanged), and the rule only removes a derived mistake from the cases it would mislead on.
+A mistake declared by hand keeps its author's scope: named wherever it matches.
+
+A hidden case names a derived mistake by its kind alone (``KIND``: seven fixed sentences,
+``diagnosis.kind.*``), so a hidden case says at most seven more things than before
+(docs/threat-model.md, "Judging and feedback": at most 64); a public case names it in full.
+An output change is stored as a recipe of the expected outputs (``casefile.Recipe``,
+``contract.derived``), not as arrays.
 
 Trusted side only: it calls the reference.
 """
@@ -45,6 +59,7 @@ import re
 import numpy as np
 
 from autograder.checking import casefile, messages
+from autograder.student import contract
 from autograder.student.contract import Case, normalise
 
 __all__ = ["transformations", "translated", "TEMPLATES"]
@@ -67,6 +82,26 @@ TEMPLATES = (
     "diagnosis.swapped",
     "diagnosis.output_transposed",
 )
+#: what a hidden case says of a transformation: its kind alone, one of a fixed few sentences
+#: (``diagnosis.kind.*``), so that the derived mistakes add at most that many hidden messages
+#: (docs/threat-model.md, "Judging and feedback": a hidden case says at most 64 things)
+KIND = {
+    "diagnosis.transposed": "transposed",
+    "diagnosis.output_transposed": "transposed",
+    "diagnosis.negated": "sign",
+    "diagnosis.outputs_negated": "sign",
+    "diagnosis.output_negated": "sign",
+    "diagnosis.scaled": "scale",
+    "diagnosis.power": "scale",
+    "diagnosis.outputs_scaled": "scale",
+    "diagnosis.output_scaled": "scale",
+    "diagnosis.mask_dropped": "mask",
+    "diagnosis.mask_inverted": "mask",
+    "diagnosis.shifted": "shift",
+    "diagnosis.flag": "shift",
+    "diagnosis.other_axis": "axis",
+    "diagnosis.swapped": "swapped",
+}
 #: a parameter that may be a message itself: its possible message ids (else a plain word)
 NESTED = {
     "factor": (
@@ -191,8 +226,8 @@ def _output_changes(reference, case: Case, names: tuple, expected: tuple):
     several = 1 < len(expected) <= MAX_OUTPUTS
     same = [(i, None, False) for i in range(len(expected))]
 
-    def made(changes: dict) -> casefile.Derived:
-        return casefile.Derived(expected, [changes.get(i, r) for i, r in enumerate(same)])
+    def made(changes: dict) -> casefile.Recipe:
+        return casefile.Recipe(expected, [changes.get(i, r) for i, r in enumerate(same)])
 
     for factor, value in factors:
         if all(floats):
@@ -230,12 +265,19 @@ def hint(key: str, params: dict, language: str = messages.ENGLISH) -> str:
 
 
 def transformations(
-    check, case: Case, expected: tuple, language: str = messages.ENGLISH
+    check, case: Case, expected: tuple, language: str = messages.ENGLISH, hidden: bool = False
 ) -> list[tuple[str, tuple[np.ndarray, ...]]]:
     """(hint, outputs) of every transformation of the reference that applies to ``case`` (its
-    arguments as stored; ``expected``: the reference's outputs), in the family's order. Not
+    arguments as stored; ``expected``: the reference's outputs), in the family's order; for a
+    ``hidden`` case the hint says the transformation's kind alone (``KIND``). Not
     deduplicated: ``checks.mistake_outputs`` withdraws what an earlier mistake repeats and
     what the reference itself returns."""
+
+    def hint(key, params, language):
+        if hidden:
+            return messages.say(language, f"diagnosis.kind.{KIND[key]}")
+        return messages.say(language, key, **params)
+
     if check.comparator.get("kind", "allclose") != "allclose":
         return []
     expected = tuple(np.asarray(e) for e in expected)
@@ -255,7 +297,7 @@ def transformations(
             if len(outputs) == len(expected) and all(
                 o.shape == e.shape for o, e in zip(outputs, expected)
             ):
-                out.append((hint(key, params, language), outputs))
+                out.append((hint(key, params, language), contract.Derived(outputs)))
     return out
 
 
@@ -301,5 +343,9 @@ def _parse(text: str) -> tuple[str, dict] | None:
 
 def translated(text: str, language: str) -> str | None:
     """An English diagnosis hint in ``language``, or None if ``text`` is not one."""
+    english = messages.catalog(messages.ENGLISH)
+    for kind in sorted(set(KIND.values())):
+        if english[f"diagnosis.kind.{kind}"] == text:
+            return messages.say(language, f"diagnosis.kind.{kind}")
     parsed = _parse(text)
     return None if parsed is None else hint(*parsed, language)

@@ -133,6 +133,21 @@ GRADER = {
     "are right)",
     "diagnosis.swapped": "the expected outputs with {first} and {second} swapped",
     "diagnosis.output_transposed": "the expected {output} transposed (its last two axes swapped)",
+    # what a hidden case says of a derived mistake: its kind alone (``diagnosis.KIND``)
+    "diagnosis.kind.transposed": "the solution with an array transposed (its last two axes "
+    "swapped); the public cases name which, where it shows there",
+    "diagnosis.kind.sign": "the solution with a sign flipped; the public cases name where, "
+    "where it shows there",
+    "diagnosis.kind.scale": "the solution with a scale applied or dropped (a factor such as "
+    "√d, 1/n or a parameter's value); the public cases name which, where it shows there",
+    "diagnosis.kind.mask": "the solution with the mask dropped or inverted; the public cases "
+    "name which, where it shows there",
+    "diagnosis.kind.shift": "the solution with an integer argument off by one or a flag read "
+    "the other way; the public cases name which, where it shows there",
+    "diagnosis.kind.axis": "the solution computed along the other axis: check which axis each "
+    "sum, max or softmax runs over",
+    "diagnosis.kind.swapped": "the expected outputs with two of them swapped; the public cases "
+    "name which, where it shows there",
 }
 
 

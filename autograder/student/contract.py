@@ -309,11 +309,19 @@ def _case(stored: dict, arrays) -> Case:
         read(stored["args"]),
         {k: value(v, arrays) for k, v in stored["kwargs"].items()},
         exp,
-        tuple(
-            (m["hint"], derived(exp, m["recipe"]) if "recipe" in m else read(m["outputs"]))
-            for m in stored["mistakes"]
-        ),
+        tuple((m["hint"], _outputs(m, exp, read)) for m in stored["mistakes"]),
     )
+
+
+class Derived(tuple):
+    """The outputs of a mistake derived from the reference (``autograder/checking/
+    diagnosis.py``), not declared by hand: named only where every failing case agrees
+    (``consistent``)."""
+
+
+def _outputs(stored: dict, exp: tuple, read) -> tuple:
+    made = derived(exp, stored["recipe"]) if "recipe" in stored else read(stored["outputs"])
+    return Derived(made) if stored.get("derived") else made
 
 
 def derived(expected: tuple, recipe) -> tuple:
@@ -647,23 +655,31 @@ def assess(spec: Spec, case: Case, outcome: Outcome) -> tuple[bool, Finding | No
 
 
 def consistent(spec: Spec, cases: list, outcomes: list) -> list:
-    """The cases, each known mistake kept only where it may be named: on every failing case
-    of its kind (public, hidden) where it applies (its outputs differ from the expected
-    ones) the result matches it, so a coincidence on one case never names it. A hint is the
-    mistake's identity (several mistakes may share one)."""
+    """The cases, each derived mistake (``Derived``) kept only where it may be named: on
+    every failing case of its kind (public, hidden) where it applies (its outputs differ from
+    the expected ones) and the function returned values, they match it, so a coincidence on
+    one case never names it. A hint is the mistake's identity (several may share one). A
+    mistake declared by hand is named wherever it matches, as its author chose."""
     tol, refuted = (spec.rtol, spec.atol), set()
     for case, outcome in zip(cases, outcomes):
         exp, got = tuple(case.expected), tuple(outcome.arrays)
         scales = getattr(case.expected, "scale", None) or (None,) * len(exp)
-        if outcome.kind == "value" and _matches(exp, got, *tol, scales):
-            continue  # passed: no failing case to refute anything
-        for hint in {(h, case.hidden) for h, _ in case.mistakes} - refuted:
-            ways = [o for h, o in case.mistakes if h == hint[0]]
-            ways = [o for o in ways if not _matches(exp, o, *tol, scales)]
+        if outcome.kind != "value" or _matches(exp, got, *tol, scales):
+            continue  # passed, or an error (its own finding): no values to refute anything
+        ours = [(h, o) for h, o in case.mistakes if isinstance(o, Derived)]
+        for hint in {(h, case.hidden) for h, _ in ours} - refuted:
+            ways = [o for h, o in ours if h == hint[0] and not _matches(exp, o, *tol, scales)]
             if ways and not any(_matches(o, got, *tol, scales) for o in ways):
                 refuted.add(hint)
-    kept = [tuple(m for m in c.mistakes if (m[0], c.hidden) not in refuted) for c in cases]
-    return [replace(c, mistakes=m) for c, m in zip(cases, kept)]
+
+    def kept(case):
+        return tuple(
+            (h, o)
+            for h, o in case.mistakes
+            if not (isinstance(o, Derived) and (h, case.hidden) in refuted)
+        )
+
+    return [replace(c, mistakes=kept(c)) for c in cases]
 
 
 def worded(messages: dict, case: str, finding: Finding, hint: str | None) -> str:
