@@ -474,7 +474,7 @@ def mistake_outputs(
     """(hint, normalised outputs) of every known mistake that applies to this case, then of
     every systematic mistake derived from the reference (``diagnosis.transformations``: for a
     ``hidden`` case, named by its kind alone) whose outputs differ from the reference's
-    (``answer``, computed if not given) and from every earlier mistake's on this case."""
+    (``answer``, computed if not given) and from every earlier derived one's on this case."""
     check, out = _get(name), []
     for mistake in check.mistakes:
         try:
@@ -484,12 +484,17 @@ def mistake_outputs(
         out.append((translated_hint(mistake.hint, language, check.assignment), outputs))
     answer = expected(name, case) if answer is None else answer
     scales = answer.scale or (None,) * len(answer)
-    derived = diagnosis.transformations(check, case, tuple(answer), language, hidden)
-    for hint, outputs in derived:
+    derived: list = []  # a known mistake's twin stays: the known one speaks first, and the
+    # derived one is still there for the all-failing-cases rule (``contract.consistent``)
+    for hint, outputs in diagnosis.transformations(check, case, tuple(answer), language, hidden):
         same = contract._matches(tuple(answer), outputs, check.rtol, check.atol, scales)
-        if not same and not any(_same_outputs(outputs, earlier) for _, earlier in out):
-            out.append((hint, outputs))
-    return out
+        # a recipe costs a few numbers: kept even where an earlier one gives the same outputs,
+        # so that a transformation is present wherever it applies (the rule needs that)
+        cheap = isinstance(outputs, casefile.Recipe)
+        if same or not cheap and any(_same_outputs(outputs, e) for _, e in derived):
+            continue
+        derived.append((hint, outputs))
+    return out + derived
 
 
 def prepare(name: str, case: Case, hidden: bool = False, language: str = "en") -> Case:

@@ -195,16 +195,17 @@ def _input_changes(reference, case: Case):
 
 
 def _sizes(reference, case: Case) -> list[tuple[str, str, int]]:
-    """(kind: "d" for a last axis, "n" for another; the argument's name; the length), each
-    length once, in the order of the arguments, last axes first."""
-    seen, out = set(), []
+    """(kind: "d" for a last axis, "n" for another; the argument's name; the length) of every
+    array argument, each of its lengths once, last axes first: a factor keeps its name on
+    every case, whatever other argument has the same length there."""
+    out = []
     arrays = [(n, a) for n, _, a, _ in _named_args(reference, case) if isinstance(a, np.ndarray)]
-    for kind, axes in (("d", lambda a: a.shape[-1:]), ("n", lambda a: a.shape[:-1])):
-        for name, a in arrays:
-            for size in axes(a):
-                if size > 1 and size not in seen:
-                    seen.add(size)
-                    out.append((kind, name, int(size)))
+    for name, a in arrays:
+        if a.ndim and a.shape[-1] > 1:
+            out.append(("d", name, int(a.shape[-1])))
+    for name, a in [(n, a) for n, a in arrays if a.ndim]:
+        others = {int(s) for s in a.shape[:-1] if s > 1} - {int(a.shape[-1])}
+        out += [("n", name, size) for size in sorted(others)]
     return out
 
 
