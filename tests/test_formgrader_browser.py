@@ -13,18 +13,24 @@ folder as the README says. In Chromium the instructor clicks that submission's A
 button (nbgrader's own autograde, in the server: not our grader), then its Generate Feedback
 button, then opens the manual-grading view of the autograded notebook, the ``answer.html``
 mallory put beside the notebook (the formgrader serves the autograded folder's files), and
-the feedback page.
+the feedback page. A second student, ``ada``, submits the solved notebook with math in her
+written answer; her Autograde button is clicked too.
 After each page: ``window.__pwned`` is unset, the beacon got nothing, no request left
 127.0.0.1 for a host the student named, and no ``javascript:`` link is left to click.
 Under the course's Content-Security-Policy the manual-grading view still grades with the
 mouse: the eye icon shows the student's name (an inline ``onclick``), "Full credit", a score
 typed in and a comment are saved in the gradebook, and Chromium reports no violation.
+It also grades with the keyboard (nbgrader's ``formgrade.js``, which calls MathJax 2's API
+on a page that carries MathJax 3): no error on load, Tab moves to the next score field and a
+score typed there is saved in the gradebook, Ctrl+. opens the next submission and Ctrl+, the
+previous one at the same field, and each student's math is typeset with no outside request.
 """
 
 from __future__ import annotations
 
 import http.server
 import json
+import re
 import sys
 import threading
 import time
@@ -40,6 +46,11 @@ from test_site_browser import PageVisit, browser  # noqa: E402, F401 - the share
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
 A = "ch1_pooling"
 STUDENT = "mallory"
+CLASSMATE = "ada"  # a second submission, for the keyboard's next and previous
+CLASSMATE_ANSWER = (
+    "The weights are $w_i = K((q - k_i)/h) / \\sum_j K((q - k_j)/h)$, and as $h \\to 0$ "
+    "only the nearest key is left."
+)
 ATTACKER = "attacker.example"
 #: what makes rendered HTML run, load or navigate by itself
 LIVE = (
@@ -125,6 +136,12 @@ def formgrader(tmp_path_factory, beacon):
     )
     notebook = corpus.append_to_cell(notebook, "average-max-pool", hostile_output_code(beacon.url))
     corpus.write_submission(course, A, STUDENT, notebook)
+    corpus.write_submission(
+        course,
+        A,
+        CLASSMATE,
+        corpus.set_cell(corpus.solved(course, A), "written-bandwidth", CLASSMATE_ANSWER),
+    )
     # a page beside the notebook: nbgrader copies it to autograded/, which the formgrader serves
     (course / "submitted" / STUDENT / A / "answer.html").write_text(
         f'<script>window.__pwned = "page"; fetch("{beacon.url}/page")</script>'
@@ -146,10 +163,12 @@ def instructor(browser, formgrader):  # noqa: F811 - the fixture imported above
     context.close()
 
 
-def _click_and_wait(visit: PageVisit, column: str, log: Path) -> None:
-    """Click the submission's button in ``column`` of Manage Submissions; wait for its modal."""
+def _click_and_wait(visit: PageVisit, column: str, log: Path, student: str = STUDENT) -> None:
+    """Click ``student``'s button in ``column`` of Manage Submissions; wait for its modal."""
     visit.goto(f"formgrader/manage_submissions/{A}", settle=False)
-    visit.page.locator(f"#main-table td.{column} a").first.click()
+    page = visit.page
+    row = page.locator("#main-table tr", has=page.locator("td.student-id", has_text=student))
+    row.locator(f"td.{column} a").click()
     visit.page.wait_for_selector("#success-modal, #error-modal", state="visible")
     if visit.page.locator("#error-modal").count():
         text = visit.page.locator("#error-modal").inner_text()
@@ -175,11 +194,13 @@ def _nothing_ran(visit: PageVisit, beacon: Beacon, where: str) -> None:
 
 @pytest.fixture(scope="module")
 def autograded(instructor, formgrader):
-    """The instructor has clicked mallory's Autograde button: the autograded notebook."""
-    _click_and_wait(instructor, "autograde", formgrader["log"])
-    path = formgrader["course"] / "autograded" / STUDENT / A / f"{A}.ipynb"
-    assert path.is_file(), "the Autograde button wrote no autograded notebook"
-    return path
+    """The instructor has clicked mallory's Autograde button, then ada's: mallory's
+    autograded notebook."""
+    for student in (STUDENT, CLASSMATE):
+        _click_and_wait(instructor, "autograde", formgrader["log"], student)
+        path = formgrader["course"] / "autograded" / student / A / f"{A}.ipynb"
+        assert path.is_file(), f"the Autograde button wrote no autograded notebook for {student}"
+    return formgrader["course"] / "autograded" / STUDENT / A / f"{A}.ipynb"
 
 
 @pytest.fixture(scope="module")
@@ -271,6 +292,101 @@ def test_mouse_grading_saves_a_score_and_a_comment_under_the_courses_policy(
     assert page.evaluate("() => window.__violations") == [], "the policy refused the formgrader"
 
 
+#: every uncaught error of the page's scripts, from before its first script runs
+RECORD_ERRORS = """window.__errors = [];
+window.addEventListener('error', e => window.__errors.push(String(e.message)));"""
+#: formgrade.js has finished its set-up (``formgrader.loaded``, after its keyboard shortcuts are
+#: registered) and MathJax's end of start-up has reached it (its listener sets
+#: ``MathJax.loaded``), or a script failed
+GRADER_READY = """() => window.__errors.length > 0 || (window.formgrader && formgrader.loaded === true
+  && window.MathJax && MathJax.loaded === true)"""
+
+
+def _grader_ready(visit: PageVisit, where: str) -> None:
+    page = visit.page
+    page.wait_for_function(GRADER_READY)
+    errors = page.evaluate("() => window.__errors")
+    uncaught = [e for e in visit.console_errors if e.startswith("uncaught")]
+    assert errors == [] and uncaught == [], (
+        f"{where}: the page's scripts failed: {errors} {uncaught}"
+    )
+
+
+def _focused_index(page) -> int:
+    """The index among the formgrader's fields (``.tabbable``) of the focused element."""
+    return page.evaluate(
+        "() => [...document.querySelectorAll('.tabbable')].indexOf(document.activeElement)"
+    )
+
+
+def _typeset_answer(page) -> int:
+    """MathJax 3's output elements in the written answer (the cell of ``written-bandwidth``)."""
+    cell = page.locator(".nbgrader_cell", has=page.locator("#written-bandwidth"))
+    return cell.locator(".text_cell_render mjx-container svg").count()
+
+
+def test_keyboard_grading_moves_saves_and_turns_the_page_with_math_typeset(
+    instructor, formgrader, autograded
+):
+    from nbgrader.api import Gradebook
+
+    gradebook = f"sqlite:///{formgrader['course'] / 'gradebook.db'}"
+    with Gradebook(gradebook) as gb:
+        students = {s.id: s.student.id for s in gb.notebook_submissions(A, A)}
+    first, second = sorted(students)  # Ctrl+. and Ctrl+, walk the submissions' sorted ids
+
+    def manual_score():
+        with Gradebook(gradebook) as gb:
+            return gb.find_grade("written-bandwidth", A, A, students[first]).manual_score
+
+    visit = PageVisit(instructor.context, formgrader["url"])  # its own errors and requests
+    page = visit.page
+    page.add_init_script(RECORD_ERRORS)
+    page.add_init_script(RECORD_VIOLATIONS)
+    visit.goto(f"formgrader/submissions/{first}/", settle=False)
+    _grader_ready(visit, f"{students[first]}'s submission")
+    # the written answer's score field, and the field before it to start from (?index=)
+    fields = page.evaluate("() => [...document.querySelectorAll('.tabbable')].map(e => e.id)")
+    score = fields.index("written-bandwidth")
+    assert score >= 1, fields
+    # the browser's own Tab would stop first at the cell's "Full credit" button: landing on the
+    # score field is the formgrader's doing
+    buttons = page.locator(".nbgrader_cell", has=page.locator("#written-bandwidth"))
+    assert buttons.locator("button.full-credit").is_visible()
+    visit.goto(f"formgrader/submissions/{first}/?index={score - 1}", settle=False)
+    _grader_ready(visit, f"{students[first]}'s submission at field {score - 1}")
+    assert _focused_index(page) == score - 1, "the formgrader did not focus the field of ?index="
+    assert manual_score() != 0.5
+
+    page.keyboard.press("Tab")
+    assert _focused_index(page) == score, f"Tab went to {_focused_index(page)}, not {score}"
+    page.keyboard.type("0.5")
+    page.keyboard.press("Tab")  # the score is saved as it loses focus
+    assert _focused_index(page) == score + 1
+    deadline = time.monotonic() + 120  # a bound on a shared machine, not a measured time
+    while manual_score() != 0.5 and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert manual_score() == 0.5, f"the score typed was not saved: {manual_score()}"
+    page.keyboard.press("Shift+Tab")
+    assert _focused_index(page) == score, "Shift+Tab did not go back to the score field"
+    assert _typeset_answer(page) > 0, f"{students[first]}'s math is not typeset"
+
+    page.keyboard.press("Control+.")
+    page.wait_for_url(re.compile(rf"/formgrader/submissions/{second}/?\?index={score}$"))
+    _grader_ready(visit, f"{students[second]}'s submission, after Ctrl+.")
+    assert _focused_index(page) == score, "Ctrl+. did not keep the field"
+    assert _typeset_answer(page) > 0, f"{students[second]}'s math is not typeset"
+
+    page.keyboard.press("Control+,")
+    page.wait_for_url(re.compile(rf"/formgrader/submissions/{first}/?\?index={score}$"))
+    _grader_ready(visit, f"{students[first]}'s submission, after Ctrl+,")
+    assert _focused_index(page) == score, "Ctrl+, did not keep the field"
+    assert manual_score() == 0.5
+    assert visit.external == [], f"requests that left the server: {visit.external}"
+    assert page.evaluate("() => window.__violations") == [], "the policy refused the formgrader"
+    visit.close()
+
+
 def test_feedback_page_runs_nothing_a_student_wrote(instructor, feedback, beacon):
     instructor.page.goto(feedback.as_uri(), wait_until="load")
     assert "the weights pick the nearest key" in instructor.page.inner_text("body")
@@ -287,9 +403,11 @@ def test_manage_assignments_lists_the_release_as_released_without_exchange_warni
     assert warnings == [], f"the formgrader warns: {warnings}"
 
 
-def test_manage_students_lists_the_student_by_name_not_none(instructor, autograded):
+def test_manage_students_lists_the_students_by_name_not_none(instructor, autograded):
     instructor.goto("formgrader/manage_students", settle=False)
     page = instructor.page
     page.wait_for_selector("#main-table td.name a")
-    names = page.locator("#main-table td.name").all_inner_texts()
-    assert len(names) == 1 and names[0].startswith(STUDENT) and "None" not in names[0], names
+    names = sorted(page.locator("#main-table td.name").all_inner_texts())
+    assert len(names) == 2, names
+    for name, student in zip(names, sorted((STUDENT, CLASSMATE))):
+        assert name.startswith(student) and "None" not in name, names
