@@ -27,8 +27,10 @@ from nbgrader.api import Gradebook
 from autograder import cli
 from autograder.checking import checks, notebook
 from autograder.checking.assignment_spec import load_assignment
-from autograder.checking.results import SubmissionResult
+from autograder.checking.program import DROPPED
+from autograder.checking.results import GRADER_ERROR, SubmissionResult
 from autograder.course import report
+from autograder.course.hand_grading import HandGrading
 from autograder.grading import check_data, run, verdict
 from autograder.student import contract
 
@@ -171,16 +173,19 @@ class Assignment:
             (index, j): contract.run_case(fn, *c.fresh()) for j, c in enumerate(self.cases[index])
         }
 
-    def grade(self, student: str, functions=None, language="en", stopped=None) -> SubmissionResult:
+    def grade(
+        self, student: str, functions=None, language="en", stopped=None, missing=None
+    ) -> SubmissionResult:
         """The record of ``student`` whose ``functions`` (name -> function) replace the
-        reference's; ``stopped``: task index -> the reason the grader stopped it."""
+        reference's; ``stopped``: task index -> the reason the grader stopped it;
+        ``missing``: task index -> "undefined" where the notebook defines no such function."""
         outcomes = {}
         for i, task in enumerate(self.tasks):
             fn = (functions or {}).get(task.function)
             outcomes.update(self._run(i, fn) if fn else self.reference[i])
         failed = {i: run.Failure(why, "") for i, why in (stopped or {}).items()}
         result = SubmissionResult(student, self.name, HIDDEN_SEED, max_score=self.spec.max_score)
-        record = run.RunRecord(outcomes=outcomes, failed_tasks=failed)
+        record = run.RunRecord(outcomes=outcomes, failed_tasks=failed, missing=missing or {})
         verdict.judge(self.spec, self.specs, self.cases, record, result, language)
         result.score = result.points
         return SubmissionResult.from_record(result.to_record())  # as the report reads it back
@@ -373,3 +378,26 @@ def test_forgetting_sqrt_d_h_is_one_mistake_whatever_the_language():
         "not judged": 0,
     }
     assert summary["attention"] == [] and summary["waiting"][0] == 0
+
+
+def test_to_look_at_says_why_for_what_the_grader_could_not_judge_and_nothing_else(ch2_class):
+    """A run out of time (a task's or the batch's budget: both are "timeout") and a grader
+    error are listed with why; a function not defined, a note of outputs dropped before
+    grading and written answers merely waiting are not: the grader judged those whole."""
+    ch2, _records = ch2_class
+    slow = ch2.grade("slow", stopped={2: "timeout"})
+    broken = SubmissionResult("broken", CH2, HIDDEN_SEED, complete=False)
+    broken.add_reason(GRADER_ERROR, "KeyError in the grader at verdict.py:12; rerun to retry")
+    undefined = ch2.grade("undefined", missing={0: "undefined"})
+    dropped = ch2.grade("dropped")
+    dropped.add_reason(DROPPED, "saved outputs were dropped before grading (9 characters)")
+    records = [slow, broken, undefined, dropped]
+    waiting = dict.fromkeys(["undefined", "dropped"], HandGrading(to_grade=2.0))
+    summary = report.summarise(records, waiting)
+    assert summary["attention"] == [
+        ("broken", 0.0, [report.REASON_WHYS[GRADER_ERROR], broken.notes[0]]),
+        ("slow", slow.score, [report.REASON_WHYS["timeout"], "sparsemax: it ran out of time"]),
+    ]
+    assert summary["waiting"] == (2, HandGrading(to_grade=4.0))
+    assert summary["outcomes"]["test-sparsemax"]["not judged"] == 1
+    assert summary["outcomes"]["test-softmax-backward"]["unnamed"] == 1  # not defined

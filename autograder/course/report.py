@@ -132,6 +132,10 @@ def _read_record(path: Path) -> SubmissionResult | None:
     return SubmissionResult.from_record(record)
 
 
+#: the note of a record whose written answers wait for hand grading (`_as_now`)
+WAITING_NOTE = "waits for hand grading in the formgrader: "
+
+
 def _as_now(record: SubmissionResult, state) -> SubmissionResult:
     """``record`` with the gradebook's score and maximum of now and a note while the
     submission waits for hand grading (``state``: `submission_states`' entry, or None)."""
@@ -140,7 +144,7 @@ def _as_now(record: SubmissionResult, state) -> SubmissionResult:
     score, max_score, waiting = state
     notes = list(record.notes)
     if waiting:
-        notes.append(f"waits for hand grading in the formgrader: {waiting.describe()}")
+        notes.append(WAITING_NOTE + waiting.describe())
     return dataclasses.replace(record, score=score, max_score=max_score, notes=notes)
 
 
@@ -335,13 +339,15 @@ def to_look_at(
         if not record.complete and GRADER_ERROR not in record.reasons:
             whys.append(REASON_WHYS[GRADER_ERROR])
         state = waiting.get(record.student, HandGrading())
+        odd = []
         if state.to_review:
-            whys.append(REVIEW.format(HandGrading(to_review=state.to_review).describe()))
+            odd.append(REVIEW.format(HandGrading(to_review=state.to_review).describe()))
         if state.to_grade and "invalid notebook" in record.reasons:
-            whys.append(REFUSED_WAITING.format(HandGrading(state.to_grade).describe()))
-        whys += course_whys.get(record.student, [])
+            odd.append(REFUSED_WAITING.format(HandGrading(state.to_grade).describe()))
+        whys += odd + course_whys.get(record.student, [])
+        notes = [n for n in record.notes if not (odd and n.startswith(WAITING_NOTE))]
         if whys:
-            entries[record.student] = (record.score, whys + list(record.notes))
+            entries[record.student] = (record.score, whys + notes)
     for student, whys in course_whys.items():
         if student not in entries:
             entries[student] = (None, list(whys))
