@@ -201,6 +201,10 @@ KIND_SENTENCES = {text for key, text in _EN.items() if key.startswith("diagnosis
 #: the message of every test cell of a notebook the grader refused (``verdict.not_graded``)
 NOT_GRADED = "not graded: "
 
+#: the longest entry of a record's English copy that is read (a hint, a case's name and the
+#: line of code an error names are each a few hundred characters at most)
+ENTRY_CHARS = 2000
+
 #: what a student's result on one task comes to (`task_outcome`), in the page's order
 OUTCOMES = ("passed", "named", "unnamed", "not implemented", "not judged")
 OUTCOME_TITLES = {
@@ -223,6 +227,9 @@ def findings(task: TaskResult) -> list[tuple[str, str]]:
         return [("not judged", "")]
     found = []
     for entry in task.wrong:
+        if len(entry) > ENTRY_CHARS:  # no message the grader writes is this long
+            found.append(("failed", ""))
+            continue
         if _STOPPED.match(entry) or _NO_RESULT.match(entry):
             found.append(("not judged", ""))
             continue
