@@ -126,8 +126,8 @@ def test_a_written_answer_not_yet_graded_is_marked_then_the_mark_goes(recorder, 
     score, notes = _report_notes(course)["alice"]
     assert score == 12.0
     assert notes == ["waits for hand grading in the formgrader: + 2 to grade by hand"]
-    page = report.render(A, report.summarise(load_records(course, A)))
-    assert "+ 2 to grade by hand" in page  # under "Submissions to look at"
+    page = report.page(course, A)
+    assert "+ 2 to grade by hand" in page  # counted as waiting, not listed to look at
     assert cli.main(["--course", str(course), "feedback", A]) == 0
     warning = "warning: 1 submission(s) of ch1_pooling wait for hand grading (alice)"
     assert warning in capsys.readouterr().err
@@ -147,7 +147,7 @@ def test_a_written_answer_not_yet_graded_is_marked_then_the_mark_goes(recorder, 
     )
     assert "wait for hand grading" not in capsys.readouterr().out
     assert _report_notes(course)["alice"] == (14.0, [])
-    assert "to grade by hand" not in report.render(A, report.summarise(load_records(course, A)))
+    assert "to grade by hand" not in report.page(course, A)
     assert cli.main(["--course", str(course), "feedback", A]) == 0
     assert "wait for hand grading" not in capsys.readouterr().err
     page = (course / "feedback" / "alice" / A / f"{A}.html").read_text()
