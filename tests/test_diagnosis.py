@@ -9,6 +9,7 @@ nothing here starts a sandbox.
 
 from __future__ import annotations
 
+import pickle
 import re
 
 import numpy as np
@@ -323,6 +324,18 @@ def test_a_derived_output_change_is_stored_as_a_recipe_and_read_back_identical(t
         assert [h for h, _ in mine.mistakes] == [h for h, _ in theirs.mistakes]
         for (_, outs), (_, back) in zip(mine.mistakes, theirs.mistakes):
             assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(outs, back))
+
+
+def test_a_prepared_case_pickles_with_its_recipes_as_they_were_made():
+    """A Dask worker gets the prepared hidden cases pickled: a recipe's outputs come back
+    the same, still derived (named only where every failing case agrees)."""
+    name = "multihead_backward"
+    cases = [checks.prepare(name, c) for c in checks.public_cases(name)[:2]]
+    for mine, back in zip(cases, pickle.loads(pickle.dumps(cases))):
+        for (_, outs), (_, theirs) in zip(mine.mistakes, back.mistakes):
+            assert type(theirs) is type(outs)
+            assert getattr(theirs, "recipe", None) == getattr(outs, "recipe", None)
+            assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(outs, theirs))
 
 
 def test_outputs_of_the_expected_shapes_in_another_order_are_named_in_both_languages():

@@ -74,6 +74,15 @@ class Recipe(contract.Derived):
         self.recipe = tuple((int(i), f if f is None else float(f), bool(t)) for i, f, t in recipe)
         return self
 
+    def __reduce__(self):  # pickled (a Dask worker's cases) as made, not made again
+        return _made_recipe, (tuple(self), self.recipe)
+
+
+def _made_recipe(outputs: tuple, recipe: tuple) -> Recipe:
+    made = tuple.__new__(Recipe, outputs)
+    made.recipe = recipe
+    return made
+
 
 def _mistake(hint: str, outputs, arrays: dict) -> dict:
     stored = {"hint": hint}
