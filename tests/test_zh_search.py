@@ -334,6 +334,31 @@ def test_every_graded_function_name_finds_its_exercise_page_first(visit, edition
     assert not wrong, wrong
 
 
+# the English edition's search (book/_static/en-search.js): the queries, and chapters
+# that stay on top for their subject
+ENGLISH_QUERIES = {
+    "softmax backward": EX2,  # was 8th: every word in a heading of task 1
+    "exercise 2": EX2,  # was 8th: a number, matched in the titles
+    "coverage": EX3,
+    "Nadaraya": CH1,
+    "kernel regression": CH1,
+    "positional encoding": CH4,
+    "multi-head attention": CH5,
+    "beam search": CH6,
+    "label smoothing": CH6,
+}
+
+
+def test_the_english_search_finds_the_exercises_and_keeps_the_chapters(visit):  # noqa: F811
+    visit.goto("search.html", settle=False)
+    visit.page.wait_for_function(
+        "typeof Search !== 'undefined' && Search.hasIndex()", timeout=60_000
+    )
+    results = visit.page.evaluate(RUN_QUERIES, list(ENGLISH_QUERIES))
+    top = {query: results[query][:1] for query in ENGLISH_QUERIES}
+    assert top == {query: [page] for query, page in ENGLISH_QUERIES.items()}, results
+
+
 # each of the ranking's signals decides one query (each had another page on top before it)
 RANKING_CASES = {
     "掩蔽自注意力": CH6,  # one phrase on the page, while ch4 has 自注意力 in a heading
