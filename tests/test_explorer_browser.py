@@ -4,14 +4,21 @@ On chapters 3, 5 and 6, in both editions (``_build/html`` and ``_build/html/zh``
 from ``file://`` with every other URL aborted and recorded:
 
 - pointing at a query highlights one row, and the weights in that row's cells and in the
-  list below it are the model's: recomputed in this test from ``solutions`` with the
+  list below it are the model's (every cell writes its weight where the column has room for
+  the numbers, none does where it has not): recomputed in this test from ``solutions`` with the
   parameters the build saved (``_build/explorer/<chapter>.pt``, solutions/explorer.py),
   never read back from the page's own JSON; to 1e-3;
 - the keyboard reaches the grid with Tab, and the arrow keys, Home and End move the query
   with the same highlight (and ``aria-activedescendant``);
 - unticking a mask shows the weights recomputed without it, which differ;
 - the Chinese page's labels are Chinese, the English page's English; the explorer fits a
-  1280-pixel and a 390-pixel (phone) window, its numbers in text of at least 12 px.
+  1280-pixel and a 390-pixel (phone) window, its numbers in text of at least 12 px, its grid
+  drawn at its own size (never scaled down: labels of 12 px), scrolling in its frame when it
+  is wider than the column;
+- a mask that changes no weight of the example and view shown is disabled with its reason
+  written beside it (issue 45 §8: the padding mask on chapter 3's longest example, the
+  causal mask of chapter 6's encoder); chapter 3's GRU models are not captioned with a layer
+  and a head; the Chinese explorer is a 查看器, not a 浏览器 (a web browser).
 
 The recomputation uses each model's own forward pass where every mask is on
 (``Seq2Seq.decode_ids``, ``attention_maps``, ``Translator.forward``) and
@@ -190,6 +197,11 @@ SHOWN = """root => {
       .map(t => Number(t.textContent)) : [],
     visible: row ? [...row.querySelectorAll('text.attention-explorer-value')]
       .every(t => getComputedStyle(t).visibility === 'visible') : false,
+    // every cell of the grid writes its weight, or none does (the column too narrow)
+    numbers: svg.classList.contains('attention-explorer-numbers'),
+    shownValues: [...svg.querySelectorAll('text.attention-explorer-value')]
+      .filter(t => getComputedStyle(t).visibility === 'visible').length,
+    values: svg.querySelectorAll('text.attention-explorer-value').length,
     list: [...root.querySelectorAll('.attention-explorer-readout li .attention-explorer-readout-value')]
       .map(v => Number(v.textContent)),
     focused: document.activeElement === svg,
@@ -207,7 +219,11 @@ def check_row(root, expected: np.ndarray, query: int, what: str):
     state = shown(root)
     assert state["selected"] == 1 and state["query"] == query, (what, state)
     assert state["active"] == state["rowId"] and state["ariaSelected"] == "true", what
-    assert state["visible"], f"{what}: the selected row's numbers are hidden"
+    if state["numbers"]:
+        assert state["visible"], f"{what}: the selected row's numbers are hidden"
+        assert state["shownValues"] == state["values"], f"{what}: some cells hide their weight"
+    else:
+        assert state["shownValues"] == 0, f"{what}: numbers in cells too narrow for them"
     for name in ("cells", "texts", "list"):
         np.testing.assert_allclose(
             state[name], expected[query], atol=TOLERANCE, err_msg=f"{what}: {name}"
@@ -276,9 +292,10 @@ def test_hover_keys_and_masks_show_the_recomputed_weights(offline, recomputed, c
         choose(root, "view", 0)
     first = next(iter(examples[0].values()))[key(masks)]
     choose_first_layer_and_head(root, first)
-    root.locator("input[data-mask]").last.focus()
+    # the last control a reader can use (a mask that changes nothing here is disabled)
+    root.locator("select:visible, input[data-mask]:enabled").last.focus()
     page.page.keyboard.press("Tab")
-    assert shown(root)["focused"], "Tab from the last mask did not reach the grid"
+    assert shown(root)["focused"], "Tab from the last control did not reach the grid"
     expected = first[0, 0]
     n_q = expected.shape[0]
     hover(root, 0)
@@ -367,26 +384,142 @@ def test_labels_are_in_the_pages_language_and_the_grid_is_described(offline, cha
     assert re.search(r"\d\.\d{4}", option), "a query's label reads out its weights"
 
 
+GRID = """() => {
+  const figure = document.querySelector('.attention-explorer-figure');
+  const r = figure.getBoundingClientRect();
+  const value = figure.querySelector('.attention-explorer-readout-value');
+  const grid = figure.querySelector('.attention-explorer-grid');
+  const svg = grid.querySelector('svg');
+  const g = grid.getBoundingClientRect();
+  // the size a label of the grid is drawn at: its font size times the SVG's scale
+  const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+  const labels = [...svg.querySelectorAll('.attention-explorer-key, .attention-explorer-query')]
+    .map(el => parseFloat(getComputedStyle(el).fontSize) * scale);
+  return {left: r.left, right: r.right, gridRight: g.right, width: innerWidth,
+          font: parseFloat(getComputedStyle(value).fontSize),
+          label: Math.min(...labels), scale,
+          // a grid wider than its frame scrolls in it
+          scrolls: grid.scrollWidth > grid.clientWidth + 1,
+          scrollable: ['auto', 'scroll'].includes(getComputedStyle(grid).overflowX),
+          numbers: svg.classList.contains('attention-explorer-numbers'),
+          // the explorer's own overflow (the page may scroll for a wide equation)
+          overflow: figure.scrollWidth > figure.clientWidth + 1,
+          widest: Math.max(...[...figure.querySelectorAll('*')]
+            .filter(el => !grid.contains(el) || el === grid)
+            .map(el => el.getBoundingClientRect().right))};
+}"""
+
+
 @pytest.mark.parametrize("width", [1280, 390])
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_the_explorer_fits_the_window_and_its_numbers_are_readable(offline, chapter, width):
     page = offline(width)
     page.open("zh", chapter)
-    box = page.page.evaluate(
-        """() => {
-      const figure = document.querySelector('.attention-explorer-figure');
-      const r = figure.getBoundingClientRect();
-      const value = figure.querySelector('.attention-explorer-readout-value');
-      const svg = figure.querySelector('svg').getBoundingClientRect();
-      return {left: r.left, right: r.right, svgRight: svg.right, width: innerWidth,
-              font: parseFloat(getComputedStyle(value).fontSize),
-              // the explorer's own overflow (the page may scroll for a wide equation)
-              overflow: figure.scrollWidth > figure.clientWidth + 1,
-              widest: Math.max(...[...figure.querySelectorAll('*')]
-                .map(el => el.getBoundingClientRect().right))};
-    }"""
-    )
-    assert box["left"] >= 0 and box["right"] <= box["width"] + 1, box
-    assert box["svgRight"] <= box["right"] + 1, box
-    assert box["font"] >= 12, box
-    assert not box["overflow"] and box["widest"] <= box["right"] + 1, box
+    root = page.page.locator(".attention-explorer").first
+    n_examples = root.locator("select[id$='-example'] option").count()
+    for e in range(n_examples):
+        choose(root, "example", e)
+        n_views = root.locator("select[id$='-view'] option").count()
+        for v in range(n_views):
+            if n_views > 1:
+                choose(root, "view", v)
+            box = page.page.evaluate(GRID)
+            what = (chapter, width, e, v, box)
+            assert box["left"] >= 0 and box["right"] <= box["width"] + 1, what
+            assert box["gridRight"] <= box["right"] + 1, what
+            assert box["font"] >= 12, what
+            # drawn at its own size: every query's and key's label in 12-pixel text
+            assert abs(box["scale"] - 1) < 0.01 and box["label"] >= 12 - 0.01, what
+            assert not box["scrolls"] or box["scrollable"], what
+            assert not box["overflow"] and box["widest"] <= box["right"] + 1, what
+            if width == 1280 and chapter == "ch3_seq2seq":
+                assert box["numbers"], f"every cell writes its weight where it fits: {what}"
+        if n_views > 1:
+            choose(root, "view", 0)
+
+
+MASK_NOTES = """root => [...root.querySelectorAll('input[data-mask]')].map(box => {
+  const note = root.querySelector(`.attention-explorer-mask-note[data-mask="${box.dataset.mask}"]`);
+  return {mask: box.dataset.mask, disabled: box.disabled,
+          note: note && !note.hidden && note.offsetParent !== null ? note.textContent.trim() : "",
+          described: box.getAttribute('aria-describedby') === (note && note.id)};
+})"""
+
+
+@pytest.mark.parametrize("edition", list(EDITIONS))
+@pytest.mark.parametrize("chapter", ["ch3_seq2seq", "ch6_transformer"])
+def test_a_mask_that_changes_nothing_shown_is_disabled_and_says_why(
+    offline, recomputed, chapter, edition
+):
+    # issue 45 §8: the padding mask on chapter 3's longest example, the causal mask of
+    # chapter 6's encoder did nothing when unticked, silently
+    page = offline()
+    page.open(edition, chapter)
+    root = page.page.locator(".attention-explorer").first
+    masks = MASKS[chapter]
+    disabled_seen = enabled_seen = 0
+    for e, views in enumerate(recomputed[chapter]):
+        choose(root, "example", e)
+        for v, name in enumerate(views):
+            if len(views) > 1:
+                choose(root, "view", v)
+            state = {s["mask"]: s for s in root.evaluate(MASK_NOTES)}
+            for mask in masks:
+                on = views[name][key(masks)]
+                off = views[name][key(m for m in masks if m != mask)]
+                change = np.abs(on - off).max()
+                if 1e-6 < change < 1e-3:
+                    continue  # within the page's rounding: either is right
+                what = (chapter, edition, e, name, mask, state[mask])
+                if change <= 1e-6:  # the mask changes nothing here
+                    assert state[mask]["disabled"] and state[mask]["described"], what
+                    note = state[mask]["note"]
+                    assert note, what
+                    if edition == "zh":
+                        assert HAN.search(note), what
+                    else:
+                        assert not HAN.search(note) and ENGLISH_WORD.search(note), what
+                    disabled_seen += 1
+                else:
+                    assert not state[mask]["disabled"] and not state[mask]["note"], what
+                    enabled_seen += 1
+        if len(views) > 1:
+            choose(root, "view", 0)
+    assert disabled_seen and enabled_seen, (disabled_seen, enabled_seen)
+    if chapter == "ch6_transformer":  # the encoder has no causal mask, on every example
+        choose(root, "example", 0)
+        choose(root, "view", 0)
+        state = {s["mask"]: s for s in root.evaluate(MASK_NOTES)}
+        assert state["causal"]["disabled"], state
+
+
+@pytest.mark.parametrize("edition", list(EDITIONS))
+def test_the_rnn_models_are_captioned_for_what_they_are(offline, edition):
+    # chapter 3's GRU encoder-decoders have no layers and no heads: "layer 1, head 1" was wrong
+    page = offline()
+    page.open(edition, "ch3_seq2seq")
+    root = page.page.locator(".attention-explorer").first
+    for v in range(2):
+        choose(root, "view", v)
+        caption = root.locator(".attention-explorer-caption").text_content()
+        assert "GRU" in caption, caption
+        if edition == "zh":
+            assert not re.search(r"第 \d+ 层|第 \d+ 个头", caption), caption
+        else:
+            assert not re.search(r"layer \d|head \d", caption), caption
+    # the Transformers keep their layer and head
+    page.open(edition, "ch5_multihead")
+    caption = root.locator(".attention-explorer-caption").text_content()
+    pattern = r"第 1 层，第 1 个头" if edition == "zh" else r"layer 1, head 1"
+    assert re.search(pattern, caption), caption
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_the_chinese_explorer_is_a_viewer_not_a_web_browser(offline, chapter):
+    # 浏览器 reads as a web browser (issue 45 §8): the explorer and the page's prose say 查看器
+    page = offline()
+    page.open("zh", chapter)
+    root = page.page.locator(".attention-explorer").first
+    assert root.locator(".attention-explorer-title").text_content() == "注意力查看器"
+    text = page.page.locator("article").inner_text()
+    assert "浏览器" not in text and "查看器" in text.replace("注意力查看器", "", 1)

@@ -196,7 +196,30 @@ PHRASE_QUERIES = {
     "注意力池化": CH1,  # 1.4
 }
 
-QUERIES = {**ISSUE_QUERIES, **TERM_QUERIES, **PHRASE_QUERIES}
+# finding the exercises (issue 45 §7): each query put its exercise page 8th or 9th, or found
+# nothing (coverage: the Chinese page never wrote the English term)
+EX1, EX2, EX3 = (
+    "book/exercises/ch1_pooling",
+    "book/exercises/ch2_soft_hard",
+    "book/exercises/ch3_seq2seq",
+)
+EX4, EX5, EX6 = (
+    "book/exercises/ch4_self_attention",
+    "book/exercises/ch5_multihead",
+    "book/exercises/ch6_transformer",
+)
+EXERCISE_QUERIES = {
+    "softmax backward": EX2,  # 第 1 题：softmax 的反向传播（softmax_backward）
+    "反向传播": EX2,  # the first exercise whose task headings name it; the chapters mention it
+    "头的重要性": EX5,  # 第 2 题, head_importance: no other page has both words
+    "练习 2": EX2,  # its title
+    "练习 5": EX5,
+    "coverage": EX3,  # 覆盖（coverage）at its first use
+    "softmax_backward": EX2,
+    "coverage_attention_steps": EX3,
+}
+
+QUERIES = {**ISSUE_QUERIES, **TERM_QUERIES, **PHRASE_QUERIES, **EXERCISE_QUERIES}
 
 FOUND_GOAL, TOP_GOAL = 0.95, 0.85  # of the queries: find a page, the right page first
 
@@ -275,6 +298,67 @@ def test_chinese_search_finds_the_right_page_first(visit):  # noqa: F811 - the f
     assert not visit.external and not visit.console_errors, (visit.external, visit.console_errors)
 
 
+def test_the_issues_queries_for_the_exercises_find_their_page_first(visit):  # noqa: F811
+    visit.goto("zh/search.html", settle=False)
+    visit.page.wait_for_function(
+        "typeof Search !== 'undefined' && Search.hasIndex()", timeout=60_000
+    )
+    results = visit.page.evaluate(RUN_QUERIES, list(EXERCISE_QUERIES))
+    top = {query: results[query][:1] for query in EXERCISE_QUERIES}
+    assert top == {query: [page] for query, page in EXERCISE_QUERIES.items()}, results
+
+
+def _graded_names() -> dict[str, str]:
+    """Each graded function's name -> its exercise page (the checks of every chapter)."""
+    from autograder.checking import checks
+
+    return {
+        check.name: f"book/exercises/{assignment}"
+        for assignment in checks.ASSIGNMENTS
+        for check in checks.checks_for(assignment)
+    }
+
+
+@pytest.mark.parametrize("edition", ["", "zh/"], ids=["en", "zh"])
+def test_every_graded_function_name_finds_its_exercise_page_first(visit, edition):  # noqa: F811
+    # a task heading names the functions it grades: the name is a word of the search index.
+    # In English a name that is also a word (translate, ch3 task 5) finds the chapter that uses
+    # the word first, as it should; the Chinese pages do not write the English word
+    names = {n: page for n, page in _graded_names().items() if edition or "_" in n}
+    visit.goto(f"{edition}search.html", settle=False)
+    visit.page.wait_for_function(
+        "typeof Search !== 'undefined' && Search.hasIndex()", timeout=60_000
+    )
+    results = visit.page.evaluate(RUN_QUERIES, list(names))
+    wrong = {name: results[name][:3] for name, page in names.items() if results[name][:1] != [page]}
+    assert not wrong, wrong
+
+
+# the English edition's search (book/_static/en-search.js): the issue's queries, and chapters
+# that stay on top for their subject
+ENGLISH_QUERIES = {
+    "softmax backward": EX2,  # was 8th: every word in a heading of task 1
+    "exercise 2": EX2,  # was 8th: a number, matched in the titles
+    "coverage": EX3,
+    "Nadaraya": CH1,
+    "kernel regression": CH1,
+    "positional encoding": CH4,
+    "multi-head attention": CH5,
+    "beam search": CH6,
+    "label smoothing": CH6,
+}
+
+
+def test_the_english_search_finds_the_exercises_and_keeps_the_chapters(visit):  # noqa: F811
+    visit.goto("search.html", settle=False)
+    visit.page.wait_for_function(
+        "typeof Search !== 'undefined' && Search.hasIndex()", timeout=60_000
+    )
+    results = visit.page.evaluate(RUN_QUERIES, list(ENGLISH_QUERIES))
+    top = {query: results[query][:1] for query in ENGLISH_QUERIES}
+    assert top == {query: [page] for query, page in ENGLISH_QUERIES.items()}, results
+
+
 # each of the ranking's signals decides one query (each had another page on top before it)
 RANKING_CASES = {
     "掩蔽自注意力": CH6,  # one phrase on the page, while ch4 has 自注意力 in a heading
@@ -283,7 +367,10 @@ RANKING_CASES = {
     "键": CH2,  # 键 indexed inside the heading 键值注意力
     "独热": CH2,  # 7 uses against ch1's one use and link
     "编码器": CH6,  # titled 编码器、解码器与交叉注意力; ch3 uses it as densely, in a heading too
-    "留一": CH1,  # ch1's exercise page has 留一 in a task heading, 15 points down
+    "留一": CH1,  # ch1's exercise page has 留一 in a task heading, 15 points down: a term
+    "反向传播": EX2,  # no chapter has it in a heading, and it is no term: the exercises'
+    "头的重要性": EX5,  # only the exercise page has both words
+    "练习 2": EX2,  # a number: the title that has the query as typed
 }
 
 

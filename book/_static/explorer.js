@@ -5,10 +5,15 @@
  * sentence or a sequence), the views (which attention of which model), each with its
  * queries, its keys and its weights [layer][head][query][key] for every combination of
  * the chapter's masks. This file turns each container into controls (example, view,
- * layer, head, masks) and a heat map drawn in SVG: pointing at a query, or moving to it
- * with the arrow keys once the grid has the focus, highlights its row and writes its
- * weights in the cells and in a list below. Every number shown is the model's, computed
- * by the build; nothing here computes a weight.
+ * layer, head, masks) and a heat map drawn in SVG, at its own size (never scaled down: its
+ * labels stay readable): the cells are as wide as the column allows, between CELL_MIN and
+ * CELL_MAX, and write their weights when they are at least CELL_NUMBERS wide; a grid wider
+ * than the column at CELL_MIN scrolls inside its frame. Pointing at a query, or moving to
+ * it with the arrow keys once the grid has the focus, highlights its row and lists its
+ * weights below the grid. A mask that changes no weight of the example and view shown (no
+ * <pad> in the longest example, no causal mask in an encoder) is disabled, and says why.
+ * Every number shown is the model's, computed by the build; nothing here computes a
+ * weight.
  *
  * The page's language (<html lang>, zh-CN in the Chinese edition, book/_ext/editions.py)
  * picks the labels. Plain JavaScript, no library, nothing fetched.
@@ -28,6 +33,12 @@
       causal: "causal mask",
       padding: "padding mask",
       hint: "Point at a query, or move to the grid with Tab and step through the queries with the arrow keys.",
+      // why a mask's box is disabled: it changes nothing that is shown
+      inert: {
+        padding: "(nothing to hide: this example is the longest of its batch, it has no <pad>)",
+        causal: "(this attention has no causal mask: every query sees every key)",
+        other: "(it changes no weight of this attention)",
+      },
       views: {
         bahdanau: "Bahdanau (additive)",
         luong: "Luong (dot)",
@@ -40,14 +51,22 @@
       grid: (view, sentence) => `${view} weights on “${sentence}”: one row per query, the arrow keys move between them`,
       describe: (view, layer, head, sentence, q, k) =>
         `Heat map of the ${view} weights, layer ${layer}, head ${head}, on “${sentence}”: ` +
-        `${q} rows, one per query, and ${k} columns, one per key; the darker a cell, the ` +
-        `more weight. The selected query's weights are written in its row and listed below.`,
+        `${q} rows, one per query, and ${k} columns, one per key; the darker a cell, the more weight.`,
+      // chapter 3's models: a GRU decoder attending over the encoder's states, once per step
+      describeRecurrent: (view, sentence, q, k) =>
+        `Heat map of the weights of the ${view} attention of a GRU encoder-decoder (one ` +
+        `attention per output step, no layers or heads) on “${sentence}”: ${q} rows, one per ` +
+        `digit written, and ${k} columns, one per source word; the darker a cell, the more weight.`,
+      numbers: (shown) =>
+        shown
+          ? " Every cell writes its weight; the selected query's weights are also listed below."
+          : " The cells are too narrow here to write their weights: the selected query's are listed below.",
       readout: (query, i, n, k) => `Query “${query}” (row ${i} of ${n}): its weights over the ${k} keys`,
       option: (query, weights) => `query “${query}”: ${weights}`,
       number: (n) => String(n),
     },
     zh: {
-      title: "注意力浏览器",
+      title: "注意力查看器",
       example: "例子",
       view: "注意力",
       layer: "层",
@@ -56,6 +75,11 @@
       causal: "因果掩码",
       padding: "填充掩码",
       hint: "把鼠标指向一个查询；或者按 Tab 键移到网格上，再用方向键逐个查询移动。",
+      inert: {
+        padding: "（没有可遮住的：这个例子是批次中最长的，没有 <pad>）",
+        causal: "（这种注意力没有因果掩码：每个查询都看得到每个键）",
+        other: "（它不改变这种注意力的任何权重）",
+      },
       views: {
         bahdanau: "Bahdanau（加性注意力）",
         luong: "Luong（点积注意力）",
@@ -68,8 +92,12 @@
       grid: (view, sentence) => `${view}的权重，句子“${sentence}”：每行一个查询，用方向键在行间移动`,
       describe: (view, layer, head, sentence, q, k) =>
         `${view}权重的热图，第 ${layer} 层，第 ${head} 个头，句子“${sentence}”：` +
-        `${q} 行，每行一个查询；${k} 列，每列一个键；格子颜色越深，权重越大。` +
-        `所选查询的权重写在它那一行里，并列在下方。`,
+        `${q} 行，每行一个查询；${k} 列，每列一个键；格子颜色越深，权重越大。`,
+      describeRecurrent: (view, sentence, q, k) =>
+        `GRU 编码器-解码器的${view}权重的热图（每个输出步一次注意力，没有层，也没有头），句子“${sentence}”：` +
+        `${q} 行，每行一个写出的数字；${k} 列，每列一个源词；格子颜色越深，权重越大。`,
+      numbers: (shown) =>
+        shown ? "每个格子都写着它的权重；所选查询的权重也列在下方。" : "这里格子太窄，写不下权重：所选查询的权重列在下方。",
       readout: (query, i, n, k) => `查询“${query}”（第 ${i} 行，共 ${n} 行）对 ${k} 个键的权重`,
       option: (query, weights) => `查询“${query}”：${weights}`,
       number: (n) => String(n),
@@ -77,9 +105,18 @@
   };
   const language = () => ((document.documentElement.lang || "en").toLowerCase().startsWith("zh") ? "zh" : "en");
 
-  const CELL_W = 44; // SVG units: wide enough for "0.123"
+  // pixels: the grid is drawn at its own size
+  const CELL_MAX = 44;
+  const CELL_NUMBERS = 36; // the narrowest cell that writes "0.123" (11 px)
+  const CELL_MIN = 18; // the narrowest cell: the keys' labels, at 45 degrees, stay apart
+  const CELL_MIN_SHORT = 14; // ... when every key's label is one or two characters (digits)
   const CELL_H = 24;
-  const LABEL_W = 78; // the queries' column
+  // chapter 3's views: a GRU decoder's attention (solutions/explorer.py, seq2seq_example)
+  const RECURRENT = new Set(["bahdanau", "luong"]);
+  // the queries' column: as wide as the longest query's label (12 px text: about 7 px a
+  // Latin character, 12 a Chinese one), at least 24
+  const labelWidth = (labels) =>
+    Math.max(24, 14 + Math.max(...labels.map((l) => [...l].reduce((w, c) => w + (/\p{Script=Han}/u.test(c) ? 12 : 7.2), 0))));
   const LABEL_H = 70; // the keys' row, written at an angle
 
   let counter = 0;
@@ -155,16 +192,24 @@
       if (this.data.masks.length) {
         const fieldset = element("fieldset", { class: "attention-explorer-masks" });
         fieldset.append(element("legend", {}, t.masks));
+        this.maskBoxes = {};
         for (const mask of this.data.masks) {
           const label = element("label", { class: "attention-explorer-mask" });
           const box = element("input", { type: "checkbox", "data-mask": mask });
+          const note = element("span", {
+            class: "attention-explorer-mask-note",
+            id: `${this.id}-${mask}-note`,
+            "data-mask": mask,
+          });
+          note.hidden = true;
           box.checked = true;
           box.addEventListener("change", () => {
             this.masks[mask] = box.checked;
             this.render();
           });
           label.append(box, document.createTextNode(` ${t[mask] || mask}`));
-          fieldset.append(label);
+          fieldset.append(label, note);
+          this.maskBoxes[mask] = [box, note];
         }
         controls.append(fieldset);
       }
@@ -195,6 +240,50 @@
       this.readout = element("ol", { class: "attention-explorer-readout" });
       figure.append(this.readoutTitle, this.readout, this.caption);
       this.root.append(figure);
+      // the cells' width follows the column's: draw again when it changes (a phone turned)
+      if (typeof ResizeObserver !== "undefined") {
+        new ResizeObserver(() => {
+          if (this.svg && this.cellWidth() !== this.drawnCell) {
+            this.draw();
+            this.highlight(this.state.query);
+          }
+        }).observe(this.gridWrap);
+      }
+    }
+
+    // the weights of the view shown with the masks ``active`` (names), every layer and head
+    weightsWith(active) {
+      return this.view.weights[this.data.masks.filter((m) => active.includes(m)).sort().join("+")];
+    }
+
+    // a mask that changes no weight of this example's view (the other masks as they are) is
+    // disabled, with the reason written beside it
+    updateMasks() {
+      if (!this.maskBoxes) return;
+      const view = this.view;
+      const active = this.data.masks.filter((m) => this.masks[m]);
+      for (const [mask, [box, note]] of Object.entries(this.maskBoxes)) {
+        const on = this.weightsWith([...active.filter((m) => m !== mask), mask]);
+        const off = this.weightsWith(active.filter((m) => m !== mask));
+        const inert = on !== undefined && off !== undefined && JSON.stringify(on) === JSON.stringify(off);
+        let reason = "other";
+        if (mask === "padding" && !view.keys.includes("<pad>")) reason = "padding";
+        else if (mask === "causal" && !view.causal) reason = "causal";
+        box.disabled = inert;
+        note.hidden = !inert;
+        note.textContent = inert ? ` ${this.text.inert[reason]}` : "";
+        if (inert) box.setAttribute("aria-describedby", note.id);
+        else box.removeAttribute("aria-describedby");
+      }
+    }
+
+    // the cells' width, in pixels, for the column the grid has
+    cellWidth() {
+      const keys = this.view.keys;
+      const room = (this.gridWrap.clientWidth || 0) - labelWidth(this.view.queries) - 8;
+      const fit = Math.floor(room / Math.max(keys.length, 1));
+      const least = keys.every((k) => [...k].length <= 2) ? CELL_MIN_SHORT : CELL_MIN;
+      return Math.max(least, Math.min(CELL_MAX, fit || CELL_MAX));
     }
 
     fill(box, options, chosen) {
@@ -216,33 +305,46 @@
       this.viewWrap.hidden = this.example.views.length < 2;
       this.layerWrap.hidden = layers.length < 2;
       this.headWrap.hidden = layers[0].length < 2;
-      this.caption.textContent = this.text.describe(
-        this.viewName(view),
-        this.state.layer + 1,
-        this.state.head + 1,
-        this.example.sentence,
-        view.queries.length,
-        view.keys.length,
-      );
+      this.updateMasks();
       this.draw();
       this.highlight(this.state.query);
+    }
+
+    describe(numbers) {
+      const view = this.view;
+      const text = RECURRENT.has(view.name)
+        ? this.text.describeRecurrent(this.viewName(view), this.example.sentence, view.queries.length, view.keys.length)
+        : this.text.describe(
+            this.viewName(view),
+            this.state.layer + 1,
+            this.state.head + 1,
+            this.example.sentence,
+            view.queries.length,
+            view.keys.length,
+          );
+      this.caption.textContent = text + this.text.numbers(numbers);
     }
 
     draw() {
       const view = this.view;
       const weights = this.weights;
+      const CELL_W = this.cellWidth();
+      const LABEL_W = labelWidth(view.queries);
+      const numbers = CELL_W >= CELL_NUMBERS;
+      this.drawnCell = CELL_W;
+      this.describe(numbers);
       const width = LABEL_W + CELL_W * view.keys.length + 8;
       const height = LABEL_H + CELL_H * view.queries.length + 4;
       const svg = svgElement("svg", {
         viewBox: `0 0 ${width} ${height}`,
         width: String(width),
-        class: "attention-explorer-svg",
+        height: String(height),
+        class: `attention-explorer-svg${numbers ? " attention-explorer-numbers" : ""}`,
         role: "listbox",
         tabindex: "0",
         "aria-label": this.text.grid(this.viewName(view), this.example.sentence),
         "aria-describedby": `${this.id}-caption`,
       });
-      svg.style.maxWidth = `${width}px`;
       view.keys.forEach((key, j) => {
         const x = LABEL_W + CELL_W * (j + 0.5);
         svg.append(

@@ -125,6 +125,7 @@ var ZhSearch = (() => {
   const split = (query) => {
     typed = query.replace(/\s+/g, "");
     current = words(query);
+    others = null;
     return current;
   };
 
@@ -144,7 +145,14 @@ var ZhSearch = (() => {
   // phrase, 25, above the pages that only use the words;
   // an exercise page, which names the chapter's terms (in its task headings too) to ask for
   // the next step, ranks 15 points down, a heading's weight: below the chapter that explains
-  // them, still in the results. Each weight is in units of Sphinx's own (5 for a word).
+  // them, still in the results. Not for a query that is more than the book's terms (a term
+  // of terminology.tsv belongs to the chapter that teaches it: 留一) when no other page has
+  // the query in a heading (反向传播, which the chapters only mention and the exercises' task
+  // headings name; the first exercise page that does gets LINKED), or when no other page
+  // has every word of the query (头的重要性): then the exercise page is the page about it;
+  // a query with a number (练习 2, 第 3 题), which the index does not hold, finds the pages
+  // and sections whose title has the query as typed: they come first (TYPED).
+  // Each weight is in units of Sphinx's own (5 for a word).
   const K1 = 1.2;
   const B = 0.75;
   const FREQUENCY = 2;
@@ -153,7 +161,66 @@ var ZhSearch = (() => {
   const PHRASE = 10;
   const HEADING = 15;
   const TEXT = 5;
-  const exercise = (docname) => (docname.startsWith("book/exercises/") ? HEADING : 0);
+  const TYPED = 100;
+  const isExercise = (docname) => docname.startsWith("book/exercises/");
+  // whether a page (an index into the index's docnames) has the word in a heading, in its text
+  // a Latin word is in the index as Sphinx's English stemmer cut it (translate: translat)
+  let stemmer = null;
+  const stem = (word) => {
+    if (HAN.test(word) || typeof Stemmer === "undefined") return word;
+    if (!stemmer) stemmer = new Stemmer();
+    return stemmer.stemWord(word.toLowerCase());
+  };
+  const holds = (group, word, file) => {
+    const files = group[stem(word)];
+    return files !== undefined && (files === file || (files.length > 0 && files.includes(file)));
+  };
+  // the pages that are not exercise pages and have every word of the query, and those that
+  // have them in headings: an exercise page defers to them; and the first exercise page that
+  // has them in headings (computed once per query)
+  let bookTerms = null;
+  const book = () => {
+    if (!bookTerms)
+      bookTerms = new Set(data ? [...data.words, ...Object.values(data.synonyms), ...data.single] : []);
+    return bookTerms;
+  };
+  let others = null;
+  const otherPages = () => {
+    if (others) return others;
+    const index = Search._index;
+    const files = index.docnames.map((_, file) => file);
+    const all = (test, f) => current.every((word) => test(word, f));
+    const anywhere = (w, f) => holds(index.terms, w, f) || holds(index.titleterms, w, f);
+    const headed = (w, f) => holds(index.titleterms, w, f);
+    const chapters = files.filter((f) => !isExercise(index.docnames[f]));
+    others = {
+      every: chapters.filter((f) => all(anywhere, f)),
+      headed: chapters.filter((f) => all(headed, f)),
+      first: files.find((f) => isExercise(index.docnames[f]) && all(headed, f)),
+      // a query of the book's terms only (留一): the chapter that teaches them comes first
+      terms: current.every((word) => book().has(word)),
+    };
+    return others;
+  };
+  // an exercise page's penalty (HEADING), 0 where it is the page about the query, and a
+  // bonus (LINKED) for the first exercise page that has the query in its headings
+  const exercise = (docname) => {
+    if (!isExercise(docname)) return 0;
+    if (!current.length || typeof Search === "undefined" || !Search._index) return HEADING;
+    const index = Search._index;
+    const file = index.docnames.indexOf(docname);
+    const { every, headed, first, terms } = otherPages();
+    const mine = (test) => current.every((word) => test(word));
+    if (terms) return HEADING;
+    if (mine((w) => holds(index.titleterms, w, file)) && !headed.length)
+      return file === first ? -LINKED : 0;
+    if (mine((w) => holds(index.terms, w, file) || holds(index.titleterms, w, file)) && !every.length)
+      return 0;
+    return HEADING;
+  };
+  // the query as typed, without spaces, in a result's title (the page's or the section's)
+  const typedInTitle = (title) =>
+    /\p{Number}/u.test(typed) && (title || "").replace(/<[^>]*>/g, "").replace(/\s+/g, "").includes(typed);
   // Sphinx's score of one word on one page (searchtools.js: Scorer.title, Scorer.term)
   const wordScore = (word, file) => {
     const has = (group) => {
@@ -193,6 +260,7 @@ var ZhSearch = (() => {
   };
   const score = (result) => {
     const [docname, title, anchor, , sphinx] = result;
+    if (typed && typedInTitle(title)) return TYPED + sphinx;
     if (anchor && typed && sectionTitle(title) === typed)
       return HEADING + PHRASE - exercise(docname);
     if (!data || anchor || !current.length) return sphinx - exercise(docname);

@@ -206,6 +206,8 @@ def chinese_search_dictionary(app: Sphinx, config) -> None:
 # each built page)
 SEARCH_SCRIPT = "zh-search.js"
 SEARCH_DATA = "zh-search-data.js"
+# the English search page's ranking: the mean over a query's words, numbers matched in titles
+ENGLISH_SEARCH_SCRIPT = "en-search.js"
 _TAGS = re.compile(r"<script.*?</script>|<style.*?</style>|<[^>]+>", re.DOTALL)
 # inline markup inside a sentence: removed without a gap, so that a word split by it
 # (**非自主性**提示, a {term} link) is still one word; every other tag separates
@@ -219,8 +221,13 @@ def chinese_search_page_scripts(
     app: Sphinx, pagename: str, templatename: str, context: dict, doctree
 ) -> None:
     """On the Chinese search page, load the query segmenter before Sphinx's searchtools.js,
-    which keeps a ``splitQuery`` and a ``Scorer`` that a page defines first."""
-    if pagename != "search" or not hasattr(app, "_zh_search"):
+    which keeps a ``splitQuery`` and a ``Scorer`` that a page defines first; on the English
+    one, the English ranking (book/_static/en-search.js)."""
+    if pagename != "search":
+        return
+    if not hasattr(app, "_zh_search"):
+        if not (app.config.language or "en").startswith("zh"):
+            app.add_js_file(ENGLISH_SEARCH_SCRIPT, priority=401)
         return
     app.add_js_file(SEARCH_DATA, priority=400)
     app.add_js_file(SEARCH_SCRIPT, priority=401)
