@@ -59,6 +59,7 @@ import json
 import os
 import posixpath
 import re
+import secrets
 import shutil
 import sqlite3
 import stat
@@ -1024,13 +1025,17 @@ def collect(
         folder.mkdir(parents=True, exist_ok=True)
         target = folder / f"{assignment}.ipynb"
         shown = _member_shown(candidate.member)
-        if target.is_file() and target.read_bytes() != candidate.member.path.read_bytes():
+        same = target.is_file() and target.read_bytes() == candidate.member.path.read_bytes()
+        if target.is_file() and not same:
             messages.append(
                 f"{candidate.who}: replaced the notebook collected before with {shown!r}"
             )
         temporary = folder / f".{assignment}.ipynb.collecting"
         shutil.copyfile(candidate.member.path, temporary)
         os.replace(temporary, target)
+        secret = folder / "submission_secret.txt"
+        if not same or not secret.is_file() or secret.is_symlink():
+            _write_secret(secret)
         stamp = folder / "timestamp.txt"
         text = _timestamp(candidate, zone, due, messages)
         if text is not None:
@@ -1049,6 +1054,14 @@ def collect(
     if kept:
         _write_json(lms_record_path(course, assignment), records)
     return sorted(kept), messages
+
+
+def _write_secret(path: Path) -> None:
+    """A submission's secret, as nbgrader's ``submit`` writes it (128 hex digits): nbgrader's
+    ``release_feedback`` names the page it releases by it, and reads it for every student."""
+    temporary = path.with_name(f".{path.name}.writing")
+    temporary.write_text(secrets.token_hex(64))
+    os.replace(temporary, path)
 
 
 def _member_shown(member: Member) -> str:
