@@ -68,9 +68,7 @@ def test_roles_become_numbers_and_titles(targets):
     )
     # inside parentheses the text opened (ASCII or full-width), the number alone
     text = "($[0, 1)$ eq. {eq}`ch2-softmax`, {eq}`ch2-softmax`)（{eq}`ch2-softmax`）\n\n)"
-    assert assignment_text.resolve_roles(text, targets) == (
-        "($[0, 1)$ eq. 2.1, 2.1)（2.1）\n\n)"
-    )
+    assert assignment_text.resolve_roles(text, targets) == ("($[0, 1)$ eq. 2.1, 2.1)（2.1）\n\n)")
     assert targets.equations["ch2-softmax"] == "2.1"
     chinese = assignment_text.resolve_roles("{ref}`ch1-pooling`", targets, "zh_CN")
     assert CJK.search(chinese) and "Attention" not in chinese
@@ -81,9 +79,7 @@ def test_no_equation_number_is_parenthesised_twice_in_either_edition(targets, as
     """A source's ``({eq}`label`)`` was released as ``((2.9))`` (issue 46, item 11): no
     ``((`` in the prose of any released notebook, English or Chinese."""
     source = _source(assignment)
-    catalog = assignment_text.read_catalog(
-        assignment_text.ASSIGNMENT_CATALOGS / f"{assignment}.po"
-    )
+    catalog = assignment_text.read_catalog(assignment_text.ASSIGNMENT_CATALOGS / f"{assignment}.po")
     editions = {
         "en": assignment_text.resolve_notebook(source, targets),
         "zh_CN": assignment_text.translate_notebook(source, catalog, targets),

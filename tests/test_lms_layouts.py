@@ -260,8 +260,8 @@ def test_a_moodle_roster_of_the_assignment_beats_lms_user_id(tmp_path, empty_gra
     assert _submitted(course) == {"li_wei": b"li"}
     assert (
         f"refused 'Ana Gomez_9001_assignsubmission_file/{NB}': Moodle participant 9001 is not "
-        "on the roster (import the assignment's grading worksheet with `python -m autograder "
-        "roster FILE --lms moodle --assignment <id>`; or collect with --enroll-unknown)"
+        f"on the roster ({collect.roster_import('moodle', course, A)}; or collect with "
+        "--enroll-unknown)"
     ) in err
 
 

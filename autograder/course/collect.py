@@ -60,9 +60,11 @@ import os
 import posixpath
 import re
 import secrets
+import shlex
 import shutil
 import sqlite3
 import stat
+import sys
 import zipfile
 from pathlib import Path
 from typing import NamedTuple
@@ -346,15 +348,49 @@ LAYOUT_NAMES = {
 }
 #: what each LMS's id is called in messages
 LMS_ID = {"canvas": "Canvas user", "moodle": "Moodle participant", "blackboard": "Blackboard user"}
-#: how to put a student of each LMS on the roster (`autograder.course.lms`)
-ROSTER_IMPORT = {
-    "canvas": "import Canvas's gradebook export with `python -m autograder roster FILE --lms "
-    "canvas`",
-    "moodle": "import the assignment's grading worksheet with `python -m autograder roster "
-    "FILE --lms moodle --assignment <id>`",
-    "blackboard": "import it with `nbgrader db student import FILE` from the course directory, "
-    "the Blackboard username as its id",
-}
+#: the course directory the CLI uses unless given another (``autograder/`` of the checkout)
+DEFAULT_COURSE = Path(__file__).resolve().parents[1]
+
+
+def _here(path: Path | str) -> str:
+    """``path`` as the instructor types it where they are: relative to the working
+    directory, quoted for the shell."""
+    return shlex.quote(os.path.relpath(Path(path).absolute(), Path.cwd()))
+
+
+def roster_import(layout: str, course: Path, assignment: str) -> str:
+    """How to put a student of ``layout`` on the roster, as a command that works as written
+    where the instructor runs ``collect`` (this Python, this course): an LMS export through
+    ``roster`` (`autograder.course.lms`); Blackboard's usernames, and the plain layout's ids,
+    through nbgrader's own import run in the course directory, where the gradebook is (run
+    elsewhere, nbgrader makes a new gradebook there)."""
+    python = _here(sys.executable)
+    course = Path(course)
+    where = "" if course.resolve() == DEFAULT_COURSE else f" --course {_here(course)}"
+    if layout == "canvas":
+        return (
+            "import Canvas's gradebook export (Grades, Export) with "
+            f"`{python} -m autograder{where} roster students.csv --lms canvas`"
+        )
+    if layout == "moodle":
+        return (
+            "import the assignment's grading worksheet with "
+            f"`{python} -m autograder{where} roster students.csv --lms moodle "
+            f"--assignment {shlex.quote(assignment)}`"
+        )
+    activate = Path(sys.prefix) / "bin" / "activate"
+    if activate.is_file():  # the venv's nbgrader, and its alembic for a new gradebook
+        enter, nbgrader = f". {_here(activate)} && ", "nbgrader"
+    else:
+        enter, nbgrader = "", shlex.quote(str(Path(sys.executable).absolute().parent / "nbgrader"))
+    back = shlex.quote(os.path.join(os.path.relpath(Path.cwd(), course.absolute()), "students.csv"))
+    who = "the Blackboard username" if layout == "blackboard" else "the student id"
+    return (
+        "import a students.csv of nbgrader's columns id,first_name,last_name,email,lms_user_id "
+        f"({who} as id) with `({enter}cd {_here(course)} && {nbgrader} db student import "
+        f"{back})`"
+    )
+
 
 #: Canvas: ``<sortable name>_[LATE_]<user id>_<attachment id>_<original name>``
 #: (`_canvas_ids`): Canvas's ``ContentZipper`` names each file of a submission so (the
@@ -496,8 +532,11 @@ class Identify:
     """Who each member belongs to, in one layout: ``(Candidate, None)`` or ``(None, the
     message saying why the member is refused or skipped)``."""
 
-    def __init__(self, layout, assignment, roster, enroll_unknown, regexp, lms_assignment, names):
+    def __init__(
+        self, layout, assignment, roster, enroll_unknown, regexp, lms_assignment, names, course
+    ):
         self.layout, self.assignment, self.roster = layout, assignment, roster
+        self.hint = roster_import(layout, Path(course), assignment)
         self.enroll_unknown, self.lms_assignment = enroll_unknown, lms_assignment
         self.regexp = re.compile(regexp) if regexp else None
         self.enroll: dict[str, str | None] = {}  # new nbgrader id -> its lms_user_id
@@ -526,7 +565,7 @@ class Identify:
             )
         if not self.enroll_unknown:
             raise NotFiled(
-                f"refused {shown}: {label} is not on the roster ({ROSTER_IMPORT[self.layout]}; "
+                f"refused {shown}: {label} is not on the roster ({self.hint}; "
                 "or collect with --enroll-unknown)"
             )
         if not PLAIN_NAME.match(key):
@@ -653,7 +692,7 @@ class Identify:
         if not self.roster.ids:
             raise NotFiled(
                 f"refused {shown}: the plain layout ({expected_name(self.assignment)}) "
-                "trusts names, so it needs the roster (nbgrader db student import)"
+                f"trusts names, so it needs the roster ({self.hint})"
             )
         if self.regexp is not None:
             return self._plain_regexp(member, shown)
@@ -847,7 +886,6 @@ def _one_notebook(files, who, named, exact, assignment: str, layout: str):
 
 def _enroll(course: Path, students: dict[str, str | None]) -> None:
     """Add students to nbgrader's gradebook, each under its LMS id (``--enroll-unknown``)."""
-    import sys
 
     from autograder.checking import nbgrader_api
 
@@ -975,7 +1013,9 @@ def collect(
     roster = read_roster(course)
     if layout == "moodle" and participants_path(course, assignment).is_file():
         roster = roster._replace(lms=_participants(course, assignment))
-    identify = Identify(layout, assignment, roster, enroll_unknown, regexp, lms_assignment, names)
+    identify = Identify(
+        layout, assignment, roster, enroll_unknown, regexp, lms_assignment, names, course
+    )
     candidates = []
     for member in members:
         candidate, why = identify(member, _shown(_member_shown(member)))
