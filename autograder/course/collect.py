@@ -354,8 +354,10 @@ DEFAULT_COURSE = Path(__file__).resolve().parents[1]
 
 def _here(path: Path | str) -> str:
     """``path`` as the instructor types it where they are: relative to the working
-    directory, quoted for the shell."""
-    return shlex.quote(os.path.relpath(Path(path).absolute(), Path.cwd()))
+    directory (``./`` before a bare name, which the shell would look up on PATH), quoted
+    for the shell."""
+    relative = os.path.relpath(Path(path).absolute(), Path.cwd())
+    return shlex.quote(relative if "/" in relative else f"./{relative}")
 
 
 def roster_import(layout: str, course: Path, assignment: str) -> str:
@@ -366,7 +368,8 @@ def roster_import(layout: str, course: Path, assignment: str) -> str:
     elsewhere, nbgrader makes a new gradebook there)."""
     python = _here(sys.executable)
     course = Path(course)
-    where = "" if course.resolve() == DEFAULT_COURSE else f" --course {_here(course)}"
+    default = Path(os.environ.get("AUTOGRADER_COURSE") or DEFAULT_COURSE)  # the CLI's
+    where = "" if course.resolve() == default.resolve() else f" --course {_here(course)}"
     if layout == "canvas":
         return (
             "import Canvas's gradebook export (Grades, Export) with "
