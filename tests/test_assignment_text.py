@@ -62,13 +62,37 @@ def test_every_role_of_a_source_notebook_resolves(targets, assignment):
 
 
 def test_roles_become_numbers_and_titles(targets):
-    text = "softmax ({eq}`ch2-softmax`) in {ref}`ch1-pooling`"
+    text = "softmax ({eq}`ch2-softmax`) in {ref}`ch1-pooling`, see {eq}`ch2-softmax`"
     assert assignment_text.resolve_roles(text, targets) == (
-        "softmax ((2.1)) in “Attention as pooling”"
+        "softmax (2.1) in “Attention as pooling”, see (2.1)"
     )
+    # inside parentheses the text opened (ASCII or full-width), the number alone
+    text = "($[0, 1)$ eq. {eq}`ch2-softmax`, {eq}`ch2-softmax`)（{eq}`ch2-softmax`）\n\n)"
+    assert assignment_text.resolve_roles(text, targets) == ("($[0, 1)$ eq. 2.1, 2.1)（2.1）\n\n)")
     assert targets.equations["ch2-softmax"] == "2.1"
     chinese = assignment_text.resolve_roles("{ref}`ch1-pooling`", targets, "zh_CN")
     assert CJK.search(chinese) and "Attention" not in chinese
+
+
+@pytest.mark.parametrize("assignment", checks.ASSIGNMENTS)
+def test_no_equation_number_is_parenthesised_twice_in_either_edition(targets, assignment):
+    """A source's ``({eq}`label`)`` was released as ``((2.9))`` (issue 46, item 11): no
+    ``((`` in the prose of any released notebook, English or Chinese."""
+    source = _source(assignment)
+    catalog = assignment_text.read_catalog(assignment_text.ASSIGNMENT_CATALOGS / f"{assignment}.po")
+    editions = {
+        "en": assignment_text.resolve_notebook(source, targets),
+        "zh_CN": assignment_text.translate_notebook(source, catalog, targets),
+    }
+    cited = 0
+    for language, notebook in editions.items():
+        for cell in notebook.cells:
+            if cell.cell_type == "markdown":
+                prose = re.sub(r"\$\$.*?\$\$|```.*?```|`[^`]*`", "", cell.source, flags=re.S)
+                prose = assignment_text.INLINE_MATH.sub("", prose)  # math and code apart
+                assert not re.search(r"[(（]\s*[(（]", prose), (language, prose)
+                cited += len(re.findall(r"\b\d\.\d+\b", prose))
+    assert cited, assignment  # the numbers were written
 
 
 @pytest.mark.parametrize(

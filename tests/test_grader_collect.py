@@ -467,7 +467,7 @@ def test_a_canvas_download(tmp_path, empty_gradebook):
         f"skipped '__MACOSX/._ab12_1012_5001_{NB}' from lms.zip: macOS metadata "
         "(__MACOSX/, ._*), not a submission",
         f"refused 'zedz_1077_5007_{NB}': Canvas user 1077 "
-        + NOT_ON_ROSTER.format(collect.ROSTER_IMPORT["canvas"]),
+        + NOT_ON_ROSTER.format(collect.roster_import("canvas", course, A)),
         f"refused 'o_1012_7_1088_5008_{NB}': its name could belong to the Canvas users "
         "1012, 7, 1088 (the name before the ids and the file name after them are the "
         "student's); collect it by hand",
@@ -527,7 +527,7 @@ def test_a_moodle_download(tmp_path, empty_gradebook):
         f"skipped '__MACOSX/Dan D_50_assignsubmission_file_/._{NB}' from lms.zip: macOS "
         "metadata (__MACOSX/, ._*), not a submission",
         f"refused 'Zed Z_88_assignsubmission_file_/{NB}': Moodle participant 88 "
-        + NOT_ON_ROSTER.format(collect.ROSTER_IMPORT["moodle"]),
+        + NOT_ON_ROSTER.format(collect.roster_import("moodle", course, A)),
         # the picker's "(1)" counts within one folder only: the archive does not say
         f"dan (Moodle participant 50): 2 notebooks ('{NB}', 'old/{A} (1).ipynb'), the archive "
         f"does not say which is newest; kept '{NB}' (named {NB}), dropped the others",
@@ -589,7 +589,7 @@ def test_a_blackboard_download(tmp_path, empty_gradebook):
         f"skipped '__MACOSX/._{attempt('dan', d1, NB)}' from lms.zip: macOS metadata "
         "(__MACOSX/, ._*), not a submission",
         f"refused {attempt('zed', d1, NB)!r}: Blackboard user zed "
-        + NOT_ON_ROSTER.format(collect.ROSTER_IMPORT["blackboard"]),
+        + NOT_ON_ROSTER.format(collect.roster_import("blackboard", course, A)),
         f"ab_12 (Blackboard user ab_12): 2 attempts; kept the newest (2026-01-30 09:00:00: "
         f"'{NB}'), dropped '{NB}' (2026-01-29 10:00:00)",
         f"dan (Blackboard user dan): 2 notebooks ('{NB}', 'scratch.ipynb'); kept '{NB}' "
@@ -640,7 +640,7 @@ def test_the_plain_layout_without_a_roster_collects_nothing_and_exits_1(tmp_path
     assert code == 1
     assert (
         f"refused 'bob_{NB}': the plain layout (<student id>_{NB} or <student id>_<anything>_"
-        f"{NB}) trusts names, so it needs the roster (nbgrader db student import)"
+        f"{NB}) trusts names, so it needs the roster ({collect.roster_import('plain', course, A)})"
     ) in err.splitlines()
     assert out.strip().endswith(": none")
     assert not (course / "submitted").exists()

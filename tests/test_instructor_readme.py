@@ -228,7 +228,9 @@ def _check_feedback(root: Path) -> None:
     """Where the README says: autograder/feedback/<student>/<id>/<id>.html, one file each."""
     for student, score in (("alice", "14.0"), ("bob", "0.0")):
         folder = root / "autograder" / "feedback" / student / A
-        assert sorted(p.name for p in folder.iterdir()) == [f"{A}.html"]
+        # the page, and what nbgrader's release_feedback reads beside it
+        names = sorted(p.name for p in folder.iterdir())
+        assert names == [f"{A}.html", "submission_secret.txt", "timestamp.txt"]
         page = (folder / f"{A}.html").read_text()
         assert f"{A} (Score: {score} / 14.0)" in page, student
         assert "window.MathJax = {" in page and "cdnjs" not in page  # math offline

@@ -28,9 +28,16 @@ Each archive below is built by the rule of the LMS's code, cited where it is bui
   ``_<digits>_`` joined, then ``_<attachment id>_<display name>``; anonymous grading writes
   ``anon_<anonymous id>`` for the name and the user id; rubyzip dates each member when the
   zip is made (``get_output_stream`` without a time).
-- Blackboard Learn, "Download assignment" (its help, "Download assignments"):
+- Blackboard Learn, Original Course View, Grade Center, "Assignment File Download"
+  (help.blackboard.com/Learn/Instructor/Assignments/Download_Assignments: "usernames are
+  automatically included in the file names"; with an attachment, the zip holds two files per
+  student, the file and a .txt the Grade Center makes with the submission's information and
+  comments, "the student's username is included in both file names"):
   ``<assignment>_<username>_attempt_<YYYY-MM-DD-HH-MM-SS>_<file name>`` and one receipt
-  ``..._attempt_<date>.txt`` per attempt.
+  ``..._attempt_<date>.txt`` per attempt. The help states the username and the receipt,
+  not the ``_attempt_<date>`` part, which is as such downloads name files, not checked
+  against a document of Blackboard's. Its help for the Ultra Course View says how to
+  download, not how the files are named, so no Ultra layout is asserted beyond this one.
 """
 
 from __future__ import annotations
@@ -260,8 +267,8 @@ def test_a_moodle_roster_of_the_assignment_beats_lms_user_id(tmp_path, empty_gra
     assert _submitted(course) == {"li_wei": b"li"}
     assert (
         f"refused 'Ana Gomez_9001_assignsubmission_file/{NB}': Moodle participant 9001 is not "
-        "on the roster (import the assignment's grading worksheet with `python -m autograder "
-        "roster FILE --lms moodle --assignment <id>`; or collect with --enroll-unknown)"
+        f"on the roster ({collect.roster_import('moodle', course, A)}; or collect with "
+        "--enroll-unknown)"
     ) in err
 
 

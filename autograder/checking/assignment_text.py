@@ -90,15 +90,30 @@ def _heading_in(language: str, page: str, title: str) -> str:
     return translated
 
 
+INLINE_MATH = re.compile(r"\$[^$]*\$")
+
+
+def _in_parentheses(text: str, at: int) -> bool:
+    """Whether position ``at`` of ``text`` is inside parentheses its paragraph opened (ASCII
+    or full-width; inline math, where a bracket may close an interval, not counted)."""
+    start = text.rfind("\n\n", 0, at)
+    before = INLINE_MATH.sub("", text[start + 1 if start >= 0 else 0 : at])
+    opened = before.count("(") + before.count("（")
+    return opened > before.count(")") + before.count("）")
+
+
 def resolve_roles(text: str, targets: Targets, language: str = "en") -> str:
-    """``{eq}`label``` -> ``(K.N)``; ``{ref}`label``` -> the section's title, quoted."""
+    """``{eq}`label``` -> ``(K.N)``, or ``K.N`` inside parentheses the text opened already
+    (``({eq}`label`)`` is ``(K.N)``, never ``((K.N))``); ``{ref}`label``` -> the section's
+    title, quoted."""
 
     def replace(match: re.Match) -> str:
         role, label = match.group(1), match.group(2).strip()
         if role == "eq":
             if label not in targets.equations:
                 raise AssignmentTextError(f"{{eq}}`{label}`: no such equation in the book")
-            return f"({targets.equations[label]})"
+            number = targets.equations[label]
+            return number if _in_parentheses(match.string, match.start()) else f"({number})"
         if label not in targets.headings:
             raise AssignmentTextError(f"{{ref}}`{label}`: no such section in the book")
         title = _heading_in(language, *targets.headings[label])

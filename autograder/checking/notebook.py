@@ -227,6 +227,24 @@ def _parsed(source):
         raise InvalidNotebook(TOO_DEEP) from None
 
 
+def _give_missing_ids(notebook) -> None:
+    """Cell ids for the cells of a 4.5+ notebook that lack one (an editor that does not write
+    them), as nbformat's ``normalize`` would: ``validate`` otherwise warns about each on
+    stderr, through the grader's progress bar. Each new id is ``cell-<number>``, unless a
+    cell has it already."""
+    if not isinstance(notebook.get("nbformat_minor"), int) or notebook.nbformat_minor < 5:
+        return
+    cells = [c for c in notebook.cells if isinstance(c, dict)]
+    taken = {c["id"] for c in cells if isinstance(c.get("id"), str)}
+    for number, cell in enumerate(cells, 1):
+        if "id" not in cell:
+            new = f"cell-{number}"
+            while new in taken:
+                new += "-"
+            cell["id"] = new
+            taken.add(new)
+
+
 def read_graded(source, caps: Caps = DEFAULT_CAPS):
     """(the submitted notebook, what was dropped from it): what it saved beside its code is
     dropped first (`drop_ungraded`, with the sentences saying so), then ``caps`` are checked
@@ -250,6 +268,7 @@ def read_graded(source, caps: Caps = DEFAULT_CAPS):
         raise InvalidNotebook(UNCONVERTIBLE) from None
     if not isinstance(notebook.get("cells"), list):
         raise InvalidNotebook(NO_CELLS)
+    _give_missing_ids(notebook)
     try:
         nbformat.validate(notebook)
     except Exception:  # noqa: BLE001 - nbformat's ValidationError and its relatives

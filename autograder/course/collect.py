@@ -59,9 +59,12 @@ import json
 import os
 import posixpath
 import re
+import secrets
+import shlex
 import shutil
 import sqlite3
 import stat
+import sys
 import zipfile
 from pathlib import Path
 from typing import NamedTuple
@@ -345,15 +348,52 @@ LAYOUT_NAMES = {
 }
 #: what each LMS's id is called in messages
 LMS_ID = {"canvas": "Canvas user", "moodle": "Moodle participant", "blackboard": "Blackboard user"}
-#: how to put a student of each LMS on the roster (`autograder.course.lms`)
-ROSTER_IMPORT = {
-    "canvas": "import Canvas's gradebook export with `python -m autograder roster FILE --lms "
-    "canvas`",
-    "moodle": "import the assignment's grading worksheet with `python -m autograder roster "
-    "FILE --lms moodle --assignment <id>`",
-    "blackboard": "import it with `nbgrader db student import FILE` from the course directory, "
-    "the Blackboard username as its id",
-}
+#: the course directory the CLI uses unless given another (``autograder/`` of the checkout)
+DEFAULT_COURSE = Path(__file__).resolve().parents[1]
+
+
+def _here(path: Path | str) -> str:
+    """``path`` as the instructor types it where they are: relative to the working
+    directory (``./`` before a bare name, which the shell would look up on PATH), quoted
+    for the shell."""
+    relative = os.path.relpath(Path(path).absolute(), Path.cwd())
+    return shlex.quote(relative if "/" in relative else f"./{relative}")
+
+
+def roster_import(layout: str, course: Path, assignment: str) -> str:
+    """How to put a student of ``layout`` on the roster, as a command that works as written
+    where the instructor runs ``collect`` (this Python, this course): an LMS export through
+    ``roster`` (`autograder.course.lms`); Blackboard's usernames, and the plain layout's ids,
+    through nbgrader's own import run in the course directory, where the gradebook is (run
+    elsewhere, nbgrader makes a new gradebook there)."""
+    python = _here(sys.executable)
+    course = Path(course)
+    default = Path(os.environ.get("AUTOGRADER_COURSE") or DEFAULT_COURSE)  # the CLI's
+    where = "" if course.resolve() == default.resolve() else f" --course {_here(course)}"
+    if layout == "canvas":
+        return (
+            "import Canvas's gradebook export (Grades, Export) with "
+            f"`{python} -m autograder{where} roster students.csv --lms canvas`"
+        )
+    if layout == "moodle":
+        return (
+            "import the assignment's grading worksheet with "
+            f"`{python} -m autograder{where} roster students.csv --lms moodle "
+            f"--assignment {shlex.quote(assignment)}`"
+        )
+    activate = Path(sys.prefix) / "bin" / "activate"
+    if activate.is_file():  # the venv's nbgrader, and its alembic for a new gradebook
+        enter, nbgrader = f". {_here(activate)} && ", "nbgrader"
+    else:
+        enter, nbgrader = "", shlex.quote(str(Path(sys.executable).absolute().parent / "nbgrader"))
+    back = shlex.quote(os.path.join(os.path.relpath(Path.cwd(), course.absolute()), "students.csv"))
+    who = "the Blackboard username" if layout == "blackboard" else "the student id"
+    return (
+        "import a students.csv of nbgrader's columns id,first_name,last_name,email,lms_user_id "
+        f"({who} as id) with `({enter}cd {_here(course)} && {nbgrader} db student import "
+        f"{back})`"
+    )
+
 
 #: Canvas: ``<sortable name>_[LATE_]<user id>_<attachment id>_<original name>``
 #: (`_canvas_ids`): Canvas's ``ContentZipper`` names each file of a submission so (the
@@ -495,8 +535,11 @@ class Identify:
     """Who each member belongs to, in one layout: ``(Candidate, None)`` or ``(None, the
     message saying why the member is refused or skipped)``."""
 
-    def __init__(self, layout, assignment, roster, enroll_unknown, regexp, lms_assignment, names):
+    def __init__(
+        self, layout, assignment, roster, enroll_unknown, regexp, lms_assignment, names, course
+    ):
         self.layout, self.assignment, self.roster = layout, assignment, roster
+        self.hint = roster_import(layout, Path(course), assignment)
         self.enroll_unknown, self.lms_assignment = enroll_unknown, lms_assignment
         self.regexp = re.compile(regexp) if regexp else None
         self.enroll: dict[str, str | None] = {}  # new nbgrader id -> its lms_user_id
@@ -525,7 +568,7 @@ class Identify:
             )
         if not self.enroll_unknown:
             raise NotFiled(
-                f"refused {shown}: {label} is not on the roster ({ROSTER_IMPORT[self.layout]}; "
+                f"refused {shown}: {label} is not on the roster ({self.hint}; "
                 "or collect with --enroll-unknown)"
             )
         if not PLAIN_NAME.match(key):
@@ -652,7 +695,7 @@ class Identify:
         if not self.roster.ids:
             raise NotFiled(
                 f"refused {shown}: the plain layout ({expected_name(self.assignment)}) "
-                "trusts names, so it needs the roster (nbgrader db student import)"
+                f"trusts names, so it needs the roster ({self.hint})"
             )
         if self.regexp is not None:
             return self._plain_regexp(member, shown)
@@ -846,7 +889,6 @@ def _one_notebook(files, who, named, exact, assignment: str, layout: str):
 
 def _enroll(course: Path, students: dict[str, str | None]) -> None:
     """Add students to nbgrader's gradebook, each under its LMS id (``--enroll-unknown``)."""
-    import sys
 
     from autograder.checking import nbgrader_api
 
@@ -974,7 +1016,9 @@ def collect(
     roster = read_roster(course)
     if layout == "moodle" and participants_path(course, assignment).is_file():
         roster = roster._replace(lms=_participants(course, assignment))
-    identify = Identify(layout, assignment, roster, enroll_unknown, regexp, lms_assignment, names)
+    identify = Identify(
+        layout, assignment, roster, enroll_unknown, regexp, lms_assignment, names, course
+    )
     candidates = []
     for member in members:
         candidate, why = identify(member, _shown(_member_shown(member)))
@@ -1024,13 +1068,17 @@ def collect(
         folder.mkdir(parents=True, exist_ok=True)
         target = folder / f"{assignment}.ipynb"
         shown = _member_shown(candidate.member)
-        if target.is_file() and target.read_bytes() != candidate.member.path.read_bytes():
+        same = target.is_file() and target.read_bytes() == candidate.member.path.read_bytes()
+        if target.is_file() and not same:
             messages.append(
                 f"{candidate.who}: replaced the notebook collected before with {shown!r}"
             )
         temporary = folder / f".{assignment}.ipynb.collecting"
         shutil.copyfile(candidate.member.path, temporary)
         os.replace(temporary, target)
+        secret = folder / "submission_secret.txt"
+        if not same or not secret.is_file() or secret.is_symlink():
+            _write_secret(secret)
         stamp = folder / "timestamp.txt"
         text = _timestamp(candidate, zone, due, messages)
         if text is not None:
@@ -1049,6 +1097,14 @@ def collect(
     if kept:
         _write_json(lms_record_path(course, assignment), records)
     return sorted(kept), messages
+
+
+def _write_secret(path: Path) -> None:
+    """A submission's secret, as nbgrader's ``submit`` writes it (128 hex digits): nbgrader's
+    ``release_feedback`` names the page it releases by it, and reads it for every student."""
+    temporary = path.with_name(f".{path.name}.writing")
+    temporary.write_text(secrets.token_hex(64))
+    os.replace(temporary, path)
 
 
 def _member_shown(member: Member) -> str:

@@ -179,6 +179,19 @@ class Recorder:
                 result.notes.append(note)
             return None
 
+    def _secret(self, result) -> str | None:
+        """The submission's ``submission_secret.txt`` (nbgrader's submit, or `collect`,
+        writes it: hex digits) if it is one; else None."""
+        path = self.course / "submitted" / result.student / self.spec.assignment
+        try:
+            raw = read_bounded(path / "submission_secret.txt", 256)
+        except Exception:  # noqa: BLE001 - missing, a link, a FIFO, unreadable: none
+            return None
+        text = raw.decode("ascii", errors="replace").strip()
+        if 0 < len(text) <= 255 and all(c in "0123456789abcdefABCDEF" for c in text):
+            return text
+        return None
+
     def write_gradebook(self, result, timestamp: str | None = None) -> None:
         spec, scores = self.spec, {t.grade_id: t.points for t in result.tasks}
         with self.course_lock(), warnings.catch_warnings():
@@ -232,8 +245,13 @@ class Recorder:
         """The autograded notebook's ``text`` (see `render_autograded`), written atomically."""
         target = self.autograded_path(result.student)
         target.parent.mkdir(parents=True, exist_ok=True)
-        if stamp is not None:  # the date that was read and checked, not the file copied
-            (target.parent / "timestamp.txt").write_text(stamp)
+        # the date that was read and checked, not the file copied; "" when there is none
+        # (nbgrader reads an empty timestamp.txt as no date), since nbgrader's
+        # generate_feedback and release_feedback read the file whatever it holds
+        (target.parent / "timestamp.txt").write_text(stamp or "")
+        secret = self._secret(result)
+        if secret:  # release_feedback names the released page by it
+            (target.parent / "submission_secret.txt").write_text(secret)
         handle, temporary = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
         try:
             with os.fdopen(handle, "w") as stream:
