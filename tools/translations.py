@@ -247,29 +247,62 @@ def check(catalogs: Path = CATALOGS) -> list[str]:
     return report
 
 
+#: the hidden cases' seeds whose case names a catalog must hold: the grader's default and
+#: two others (a chapter that named a case from its seed would show a name missing here)
+CASE_NAME_SEEDS = (None, 1, 2)
+
+
+def case_names(assignment: str) -> list[str]:
+    """The names of a chapter's public and hidden cases, each once, in order: a student sees
+    them in every message of a failing case, so they are translated as the hints are (the
+    chapter's catalog, ``checks.translated_hint``)."""
+    from autograder.checking import checks
+
+    names = []
+    for check in checks.checks_for(assignment):
+        cases = list(checks.public_cases(check.name))
+        for seed in CASE_NAME_SEEDS:
+            cases += checks.hidden_cases(
+                check.name, checks.DEFAULT_HIDDEN_SEED if seed is None else seed
+            )
+        names += [case.name for case in cases]
+    return list(dict.fromkeys(names))
+
+
 def hint_domains() -> list[tuple[str, list[str]]]:
-    """(catalog name, the English hints it must translate): each chapter's own hints, then
-    the shared ones (``autograder/checking/checks.py``: one catalog per chapter in ``checks/``)."""
+    """(catalog name, the English texts it must translate): each chapter's own hints and its
+    cases' names, then the shared hints (``autograder/checking/checks.py``: one catalog per
+    chapter in ``checks/``)."""
     sys.path.insert(0, str(ROOT))
     from autograder import chapters  # noqa: F401 - every chapter registered
     from autograder.checking import checks
 
-    domains = [(assignment, checks.hint_texts(assignment)) for assignment in checks.ASSIGNMENTS]
+    domains = [
+        (assignment, list(dict.fromkeys(checks.hint_texts(assignment) + case_names(assignment))))
+        for assignment in checks.ASSIGNMENTS
+    ]
     return domains + [(checks.SHARED_HINTS, checks.shared_hints())]
 
 
 def hint_problems(catalogs: Path = CATALOGS) -> list[str]:
     """Every hint a check can show with no entry in its catalog, and every entry that is no
     check's hint (untranslated and fuzzy entries are ``check``'s, as in any catalog)."""
+    from autograder.checking.checks import numbers_as_placeholders
+
     report = []
     for domain, texts in hint_domains():
         path = catalogs / "checks" / f"{domain}.po"
         ids = {m.id for m in read_catalog(path) if m.id} if path.exists() else set()
         where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        used = set()
         for text in texts:
-            if text not in ids:
+            # a text made from sizes a seed chooses is translated once, its numbers {0}, {1}
+            # (``checks.translated_hint``)
+            key = text if text in ids else numbers_as_placeholders(text)[0]
+            used.add(key)
+            if key not in ids:
                 report.append(f"{where}: {text[:70]!r}: missing (run update, then translate)")
-        for text in sorted(ids - set(texts)):
+        for text in sorted(ids - used):
             report.append(f"{where}: {text[:70]!r}: obsolete (no check shows it): delete it")
     return report
 

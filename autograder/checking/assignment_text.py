@@ -150,12 +150,13 @@ def needs_translation(paragraph: str) -> bool:
 
 def messages(notebook) -> list[str]:
     """What a translator translates, in order: the paragraphs of ``notebook``'s prose cells,
-    and the docstrings' paragraphs and the comments of its stubs (``code_messages``)."""
+    and the docstrings' paragraphs and the comments of its stubs and given code
+    (``code_messages``)."""
     seen, out = set(), []
     for cell in notebook["cells"]:
         if is_prose_cell(cell):
             found = [p for p in paragraphs(_cell_text(cell)) if needs_translation(p)]
-        elif is_stub_cell(cell):
+        elif is_stub_cell(cell) or is_given_cell(cell):
             found = code_messages(_cell_text(cell))
         else:
             continue
@@ -167,9 +168,11 @@ def messages(notebook) -> list[str]:
 
 
 # The stubs: a solution cell's code outside its solution region (the signature, the
-# docstring, comments) is what the student reads of a task; the Chinese edition gives its
-# docstrings and comments in Chinese. Only the stubs: a locked cell is restored from the
-# source when graded, and a test cell is the instructor's.
+# docstring, comments) is what the student reads of a task; the given code (the setup
+# cell's helpers, a given model, a cell to try things in) is what the student reads and
+# calls. The Chinese edition gives the docstrings and comments of both in Chinese, the code
+# unchanged (a locked cell is restored from the source when graded: the same code either
+# way). Not a test cell: it is one call of the instructor's, with no prose.
 SOLUTION_REGION = re.compile(
     r"^[ \t]*### BEGIN SOLUTION.*?^[ \t]*### END SOLUTION[^\n]*\n?", re.M | re.S
 )
@@ -180,6 +183,12 @@ OPENING_QUOTE = re.compile(r"""[rRuU]{0,2}("{3}|'{3}|"|')""")
 def is_stub_cell(cell) -> bool:
     meta = cell.get("metadata", {}).get("nbgrader", {})
     return cell["cell_type"] == "code" and bool(meta.get("solution")) and not meta.get("grade")
+
+
+def is_given_cell(cell) -> bool:
+    """A code cell the instructor gives (no solution to write, not a test cell)."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return cell["cell_type"] == "code" and not meta.get("solution") and not meta.get("grade")
 
 
 def _parts(code: str):
@@ -328,7 +337,7 @@ def translate_notebook(notebook, catalog: dict, targets: Targets):
                 catalog[p] if needs_translation(p) else p for p in paragraphs(_cell_text(cell))
             ]
             set_text(cell, resolve_roles("\n\n".join(parts), targets, "zh_CN"))
-        elif is_stub_cell(cell):
+        elif is_stub_cell(cell) or is_given_cell(cell):
             set_text(cell, translate_code(_cell_text(cell), catalog))
     return translated
 
