@@ -18,7 +18,7 @@ fail the build until a translator has dealt with them (docs/translating.md).
 
 - untranslated (empty) or fuzzy entries: the build would show English, so they fail;
 - a translation that lost or changed something that must survive translation: an inline
-  formula ``$...$``, a code span, a role's target ({eq}`label`, {cite:t}`key`,
+  formula ``$...$`` (the words of its ``\text{...}`` are translated), a code span, a role's target ({eq}`label`, {cite:t}`key`,
   {doc}`page`, {term}`text <target>`), a link's URL;
 - a term of ``locale/zh_CN/terminology.tsv`` marked ``checked`` whose English appears in
   the message but neither its Chinese nor an accepted alternative (``also``) appears in the
@@ -132,11 +132,19 @@ def role_targets(text: str) -> Counter:
     return found
 
 
+#: words in a formula (``\text{(masked)}``, ``\sqrt{\text{number of layers}}``) are prose:
+#: translated, the formula around them kept
+TEXT_IN_MATH = re.compile(r"\\text\{[^{}]*\}")
+
+
 def kept_pieces(text: str) -> dict[str, Counter]:
-    """What a translation must carry over unchanged, by kind (multisets)."""
+    """What a translation must carry over unchanged, by kind (multisets); the words of a
+    formula's ``\text{...}`` are the translation's own."""
     without_roles = ROLE.sub(" ", text)
     return {
-        "inline math": Counter(m.strip() for m in MATH.findall(without_roles)),
+        "inline math": Counter(
+            TEXT_IN_MATH.sub(r"\\text{}", m.strip()) for m in MATH.findall(without_roles)
+        ),
         "role": role_targets(text),
         "code span": Counter(m[1] for m in CODE.findall(MATH.sub(" ", without_roles))),
         "link": Counter(LINK_URL.findall(text)),

@@ -142,10 +142,26 @@ def paragraphs(text: str) -> list[str]:
     return out
 
 
+#: words inside a formula: ``\text{...}``; a name alone (``\text{head}_h``, as the paper
+#: writes it) is not a remark to translate, ``\text{(masked)}`` is
+TEXT_IN_MATH = re.compile(r"\\text\{([^{}]*)\}")
+NAME_IN_MATH = re.compile(r"\s*[A-Za-z]+(?:\\?_[A-Za-z]+)*\s*")
+
+
+def words_in_formula(content: str) -> bool:
+    """Whether the content of a formula's ``\text{...}`` is words a reader reads (not a name)."""
+    return bool(re.search(r"[A-Za-z]{2,}", content)) and not NAME_IN_MATH.fullmatch(content)
+
+
 def needs_translation(paragraph: str) -> bool:
-    """A paragraph with words outside code fences, code spans and math."""
+    """A paragraph with words outside code fences, code spans and math, or with words in a
+    formula's ``\text{...}`` (``softmax(S)\ \text{(masked)}``: the Chinese edition says it in
+    Chinese)."""
     stripped = re.sub(r"```.*?```|`[^`]*`|\$\$.*?\$\$|\$[^$]*\$", "", paragraph, flags=re.S)
-    return re.search(r"[A-Za-z]{2,}", stripped) is not None
+    if re.search(r"[A-Za-z]{2,}", stripped) is not None:
+        return True
+    without_code = re.sub(r"```.*?```|`[^`]*`", "", paragraph, flags=re.S)
+    return any(words_in_formula(m.group(1)) for m in TEXT_IN_MATH.finditer(without_code))
 
 
 def messages(notebook) -> list[str]:
