@@ -19,7 +19,8 @@ the student clicks); an indented line without Chinese is a code block (the guide
 commands). A case's name is short, so for it two English words in a row are
 already too many, and one with an English word must hold Chinese ("H=16" need not). Anywhere, ``\\text{...}`` with an English word
 inside is English in a formula (``\\operatorname{softmax}`` is a function's name, as in the
-English). And the checker-message ``|expected|`` is written in Chinese.
+English). The terminology's drifted renderings (``tools/translations.VARIANTS``: 几何数列,
+正向, 评分 for grading...) are reported too. And the checker-message ``|expected|`` is written in Chinese.
 
 The check module ``attention_check.py`` is not scanned: it is the one contract the grader
 shares, shipped byte for byte as the English edition's (tests/test_release.py), a library
@@ -44,6 +45,9 @@ from autograder.student import contract
 
 sys.path.insert(0, str(Path(__file__).parent))
 from hostile.corpus import released_course  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tools.translations import variant_problems  # noqa: E402
 
 HAN = re.compile(r"[\u4e00-\u9fff]")
 #: English a Chinese text keeps on purpose: a citation's "et al.", the English title of a
@@ -146,6 +150,7 @@ def findings(files: dict[str, bytes]) -> list[str]:
     def scan(where: str, text: str, words: int = 3) -> None:
         found.extend(f"{where}: {r!r}" for r in english_runs(text, words, names))
         found.extend(f"{where}: {r!r} (English in a formula)" for r in english_in_formulas(text))
+        found.extend(f"{where}: {problem}" for problem in variant_problems(text))
 
     for name, data in sorted(files.items()):
         if name.endswith(".ipynb"):

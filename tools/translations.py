@@ -28,6 +28,8 @@ fail the build until a translator has dealt with them (docs/translating.md).
 - a ``*`` or ``**`` of a translation that pairs with nothing (the reader would see it):
   the message is parsed as the book parses it, with CommonMark's flanking rules made
   CJK-friendly (``editions.cjk_friendly_emphasis``);
+- a rendering of ``VARIANTS`` in any translation, whatever its English (几何数列 for
+  等比数列, 正向 for 前向, 评分 for grading where 评分 is the glossary's "score"...);
 - Chinese in *italics* (Chinese fonts have no italic face: emphasis is **bold**);
 - straight "quotes" in a Chinese translation's prose (smart quotes would make both ”);
 - a hint of a check (``autograder/checking/checks.py``) without an entry in its catalog,
@@ -116,6 +118,33 @@ def straight_quotes(msgstr: str) -> list[str]:
         return []
     prose = NOT_PROSE.sub(lambda m: " " * len(m.group()), msgstr)
     return re.findall(r'"[^"\n]*"?', prose)
+
+
+#: renderings that drifted in whatever the English says, each with the one the edition uses
+#: (docs/translating.md): one Chinese word per meaning on every page
+VARIANTS = (
+    ("几何数列", "等比数列", "a geometric sequence is 等比数列 (mainland usage)"),
+    ("几何级数", "等比数列", "a geometric sequence is 等比数列 (mainland usage)"),
+    ("正向传播", "前向传播", "the forward pass is 前向传播"),
+    ("正向计算", "前向计算", "the forward pass is 前向传播, computing forward 前向计算"),
+    ("正向运行", "前向计算", "the forward pass is 前向传播, computing forward 前向计算"),
+    ("乘积法则", "矩阵乘积的求导规则", "乘积法则 is the scalar (uv)' rule, not C = AB's backward"),
+    ("评分程序", "计分程序", "评分 is a score (the glossary's); grading is 计分, the grader 计分程序"),
+    ("人工评分", "人工批改", "评分 is a score (the glossary's); a written answer is 人工批改"),
+    ("如何评分", "如何计分", "评分 is a score (the glossary's); grading is 计分"),
+    ("| 分数 |", "| 分值 |", "a task's points are 分值 (分数 is what a student gets)"),
+    ("Attention, derived", "推导注意力", "the course's Chinese title is 《推导注意力》"),
+)
+
+
+def variant_problems(msgstr: str) -> list[str]:
+    """The renderings of ``VARIANTS`` in a translation's prose (math and code ignored)."""
+    prose = NOT_PROSE.sub(" ", msgstr)
+    return [
+        f"terminology: {wrong!r} is {right!r} ({why})"
+        for wrong, right, why in VARIANTS
+        if wrong in prose
+    ]
 
 
 def read_terminology(path: Path = TERMINOLOGY) -> list[Term]:
@@ -249,6 +278,7 @@ def check(catalogs: Path = CATALOGS) -> list[str]:
                 markdown=not figures,
                 template=path.parent == catalogs / "checks",
             )
+            problems += variant_problems(message.string) if message.string else []
             for problem in problems:
                 where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
                 report.append(f"{where}: {message.id[:70]!r}: {problem}")
