@@ -230,7 +230,8 @@ def _assert_same_cases_with_hints_in_chinese(assignment, english, chinese):
         for a, b in zip(en[name]["cases"], zh[name]["cases"], strict=True):
             # the case's name in the edition's language (the chapter's catalog, as a hint)
             assert checks.translated_hint(a.name, "zh_CN", assignment) == b.name
-            assert han.search(b.name) and len(a.args) == len(b.args)
+            assert han.search(b.name) or not re.search("[A-Za-z]{2}", b.name)  # "H=16"
+            assert len(a.args) == len(b.args)
             assert all(same(x, y) for x, y in zip([*a.args, *a.expected], [*b.args, *b.expected]))
             assert [checks.translated_hint(h, "zh_CN", assignment) for h, _ in a.mistakes] == [
                 h for h, _ in b.mistakes

@@ -205,8 +205,9 @@ def test_the_rule_finds_english_and_passes_chinese():
     assert english_in_formulas(r"$a = \operatorname{softmax}(e)\ \text{(masked)}$")
     assert english_in_formulas(r"$\text{head}_i$, $\text{coverage\_context}$") == []
     # a name of the code is code; the data's spoken digits are data
-    assert english_runs("返回 (dq, dk, dv)", code_names=frozenset({"dq", "dk", "dv"})) == []
-    assert english_runs("返回 (dq, dk, dv)")
+    assert english_runs("返回 dq, dk, dv", code_names=frozenset({"dq", "dk", "dv"})) == []
+    assert english_runs("返回 dq, dk, dv")
+    assert english_runs("返回 (dq, dk, dv)") == []  # a tuple of names is code
     assert english_runs("例如 “four double oh seven”") == []
     assert english_in_formulas(r"$\text{层数}$") == []
     # a docstring and a comment of given code are read, nbgrader's marker is not
