@@ -18,8 +18,8 @@ fail the build until a translator has dealt with them (docs/translating.md).
 
 - untranslated (empty) or fuzzy entries: the build would show English, so they fail;
 - a translation that lost or changed something that must survive translation: an inline
-  formula ``$...$`` (the words of its ``\text{...}`` are translated), a code span, a role's target ({eq}`label`, {cite:t}`key`,
-  {doc}`page`, {term}`text <target>`), a link's URL;
+  formula ``$...$`` (the words of its ``\\text{...}`` are translated), a code span, a role's
+  target ({eq}`label`, {cite:t}`key`, {doc}`page`, {term}`text <target>`), a link's URL;
 - a term of ``locale/zh_CN/terminology.tsv`` marked ``checked`` whose English appears in
   the message but neither its Chinese nor an accepted alternative (``also``) appears in the
   translation; and, for any term, a rendering listed under ``not`` (one that drifted in
@@ -129,7 +129,11 @@ VARIANTS = (
     ("正向计算", "前向计算", "the forward pass is 前向传播, computing forward 前向计算"),
     ("正向运行", "前向计算", "the forward pass is 前向传播, computing forward 前向计算"),
     ("乘积法则", "矩阵乘积的求导规则", "乘积法则 is the scalar (uv)' rule, not C = AB's backward"),
-    ("评分程序", "计分程序", "评分 is a score (the glossary's); grading is 计分, the grader 计分程序"),
+    (
+        "评分程序",
+        "计分程序",
+        "评分 is a score (the glossary's); grading is 计分, the grader 计分程序",
+    ),
     ("人工评分", "人工批改", "评分 is a score (the glossary's); a written answer is 人工批改"),
     ("如何评分", "如何计分", "评分 is a score (the glossary's); grading is 计分"),
     ("| 分数 |", "| 分值 |", "a task's points are 分值 (分数 is what a student gets)"),
@@ -168,7 +172,7 @@ TEXT_IN_MATH = re.compile(r"\\text\{[^{}]*\}")
 
 def kept_pieces(text: str) -> dict[str, Counter]:
     """What a translation must carry over unchanged, by kind (multisets); the words of a
-    formula's ``\text{...}`` are the translation's own."""
+    formula's ``\\text{...}`` are the translation's own."""
     without_roles = ROLE.sub(" ", text)
     return {
         "inline math": Counter(
@@ -293,18 +297,34 @@ CASE_NAME_SEEDS = (None, 1, 2)
 def case_names(assignment: str) -> list[str]:
     """The names of a chapter's public and hidden cases, each once, in order: a student sees
     them in every message of a failing case, so they are translated as the hints are (the
-    chapter's catalog, ``checks.translated_hint``)."""
+    chapter's catalog, ``checks.translated_hint``). A name a seed makes ("no mask, T = 4
+    steps over n = 6 words": one the seeds of ``CASE_NAME_SEEDS`` do not all give) is given
+    as its pattern, its numbers {0}, {1}, and so is every name of that pattern: translated
+    once for every size."""
     from autograder.checking import checks
+    from autograder.checking.checks import numbers_as_placeholders
 
-    names = []
+    names, per_seed = [], []
     for check in checks.checks_for(assignment):
-        cases = list(checks.public_cases(check.name))
-        for seed in CASE_NAME_SEEDS:
-            cases += checks.hidden_cases(
-                check.name, checks.DEFAULT_HIDDEN_SEED if seed is None else seed
-            )
-        names += [case.name for case in cases]
-    return list(dict.fromkeys(names))
+        names += [case.name for case in checks.public_cases(check.name)]
+    for seed in CASE_NAME_SEEDS:
+        seed = checks.DEFAULT_HIDDEN_SEED if seed is None else seed
+        hidden = [
+            case.name
+            for check in checks.checks_for(assignment)
+            for case in checks.hidden_cases(check.name, seed)
+        ]
+        per_seed.append(set(hidden))
+        names += hidden
+    made_by_a_seed = set.union(*per_seed) - set.intersection(*per_seed)
+    patterns = {numbers_as_placeholders(name)[0] for name in made_by_a_seed}
+    return list(
+        dict.fromkeys(
+            key if key in patterns else name
+            for name in names
+            for key in [numbers_as_placeholders(name)[0]]
+        )
+    )
 
 
 def hint_domains() -> list[tuple[str, list[str]]]:

@@ -149,13 +149,13 @@ NAME_IN_MATH = re.compile(r"\s*[A-Za-z]+(?:\\?_[A-Za-z]+)*\s*")
 
 
 def words_in_formula(content: str) -> bool:
-    """Whether the content of a formula's ``\text{...}`` is words a reader reads (not a name)."""
+    """Whether the content of a formula's ``\\text{...}`` is words a reader reads (not a name)."""
     return bool(re.search(r"[A-Za-z]{2,}", content)) and not NAME_IN_MATH.fullmatch(content)
 
 
 def needs_translation(paragraph: str) -> bool:
     """A paragraph with words outside code fences, code spans and math, or with words in a
-    formula's ``\text{...}`` (``softmax(S)\ \text{(masked)}``: the Chinese edition says it in
+    formula's ``\\text{...}`` (``softmax(S)\\ \\text{(masked)}``: the Chinese edition says it in
     Chinese)."""
     stripped = re.sub(r"```.*?```|`[^`]*`|\$\$.*?\$\$|\$[^$]*\$", "", paragraph, flags=re.S)
     if re.search(r"[A-Za-z]{2,}", stripped) is not None:
