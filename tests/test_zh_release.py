@@ -100,7 +100,7 @@ def english_in_formulas(text: str) -> list[str]:
     return [
         m.group()
         for m in TEXT_COMMAND.finditer(text)
-        if re.search(WORD, m.group(1)) and not NAME.fullmatch(m.group(1).strip())
+        if re.search(WORD, m.group(1)) and not NAME.fullmatch(m.group(1))
     ]
 
 
@@ -204,6 +204,7 @@ def test_the_rule_finds_english_and_passes_chinese():
     assert english_in_formulas(r"$$x \qquad\text{(1)}$$") == []
     assert english_in_formulas(r"$a = \operatorname{softmax}(e)\ \text{(masked)}$")
     assert english_in_formulas(r"$\text{head}_i$, $\text{coverage\_context}$") == []
+    assert english_in_formulas(r"$P(k \text{ wins})$")  # a word of a sentence, not a name
     # a name of the code is code; the data's spoken digits are data
     assert english_runs("返回 dq, dk, dv", code_names=frozenset({"dq", "dk", "dv"})) == []
     assert english_runs("返回 dq, dk, dv")

@@ -145,7 +145,7 @@ def paragraphs(text: str) -> list[str]:
 #: words inside a formula: ``\text{...}``; a name alone (``\text{head}_h``, as the paper
 #: writes it) is not a remark to translate, ``\text{(masked)}`` is
 TEXT_IN_MATH = re.compile(r"\\text\{([^{}]*)\}")
-NAME_IN_MATH = re.compile(r"\s*[A-Za-z]+(?:\\?_[A-Za-z]+)*\s*")
+NAME_IN_MATH = re.compile(r"[A-Za-z]+(?:\\?_[A-Za-z]+)*")
 
 
 def words_in_formula(content: str) -> bool:
