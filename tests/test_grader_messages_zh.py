@@ -62,8 +62,10 @@ def test_a_chinese_public_error_quotes_its_line_in_chinese(graded):
     lines = _case_lines(task.message)
     first = checks.public_cases("nadaraya_watson_ard")[0].name
     line = '`raise ValueError("leak " + repr(scores.tolist()))`'
+    named = checks.translated_hint(first, "zh_CN", "ch1_pooling")  # the case's Chinese name
+    assert HAN.search(named), named
     assert lines[0] == (
-        f"用例“{first}”：nadaraya_watson_ard 抛出了 ValueError（在笔记本第 {cells['raises']} "
+        f"用例“{named}”：nadaraya_watson_ard 抛出了 ValueError（在笔记本第 {cells['raises']} "
         f"个单元格的第 4 行：{line}）"
     ), lines[0]
     hidden = [x for x in lines if "用例" in x and "第 4 行" not in x and "抛出了 ValueError" in x]
@@ -83,5 +85,22 @@ def test_a_chinese_failed_import_names_its_module_and_line_in_chinese(graded):
     assert (
         "nadaraya_watson_ard 抛出了 ModuleNotFoundError：没有名为“jax”的模块（在笔记本第 "
         f"{cells['imports-in-function']} 个单元格的第 3 行：`import jax.numpy as jnp`）："
-        "有一个导入失败了，而评分程序只提供 NumPy"
+        "有一个导入失败了，而计分程序只提供 NumPy"
     ) in lines[0], lines[0]
+
+
+def test_the_feedback_names_cases_in_chinese_and_the_record_keeps_their_english_names(graded):
+    """A Chinese submission's feedback names every case, public and hidden, in Chinese (the
+    chapter's catalog); the record the instructor's report counts cases by keeps the English
+    names, so a class of both editions counts each case once."""
+    results, _cells = graded
+    task = _task(results["raises"], "test-nw")
+    english = {c.name for c in checks.public_cases("nadaraya_watson_ard")}
+    english |= {
+        c.name for c in checks.hidden_cases("nadaraya_watson_ard", checks.DEFAULT_HIDDEN_SEED)
+    }
+    named = [n for n in english if checks.translated_hint(n, "zh_CN", A) in task.message]
+    assert len(named) >= 2, task.message
+    assert not any(n in task.message for n in english if re.search("[A-Za-z]{2}", n))
+    assert task.cases and all(v.case in english for v in task.cases)
+    assert not any(HAN.search(v.case) for v in task.cases)

@@ -190,23 +190,25 @@ def _judged(outcome: Outcome, hidden: bool, language: str):
 def test_a_chinese_public_error_quotes_its_line_in_chinese_and_the_report_reads_english():
     error = Outcome("error", code="ValueError", at_cell=0, at_line=1)
     name, said, wrong = _judged(error, False, "zh_CN")
+    named = checks.translated_hint(name, "zh_CN")  # the case's name in Chinese too
     assert (
         said
-        == f"用例“{name}”：{CHECK} 抛出了 ValueError（在笔记本第 3 个单元格的第 1 行：`x = 0`）"
+        == f"用例“{named}”：{CHECK} 抛出了 ValueError（在笔记本第 3 个单元格的第 1 行：`x = 0`）"
     )
     assert wrong == (
         f"case '{name}': {CHECK} raised ValueError (at line 1 of notebook cell 3: `x = 0`)"
     )
     _name, hidden, _wrong = _judged(error, True, "zh_CN")
-    assert hidden == f"用例“{name}”：{CHECK} 抛出了 ValueError"  # the type alone
+    assert hidden == f"用例“{named}”：{CHECK} 抛出了 ValueError"  # the type alone
 
 
 def test_a_chinese_failed_import_names_its_module_and_line_in_chinese():
     missing = Outcome("error", code="ModuleNotFoundError", at_cell=0, at_line=2, module="torch")
     name, said, wrong = _judged(missing, False, "zh_CN")
+    named = checks.translated_hint(name, "zh_CN")
     assert said.startswith(
-        f"用例“{name}”：{CHECK} 抛出了 ModuleNotFoundError：没有名为“torch”的模块"
-        "（在笔记本第 3 个单元格的第 2 行：`import torch`）：有一个导入失败了，而评分程序只提供"
+        f"用例“{named}”：{CHECK} 抛出了 ModuleNotFoundError：没有名为“torch”的模块"
+        "（在笔记本第 3 个单元格的第 2 行：`import torch`）：有一个导入失败了，而计分程序只提供"
     ), said
     assert "raised ModuleNotFoundError: no module named 'torch' (at line 2 of notebook" in wrong
     unlisted = dataclasses.replace(missing, module=None)

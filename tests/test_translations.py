@@ -476,3 +476,26 @@ def test_a_figure_without_its_chinese_rendering_fails_the_chinese_build(monkeypa
         transform = pages.FiguresInThisLanguage(document)
         transform.run()
         assert len(warned) == expected, (language, warned)
+
+
+def test_a_variant_that_drifted_in_is_flagged_whatever_the_english():
+    """One Chinese word per meaning (``translations.VARIANTS``): 几何数列, 正向, 评分 for
+    grading (评分 is the glossary's "score"), 分数 for a task's points, the course's English
+    title are each reported with the edition's word; math and code are not prose."""
+    assert translations.variant_problems("它们是等比数列，前向传播，计分程序，人工批改。") == []
+    for wrong, right in (
+        ("几何数列", "等比数列"),
+        ("正向运行了软注意力", "前向计算"),
+        ("课程的评分程序", "计分程序"),
+        ("（2 分，人工评分）", "人工批改"),
+        ("| 题号 | 函数 | 分数 |", "| 分值 |"),
+        ("这是课程 *Attention, derived* 的作业", "推导注意力"),
+    ):
+        (problem,) = translations.variant_problems(wrong)
+        assert right in problem, problem
+    assert translations.variant_problems("`正向传播` 与 $\\text{几何数列}$") == []
+    # the catalogs hold none (also part of test_every_catalog_is_complete_and_keeps_what_it_must)
+    for path in sorted(translations.CATALOGS.rglob("*.po")):
+        for message in translations.read_catalog(path):
+            if message.id and message.string:
+                assert translations.variant_problems(message.string) == [], (path, message.id)

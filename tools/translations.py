@@ -18,8 +18,8 @@ fail the build until a translator has dealt with them (docs/translating.md).
 
 - untranslated (empty) or fuzzy entries: the build would show English, so they fail;
 - a translation that lost or changed something that must survive translation: an inline
-  formula ``$...$``, a code span, a role's target ({eq}`label`, {cite:t}`key`,
-  {doc}`page`, {term}`text <target>`), a link's URL;
+  formula ``$...$`` (the words of its ``\\text{...}`` are translated), a code span, a role's
+  target ({eq}`label`, {cite:t}`key`, {doc}`page`, {term}`text <target>`), a link's URL;
 - a term of ``locale/zh_CN/terminology.tsv`` marked ``checked`` whose English appears in
   the message but neither its Chinese nor an accepted alternative (``also``) appears in the
   translation; and, for any term, a rendering listed under ``not`` (one that drifted in
@@ -28,6 +28,8 @@ fail the build until a translator has dealt with them (docs/translating.md).
 - a ``*`` or ``**`` of a translation that pairs with nothing (the reader would see it):
   the message is parsed as the book parses it, with CommonMark's flanking rules made
   CJK-friendly (``editions.cjk_friendly_emphasis``);
+- a rendering of ``VARIANTS`` in any translation, whatever its English (几何数列 for
+  等比数列, 正向 for 前向, 评分 for grading where 评分 is the glossary's "score"...);
 - Chinese in *italics* (Chinese fonts have no italic face: emphasis is **bold**);
 - straight "quotes" in a Chinese translation's prose (smart quotes would make both ”);
 - a hint of a check (``autograder/checking/checks.py``) without an entry in its catalog,
@@ -118,6 +120,37 @@ def straight_quotes(msgstr: str) -> list[str]:
     return re.findall(r'"[^"\n]*"?', prose)
 
 
+#: renderings that drifted in whatever the English says, each with the one the edition uses
+#: (docs/translating.md): one Chinese word per meaning on every page
+VARIANTS = (
+    ("几何数列", "等比数列", "a geometric sequence is 等比数列 (mainland usage)"),
+    ("几何级数", "等比数列", "a geometric sequence is 等比数列 (mainland usage)"),
+    ("正向传播", "前向传播", "the forward pass is 前向传播"),
+    ("正向计算", "前向计算", "the forward pass is 前向传播, computing forward 前向计算"),
+    ("正向运行", "前向计算", "the forward pass is 前向传播, computing forward 前向计算"),
+    ("乘积法则", "矩阵乘积的求导规则", "乘积法则 is the scalar (uv)' rule, not C = AB's backward"),
+    (
+        "评分程序",
+        "计分程序",
+        "评分 is a score (the glossary's); grading is 计分, the grader 计分程序",
+    ),
+    ("人工评分", "人工批改", "评分 is a score (the glossary's); a written answer is 人工批改"),
+    ("如何评分", "如何计分", "评分 is a score (the glossary's); grading is 计分"),
+    ("| 分数 |", "| 分值 |", "a task's points are 分值 (分数 is what a student gets)"),
+    ("Attention, derived", "推导注意力", "the course's Chinese title is 《推导注意力》"),
+)
+
+
+def variant_problems(msgstr: str) -> list[str]:
+    """The renderings of ``VARIANTS`` in a translation's prose (math and code ignored)."""
+    prose = NOT_PROSE.sub(" ", msgstr)
+    return [
+        f"terminology: {wrong!r} is {right!r} ({why})"
+        for wrong, right, why in VARIANTS
+        if wrong in prose
+    ]
+
+
 def read_terminology(path: Path = TERMINOLOGY) -> list[Term]:
     """The terms of ``terminology.tsv`` (the build reads them too: the search dictionary)."""
     return read_terminology_table(path)
@@ -132,11 +165,19 @@ def role_targets(text: str) -> Counter:
     return found
 
 
+#: words in a formula (``\text{(masked)}``, ``\sqrt{\text{number of layers}}``) are prose:
+#: translated, the formula around them kept
+TEXT_IN_MATH = re.compile(r"\\text\{[^{}]*\}")
+
+
 def kept_pieces(text: str) -> dict[str, Counter]:
-    """What a translation must carry over unchanged, by kind (multisets)."""
+    """What a translation must carry over unchanged, by kind (multisets); the words of a
+    formula's ``\\text{...}`` are the translation's own."""
     without_roles = ROLE.sub(" ", text)
     return {
-        "inline math": Counter(m.strip() for m in MATH.findall(without_roles)),
+        "inline math": Counter(
+            TEXT_IN_MATH.sub(r"\\text{}", m.strip()) for m in MATH.findall(without_roles)
+        ),
         "role": role_targets(text),
         "code span": Counter(m[1] for m in CODE.findall(MATH.sub(" ", without_roles))),
         "link": Counter(LINK_URL.findall(text)),
@@ -241,35 +282,85 @@ def check(catalogs: Path = CATALOGS) -> list[str]:
                 markdown=not figures,
                 template=path.parent == catalogs / "checks",
             )
+            problems += variant_problems(message.string) if message.string else []
             for problem in problems:
                 where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
                 report.append(f"{where}: {message.id[:70]!r}: {problem}")
     return report
 
 
+#: the hidden cases' seeds whose case names a catalog must hold: the grader's default and
+#: two others (a chapter that named a case from its seed would show a name missing here)
+CASE_NAME_SEEDS = (None, 1, 2)
+
+
+def case_names(assignment: str) -> list[str]:
+    """The names of a chapter's public and hidden cases, each once, in order: a student sees
+    them in every message of a failing case, so they are translated as the hints are (the
+    chapter's catalog, ``checks.translated_hint``). A name a seed makes ("no mask, T = 4
+    steps over n = 6 words": one the seeds of ``CASE_NAME_SEEDS`` do not all give) is given
+    as its pattern, its numbers {0}, {1}, and so is every name of that pattern: translated
+    once for every size."""
+    from autograder.checking import checks
+    from autograder.checking.checks import numbers_as_placeholders
+
+    names, per_seed = [], []
+    for check in checks.checks_for(assignment):
+        names += [case.name for case in checks.public_cases(check.name)]
+    for seed in CASE_NAME_SEEDS:
+        seed = checks.DEFAULT_HIDDEN_SEED if seed is None else seed
+        hidden = [
+            case.name
+            for check in checks.checks_for(assignment)
+            for case in checks.hidden_cases(check.name, seed)
+        ]
+        per_seed.append(set(hidden))
+        names += hidden
+    made_by_a_seed = set.union(*per_seed) - set.intersection(*per_seed)
+    patterns = {numbers_as_placeholders(name)[0] for name in made_by_a_seed}
+    return list(
+        dict.fromkeys(
+            key if key in patterns else name
+            for name in names
+            for key in [numbers_as_placeholders(name)[0]]
+        )
+    )
+
+
 def hint_domains() -> list[tuple[str, list[str]]]:
-    """(catalog name, the English hints it must translate): each chapter's own hints, then
-    the shared ones (``autograder/checking/checks.py``: one catalog per chapter in ``checks/``)."""
+    """(catalog name, the English texts it must translate): each chapter's own hints and its
+    cases' names, then the shared hints (``autograder/checking/checks.py``: one catalog per
+    chapter in ``checks/``)."""
     sys.path.insert(0, str(ROOT))
     from autograder import chapters  # noqa: F401 - every chapter registered
     from autograder.checking import checks
 
-    domains = [(assignment, checks.hint_texts(assignment)) for assignment in checks.ASSIGNMENTS]
+    domains = [
+        (assignment, list(dict.fromkeys(checks.hint_texts(assignment) + case_names(assignment))))
+        for assignment in checks.ASSIGNMENTS
+    ]
     return domains + [(checks.SHARED_HINTS, checks.shared_hints())]
 
 
 def hint_problems(catalogs: Path = CATALOGS) -> list[str]:
     """Every hint a check can show with no entry in its catalog, and every entry that is no
     check's hint (untranslated and fuzzy entries are ``check``'s, as in any catalog)."""
+    from autograder.checking.checks import numbers_as_placeholders
+
     report = []
     for domain, texts in hint_domains():
         path = catalogs / "checks" / f"{domain}.po"
         ids = {m.id for m in read_catalog(path) if m.id} if path.exists() else set()
         where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        used = set()
         for text in texts:
-            if text not in ids:
+            # a text made from sizes a seed chooses is translated once, its numbers {0}, {1}
+            # (``checks.translated_hint``)
+            key = text if text in ids else numbers_as_placeholders(text)[0]
+            used.add(key)
+            if key not in ids:
                 report.append(f"{where}: {text[:70]!r}: missing (run update, then translate)")
-        for text in sorted(ids - set(texts)):
+        for text in sorted(ids - used):
             report.append(f"{where}: {text[:70]!r}: obsolete (no check shows it): delete it")
     return report
 

@@ -157,20 +157,37 @@ def paragraphs(text: str) -> list[str]:
     return out
 
 
+#: words inside a formula: ``\text{...}``; a name alone (``\text{head}_h``, as the paper
+#: writes it) is not a remark to translate, ``\text{(masked)}`` is
+TEXT_IN_MATH = re.compile(r"\\text\{([^{}]*)\}")
+NAME_IN_MATH = re.compile(r"[A-Za-z]+(?:\\?_[A-Za-z]+)*")
+
+
+def words_in_formula(content: str) -> bool:
+    """Whether the content of a formula's ``\\text{...}`` is words a reader reads (not a name)."""
+    return bool(re.search(r"[A-Za-z]{2,}", content)) and not NAME_IN_MATH.fullmatch(content)
+
+
 def needs_translation(paragraph: str) -> bool:
-    """A paragraph with words outside code fences, code spans and math."""
+    """A paragraph with words outside code fences, code spans and math, or with words in a
+    formula's ``\\text{...}`` (``softmax(S)\\ \\text{(masked)}``: the Chinese edition says it in
+    Chinese)."""
     stripped = re.sub(r"```.*?```|`[^`]*`|\$\$.*?\$\$|\$[^$]*\$", "", paragraph, flags=re.S)
-    return re.search(r"[A-Za-z]{2,}", stripped) is not None
+    if re.search(r"[A-Za-z]{2,}", stripped) is not None:
+        return True
+    without_code = re.sub(r"```.*?```|`[^`]*`", "", paragraph, flags=re.S)
+    return any(words_in_formula(m.group(1)) for m in TEXT_IN_MATH.finditer(without_code))
 
 
 def messages(notebook) -> list[str]:
     """What a translator translates, in order: the paragraphs of ``notebook``'s prose cells,
-    and the docstrings' paragraphs and the comments of its stubs (``code_messages``)."""
+    and the docstrings' paragraphs and the comments of its stubs and given code
+    (``code_messages``)."""
     seen, out = set(), []
     for cell in notebook["cells"]:
         if is_prose_cell(cell):
             found = [p for p in paragraphs(_cell_text(cell)) if needs_translation(p)]
-        elif is_stub_cell(cell):
+        elif is_stub_cell(cell) or is_given_cell(cell):
             found = code_messages(_cell_text(cell))
         else:
             continue
@@ -182,9 +199,11 @@ def messages(notebook) -> list[str]:
 
 
 # The stubs: a solution cell's code outside its solution region (the signature, the
-# docstring, comments) is what the student reads of a task; the Chinese edition gives its
-# docstrings and comments in Chinese. Only the stubs: a locked cell is restored from the
-# source when graded, and a test cell is the instructor's.
+# docstring, comments) is what the student reads of a task; the given code (the setup
+# cell's helpers, a given model, a cell to try things in) is what the student reads and
+# calls. The Chinese edition gives the docstrings and comments of both in Chinese, the code
+# unchanged (a locked cell is restored from the source when graded: the same code either
+# way). Not a test cell: it is one call of the instructor's, with no prose.
 SOLUTION_REGION = re.compile(
     r"^[ \t]*### BEGIN SOLUTION.*?^[ \t]*### END SOLUTION[^\n]*\n?", re.M | re.S
 )
@@ -195,6 +214,12 @@ OPENING_QUOTE = re.compile(r"""[rRuU]{0,2}("{3}|'{3}|"|')""")
 def is_stub_cell(cell) -> bool:
     meta = cell.get("metadata", {}).get("nbgrader", {})
     return cell["cell_type"] == "code" and bool(meta.get("solution")) and not meta.get("grade")
+
+
+def is_given_cell(cell) -> bool:
+    """A code cell the instructor gives (no solution to write, not a test cell)."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return cell["cell_type"] == "code" and not meta.get("solution") and not meta.get("grade")
 
 
 def _parts(code: str):
@@ -343,7 +368,7 @@ def translate_notebook(notebook, catalog: dict, targets: Targets):
                 catalog[p] if needs_translation(p) else p for p in paragraphs(_cell_text(cell))
             ]
             set_text(cell, resolve_roles("\n\n".join(parts), targets, "zh_CN"))
-        elif is_stub_cell(cell):
+        elif is_stub_cell(cell) or is_given_cell(cell):
             set_text(cell, translate_code(_cell_text(cell), catalog))
     return translated
 

@@ -32,6 +32,7 @@ import importlib
 import math
 import os
 import pathlib
+import re
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -446,7 +447,27 @@ def translated_hint(text: str, language: str, assignment: str | None = None) -> 
         translated = _catalog(domain, language).get(text)
         if translated:
             return translated
-    return diagnosis.translated(text, language) or text
+    derived = diagnosis.translated(text, language)
+    if derived:
+        return derived
+    key, numbers = numbers_as_placeholders(text)
+    for domain in domains if numbers else ():
+        translated = _catalog(domain, language).get(key)
+        if translated:
+            return NUMBERED_PLACEHOLDER.sub(lambda m: numbers[int(m.group(1))], translated)
+    return text
+
+
+NUMBERED_PLACEHOLDER = re.compile(r"\{(\d+)\}")
+
+
+def numbers_as_placeholders(text: str) -> tuple[str, list[str]]:
+    """A text with each number (run of digits) written ``{0}``, ``{1}``..., and the numbers:
+    the catalog key of a text made from sizes a seed chooses (a hidden case's name, "no
+    mask, T = {0} steps over n = {1} words"), translated once for every size."""
+    numbers = re.findall(r"\d+", text)
+    counter = iter(range(len(numbers)))
+    return re.sub(r"\d+", lambda _: f"{{{next(counter)}}}", text), numbers
 
 
 def spec(name: str, language: str = "en") -> contract.Spec:
@@ -499,11 +520,13 @@ def mistake_outputs(
 
 def prepare(name: str, case: Case, hidden: bool = False, language: str = "en") -> Case:
     """A chapter's case made whole for judging: its arguments as stored, the reference's
-    answer, the known mistakes' outputs (named in ``language``) and whether it is hidden."""
+    answer, the known mistakes' outputs (named in ``language``, as is the case itself) and
+    whether it is hidden."""
     stored = casefile.as_stored(case)
     answer = expected(name, stored)
     return dataclasses.replace(
         stored,
+        name=translated_hint(stored.name, language, _get(name).assignment),
         expected=answer,
         mistakes=tuple(mistake_outputs(name, stored, language, answer, hidden)),
         hidden=hidden,
@@ -511,9 +534,9 @@ def prepare(name: str, case: Case, hidden: bool = False, language: str = "en") -
 
 
 def localised(check_spec: contract.Spec, case: Case, language: str) -> tuple[contract.Spec, Case]:
-    """A check's spec and a prepared case with their hints in ``language``: the grader
-    prepares both once per assignment, in English, and learns a submission's language from
-    its notebook (``autograder.checking.messages.language_of``)."""
+    """A check's spec and a prepared case with their hints (and the case's name) in
+    ``language``: the grader prepares both once per assignment, in English, and learns a
+    submission's language from its notebook (``autograder.checking.messages.language_of``)."""
     if language == "en":
         return check_spec, case
     check = REGISTRY.get(check_spec.name)
@@ -522,7 +545,9 @@ def localised(check_spec: contract.Spec, case: Case, language: str) -> tuple[con
     mistakes = tuple((translated_hint(h, language, first), out) for h, out in case.mistakes)
     return (
         dataclasses.replace(check_spec, hints=hints),
-        dataclasses.replace(case, mistakes=mistakes),
+        dataclasses.replace(
+            case, name=translated_hint(case.name, language, first), mistakes=mistakes
+        ),
     )
 
 

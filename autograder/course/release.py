@@ -81,14 +81,17 @@ def _public_cases(assignment: str) -> dict:
 
 
 def build_public_cases(assignment: str, path: Path, language: str = "en") -> int:
-    """Write ``public_cases.npz`` for one assignment, its hints and the checker's message
-    catalog (``messages.shipped``) in ``language``; returns the number of cases."""
+    """Write ``public_cases.npz`` for one assignment, its hints, its cases' names and the
+    checker's message catalog (``messages.shipped``) in ``language``; returns the number of
+    cases."""
     entries, total = {}, 0
     for name, cases in _public_cases(assignment).items():
-        if language != "en":  # the same cases, the known mistakes named in the language
+        if language != "en":  # the same cases, their names and the known mistakes in the
+            # language (a case's name is translated as a hint is: the chapter's catalog)
             cases = [
                 dataclasses.replace(
                     case,
+                    name=checks.translated_hint(case.name, language, assignment),
                     mistakes=tuple(
                         (checks.translated_hint(hint, language, assignment), outputs)
                         for hint, outputs in case.mistakes
@@ -122,7 +125,7 @@ GUIDE_ZH = GUIDES["zh_CN"]
 GUIDE_TEXT = {
     "en": """# {assignment}: how to do this assignment
 
-This is the assignment of chapter {chapter} of the course *Attention, derived*. This guide is
+This is the assignment of chapter {chapter} of the course *{course}*. This guide is
 the short form of the chapter's exercise page on the course site, which also gives the math
 each task needs.
 
@@ -158,7 +161,7 @@ each task needs.
 """,
     "zh_CN": """# {assignment}：作业使用说明
 
-这是课程 *Attention, derived* 第 {chapter} 章的作业。本说明是练习页面的简短中文版；完整的说明
+这是课程《{course}》第 {chapter} 章的作业。本说明是练习页面的简短中文版；完整的说明
 （包括每道题需要的数学）见课程网站中文版“练习”部分的第 {chapter} 章练习页面。
 
 ## 文件
@@ -183,9 +186,9 @@ each task needs.
 3. 运行全部单元格（*Run → Run All Cells*）。每个检查单元格用 `{cases}` 中的输入调用你的函数，
    并在消息给出的容差内与参考输出比较；不联网，也不含参考代码。课程网站“练习”部分的
    “{messages_page}”一页解释了最常见的信息，以及每种信息指向的错误。
-4. 所有公开检查都通过后，按教师的要求提交笔记本。评分时会重新运行这些公开检查，并在新的随机
+4. 所有公开检查都通过后，按教师的要求提交笔记本。计分时会重新运行这些公开检查，并在新的随机
    输入上运行隐藏检查（容差相同），所以函数要对文档字符串允许的每一种形状都正确，而不只是
-   通过公开用例。书面回答由教师人工评分。
+   通过公开用例。书面回答由教师人工批改。
 """,
 }
 ENVIRONMENT = {
@@ -197,6 +200,8 @@ TORCH = {
     "zh_CN": "；本次作业还需要 PyTorch（`torch`，CPU 版即可）",
 }
 MESSAGES_PAGE = ("exercises/checker_messages", "Reading the checks' messages")
+#: the course's title, and the page whose catalog holds its translation
+COURSE_TITLE = ("preface", "Attention, derived")
 #: the student's requirements.txt: what a released notebook needs, pinned to the versions the
 #: course is tested with (tests/test_release.py compares them with the course's .venv)
 STUDENT_REQUIREMENTS = ("numpy", "jupyterlab")
@@ -243,13 +248,16 @@ def write_guide(assignment: str, folder: Path, language: str) -> Path:
     for cell in notebook["cells"]:
         if cell["cell_type"] == "code":
             imports |= imported_packages("".join(cell["source"]))
-    page, title = MESSAGES_PAGE
+    (page, title), course = MESSAGES_PAGE, COURSE_TITLE[1]
     if language != "en":
-        title = assignment_text.read_catalog(
-            assignment_text.ZH_CATALOGS / "book" / f"{page}.po"
-        ).get(title)
-        if not title:
-            raise ReleaseError(f"the title of book/{page}.md has no Chinese translation")
+        title, course = (
+            assignment_text.read_catalog(assignment_text.ZH_CATALOGS / "book" / f"{p}.po").get(t)
+            for p, t in (MESSAGES_PAGE, COURSE_TITLE)
+        )
+        if not title or not course:
+            raise ReleaseError(
+                f"the title of book/{page}.md or of the course has no Chinese translation"
+            )
     needs_torch = "torch" in imports
     packages = STUDENT_REQUIREMENTS + (STUDENT_REQUIREMENTS_TORCH if needs_torch else ())
     (folder / "requirements.txt").write_text(
@@ -261,6 +269,7 @@ def write_guide(assignment: str, folder: Path, language: str) -> Path:
     path.write_text(
         GUIDE_TEXT[language].format(
             assignment=assignment,
+            course=course,
             chapter=int(re.match(r"ch(\d+)_", assignment).group(1)),
             cases=contract.CASES_FILE,
             check_module=CHECK_MODULE,

@@ -229,7 +229,7 @@ def _judge_task(task_index, task, check_specs, all_cases, record, result, langua
         got = outcomes[case_index]
         if fatal or got is None:
             said = fatal or tuple(
-                messages.say(lang, "grader.no_result", case=case.name)
+                messages.say(lang, "grader.no_result", case=checks.translated_hint(case.name, lang))
                 for lang in (language, messages.ENGLISH)
             )
             verdicts.append(Verdict(check, case.name, case.hidden, False, said[0]))
@@ -243,10 +243,12 @@ def _judge_task(task_index, task, check_specs, all_cases, record, result, langua
             language,
             located(got, case, program, language),
         )
-        verdicts.append(local)
+        # the record keeps the case's English name (the instructor's report counts cases by
+        # it, whatever the submission's language); the feedback words it (``_feedback``)
+        verdicts.append(dataclasses.replace(local, case=case.name))
         same = language == messages.ENGLISH or local.passed
         english.append(
-            local
+            verdicts[-1]
             if same
             else judging.judge(check_specs[check], case, got, where=located(got, case, program))
         )
@@ -287,7 +289,11 @@ def excuse_callers(judged: list, check_specs: dict, language: str) -> None:
 
 
 def _feedback(check: str, verdicts: list[Verdict], language: str) -> list[str]:
-    """The feedback lines of one check call, in ``language``."""
+    """The feedback lines of one check call, in ``language`` (the cases named in it too)."""
+    if language != messages.ENGLISH:
+        verdicts = [
+            dataclasses.replace(v, case=checks.translated_hint(v.case, language)) for v in verdicts
+        ]
     n_hidden = sum(v.hidden for v in verdicts)
     n_public = len(verdicts) - n_hidden
     public = [v for v in verdicts if not v.passed and not v.hidden]
