@@ -391,9 +391,12 @@ def test_each_signal_of_the_ranking_decides_its_query(visit):  # noqa: F811 - th
 def test_a_query_typed_into_the_box_is_segmented(visit, query, page):  # noqa: F811
     visit.goto("zh/search.html", settle=False)
     search_results(visit, query)
-    # the page lists its results one by one: wait for the whole list
+    # the page lists its results one by one and writes its summary after the last one
+    # (Sphinx's _finishSearch). Not Search._pulse_status: a pulse timer pending when the
+    # search stops sets it back to 0 and keeps it cycling, so a search slower than one
+    # pulse (500 ms, a loaded machine) never reads -1 again.
     visit.page.wait_for_function(
-        "Search._pulse_status === -1"
+        "(document.querySelector('#search-results p.search-summary') || {}).innerText"
         " && document.querySelectorAll('#search-results ul.search li').length > 0",
         timeout=60_000,
     )
