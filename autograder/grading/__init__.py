@@ -47,6 +47,7 @@ from types import ModuleType
 
 from autograder.checking.assignment_spec import load_assignment
 from autograder.checking.gradebook_ids import PLAIN_NAME
+from autograder.checking.notebook import DEFAULT_CAPS
 from autograder.checking.results import GRADER_ERROR, BatchResult, SubmissionResult, TaskResult
 from autograder.grading.check_data import (
     CaseSet,
@@ -257,10 +258,14 @@ class _Triage:
     then, under the submission's lock as its job goes out, the job itself. Only a submission
     with an autograded notebook is read at the first look (to compare its bytes with the
     graded ones); what the first look saw is read again only if it changed since (another
-    grader recorded it, or the student's file changed)."""
+    grader recorded it, or the student's file changed). Each read streams the file, at most
+    ``limits.notebook_file_bytes``, skipping its saved outputs as they pass, and keeps at most
+    ``limits.notebook_bytes`` of the rest (`intake.read_notebook`): the memory of triage does
+    not grow with a notebook's outputs."""
 
-    def __init__(self, recorder, cap: int, force: bool):
-        self.recorder, self.cap, self.force = recorder, cap, force
+    def __init__(self, recorder, limits: Limits, force: bool):
+        self.recorder, self.limits, self.force = recorder, limits, force
+        self.caps = DEFAULT_CAPS  # the chapter's, once its work is made (the first look needs none)
         self._looked: dict = {}  # student -> (SHA-256 read or None, its autograded file then)
 
     def first_look(self, wanted: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
@@ -306,7 +311,15 @@ class _Triage:
 
     def _job(self, student: str) -> GradeJob:
         course, assignment = self.recorder.course, self.recorder.spec.assignment
-        return make_job(course, assignment, student, self.cap)
+        limits = self.limits
+        return make_job(
+            course,
+            assignment,
+            student,
+            limits.notebook_bytes,
+            limits.notebook_file_bytes,
+            self.caps,
+        )
 
 
 def _file_identity(path: Path) -> tuple | None:
