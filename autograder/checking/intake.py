@@ -98,9 +98,7 @@ def read_notebook(
     try:
         if info.st_size > ceiling:
             raise InvalidNotebook(
-                notebook_stream.OVER_CEILING.format(
-                    size=_mib(info.st_size), ceiling=_mib(ceiling)
-                )
+                notebook_stream.OVER_CEILING.format(size=_mib(info.st_size), ceiling=_mib(ceiling))
             )
         left = ceiling + 1
 

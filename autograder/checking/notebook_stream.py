@@ -45,13 +45,11 @@ MAX_WORD = 4096  # characters of one number or literal
 _KEY_BYTES = 64  # a key longer than this is none of the names looked for
 
 #: why a file is refused here, in fixed words (the grader's numbers only)
-LONG_WORD = (
-    "not a readable Jupyter notebook (it holds a number of more than {limit:,} characters)"
+LONG_WORD = "not a readable Jupyter notebook (it holds a number of more than {limit:,} characters)"
+OVER_CAP = "the notebook's code and text (its saved outputs left out) are over the cap of {cap}"
+OVER_CEILING = (
+    "the notebook is {size}, over the {ceiling} the grader reads of a file: it was not read"
 )
-OVER_CAP = (
-    "the notebook's code and text (its saved outputs left out) are over the cap of {cap}"
-)
-OVER_CEILING = "the notebook is {size}, over the {ceiling} the grader reads of a file: it was not read"
 GREW = "the notebook grew past the {ceiling} the grader reads of a file while it was read"
 ATTACHMENTS_OVER_CAP = (
     "attachments were dropped before grading ({count:,}, {chars:,} characters, more than the "
@@ -77,9 +75,7 @@ class Stripped:
 
 
 _WS = re.compile(rb"[ \t\n\r]*")
-_STRING = re.compile(
-    rb'"([^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*)"'
-)
+_STRING = re.compile(rb'"([^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*)"')
 _RUN = re.compile(rb'[^"\\\x00-\x1f]*')
 _ESCAPE = re.compile(rb'\\(?:["\\/bfnrt]|u([0-9a-fA-F]{4}))')
 _WORD = re.compile(rb"[-+.0-9A-Za-z]*")

@@ -23,6 +23,8 @@ One concern per module:
 - `pool`: the started sandboxes of this process, reused across jobs.
 - `schedule`: local threads or a Dask cluster behind one interface.
 - `results`: the typed results (`TaskResult`, `SubmissionResult`).
+- `overrides`: the limits an instructor gave for named students, recorded and applied again
+  in every later run (a run groups its students by their limits: one batch per group).
 - here: `grade_assignment`, in three steps: `_StartUp` (the check data, the recording
   process, the sandboxes and nbgrader's gradebook, each begun as soon as it can; the
   gradebook is checked while the first jobs run), `_Triage`
@@ -49,6 +51,7 @@ from autograder.checking.assignment_spec import load_assignment
 from autograder.checking.gradebook_ids import PLAIN_NAME
 from autograder.checking.notebook import DEFAULT_CAPS
 from autograder.checking.results import GRADER_ERROR, BatchResult, SubmissionResult, TaskResult
+from autograder.grading import overrides
 from autograder.grading.check_data import (
     CaseSet,
     Task,
@@ -130,7 +133,10 @@ def grade_assignment(
     """Grade every (or the given) submission: what the batch came to (``BatchResult``).
     `progress` is called after each submission is graded or skipped (the CLI draws a bar).
     ``limits``: the instructor's explicit limits, each of which wins over the chapter's: a
-    dict of ``Limits`` fields, or a whole ``Limits``; None: the chapter's own."""
+    dict of ``Limits`` and ``Caps`` fields, or a whole ``Limits``; None: the chapter's own.
+    A dict given with named ``students`` is recorded for each of them (`overrides`), and a
+    student with recorded limits is graded with them in every later run, under the run's
+    own: a later ``--force`` for the class keeps one student's ``--max-notebook-mb``."""
     called = time.monotonic()
     course = Path(course).resolve()
     if sandboxed:
@@ -138,14 +144,79 @@ def grade_assignment(
     spec = load_assignment(course, assignment)
     seed = secrets.randbits(31) if seed is None else int(seed)
     wanted = list_students(course, assignment) if not students else list(students)
+    if isinstance(limits, Limits):
+        groups = [(limits, wanted)]
+    else:
+        given = dict(limits or {})
+        if students:
+            overrides.remember(
+                course, assignment, [s for s in wanted if PLAIN_NAME.match(s)], given
+            )
+        groups = overrides.for_students(course, assignment, wanted, given)
+    outcomes, done = [], 0
+    for number, (group_limits, group) in enumerate(groups):
+        later = sum(len(g) for _l, g in groups[number + 1 :])
+        outcome = _grade_group(
+            course,
+            spec,
+            group,
+            seed,
+            group_limits,
+            _offset(progress, done, later),
+            workers=workers,
+            force=force,
+            cluster=cluster,
+            sandboxed=sandboxed,
+            registry=registry,
+            keep_sandboxes=keep_sandboxes,
+        )
+        done += len(outcome.graded) + len(outcome.skipped)
+        outcomes.append(outcome)
+    if len(outcomes) == 1:
+        return outcomes[0]
+    startup = sum(o.startup_seconds for o in outcomes)
+    return BatchResult(
+        [r for o in outcomes for r in o.graded],
+        [s for o in outcomes for s in o.skipped],
+        seed,
+        startup,
+        time.monotonic() - called - startup,
+    )
+
+
+def _offset(progress: ProgressCallback | None, before: int, later: int):
+    """A group's progress as part of the whole run's: ``before`` done, ``later`` to come."""
+    if progress is None or (not before and not later):
+        return progress
+    return lambda student, done, total: progress(student, before + done, before + total + later)
+
+
+def _grade_group(
+    course: Path,
+    spec,
+    wanted: list[str],
+    seed: int,
+    limits,
+    progress,
+    *,
+    workers: int,
+    force: bool,
+    cluster: str | None,
+    sandboxed: bool,
+    registry: ModuleType,
+    keep_sandboxes: bool,
+) -> BatchResult:
+    """Grade ``wanted``, all with the same ``limits``: one batch."""
+    called = time.monotonic()
     start = _StartUp(course, spec, seed, limits, sandboxed, registry)
     scheduler = None
     try:
         start.begin(max(1, workers) if wanted and not cluster else 0, recording=bool(wanted))
         recorder = start.recorder()
-        triage = _Triage(recorder, start.preparing.limits().notebook_bytes, force)
+        triage = _Triage(recorder, start.preparing.limits(), force)
         jobs, skipped = triage.first_look(wanted)  # while the check data is computed
         work = start.preparing.work()
+        triage.caps = work.caps  # what is dropped with a note, for the jobs that go out
         recorder.log_run(seed, jobs)  # a run whose check data could not be made logs nothing
         start.preparing.plan(jobs)  # each job's hidden cases are made ahead, in this order
         start.wait()
