@@ -194,6 +194,12 @@ def cmd_grade(args) -> int:
     from autograder.sandbox import SandboxUnavailable
 
     limits = explicit_limits(args)
+    if args.student and limits:  # a decision about these students: kept for later runs
+        from autograder.checking.gradebook_ids import PLAIN_NAME
+        from autograder.grading import overrides
+
+        named = [s for s in args.student if PLAIN_NAME.match(s)]
+        overrides.remember(Path(args.course), args.assignment, named, limits)
     if args.no_sandbox:
         print("warning: --no-sandbox: students' code runs without isolation", file=sys.stderr)
     elif not args.quiet:

@@ -134,9 +134,9 @@ def grade_assignment(
     `progress` is called after each submission is graded or skipped (the CLI draws a bar).
     ``limits``: the instructor's explicit limits, each of which wins over the chapter's: a
     dict of ``Limits`` and ``Caps`` fields, or a whole ``Limits``; None: the chapter's own.
-    A dict given with named ``students`` is recorded for each of them (`overrides`), and a
-    student with recorded limits is graded with them in every later run, under the run's
-    own: a later ``--force`` for the class keeps one student's ``--max-notebook-mb``."""
+    A student with limits recorded for them (`overrides.remember`: the CLI records what is
+    given with ``--student``) is graded with them, under a dict ``limits`` (which win): a
+    later ``--force`` for the class keeps one student's ``--max-notebook-mb``."""
     called = time.monotonic()
     course = Path(course).resolve()
     if sandboxed:
@@ -147,12 +147,7 @@ def grade_assignment(
     if isinstance(limits, Limits):
         groups = [(limits, wanted)]
     else:
-        given = dict(limits or {})
-        if students:
-            overrides.remember(
-                course, assignment, [s for s in wanted if PLAIN_NAME.match(s)], given
-            )
-        groups = overrides.for_students(course, assignment, wanted, given)
+        groups = overrides.for_students(course, assignment, wanted, dict(limits or {}))
     outcomes, done = [], 0
     for number, (group_limits, group) in enumerate(groups):
         later = sum(len(g) for _l, g in groups[number + 1 :])

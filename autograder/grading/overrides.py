@@ -3,7 +3,7 @@
 ``grade A --student s07 --max-notebook-mb 16 --force`` is a decision about s07: their notebook
 may be bigger. A later ``grade A --force`` for the whole class, without the option, must not
 undo it and zero s07 again. So a run that names its students and gives limits records those
-limits for each of them (`remember`), in ``autograded/.limits/<assignment>.json`` beside the
+limits for each of them (`remember`, called by the CLI's ``grade``), in ``autograded/.limits/<assignment>.json`` beside the
 run log, and every later run grades each student with the limits recorded for them, under
 the ones it gives itself (`for_students`: the command line still wins). Giving the option
 again for that student changes the decision; the CLI says whose recorded limits a run used.
