@@ -155,8 +155,9 @@ def test_no_answer_cell_leaves_nothing_to_grade_by_hand(runs, student):
     record = runs["records"][student]
     assert WRITTEN in record.unanswered  # the record
     assert not any("by hand" in note for note in record.notes)  # what the report reads
-    lines = [line for line in runs["page"].splitlines() if student in line]
-    assert not any("to grade by hand" in line for line in lines)  # the report
+    rows = [row for row in runs["page"].split("<tr>") if f"<td>{student}</td>" in row]
+    assert rows and not any("by hand" in row for row in rows)  # the report's rows
+    assert sum("to grade by hand" in row for row in runs["page"].split("<tr>")) == 1  # plots
     assert "wait for hand grading (plots)" in runs["feedback"]  # the feedback: plots alone
     graded = runs["course"] / "autograded" / student / A / f"{A}.ipynb"
     assert json.loads(graded.read_text())["metadata"]["autograder"]["unanswered"] == [WRITTEN]
