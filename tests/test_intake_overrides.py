@@ -50,8 +50,9 @@ def test_a_recorded_file_that_is_not_limits_is_ignored(tmp_path):
         ' "b": {"limits": {"cells": 7}}, "c": 5}}'
     )
     assert overrides.recorded(tmp_path, A) == {"b": {"cells": 7}}
-    path.write_text("not json")
-    assert overrides.recorded(tmp_path, A) == {}
+    for text in ("not json", '{"students": ["a"]}', "[1]"):
+        path.write_text(text)
+        assert overrides.recorded(tmp_path, A) == {}
 
 
 def test_the_cli_records_limits_given_with_student_and_says_when_it_used_them(tmp_path):

@@ -40,7 +40,7 @@ def recorded(course: Path, assignment: str) -> dict[str, dict]:
         return {}
     students = data.get("students") if isinstance(data, dict) else None
     out: dict[str, dict] = {}
-    for student, entry in (students or {}).items():
+    for student, entry in (students if isinstance(students, dict) else {}).items():
         limits = entry.get("limits") if isinstance(entry, dict) else None
         if not isinstance(limits, dict):
             continue
