@@ -201,7 +201,8 @@ def test_code_and_text_over_the_cap_are_refused_with_their_reason():
         )
 
 
-def test_attachments_within_their_caps_but_over_the_notebook_cap_are_dropped_with_a_note():
+@pytest.mark.parametrize("chunk", [None, 4096])
+def test_attachments_within_their_caps_but_over_the_notebook_cap_are_dropped_with_a_note(chunk):
     image = "A" * 300_000  # each cell: 300,000 + "a0.png" + "image/png" = 300,015 characters
     cells = [
         {
@@ -212,13 +213,32 @@ def test_attachments_within_their_caps_but_over_the_notebook_cap_are_dropped_wit
         }
         for i in range(5)
     ]
-    stripped = strip(json.dumps(_notebook(_code("x = 1"), *cells)).encode(), 4096, cap=1 << 20)
+    stripped = strip(json.dumps(_notebook(_code("x = 1"), *cells)).encode(), chunk, cap=1 << 20)
     assert stripped.notes == (
         "attachments were dropped before grading (5, 1,500,075 characters, more than the "
         "notebook's cap of 1.0 MiB with the code): they are not graded",
     )
     assert len(stripped.data) < 2000
     assert not any(c.get("attachments") for c in json.loads(stripped.data)["cells"])
+
+
+@pytest.mark.parametrize("chunk", [None, 1000])
+def test_attachments_dropped_as_one_ends_leave_valid_json(chunk):
+    """The cap passed as one cell's attachments end (the whole file in one read): every
+    attachment goes, and the rest is the notebook's JSON, whole."""
+    cells = [
+        {
+            "cell_type": "markdown",
+            "metadata": {},
+            "source": "a",
+            "attachments": {f"a{i}.png": {"image/png": "A" * 30_000}},
+        }
+        for i in range(5)
+    ]
+    data = json.dumps(_notebook(_code("x = 1"), *cells)).encode()
+    stripped = strip(data, chunk, cap=100_000)
+    assert [c.get("attachments") for c in json.loads(stripped.data)["cells"]] == [None] + [{}] * 5
+    assert "more than the notebook's cap of 0.1 MiB" in stripped.notes[0]
 
 
 def _sparse(path: Path, size: int) -> Path:

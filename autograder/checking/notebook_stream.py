@@ -258,7 +258,8 @@ class _Scanner:
                 self.attached += self.count
                 self.attached_chars += self.chars
                 if self.mode == _KEEP:
-                    self.flush(self.i)
+                    self.flush(self.i)  # which may drop every attachment: over the cap
+                if self.mode == _KEEP:
                     self.spans.append((self.span_start, len(self.out)))
                     self.kept += len(self.out) - self.span_start
                 else:
