@@ -148,7 +148,7 @@ def test_each_mistake_is_counted_once_per_student_by_check_and_name():
             f"cell {i + 7}: `x = y{i} @ z`)"
         )
         records.append(_graded(f"r{i}", {"epanechnikov_weights": [("small", False, raised)]}))
-    spec = type("Spec", (), {"tests": load_assignment(_course(), A).tests})
+    spec = load_assignment(_course(), A)
     refused = SubmissionResult("bad", A, 1, max_score=12.0)
     verdict.not_graded(spec, refused, "invalid notebook", "the notebook has 3,000 cells")
     records.append(SubmissionResult.from_record(refused.to_record()))
