@@ -102,6 +102,34 @@ def _variety() -> dict:
         "outputs in metadata stay": _notebook(
             _code("y", _printed(1), metadata={"outputs": ["kept"]})
         ),
+        "lines of every escape": _notebook(
+            _code(
+                "print(s)",
+                [
+                    {
+                        "output_type": "stream",
+                        "name": "stdout",
+                        "text": [
+                            "a\\b\n",
+                            "é\n",
+                            "😀\n",
+                            '"q"\n',
+                            "tab\t",
+                            "\\u0041\n",
+                            "\u0000",
+                            "/",
+                            "中",
+                        ],
+                    }
+                ],
+            )
+        ),
+        "surrogates": _notebook(
+            _code(
+                "s",
+                [{"output_type": "stream", "name": "stdout", "text": "\ud83d\ud83d\ude00\ude00x"}],
+            )
+        ),
         "many cells": _notebook(*[_code(f"x{i} = {i}", _printed(i % 4)) for i in range(300)]),
         "nbformat 3": {
             "nbformat": 3,
@@ -127,20 +155,32 @@ def _variety() -> dict:
 
 @pytest.mark.parametrize("name", list(_variety()))
 @pytest.mark.parametrize("chunk", [None, 1, 2, 3, 7, 64])
-def test_the_stream_gives_what_dropping_after_a_whole_parse_gives(name, chunk):
+@pytest.mark.parametrize("over", [False, True])
+def test_the_stream_gives_what_dropping_after_a_whole_parse_gives(name, chunk, over):
     """Read in chunks of 1 byte up to the whole file: what comes out parses to what
-    `drop_ungraded` leaves of the whole parse, with the same notes; the SHA-256 and the size
-    are the file's."""
+    `drop_ungraded` leaves of the whole parse, with the same notes (``over``: caps so small
+    that every saved output has one, its characters counted alike); the SHA-256 and the
+    size are the file's."""
+    import dataclasses
     import hashlib
 
     original = _variety()[name]
+    caps = notebook.DEFAULT_CAPS
+    if over:
+        caps = dataclasses.replace(caps, stored_output_chars=1, attachments=0)
     for text in (json.dumps(original), json.dumps(original, indent=1, ensure_ascii=False)):
-        data = text.encode()
-        stripped = strip(data, chunk)
+        try:
+            data = text.encode()
+        except UnicodeEncodeError:  # lone surrogates: JSON can hold them escaped only
+            continue
+        stripped = strip(data, chunk, caps=caps)
         expected = json.loads(data)
-        notes = notebook.drop_ungraded(expected)
+        notes = notebook.drop_ungraded(expected, caps)
         got = json.loads(stripped.data)
-        assert notebook.drop_ungraded(got) == []
+        assert notebook.drop_ungraded(got, caps) == []
+        for cell in got.get("cells", []):  # dropped attachments are written back as {}
+            if cell.get("attachments") == {}:
+                del cell["attachments"]
         assert got == expected
         assert list(stripped.notes) == notes
         assert (stripped.sha256, stripped.size) == (hashlib.sha256(data).hexdigest(), len(data))
@@ -303,6 +343,8 @@ def _hostile_cases() -> dict:
         ),
         "mismatched brackets": (head + b"[}" + tail, AS_JSON),
         "a trailing comma": (head + b"[1,]" + tail, AS_JSON),
+        "two commas before a string": (head + b'["a",,"b"]' + tail, AS_JSON),
+        "a comma after the last string": (head + b'["a", "b",]' + tail, AS_JSON),
         "garbage after": (head + b"[]" + tail + b" x", AS_JSON),
         "a second line": (head + b"[\n  nope]" + tail, AS_JSON),
     }

@@ -77,6 +77,10 @@ class Stripped:
 _WS = re.compile(rb"[ \t\n\r]*")
 _STRING = re.compile(rb'"([^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*)"')
 _RUN = re.compile(rb'[^"\\\x00-\x1f]*')
+#: one more string of an array being skipped (printed lines): many taken in one loop
+_NEXT_STRING = re.compile(
+    rb'[ \t\n\r]*,[ \t\n\r]*"([^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*)"'
+)
 _ESCAPE = re.compile(rb'\\(?:["\\/bfnrt]|u([0-9a-fA-F]{4}))')
 _WORD = re.compile(rb"[-+.0-9A-Za-z]*")
 _LITERAL = re.compile(
@@ -99,6 +103,10 @@ def _chars(content: bytes) -> int:
     count = len(content.translate(None, _CONTINUATION))
     if b"\\" not in content:
         return count
+    if (
+        b"\\\\" not in content and b"\\u" not in content
+    ):  # "\n", "\t", "\"": two bytes, one character
+        return count - content.count(b"\\")
     previous_high, previous_end = False, -1
     for escape in _ESCAPE.finditer(content):
         count -= len(escape.group()) - 1
@@ -283,12 +291,14 @@ class _Scanner:
             self.i = whole.end()
             return content[: _KEY_BYTES + 1]
         head, j = bytearray(), i + 1  # longer than the bytes at hand, or not a string
+        high = False  # the last escape was a surrogate pair's first half
         while True:
             run = _RUN.match(buf, j)
             if len(head) <= _KEY_BYTES:
                 head += buf[j : min(run.end(), j + _KEY_BYTES + 1)]
-            if self.mode != _COPY:
+            if self.mode != _COPY and run.end() > j:
                 self.counted(_chars(buf[j : run.end()]))
+                high = False
             j = run.end()
             if j == len(buf):
                 self.i = j
@@ -309,9 +319,25 @@ class _Scanner:
                 self.syntax(j)
             if len(head) <= _KEY_BYTES:
                 head += escape.group()
-            if self.mode != _COPY:
+            code = int(escape.group(1), 16) if escape.group(1) else -1
+            paired = high and 0xDC00 <= code <= 0xDFFF  # a surrogate pair is one character
+            if self.mode != _COPY and not paired:
                 self.counted(1)
+            high = not paired and 0xD800 <= code <= 0xDBFF
             j = escape.end()
+
+    def skip_strings(self) -> bool:
+        """In an array being skipped, after a value: every ``, "string"`` at hand, counted
+        (whether there was one)."""
+        buf, i, chars = self.buf, self.i, 0
+        match = _NEXT_STRING.match(buf, i)
+        while match is not None:
+            chars += _chars(match.group(1))
+            i = match.end()
+            match = _NEXT_STRING.match(buf, i)
+        self.chars += chars
+        moved, self.i = i != self.i, i
+        return moved
 
     def word(self) -> None:
         while True:
@@ -340,6 +366,14 @@ class _Scanner:
             c = self.buf[self.i]
             if state == _END:
                 self.syntax(self.i)
+            if (
+                c == 0x2C
+                and state == _COMMA_OR_CLOSE
+                and self.mode == _SKIP
+                and stack[-1][0] == b"["
+            ):
+                if self.skip_strings():  # the lines of a print, say: no per-string step
+                    continue
             if c == 0x22:  # "
                 if state in (_KEY, _KEY_OR_CLOSE):
                     raw = self.string()
