@@ -104,9 +104,53 @@ def explicit_limits(args) -> dict:
         "notebook_bytes": None
         if args.max_notebook_mb is None
         else int(args.max_notebook_mb * (1 << 20)),
+        "notebook_file_bytes": None
+        if getattr(args, "max_notebook_file_mb", None) is None
+        else int(args.max_notebook_file_mb * (1 << 20)),
     }
     given.update({cap: getattr(args, cap, None) for cap in CAP_OPTIONS.values()})
     return {name: value for name, value in given.items() if value is not None}
+
+
+#: a recorded limit as the option that gives it: (option, the value's divisor)
+LIMIT_OPTIONS = {
+    "cell_seconds": ("--cell-timeout", 1),
+    "task_seconds": ("--task-timeout", 1),
+    "submission_seconds": ("--budget", 1),
+    "memory_bytes": ("--memory-mb", 1 << 20),
+    "notebook_bytes": ("--max-notebook-mb", 1 << 20),
+    "notebook_file_bytes": ("--max-notebook-file-mb", 1 << 20),
+}
+
+
+def as_options(limits: dict) -> str:
+    """Recorded limits as the options that give them: "--max-notebook-mb 16"."""
+    options = {**LIMIT_OPTIONS, **{cap: (opt, 1) for opt, cap in CAP_OPTIONS.items()}}
+    parts = []
+    for name, value in sorted(limits.items()):
+        option, divisor = options.get(name, (name, 1))
+        parts.append(f"{option} {value / divisor:g}")
+    return " ".join(parts)
+
+
+def kept_limits_note(course: Path, assignment: str, graded: list, given: dict) -> str | None:
+    """Which students of this run were graded with limits recorded for them by an earlier
+    run (`autograder.grading.overrides`), or None."""
+    from autograder.grading.overrides import recorded
+
+    kept = recorded(course, assignment)
+    shown = []
+    for student in sorted({r.student for r in graded}):
+        mine = {k: v for k, v in kept.get(student, {}).items() if k not in given}
+        if mine:
+            shown.append(f"{student} ({as_options(mine)})")
+    if not shown:
+        return None
+    return (
+        "graded with the limits given for them in an earlier run: "
+        + ", ".join(shown)
+        + " (give the option again with --student to change it)"
+    )
 
 
 #: the intake caps (`autograder.checking.notebook.Caps`) as options: --max-cells N ...
@@ -150,6 +194,12 @@ def cmd_grade(args) -> int:
     from autograder.sandbox import SandboxUnavailable
 
     limits = explicit_limits(args)
+    if args.student and limits:  # a decision about these students: kept for later runs
+        from autograder.checking.gradebook_ids import PLAIN_NAME
+        from autograder.grading import overrides
+
+        named = [s for s in args.student if PLAIN_NAME.match(s)]
+        overrides.remember(Path(args.course), args.assignment, named, limits)
     if args.no_sandbox:
         print("warning: --no-sandbox: students' code runs without isolation", file=sys.stderr)
     elif not args.quiet:
@@ -192,6 +242,8 @@ def cmd_grade(args) -> int:
             f"{len(pending)} submission(s) wait for hand grading in the formgrader (their score "
             "leaves those points out); generate the feedback after"
         )
+    if note := kept_limits_note(Path(args.course), args.assignment, outcome.graded, limits):
+        print(note)
     print(
         f"graded {len(outcome.graded)}, skipped {len(outcome.skipped)}; batch seed {outcome.seed} (each student's hidden cases from it and their id); "
         f"start-up {outcome.startup_seconds:.1f} s; grading {outcome.grading_seconds:.1f} s"
@@ -484,7 +536,11 @@ def build_parser() -> argparse.ArgumentParser:
     grade = sub.add_parser("grade", help="grade every submission of an assignment")
     grade.add_argument("assignment")
     grade.add_argument("--workers", type=int, default=os.cpu_count() or 2)
-    grade.add_argument("--student", action="append", help="only this student (repeatable)")
+    grade.add_argument(
+        "--student",
+        action="append",
+        help="only this student (repeatable); limits given with it are kept for them in later runs",
+    )
     grade.add_argument("--force", action="store_true", help="regrade submissions already graded")
     grade.add_argument("--cluster", help="a Dask scheduler address, e.g. tcp://host:8786")
     grade.add_argument(
@@ -505,7 +561,14 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument(
         "--max-notebook-mb",
         type=_positive(float),
-        help="a submitted notebook over this size is refused unread (default 8 MiB)",
+        help="a notebook whose code and text (its saved outputs left out) are over this is "
+        "refused (default 8 MiB); with --student, kept for those students in later runs",
+    )
+    grade.add_argument(
+        "--max-notebook-file-mb",
+        type=_positive(float),
+        help="a submitted file over this size, saved outputs and all, is refused unread "
+        "(default 256 MiB)",
     )
     from autograder.checking.notebook import DEFAULT_CAPS
 

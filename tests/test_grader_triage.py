@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from hostile import corpus  # noqa: E402
 
-from autograder import grading  # noqa: E402
+from autograder import grading, sandbox  # noqa: E402
 from autograder.checking.assignment_spec import load_assignment  # noqa: E402
 from autograder.course.gradebook import Recorder  # noqa: E402
 from autograder.grading.verdict import not_graded  # noqa: E402
@@ -33,9 +33,9 @@ def reads(monkeypatch):
     counted: Counter = Counter()
     make_job = grading.make_job
 
-    def counting(course, assignment, student, cap):
+    def counting(course, assignment, student, *limits):
         counted[student] += 1
-        return make_job(course, assignment, student, cap)
+        return make_job(course, assignment, student, *limits)
 
     monkeypatch.setattr(grading, "make_job", counting)
     return counted
@@ -43,7 +43,7 @@ def reads(monkeypatch):
 
 def _triage(course: Path) -> grading._Triage:
     recorder = Recorder(course, load_assignment(course, A), not_graded)
-    return grading._Triage(recorder, CAP, force=False)
+    return grading._Triage(recorder, sandbox.Limits(notebook_bytes=CAP), force=False)
 
 
 def test_a_batch_and_its_rerun_read_each_notebook_once(course, reads):

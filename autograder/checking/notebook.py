@@ -360,18 +360,26 @@ def checksum_of(cell) -> str | None:
     return nbgrader_api.utils().compute_checksum(cell)
 
 
-def unanswered_manual_cells(spec: AssignmentSpec, submission) -> list[str]:
-    """Manually graded cells whose content is still the released one (nbgrader scores them 0)."""
-    manual = {
+def manual_cells(spec: AssignmentSpec) -> list[str]:
+    """The grade ids of the written answers: graded cells a human grades (no check does)."""
+    return [
         gid for gid, meta in spec.metadata.items() if meta.get("grade") and meta.get("solution")
-    }
-    out = []
+    ]
+
+
+def unanswered_manual_cells(spec: AssignmentSpec, submission) -> list[str]:
+    """Manually graded cells whose content is still the released one (nbgrader scores them 0),
+    and those the submission does not hold at all (another assignment's notebook, or one
+    that lost the cell): there is no answer for a human to grade, so none waits for one."""
+    manual = manual_cells(spec)
+    out, present = [], set()
     for cell in submission.cells:
         meta = nbgrader_of(cell)
+        present.add(meta.get("grade_id"))
         if (
             meta.get("grade_id") in manual
             and meta.get("checksum")
             and meta["checksum"] == checksum_of(cell)
         ):
             out.append(meta["grade_id"])
-    return out
+    return out + [gid for gid in manual if gid not in present and gid not in out]

@@ -23,6 +23,8 @@ One concern per module:
 - `pool`: the started sandboxes of this process, reused across jobs.
 - `schedule`: local threads or a Dask cluster behind one interface.
 - `results`: the typed results (`TaskResult`, `SubmissionResult`).
+- `overrides`: the limits an instructor gave for named students, recorded and applied again
+  in every later run (a run groups its students by their limits: one batch per group).
 - here: `grade_assignment`, in three steps: `_StartUp` (the check data, the recording
   process, the sandboxes and nbgrader's gradebook, each begun as soon as it can; the
   gradebook is checked while the first jobs run), `_Triage`
@@ -47,7 +49,9 @@ from types import ModuleType
 
 from autograder.checking.assignment_spec import load_assignment
 from autograder.checking.gradebook_ids import PLAIN_NAME
+from autograder.checking.notebook import DEFAULT_CAPS
 from autograder.checking.results import GRADER_ERROR, BatchResult, SubmissionResult, TaskResult
+from autograder.grading import overrides
 from autograder.grading.check_data import (
     CaseSet,
     Task,
@@ -129,7 +133,10 @@ def grade_assignment(
     """Grade every (or the given) submission: what the batch came to (``BatchResult``).
     `progress` is called after each submission is graded or skipped (the CLI draws a bar).
     ``limits``: the instructor's explicit limits, each of which wins over the chapter's: a
-    dict of ``Limits`` fields, or a whole ``Limits``; None: the chapter's own."""
+    dict of ``Limits`` and ``Caps`` fields, or a whole ``Limits``; None: the chapter's own.
+    A student with limits recorded for them (`overrides.remember`: the CLI records what is
+    given with ``--student``) is graded with them, under a dict ``limits`` (which win): a
+    later ``--force`` for the class keeps one student's ``--max-notebook-mb``."""
     called = time.monotonic()
     course = Path(course).resolve()
     if sandboxed:
@@ -137,14 +144,74 @@ def grade_assignment(
     spec = load_assignment(course, assignment)
     seed = secrets.randbits(31) if seed is None else int(seed)
     wanted = list_students(course, assignment) if not students else list(students)
+    if isinstance(limits, Limits):
+        groups = [(limits, wanted)]
+    else:
+        groups = overrides.for_students(course, assignment, wanted, dict(limits or {}))
+    outcomes, done = [], 0
+    for number, (group_limits, group) in enumerate(groups):
+        later = sum(len(g) for _l, g in groups[number + 1 :])
+        outcome = _grade_group(
+            course,
+            spec,
+            group,
+            seed,
+            group_limits,
+            _offset(progress, done, later),
+            workers=workers,
+            force=force,
+            cluster=cluster,
+            sandboxed=sandboxed,
+            registry=registry,
+            keep_sandboxes=keep_sandboxes,
+        )
+        done += len(outcome.graded) + len(outcome.skipped)
+        outcomes.append(outcome)
+    if len(outcomes) == 1:
+        return outcomes[0]
+    startup = sum(o.startup_seconds for o in outcomes)
+    return BatchResult(
+        [r for o in outcomes for r in o.graded],
+        [s for o in outcomes for s in o.skipped],
+        seed,
+        startup,
+        time.monotonic() - called - startup,
+    )
+
+
+def _offset(progress: ProgressCallback | None, before: int, later: int):
+    """A group's progress as part of the whole run's: ``before`` done, ``later`` to come."""
+    if progress is None or (not before and not later):
+        return progress
+    return lambda student, done, total: progress(student, before + done, before + total + later)
+
+
+def _grade_group(
+    course: Path,
+    spec,
+    wanted: list[str],
+    seed: int,
+    limits,
+    progress,
+    *,
+    workers: int,
+    force: bool,
+    cluster: str | None,
+    sandboxed: bool,
+    registry: ModuleType,
+    keep_sandboxes: bool,
+) -> BatchResult:
+    """Grade ``wanted``, all with the same ``limits``: one batch."""
+    called = time.monotonic()
     start = _StartUp(course, spec, seed, limits, sandboxed, registry)
     scheduler = None
     try:
         start.begin(max(1, workers) if wanted and not cluster else 0, recording=bool(wanted))
         recorder = start.recorder()
-        triage = _Triage(recorder, start.preparing.limits().notebook_bytes, force)
+        triage = _Triage(recorder, start.preparing.limits(), force)
         jobs, skipped = triage.first_look(wanted)  # while the check data is computed
         work = start.preparing.work()
+        triage.caps = work.caps  # what is dropped with a note, for the jobs that go out
         recorder.log_run(seed, jobs)  # a run whose check data could not be made logs nothing
         start.preparing.plan(jobs)  # each job's hidden cases are made ahead, in this order
         start.wait()
@@ -257,10 +324,14 @@ class _Triage:
     then, under the submission's lock as its job goes out, the job itself. Only a submission
     with an autograded notebook is read at the first look (to compare its bytes with the
     graded ones); what the first look saw is read again only if it changed since (another
-    grader recorded it, or the student's file changed)."""
+    grader recorded it, or the student's file changed). Each read streams the file, at most
+    ``limits.notebook_file_bytes``, skipping its saved outputs as they pass, and keeps at most
+    ``limits.notebook_bytes`` of the rest (`intake.read_notebook`): the memory of triage does
+    not grow with a notebook's outputs."""
 
-    def __init__(self, recorder, cap: int, force: bool):
-        self.recorder, self.cap, self.force = recorder, cap, force
+    def __init__(self, recorder, limits: Limits, force: bool):
+        self.recorder, self.limits, self.force = recorder, limits, force
+        self.caps = DEFAULT_CAPS  # the chapter's, once its work is made (the first look needs none)
         self._looked: dict = {}  # student -> (SHA-256 read or None, its autograded file then)
 
     def first_look(self, wanted: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
@@ -306,7 +377,15 @@ class _Triage:
 
     def _job(self, student: str) -> GradeJob:
         course, assignment = self.recorder.course, self.recorder.spec.assignment
-        return make_job(course, assignment, student, self.cap)
+        limits = self.limits
+        return make_job(
+            course,
+            assignment,
+            student,
+            limits.notebook_bytes,
+            limits.notebook_file_bytes,
+            self.caps,
+        )
 
 
 def _file_identity(path: Path) -> tuple | None:

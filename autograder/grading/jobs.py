@@ -1,5 +1,6 @@
-"""One submission as a job: its student, its notebook's bytes (read once, under the cap) and
-their SHA-256, or why the notebook was not read; and its own hidden cases, which the trusted
+"""One submission as a job: its student, its notebook as it is graded (read once, as a
+stream: its saved outputs dropped as they pass, the cap applied to what is left), the
+SHA-256 of the file handed in and what was dropped, or why the notebook was not read; and its own hidden cases, which the trusted
 side made for this student (``check_data.hidden_case_set``) and attaches before the job goes
 out (``with_hidden``).
 
@@ -20,29 +21,40 @@ from autograder.grading.check_data import CaseSet
 
 @dataclass(frozen=True)
 class GradeJob:
-    """One submission: its bytes travel with the job. ``refused``: why its notebook was not
-    read (over the size cap, not a regular file, missing); then ``notebook`` is empty.
-    ``hidden``: this submission's hidden cases (None until attached)."""
+    """One submission: its graded bytes travel with the job (the notebook without its saved
+    outputs); ``sha256``: of the file as handed in. ``refused``: why its notebook was not read
+    (over the ceiling or the cap, not JSON, not a regular file, missing); then ``notebook``
+    is empty. ``dropped``: the fixed sentences saying what was dropped before grading (when
+    over a cap). ``hidden``: this submission's hidden cases (None until attached)."""
 
     student: str
     notebook: bytes
     sha256: str
     refused: str = ""
     hidden: CaseSet | None = None
+    dropped: tuple[str, ...] = ()
 
     def with_hidden(self, hidden: CaseSet) -> GradeJob:
         return dataclasses.replace(self, hidden=hidden)
 
 
-def make_job(course: Path, assignment: str, student: str, cap: int) -> GradeJob:
-    """The submission as a job, its notebook read only if it is a regular file of at most
-    ``cap`` bytes (``Limits.notebook_bytes``): a bigger one is never read whole."""
+def make_job(
+    course: Path,
+    assignment: str,
+    student: str,
+    cap: int,
+    ceiling: int = intake.NOTEBOOK_CEILING,
+    caps: nbparse.Caps = nbparse.DEFAULT_CAPS,
+) -> GradeJob:
+    """The submission as a job: its notebook streamed once, at most ``ceiling`` bytes
+    (``Limits.notebook_file_bytes``), its saved outputs skipped as they pass, and at most
+    ``cap`` bytes of what is left kept (``Limits.notebook_bytes``): what is graded."""
     path = submission_path(course, assignment, student)
     try:
-        data, digest = intake.read_notebook(path, cap)
+        read = intake.read_notebook(path, cap, ceiling=ceiling, caps=caps)
     except nbparse.InvalidNotebook as err:
         return GradeJob(student, b"", intake.refused_digest(path), refused=str(err))
-    return GradeJob(student, data, digest)
+    return GradeJob(student, read.data, read.sha256, dropped=read.notes)
 
 
 def submission_path(course: Path, assignment: str, student: str) -> Path:

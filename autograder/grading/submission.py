@@ -50,7 +50,7 @@ def _grade(job: GradeJob, work: AssignmentWork, result: SubmissionResult) -> Non
         submission, dropped = nbparse.read_graded(job.notebook, work.caps)
     except nbparse.InvalidNotebook as err:
         return not_graded(spec, result, "invalid notebook", str(err))
-    for note in dropped:
+    for note in (*job.dropped, *dropped):  # dropped as it was read, then on the parse
         result.add_reason(DROPPED, note)
     program = build_program(spec, submission)
     result.unanswered = nbparse.unanswered_manual_cells(spec, submission)

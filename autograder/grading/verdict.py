@@ -17,6 +17,7 @@ import ast
 import dataclasses
 
 from autograder.checking import checks, judging, messages
+from autograder.checking import notebook as nbparse
 from autograder.checking.assignment_spec import BEGIN_HIDDEN
 from autograder.checking.results import SubmissionResult, TaskResult
 from autograder.grading.check_data import tasks_of
@@ -394,7 +395,10 @@ def cell_outputs(
 
 
 def not_graded(spec, result: SubmissionResult, reason: str, note: str) -> None:
+    """Every test of ``spec`` scores 0 with ``note``; no written answer waits for a human
+    either (its autograded notebook holds none to grade: the released tests only)."""
     result.add_reason(reason, note)
+    result.unanswered = nbparse.manual_cells(spec)
     result.tasks = [
         TaskResult(
             test.grade_id,

@@ -31,7 +31,11 @@ class Limits:
     cell_output_chars: int = 4000  # captured stdout/stderr kept per cell
     result_bytes: int = 64 << 20  # one case's returned arrays
     stream_bytes: int = 512 << 20  # everything one submission may send back
-    notebook_bytes: int = 8 << 20  # the submitted notebook: a bigger one is refused unread
+    #: the submitted notebook as it is graded (without its saved outputs): more is refused
+    notebook_bytes: int = 8 << 20
+    #: the submitted file, outputs and all: a bigger one is refused unread (a streamed read
+    #: skips the outputs, so the grader's memory does not grow with them)
+    notebook_file_bytes: int = 256 << 20
 
     def for_child(self) -> dict:
         return {
