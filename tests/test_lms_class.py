@@ -77,10 +77,9 @@ VARIANTS = (
     "prefix 1",
     "prefix 2",
 )
-#: the oversized notebook (11.6 MiB of outputs, small code) is refused at the 8 MiB file cap
-#: until the grader drops outputs before the cap counts (issue 46, item 10, another change):
-#: EXPECTATION TO UPDATE then to "full" (its score: every automatic point and the written one)
-OVERSIZED_SCORES_AS = "zero"
+#: the oversized notebook: 11.6 MiB of saved outputs around small code. The grader drops
+#: outputs before the 8 MiB cap counts (``autograder/checking/notebook_stream.py``), so it
+#: scores as the full one
 OUTPUT_BYTES = int(11.6 * (1 << 20))
 
 
@@ -136,7 +135,7 @@ class Chapter:
         return data
 
     def refused(self, variant: str) -> bool:
-        return variant == "empty" or (variant == "oversized" and OVERSIZED_SCORES_AS == "zero")
+        return variant == "empty"
 
     def expected_auto(self, variant: str) -> float:
         """The automatic points: all, but the task the variant lost."""
