@@ -155,7 +155,7 @@ class Assignment:
     def __init__(self, assignment: str, grade_ids=None):
         spec = load_assignment(COURSE, assignment)
         tests = tuple(t for t in spec.tests if grade_ids is None or t.grade_id in grade_ids)
-        self.name, self.tests = assignment, tests
+        self.name, self.tests, self.assignment = assignment, tests, spec
         self.spec = types.SimpleNamespace(tests=tests, max_score=sum(t.points for t in tests))
         self.tasks = check_data.tasks_of(self.spec)
         self.specs = {t.check: checks.spec(t.check) for t in self.tasks}
@@ -192,7 +192,7 @@ class Assignment:
 
     def refused(self, student: str) -> SubmissionResult:
         result = SubmissionResult(student, self.name, HIDDEN_SEED, max_score=self.spec.max_score)
-        verdict.not_graded(self.spec, result, "invalid notebook", notebook.INVALID)
+        verdict.not_graded(self.assignment, result, "invalid notebook", notebook.INVALID)
         return SubmissionResult.from_record(result.to_record())
 
 

@@ -62,14 +62,13 @@ import re
 import secrets
 import shlex
 import shutil
-import sqlite3
 import stat
 import sys
 import zipfile
 from pathlib import Path
 from typing import NamedTuple
 
-from autograder.checking.gradebook_ids import PLAIN_NAME
+from autograder.checking.gradebook_ids import PLAIN_NAME, gradebook_rows
 
 #: a notebook with its figures is a few MiB; more than this is not a submission
 MAX_MEMBER_BYTES = 64 << 20
@@ -321,21 +320,12 @@ class Roster(NamedTuple):
 def read_roster(course: Path) -> Roster:
     """The ``student`` table of the course's ``gradebook.db``, read-only (``nbgrader db
     student import`` fills it); empty when there is no gradebook or no student."""
-    path = Path(course) / "gradebook.db"
     ids, lms = set(), {}
-    if path.is_file():
-        try:
-            db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-            try:
-                rows = db.execute("SELECT id, lms_user_id FROM student").fetchall()
-            finally:
-                db.close()
-        except sqlite3.Error:
-            rows = []
-        for student, lms_id in rows:
-            ids.add(student)
-            if lms_id:
-                lms.setdefault(str(lms_id).strip(), []).append(student)
+    rows = gradebook_rows(course, "SELECT id, lms_user_id FROM student") or []
+    for student, lms_id in rows:
+        ids.add(student)
+        if lms_id:
+            lms.setdefault(str(lms_id).strip(), []).append(student)
     return Roster(frozenset(ids), {key: tuple(sorted(v)) for key, v in lms.items()})
 
 
@@ -909,18 +899,8 @@ def _enroll(course: Path, students: dict[str, str | None]) -> None:
 def read_duedate(course: Path, assignment: str) -> datetime.datetime | None:
     """The assignment's due date in nbgrader's gradebook (naive, UTC, as nbgrader keeps it),
     read-only; None when it has none."""
-    path = Path(course) / "gradebook.db"
-    if not path.is_file():
-        return None
-    try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            row = db.execute("SELECT duedate FROM assignment WHERE name = ?", (assignment,))
-            found = row.fetchone()
-        finally:
-            db.close()
-    except sqlite3.Error:
-        return None
+    rows = gradebook_rows(course, "SELECT duedate FROM assignment WHERE name = ?", (assignment,))
+    found = rows[0] if rows else None
     if not found or not found[0]:
         return None
     try:

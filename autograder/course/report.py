@@ -35,7 +35,6 @@ import html
 import io
 import json
 import re
-import sqlite3
 from collections import Counter
 from pathlib import Path
 
@@ -45,6 +44,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from autograder.checking import messages  # noqa: E402
+from autograder.checking.gradebook_ids import gradebook_rows  # noqa: E402
 from autograder.checking.program import DROPPED  # noqa: E402
 from autograder.checking.results import GRADER_ERROR, SubmissionResult, TaskResult  # noqa: E402
 from autograder.course.hand_grading import HandGrading, submission_states  # noqa: E402
@@ -154,17 +154,7 @@ def not_on_roster(course: Path, students) -> list[str]:
     in a download or a grading has its id alone (``collect --enroll-unknown`` and the
     gradebook's ``name_student`` set the id as last name, no first name), or no row at all.
     None is flagged while no student has a name: then there is no roster to be missing from."""
-    path = Path(course) / "gradebook.db"
-    if not path.is_file():
-        return []
-    try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            rows = db.execute("SELECT id, first_name, last_name FROM student").fetchall()
-        finally:
-            db.close()
-    except sqlite3.Error:
-        return []
+    rows = gradebook_rows(course, "SELECT id, first_name, last_name FROM student") or []
     named = {
         student
         for student, first, last in rows
