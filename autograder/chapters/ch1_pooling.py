@@ -349,8 +349,8 @@ CHAPTER = register(
                 _epanechnikov_cases,
                 outputs=("weights",),
                 hints={
-                    "nan": "a query with no key within h has an all-zero kernel row: give it a row "
-                    "of zeros, not 0/0 (divide by np.where(total > 0, total, 1))",
+                    "nan": "a query with no key within h has an all-zero kernel row: its weights "
+                    "are a row of zeros, and the normalisation must not divide 0 by 0 there",
                     "transposed": "queries are rows: weights[i, j] is how much query i looks at key j",
                     "values": "each row is K(u_ij) / sum_l K(u_il) with K(u) = max(0, 1 - u^2) and "
                     "u_ij = |x_i - x_j| / h",

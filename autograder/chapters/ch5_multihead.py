@@ -398,8 +398,8 @@ CHAPTER = register(
                 },
                 mistakes=(
                     Mistake(
-                        "the gate of feature j of the merged heads is that of head j // d_h "
-                        "(np.repeat), not j % h (np.tile): head h owns a block of d_h features",
+                        "the gate of feature j of the merged heads is that of the head that owns "
+                        "it: head h owns a block of d_h consecutive features, not every h-th one",
                         _gates_tiled,
                     ),
                     Mistake(
@@ -482,8 +482,8 @@ CHAPTER = register(
                         _backward_with(scaled=False),
                     ),
                     Mistake(
-                        "the softmax's Jacobian has two terms: dS = P * (dP - rowsum(P * dP)), "
-                        "you kept only P * dP",
+                        "you kept only the diagonal of the softmax's Jacobian: each weight also "
+                        "depends on the other scores of its row, through the normaliser",
                         _backward_with(row_term=False),
                     ),
                     Mistake(
@@ -533,8 +533,8 @@ CHAPTER = register(
                         _bytes_full_width_heads,
                     ),
                     Mistake(
-                        "the backward pass reads the output O too (for rowsum(dO * O)): keep Q, "
-                        "K, V and O",
+                        "the backward pass reads the output O too (each query's softmax term D "
+                        "needs it): keep Q, K, V and O",
                         _bytes_without_output,
                     ),
                 ),
