@@ -508,8 +508,8 @@ CHAPTER = register(
                         _alibi_with_bias(lambda m, i, j: -m[:, None, None] * (i - j)),
                     ),
                     Mistake(
-                        "one slope per head: the slopes broadcast over the heads axis (H, 1, 1), not "
-                        "over the keys",
+                        "one slope per head: the slopes broadcast over the heads axis, not over the "
+                        "keys",
                         _alibi_with_bias(lambda m, i, j: -m[None, :] * np.abs(i - j)),
                     ),
                     Mistake(
