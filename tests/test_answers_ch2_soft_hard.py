@@ -612,10 +612,14 @@ def test_one_key_does_not_name_log_softmax_by_coincidence():
     pass of log-softmax" on the single-key case alone, where a masked row makes both dP.
     The log-softmax mistake is named only where every failing case agrees: here none does,
     so every failing case gets the check's own hint, which names the cause, not the code."""
+
     def p_dropped(p, dp):
         return _p(dp) - (_p(p) * _p(dp)).sum(-1, keepdims=True)
 
-    for language, hint, word in (("en", SM_VALUES[0], " Hint: "), ("zh_CN", SM_VALUES[1], " 提示：")):
+    for language, hint, word in (
+        ("en", SM_VALUES[0], " Hint: "),
+        ("zh_CN", SM_VALUES[1], " 提示："),
+    ):
         failed = _failing("softmax_backward", p_dropped, language)
         assert {v.case for v in failed} >= {"single key (n_k=1)"}
         assert all(v.message.endswith(word + hint) for v in failed), [v.message for v in failed]

@@ -580,7 +580,10 @@ def test_a_loop_that_drops_the_mask_is_not_told_to_fix_task_2():
         for v in judging.run_cases(
             checks.spec("coverage_context"),
             answers.coverage_context,
-            [checks.prepare("coverage_context", c) for c in checks.public_cases("coverage_context")],
+            [
+                checks.prepare("coverage_context", c)
+                for c in checks.public_cases("coverage_context")
+            ],
         )[0]
     )
     for language, hint, template in (
@@ -621,3 +624,12 @@ def test_one_step_does_not_name_the_own_step_mistake_by_coincidence():
                 assert v.message.endswith(hint_word + values), v.message
             else:
                 assert v.message.endswith(known + mistake), v.message
+
+
+def test_no_hint_of_the_chapter_prints_the_fix_as_code():
+    """Issue 45, item 5: a hint names the cause and where to look, never the code to write
+    (a call, an index expression, a line of the solution)."""
+    code = ("np.where(", "np.repeat", "np.tile", "[:, None", "axis=-1)", " @ w_", "rowsum(", "`")
+    code += ("dS = P", "dQ = dS", "dx_kv = ", "dW_o = M", "f = F *", "g_ijl = ", "_layer_norm(")
+    for text in checks.hint_texts("ch3_seq2seq"):
+        assert not any(c in text for c in code), text

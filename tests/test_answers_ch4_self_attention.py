@@ -433,7 +433,7 @@ CORPUS = [
     ("online_softmax_backward", _backward_wrong("D from dO"), "D_i is the weights' average"),
     ("online_softmax_backward", _backward_wrong("no D"), "you left out D"),
     ("online_softmax_backward", _backward_wrong("no scale"), "you forgot the 1/sqrt(d)"),
-    ("online_softmax_backward", _backward_wrong("unnormalised"), "recompute the weights"),
+    ("online_softmax_backward", _backward_wrong("unnormalised"), "your weights are not normalised"),
     (
         "online_softmax_backward",
         _backward_wrong("softmax of the block"),
@@ -516,7 +516,10 @@ def test_slopes_wrong_only_off_the_powers_of_two_are_not_shown_the_power_of_two_
             checks.spec(name, language), _slopes_first_of_the_next_power, cases, language
         )
         failed = [v for v in verdicts if not v.passed]
-        assert {v.case for v in failed} == {"H=6, not a power of two", "random H, not a power of two"}
+        assert {v.case for v in failed} == {
+            "H=6, not a power of two",
+            "random H, not a power of two",
+        }
         for v in failed:
             assert v.message.endswith(word + hint), v.message
             assert "2^(-8h/H)" not in v.message

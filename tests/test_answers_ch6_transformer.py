@@ -469,12 +469,12 @@ STUDENT_MISTAKES = {
     "decoder_block: keys and values from the decoder": (
         "decoder_block",
         _block_cross_from_decoder,
-        ("cross_attention(a, memory, *cross_attn, num_heads, src_mask)",),
+        ("your layer passes the decoder's states twice",),
     ),
     "decoder_step: keys and values from the decoder": (
         "decoder_step",
         _step_cross_from_decoder,
-        ("cross_attention(a, memory, *cross_attn, num_heads, src_mask)",),
+        ("your layer passes the decoder's states twice",),
     ),
 }
 
@@ -559,7 +559,10 @@ def test_a_one_word_target_does_not_name_np_roll_for_unshifted_targets():
             for c in checks.hidden_cases(name, seed)
         ]
         verdicts, _ = judging.run_cases(
-            checks.spec(name, language), lambda targets, bos_id: np.asarray(targets), cases, language
+            checks.spec(name, language),
+            lambda targets, bos_id: np.asarray(targets),
+            cases,
+            language,
         )
         failed = [v for v in verdicts if not v.passed]
         assert any(v.case == "a one-word target" for v in failed)
@@ -567,3 +570,12 @@ def test_a_one_word_target_does_not_name_np_roll_for_unshifted_targets():
             assert "np.roll" not in v.message, v.message
             if v.case != "a one-word target":
                 assert v.message.endswith(known + hint), v.message
+
+
+def test_no_hint_of_the_chapter_prints_the_fix_as_code():
+    """Issue 45, item 5: a hint names the cause and where to look, never the code to write
+    (a call, an index expression, a line of the solution)."""
+    code = ("np.where(", "np.repeat", "np.tile", "[:, None", "axis=-1)", " @ w_", "rowsum(", "`")
+    code += ("dS = P", "dQ = dS", "dx_kv = ", "dW_o = M", "f = F *", "g_ijl = ", "_layer_norm(")
+    for text in checks.hint_texts("ch6_transformer"):
+        assert not any(c in text for c in code), text

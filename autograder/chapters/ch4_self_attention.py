@@ -608,8 +608,8 @@ CHAPTER = register(
                         _backward_with(scale=False),
                     ),
                     Mistake(
-                        "recompute the weights as P = exp(S - L) with the logsumexp L of the forward "
-                        "pass: exp(S) alone is not normalised",
+                        "your weights are not normalised: exp(S) alone lacks the softmax's "
+                        "denominator, which the forward pass's logsumexp L holds",
                         _backward_with(lse=False),
                     ),
                     Mistake(

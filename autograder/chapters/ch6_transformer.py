@@ -549,7 +549,12 @@ def _block_variant(
     return outputs
 
 
-FIX_STEP = ". greedy_decode_cached calls your decoder_step: fix decoder_step first"
+#: the step's mistakes as the loop shows them: a loop that passes the wrong caches gives them
+#: too, so a hint never says decoder_step fails (the grader says so only where it does)
+FIX_STEP = (
+    ". greedy_decode_cached calls your decoder_step: if its own check fails, fix it first; if "
+    "it passes, look at what your loop passes to it"
+)
 HINT_STEP_UNSCALED = (
     "an attention of the step forgot to divide its scores by sqrt(d_h)"
     + FIX_STEP
@@ -566,9 +571,8 @@ HINT_SCALE = "divide each head's scores by sqrt(d_h) = sqrt(d / h), the width of
 #: which the notebook says computes both attentions) that the cross-attention should be
 HINT_CROSS_FROM_DECODER = (
     "cross-attention takes its keys and values from the encoder output memory, and only its "
-    "queries from A, the decoder's states: the line is "
-    "`b = _layer_norm(a + cross_attention(a, memory, *cross_attn, num_heads, src_mask)[0])`, "
-    "not cross_attention(a, a, ...) (only the self-attention passes one array twice)"
+    "queries from A, the decoder's states: your layer passes the decoder's states twice, as "
+    "only the self-attention does (the chapter's 'The decoder layer, written out')"
 )
 HINT_NO_CAUSAL = (
     "the decoder's self-attention is causal: query i may attend to keys j <= i only "
