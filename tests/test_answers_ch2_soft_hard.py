@@ -295,6 +295,22 @@ def _student_attention_backward(
     return attention_backward
 
 
+def _forward_unscaled(scale_gradients):
+    """A student's attention_backward whose recomputed scores lack the 1/sqrt(d)."""
+
+    def attention_backward(q, k, v, grad_out, mask=None):
+        q, k, v, d_out = (np.asarray(x, dtype=float) for x in (q, k, v, grad_out))
+        d = q.shape[-1]
+        p = masked_softmax(q @ np.swapaxes(k, -1, -2), mask)
+        ds = answers.softmax_backward(p, d_out @ np.swapaxes(v, -1, -2))
+        c = 1 / math.sqrt(d) if scale_gradients else 1.0
+        dq, dk = ds @ k * c, np.swapaxes(ds, -1, -2) @ q * c
+        dv = np.swapaxes(p, -1, -2) @ d_out
+        return _reduce_to(dq, q.shape), _reduce_to(dk, k.shape), _reduce_to(dv, v.shape)
+
+    return attention_backward
+
+
 ATTENTION_BACKWARD = {
     "no 1/sqrt(d) in dq, dk": (
         _student_attention_backward(factor=lambda d: 1.0),
@@ -316,6 +332,14 @@ ATTENTION_BACKWARD = {
     "dK from dS, not dS^T": (
         _student_attention_backward(transpose_ds=False),
         "K enters the scores transposed",
+    ),
+    "scores unscaled in the forward pass": (
+        _forward_unscaled(True),
+        "your weights are those of unscaled scores",
+    ),
+    "no 1/sqrt(d) anywhere": (
+        _forward_unscaled(False),
+        "missing both from the recomputed weights",
     ),
     "no sum over broadcast batch axes": (_student_attention_backward(reduce=False), None),
     "mask forgotten in the backward pass": (_student_attention_backward(use_mask=False), None),
@@ -543,22 +567,6 @@ def _failing(name, fn, language):
     with np.errstate(all="ignore"):
         verdicts, _notes = judging.run_cases(checks.spec(name, language), fn, cases, language)
     return [v for v in verdicts if not v.passed]
-
-
-def _forward_unscaled(scale_gradients):
-    """A student's attention_backward whose recomputed scores lack the 1/sqrt(d)."""
-
-    def attention_backward(q, k, v, grad_out, mask=None):
-        q, k, v, d_out = (np.asarray(x, dtype=float) for x in (q, k, v, grad_out))
-        d = q.shape[-1]
-        p = masked_softmax(q @ np.swapaxes(k, -1, -2), mask)
-        ds = answers.softmax_backward(p, d_out @ np.swapaxes(v, -1, -2))
-        c = 1 / math.sqrt(d) if scale_gradients else 1.0
-        dq, dk = ds @ k * c, np.swapaxes(ds, -1, -2) @ q * c
-        dv = np.swapaxes(p, -1, -2) @ d_out
-        return _reduce_to(dq, q.shape), _reduce_to(dk, k.shape), _reduce_to(dv, v.shape)
-
-    return attention_backward
 
 
 MISSING_SCALE = {

@@ -425,7 +425,7 @@ def test_a_transposed_dw_o_of_another_shape_gets_the_transpose_hint():
     case = [c for c in checks.public_cases(BACKWARD) if "d_out != d_model" in c.name][0]
     got = checks.normalise(checks.call(_transposed_dw_o_anywhere, case))
     verdict = checks.compare(BACKWARD, case, checks.expected(BACKWARD, case), got)
-    assert not verdict.passed and "the merged heads transposed" in verdict.message
+    assert not verdict.passed and "dW_o has the shape and orientation of W_o" in verdict.message
 
 
 def test_importance_built_on_a_wrong_gated_function_is_told_apart():
