@@ -307,7 +307,7 @@ def scaled_query(reference: Callable, arg: int, width: Callable[[tuple], int]) -
 
 HINT_EMPTY = (
     "a row (or sequence) with nothing allowed must give zeros, not 0/0: guard the "
-    "division, e.g. divide by np.where(total > 0, total, 1)"
+    "division where the total is 0"
 )
 HINT_MAX_SHIFT = (
     "subtract the row maximum before exp (max-shifted softmax): exp of a large score overflows"
