@@ -456,3 +456,12 @@ def test_the_unnamed_ones_get_the_checks_generic_hint(name, wrong, words):
     fn, _hint = CORPUS[name][wrong]
     failed = [v for v in _judge_all(name, fn) if not v.passed]
     assert any(words in v.message for v in failed), failed[0].message
+
+
+def test_no_hint_of_the_chapter_prints_the_fix_as_code():
+    """Issue 45, item 5: a hint names the cause and where to look, never the code to write
+    (a call, an index expression, a line of the solution)."""
+    code = ("np.where(", "np.repeat", "np.tile", "[:, None", "axis=-1)", " @ w_", "rowsum(", "`")
+    code += ("dS = P", "dQ = dS", "dx_kv = ", "dW_o = M", "f = F *", "g_ijl = ", "_layer_norm(")
+    for text in checks.hint_texts("ch1_pooling"):
+        assert not any(c in text for c in code), text

@@ -224,10 +224,10 @@ def _p(x):
 
 # softmax_backward ------------------------------------------------------------------------
 SOFTMAX_BACKWARD = {
-    "P * dP": (lambda p, dp: _p(p) * _p(dp), "keeps only the diagonal"),
+    "P * dP": (lambda p, dp: _p(p) * _p(dp), "you kept only the diagonal"),
     "sum over the queries": (
         lambda p, dp: _p(p) * (_p(dp) - (_p(p) * _p(dp)).sum(axis=-2, keepdims=True)),
-        "runs over the keys of row i",
+        "not over a column (over the queries)",
     ),
     "log-softmax's backward": (
         lambda p, dp: _p(dp) - _p(p) * _p(dp).sum(axis=-1, keepdims=True),
@@ -295,19 +295,35 @@ def _student_attention_backward(
     return attention_backward
 
 
+def _forward_unscaled(scale_gradients):
+    """A student's attention_backward whose recomputed scores lack the 1/sqrt(d)."""
+
+    def attention_backward(q, k, v, grad_out, mask=None):
+        q, k, v, d_out = (np.asarray(x, dtype=float) for x in (q, k, v, grad_out))
+        d = q.shape[-1]
+        p = masked_softmax(q @ np.swapaxes(k, -1, -2), mask)
+        ds = answers.softmax_backward(p, d_out @ np.swapaxes(v, -1, -2))
+        c = 1 / math.sqrt(d) if scale_gradients else 1.0
+        dq, dk = ds @ k * c, np.swapaxes(ds, -1, -2) @ q * c
+        dv = np.swapaxes(p, -1, -2) @ d_out
+        return _reduce_to(dq, q.shape), _reduce_to(dk, k.shape), _reduce_to(dv, v.shape)
+
+    return attention_backward
+
+
 ATTENTION_BACKWARD = {
     "no 1/sqrt(d) in dq, dk": (
         _student_attention_backward(factor=lambda d: 1.0),
-        "forgot the 1/sqrt(d)",
+        "carries that factor into both dQ and dK",
     ),
-    "divided by d": (_student_attention_backward(factor=lambda d: 1.0 / d), "divided by d"),
+    "divided by d": (_student_attention_backward(factor=lambda d: 1.0 / d), "not by d"),
     "softmax backward skipped": (
         _student_attention_backward(softmax_bwd=lambda p, dp: dp),
-        "backward pass is missing",
+        "dP went straight to the scores",
     ),
     "task 1 without its subtraction": (
         _student_attention_backward(softmax_bwd=SOFTMAX_BACKWARD["P * dP"][0]),
-        "lacks its subtraction",
+        "your dS keeps only the diagonal",
     ),
     "task 1 as log-softmax": (
         _student_attention_backward(softmax_bwd=SOFTMAX_BACKWARD["log-softmax's backward"][0]),
@@ -315,7 +331,15 @@ ATTENTION_BACKWARD = {
     ),
     "dK from dS, not dS^T": (
         _student_attention_backward(transpose_ds=False),
-        "transpose dS",
+        "K enters the scores transposed",
+    ),
+    "scores unscaled in the forward pass": (
+        _forward_unscaled(True),
+        "your weights are those of unscaled scores",
+    ),
+    "no 1/sqrt(d) anywhere": (
+        _forward_unscaled(False),
+        "missing both from the recomputed weights",
     ),
     "no sum over broadcast batch axes": (_student_attention_backward(reduce=False), None),
     "mask forgotten in the backward pass": (_student_attention_backward(use_mask=False), None),
@@ -524,3 +548,96 @@ def test_the_reference_passes_its_public_and_hidden_cases(name):
     verdicts = _judged(name, checks.REGISTRY[name].reference)
     assert all(v.passed for v in verdicts), [v.message for v in verdicts if not v.passed]
     assert len(verdicts) == len(checks.public_cases(name)) * (1 + len(SEEDS))
+
+
+# ----------------------------------------------------------------------------------------
+# 4. issue 45's misleading hints, each with its exact message in both languages
+
+
+def _failing(name, fn, language):
+    """The failing verdicts of ``fn`` on the public cases and the hidden cases of SEEDS, as
+    the checker and the grader word them in ``language`` (every case, then the rule that a
+    mistake named ``everywhere`` speaks only where every failing case agrees)."""
+    cases = [checks.prepare(name, c, language=language) for c in checks.public_cases(name)]
+    cases += [
+        checks.prepare(name, c, hidden=True, language=language)
+        for seed in SEEDS
+        for c in checks.hidden_cases(name, seed)
+    ]
+    with np.errstate(all="ignore"):
+        verdicts, _notes = judging.run_cases(checks.spec(name, language), fn, cases, language)
+    return [v for v in verdicts if not v.passed]
+
+
+MISSING_SCALE = {
+    # the recomputed scores unscaled, dq and dk divided by sqrt(d)
+    True: (
+        "your weights are those of unscaled scores: the forward pass you recompute must divide "
+        "the scores by sqrt(d) too (the scaled dot product in 'Five scoring functions'), and dV, "
+        "dQ and dK all read those weights",
+        "你的权重来自未缩放的评分：你重新计算的前向传播也必须把评分除以 sqrt(d)（见“五种评分函数”"
+        "一节中的缩放点积），而 dV、dQ 和 dK 都要读这些权重",
+    ),
+    # no 1/sqrt(d) anywhere
+    False: (
+        "the 1/sqrt(d) of the scores is missing both from the recomputed weights and from dQ and "
+        "dK: the scaled dot product ('Five scoring functions') divides the scores by sqrt(d), "
+        "and the chain rule carries the factor into dQ and dK",
+        "重新计算的权重和 dQ、dK 中都缺少评分的 1/sqrt(d)：缩放点积（“五种评分函数”一节）把评分除以 "
+        "sqrt(d)，链式法则再把这个因子带进 dQ 和 dK",
+    ),
+}
+
+
+@pytest.mark.parametrize("scale_gradients", [True, False])
+def test_a_missing_scale_of_the_scores_is_named_for_dq_and_dk_in_both_languages(scale_gradients):
+    """Issue 45: a 1/sqrt(d) missing from the forward pass got no hint, and the message named
+    dq alone. Now every failing case, public and hidden, names the mistake, which says
+    where the factor goes (dQ and dK), in English and in Chinese."""
+    en, zh = MISSING_SCALE[scale_gradients]
+    fn = _forward_unscaled(scale_gradients)
+    failed = _failing("attention_backward", fn, "en")
+    public = {c.name for c in checks.public_cases("attention_backward")}
+    # the single key (weight 1 or 0) and large scores (one-hot weights) pass whatever the scale
+    same = {"single key (n_k=1), one query masked", "large scores"}
+    assert {v.case for v in failed if not v.hidden} == public - same
+    assert {v.case for v in failed if v.hidden} == public - same
+    for v in failed:
+        assert v.message == f"case '{v.case}': your result matches a known mistake: {en}"
+    for v in _failing("attention_backward", fn, "zh_CN"):
+        assert v.message == f"用例“{v.case}”：你的结果与一个已知错误一致：{zh}"
+
+
+SM_VALUES = (
+    "each weight of a row depends on every score of that row (through the normaliser), so the "
+    "gradient of one score gathers dP over its whole row: start from the softmax's derivative "
+    "in the chapter's 'Five scoring functions' and apply the chain rule along the row",
+    "一行中的每个权重（通过归一化因子）依赖于这一行的每个评分，所以一个评分的梯度要汇集整行的 dP："
+    "从本章“五种评分函数”一节中 softmax 的导数出发，沿着这一行应用链式法则",
+)
+
+
+def test_one_key_does_not_name_log_softmax_by_coincidence():
+    """Issue 45: dS = dP - sum(P dP) (the factor P dropped) was told "that is the backward
+    pass of log-softmax" on the single-key case alone, where a masked row makes both dP.
+    The log-softmax mistake is named only where every failing case agrees: here none does,
+    so every failing case gets the check's own hint, which names the cause, not the code."""
+
+    def p_dropped(p, dp):
+        return _p(dp) - (_p(p) * _p(dp)).sum(-1, keepdims=True)
+
+    for language, hint, word in (
+        ("en", SM_VALUES[0], " Hint: "),
+        ("zh_CN", SM_VALUES[1], " 提示："),
+    ):
+        failed = _failing("softmax_backward", p_dropped, language)
+        assert {v.case for v in failed} >= {"single key (n_k=1)"}
+        assert all(v.message.endswith(word + hint) for v in failed), [v.message for v in failed]
+        assert not any("known mistake" in v.message or "已知错误" in v.message for v in failed)
+
+
+def test_no_hint_of_the_chapter_prints_the_fix_as_code():
+    """Issue 45, item 5: a hint names the cause and where to look, never the code to write."""
+    for text in checks.hint_texts(A):
+        assert "dS = P" not in text and "sum(P * dP)" not in text and "np." not in text, text
+        assert "dQ = dS K" not in text and "dK = dS^T Q" not in text and "dV = P^T" not in text

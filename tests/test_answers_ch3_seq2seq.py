@@ -493,11 +493,12 @@ def test_every_task_names_at_least_three_of_its_wrong_implementations():
 
 def test_a_faulty_callee_is_named_by_the_steps_check():
     """Task 4 is judged on its own work: a loop around a faulty task 2 or task 1 is told
-    which one to fix, a faulty loop is told about the loop."""
+    which one to look at (fix it first if its own check fails), a faulty loop is told about
+    the loop."""
     for fn, task in (
-        (_loop(context=context_after_tanh), "fix task 2 first"),
-        (_loop(context=context_no_mask), "fix task 2 first"),
-        (_loop(loss=loss_max), "fix task 1 first"),
+        (_loop(context=context_after_tanh), "if coverage_context's own check (task 2) fails"),
+        (_loop(context=context_no_mask), "it does not reach coverage_context"),
+        (_loop(loss=loss_max), "if coverage_loss's own check (task 1) fails"),
         (_loop(update="replace"), "accumulate"),
     ):
         messages = [v.message for v in _verdicts("coverage_attention_steps", fn) if not v.passed]
@@ -518,7 +519,7 @@ def test_the_named_hints_teach_the_fix():
     assert "'same' convolution" in messages["np.convolve full, first n"]
     assert "inside the tanh" in messages["coverage after tanh"]
     same = [v.message for v in _verdicts("location_aware_context", location_convolve_same)]
-    assert any("pad" in m and "raised ValueError" in m for m in same), same
+    assert any("outside the source read zeros" in m and "raised ValueError" in m for m in same)
 
 
 # ----------------------------------------------------------------------------------------
@@ -530,3 +531,105 @@ def test_the_reference_passes_its_public_and_hidden_cases(name):
     reference = checks.REGISTRY[name].reference
     for seed in (None, 0, 1, 12345):
         assert all(v.passed for v in _verdicts(name, reference, seed)), name
+
+
+# ----------------------------------------------------------------------------------------
+# 4. issue 45's misleading hints, each with its exact message in both languages
+
+
+def _failing(name, fn, language, seeds=(0, 1)):
+    """The failing verdicts of ``fn`` on the public cases and the hidden cases of ``seeds``,
+    as the checker and the grader word them in ``language`` (``judging.run_cases``: every
+    case, then the all-failing-cases rule)."""
+    cases = [checks.prepare(name, c, language=language) for c in checks.public_cases(name)]
+    cases += [
+        checks.prepare(name, c, hidden=True, language=language)
+        for seed in seeds
+        for c in checks.hidden_cases(name, seed)
+    ]
+    with np.errstate(all="ignore"):
+        verdicts, _notes = judging.run_cases(checks.spec(name, language), fn, cases, language)
+    return [v for v in verdicts if not v.passed]
+
+
+STEPS_MASK = (
+    "your weights ignore the mask: it does not reach coverage_context at some step (if "
+    "coverage_context's own check, task 2, fails, fix that first)",
+    "你的权重忽略了掩码：在某一步掩码没有传到 coverage_context（如果 coverage_context 自己的检查，"
+    "即任务 2，没有通过，先修正它）",
+)
+
+
+def _loop_dropping_the_mask(s, h, w_s, w_h, w_c, v, mask=None):
+    """A right coverage_context (task 2 passes), called without the mask."""
+    coverage, rows = np.zeros(np.shape(h)[:2]), []
+    for t in range(np.shape(s)[1]):
+        _, a = answers.coverage_context(np.asarray(s)[:, t], h, coverage, w_s, w_h, w_c, v)
+        rows.append(a)
+        coverage = coverage + a
+    weights = np.stack(rows, axis=1)
+    return weights, answers.coverage_loss(weights)
+
+
+def test_a_loop_that_drops_the_mask_is_not_told_to_fix_task_2():
+    """Issue 45: a loop that does not pass the mask on was told "fix task 2 first" though
+    task 2 passes. The hint now names the loop's cause, and says to fix coverage_context
+    first only if its own check fails (the grader says so only where it does)."""
+    assert all(
+        v.passed
+        for v in judging.run_cases(
+            checks.spec("coverage_context"),
+            answers.coverage_context,
+            [
+                checks.prepare("coverage_context", c)
+                for c in checks.public_cases("coverage_context")
+            ],
+        )[0]
+    )
+    for language, hint, template in (
+        ("en", STEPS_MASK[0], "case '{}': your result matches a known mistake: {}"),
+        ("zh_CN", STEPS_MASK[1], "用例“{}”：你的结果与一个已知错误一致：{}"),
+    ):
+        failed = _failing("coverage_attention_steps", _loop_dropping_the_mask, language)
+        assert {v.case for v in failed if not v.hidden} == {"padding mask", "fully-masked row"}
+        for v in failed:
+            assert v.message == template.format(v.case, hint)
+
+
+LOSS_VALUES = (
+    "c_t = a_1 + ... + a_(t-1) (zero at the first step), then the sum of min(a_ti, c_ti) over "
+    "t and i; a masked entry counts as weight 0",
+    "c_t = a_1 + ... + a_(t-1)（第一步为零），然后对 t 和 i 求 min(a_ti, c_ti) 之和；被掩码遮住的项"
+    "按权重 0 计",
+)
+
+
+def test_one_step_does_not_name_the_own_step_mistake_by_coincidence():
+    """Issue 45: with one step (T = 1) max(a, 0) = a = min(a, a), so a loss taking the
+    maximum was told "c_t sums the steps before t" there. That mistake is named only where
+    every failing case agrees: the one-step case gets the check's own hint instead, and every
+    other failing case names the maximum."""
+    max_hint = (
+        "the loss takes the minimum, min(a_ti, c_ti): it is large only where both the weight "
+        "and the coverage are",
+        "损失取最小值 min(a_ti, c_ti)：只有权重和覆盖都大的地方它才大",
+    )
+    zh_values = LOSS_VALUES[1]
+    for language, values, mistake, hint_word, known in (
+        ("en", LOSS_VALUES[0], max_hint[0], " Hint: ", "your result matches a known mistake: "),
+        ("zh_CN", zh_values, max_hint[1], " 提示：", "你的结果与一个已知错误一致："),
+    ):
+        for v in _failing("coverage_loss", loss_max, language):
+            if v.case.startswith("one step (T = 1)"):
+                assert v.message.endswith(hint_word + values), v.message
+            else:
+                assert v.message.endswith(known + mistake), v.message
+
+
+def test_no_hint_of_the_chapter_prints_the_fix_as_code():
+    """Issue 45, item 5: a hint names the cause and where to look, never the code to write
+    (a call, an index expression, a line of the solution)."""
+    code = ("np.where(", "np.repeat", "np.tile", "[:, None", "axis=-1)", " @ w_", "rowsum(", "`")
+    code += ("dS = P", "dQ = dS", "dx_kv = ", "dW_o = M", "f = F *", "g_ijl = ", "_layer_norm(")
+    for text in checks.hint_texts("ch3_seq2seq"):
+        assert not any(c in text for c in code), text

@@ -402,7 +402,7 @@ CORPUS = [
     ("window_global_mask", _window(rows=False, cols=False), None),
     ("window_global_mask", lambda n, w, g: _window()(n, w, g).astype(int), None),
     ("alibi_slopes", _slopes_wrong("from zero"), "the heads are numbered"),
-    ("alibi_slopes", _slopes_wrong("no interleave"), "for H not a power of two"),
+    ("alibi_slopes", _slopes_wrong("no interleave"), "you used the power-of-two sequence"),
     ("alibi_slopes", _slopes_wrong("increasing"), "the slopes fall"),
     ("alibi_slopes", _slopes_wrong("halving"), None),
     ("alibi_slopes", _slopes_wrong("constant"), None),
@@ -430,10 +430,10 @@ CORPUS = [
     ("relative_position_bucket", _bucket_wrong("abs"), "unidirectional: a key after the query"),
     ("relative_position_bucket", _bucket_wrong("round"), None),
     ("relative_position_bucket", _bucket_wrong("log2 of distance"), None),
-    ("online_softmax_backward", _backward_wrong("D from dO"), "D_i = rowsum(dO_i * O_i)"),
-    ("online_softmax_backward", _backward_wrong("no D"), "the softmax backward is dS"),
-    ("online_softmax_backward", _backward_wrong("no scale"), "S = Q K^T / sqrt(d)"),
-    ("online_softmax_backward", _backward_wrong("unnormalised"), "recompute the weights"),
+    ("online_softmax_backward", _backward_wrong("D from dO"), "D_i is the weights' average"),
+    ("online_softmax_backward", _backward_wrong("no D"), "you left out D"),
+    ("online_softmax_backward", _backward_wrong("no scale"), "you forgot the 1/sqrt(d)"),
+    ("online_softmax_backward", _backward_wrong("unnormalised"), "your weights are not normalised"),
     (
         "online_softmax_backward",
         _backward_wrong("softmax of the block"),
@@ -476,3 +476,57 @@ def test_the_empty_row_of_the_backward_gets_the_nan_hint():
 @pytest.mark.parametrize("name", NAMES)
 def test_the_reference_passes_its_public_and_hidden_cases(name):
     assert _failures(name, checks.REGISTRY[name].reference) == []
+
+
+# ----------------------------------------------------------------------------------------
+# 4. issue 45's misleading hints, each with its exact message in both languages
+
+SLOPES_VALUES = (
+    "the slopes form one geometric sequence only when H is a power of two; for any other H "
+    "they are built from the sequences of two powers of two (the ALiBi task's statement): "
+    "compare your slopes for the failing H with that construction",
+    "只有当 H 是 2 的幂时，斜率才构成一个等比数列；其他 H 的斜率由两个 2 的幂的数列拼成（见 ALiBi "
+    "任务的说明）：把你在出错的 H 上的斜率与这个构造对照",
+)
+
+
+def _slopes_first_of_the_next_power(h):
+    """Right for a power of two; otherwise the first H slopes of 2P heads (P < H < 2P)."""
+    if h & (h - 1) == 0:
+        return ans._power_of_two_slopes(h)
+    return ans._power_of_two_slopes(2 * (1 << (h.bit_length() - 1)))[:h]
+
+
+def test_slopes_wrong_only_off_the_powers_of_two_are_not_shown_the_power_of_two_formula():
+    """Issue 45: wrong slopes for H not a power of two were told the power-of-two formula,
+    the case that passed. The values hint now names the cause for both kinds of H and prints
+    no formula."""
+    name = "alibi_slopes"
+    for language, hint, word in (
+        ("en", SLOPES_VALUES[0], " Hint: "),
+        ("zh_CN", SLOPES_VALUES[1], " 提示："),
+    ):
+        cases = [checks.prepare(name, c, language=language) for c in checks.public_cases(name)]
+        cases += [
+            checks.prepare(name, c, hidden=True, language=language)
+            for seed in SEEDS
+            for c in checks.hidden_cases(name, seed)
+        ]
+        verdicts, _ = judging.run_cases(
+            checks.spec(name, language), _slopes_first_of_the_next_power, cases, language
+        )
+        failed = [v for v in verdicts if not v.passed]
+        assert {v.case for v in failed} == {
+            "H=6, not a power of two",
+            "random H, not a power of two",
+        }
+        for v in failed:
+            assert v.message.endswith(word + hint), v.message
+            assert "2^(-8h/H)" not in v.message
+
+
+def test_no_hint_of_the_chapter_prints_the_fix_as_code():
+    """Issue 45, item 5: a hint names the cause and where to look, never the code to write."""
+    for text in checks.hint_texts("ch4_self_attention"):
+        for code in ("rowsum", "dS = P", "[:, None", "(H, 1, 1)", "2^(-8h/H)", "D_i = dO"):
+            assert code not in text, text

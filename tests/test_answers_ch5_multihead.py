@@ -348,7 +348,7 @@ CORPUS = [
         BACKWARD,
         "softmax without its row term",
         plugin._backward_with(row_term=False),
-        "the softmax's Jacobian",
+        "you kept only the diagonal",
     ),
     (
         BACKWARD,
@@ -364,7 +364,12 @@ CORPUS = [
         plugin._backward_with(mask_backward=False),
         "use the masked weights",
     ),
-    (BACKWARD, "dW_o transposed", plugin._backward_with(transpose_dw_o=True), "dW_o = M^T G (d_"),
+    (
+        BACKWARD,
+        "dW_o transposed",
+        plugin._backward_with(transpose_dw_o=True),
+        "dW_o has the orientation",
+    ),
     (BACKWARD, "softmax without the max shift", _backward_unshifted, None),
     (BACKWARD, "mask polarity flipped", _backward_polarity, None),
     (BACKWARD, "dx_q added into dx_kv", _backward_dx_kv_as_total, None),
@@ -387,7 +392,12 @@ def _transposed_dw_o_anywhere(*args, **kwargs):
 
 
 CORPUS.append(
-    (BACKWARD, "dW_o transposed, every shape", _transposed_dw_o_anywhere, "dW_o = M^T G (d_")
+    (
+        BACKWARD,
+        "dW_o transposed, every shape",
+        _transposed_dw_o_anywhere,
+        "dW_o has the orientation",
+    )
 )
 
 
@@ -415,7 +425,7 @@ def test_a_transposed_dw_o_of_another_shape_gets_the_transpose_hint():
     case = [c for c in checks.public_cases(BACKWARD) if "d_out != d_model" in c.name][0]
     got = checks.normalise(checks.call(_transposed_dw_o_anywhere, case))
     verdict = checks.compare(BACKWARD, case, checks.expected(BACKWARD, case), got)
-    assert not verdict.passed and "the merged heads transposed" in verdict.message
+    assert not verdict.passed and "dW_o has the shape and orientation of W_o" in verdict.message
 
 
 def test_importance_built_on_a_wrong_gated_function_is_told_apart():
@@ -460,3 +470,12 @@ def test_gating_the_weights_or_the_values_is_the_same_answer_and_passes():
 
     for fn in (on_weights, on_values):
         assert all(v.passed for v in _judged(GATED, fn)), fn.__name__
+
+
+def test_no_hint_of_the_chapter_prints_the_fix_as_code():
+    """Issue 45, item 5: a hint names the cause and where to look, never the code to write
+    (a call, an index expression, a line of the solution)."""
+    code = ("np.where(", "np.repeat", "np.tile", "[:, None", "axis=-1)", " @ w_", "rowsum(", "`")
+    code += ("dS = P", "dQ = dS", "dx_kv = ", "dW_o = M", "f = F *", "g_ijl = ", "_layer_norm(")
+    for text in checks.hint_texts("ch5_multihead"):
+        assert not any(c in text for c in code), text

@@ -469,12 +469,12 @@ STUDENT_MISTAKES = {
     "decoder_block: keys and values from the decoder": (
         "decoder_block",
         _block_cross_from_decoder,
-        ("cross_attention(a, memory, *cross_attn, num_heads, src_mask)",),
+        ("your layer passes the decoder's states twice",),
     ),
     "decoder_step: keys and values from the decoder": (
         "decoder_step",
         _step_cross_from_decoder,
-        ("cross_attention(a, memory, *cross_attn, num_heads, src_mask)",),
+        ("your layer passes the decoder's states twice",),
     ),
 }
 
@@ -532,3 +532,50 @@ def test_a_hidden_case_still_has_at_most_64_messages_with_every_named_mistake(na
             if not verdict.passed:
                 messages.add(verdict.message)
     assert len(messages) <= 64, len(messages)
+
+
+# ----------------------------------------------------------------------------------------
+# issue 45: a hint named on a coincidence of a degenerate case (a one-word target)
+
+
+def test_a_one_word_target_does_not_name_np_roll_for_unshifted_targets():
+    """A one-word target rolls onto itself: unshifted targets matched "np.roll wraps around"
+    there alone. That mistake is named only where every failing case agrees; the other
+    failing cases name the real cause, in both languages, with its exact words."""
+    from autograder.checking import judging
+
+    name = "shift_right"
+    not_shifted = next(m.hint for m in plugin.SHIFT_RIGHT.mistakes if "not shifted" in m.hint)
+    zh = checks.translated_hint(not_shifted, "zh_CN", "ch6_transformer")
+    assert zh != not_shifted
+    for language, hint, known in (
+        ("en", not_shifted, "your result matches a known mistake: "),
+        ("zh_CN", zh, "你的结果与一个已知错误一致："),
+    ):
+        cases = [checks.prepare(name, c, language=language) for c in checks.public_cases(name)]
+        cases += [
+            checks.prepare(name, c, hidden=True, language=language)
+            for seed in SEEDS
+            for c in checks.hidden_cases(name, seed)
+        ]
+        verdicts, _ = judging.run_cases(
+            checks.spec(name, language),
+            lambda targets, bos_id: np.asarray(targets),
+            cases,
+            language,
+        )
+        failed = [v for v in verdicts if not v.passed]
+        assert any(v.case == "a one-word target" for v in failed)
+        for v in failed:
+            assert "np.roll" not in v.message, v.message
+            if v.case != "a one-word target":
+                assert v.message.endswith(known + hint), v.message
+
+
+def test_no_hint_of_the_chapter_prints_the_fix_as_code():
+    """Issue 45, item 5: a hint names the cause and where to look, never the code to write
+    (a call, an index expression, a line of the solution)."""
+    code = ("np.where(", "np.repeat", "np.tile", "[:, None", "axis=-1)", " @ w_", "rowsum(", "`")
+    code += ("dS = P", "dQ = dS", "dx_kv = ", "dW_o = M", "f = F *", "g_ijl = ", "_layer_norm(")
+    for text in checks.hint_texts("ch6_transformer"):
+        assert not any(c in text for c in code), text

@@ -532,7 +532,7 @@ def test_student_check_messages(ch2_cases):
         contract.check("attention_backward", unscaled, cases_path=str(ch2_cases))
     message = str(info.value)
     assert message.startswith("attention_backward: ") and "public cases failed" in message
-    assert "forgot the 1/sqrt(d) of the scores in dQ and dK" in message
+    assert "carries that factor into both dQ and dK" in message
     rendered = info.value._render_traceback_()  # what Jupyter shows instead of a traceback
     assert "Traceback" not in "\n".join(rendered) and "contract.py" not in "\n".join(rendered)
 

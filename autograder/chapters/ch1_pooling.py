@@ -349,8 +349,8 @@ CHAPTER = register(
                 _epanechnikov_cases,
                 outputs=("weights",),
                 hints={
-                    "nan": "a query with no key within h has an all-zero kernel row: give it a row "
-                    "of zeros, not 0/0 (divide by np.where(total > 0, total, 1))",
+                    "nan": "a query with no key within h has an all-zero kernel row: its weights "
+                    "are a row of zeros, and the normalisation must not divide 0 by 0 there",
                     "transposed": "queries are rows: weights[i, j] is how much query i looks at key j",
                     "values": "each row is K(u_ij) / sum_l K(u_il) with K(u) = max(0, 1 - u^2) and "
                     "u_ij = |x_i - x_j| / h",
@@ -444,6 +444,7 @@ CHAPTER = register(
                     Mistake(
                         "the bandwidth is squared: (x_l - x_jl)^2 / (2 h_l^2), not / (2 h_l)",
                         _ard_with_scores(lambda d2, h: -(d2 / (2 * h)).sum(-1)),
+                        everywhere=True,  # near one-hot weights it coincides with others
                     ),
                     Mistake(
                         "the Gaussian kernel divides the squared difference by 2 h_l^2, not h_l^2",
@@ -470,9 +471,10 @@ CHAPTER = register(
                     "dloss_dbandwidths.shape": "one derivative per bandwidth: shape (d,)",
                     "loss.values": "leave point i out of its own prediction (mask the diagonal) and "
                     "average the squared errors over points and outputs",
-                    "dloss_dbandwidths.values": "differentiate by hand: g_ijl = (x_il - x_jl)^2 / h_l^3 "
-                    "in the chain rule of the page's gradient; a finite difference is a good test of "
-                    "your formula, but not accurate enough to pass",
+                    "dloss_dbandwidths.values": "differentiate by hand: each bandwidth enters the "
+                    "scores through its own dimension alone, in the chain rule of the page's gradient "
+                    "('Learning the bandwidth'); a finite difference is a good test of your formula, "
+                    "but not accurate enough to pass",
                 },
                 mistakes=(
                     Mistake(
@@ -486,8 +488,8 @@ CHAPTER = register(
                         lambda x, y, h: _loo_ard_variant(x, y, h, keep_diagonal=True),
                     ),
                     Mistake(
-                        "each bandwidth sees only its own dimension: g_ijl = (x_il - x_jl)^2 / h_l^3, "
-                        "not the whole squared distance",
+                        "each bandwidth sees only its own dimension: the derivative of a score in "
+                        "h_l reads that dimension's squared difference, not the whole squared distance",
                         lambda x, y, h: _loo_ard_variant(
                             x, y, h, g_of=lambda d2, hh: d2.sum(-1, keepdims=True) / hh**3
                         ),

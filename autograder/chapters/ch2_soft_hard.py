@@ -109,20 +109,38 @@ def _sm_unweighted(p, dp):
     return p * (dp - np.sum(dp, axis=-1, keepdims=True))
 
 
+# The hints name the cause and where the chapter derives what is missing, never the fix as
+# code (issue 45: a hint that prints dS = P * (dP - sum(P * dP)) turns the task into copying).
+HINT_SM_VALUES = (
+    "each weight of a row depends on every score of that row (through the normaliser), so the "
+    "gradient of one score gathers dP over its whole row: start from the softmax's derivative "
+    "in the chapter's 'Five scoring functions' and apply the chain rule along the row"
+)
+HINT_SM_SHAPE = (
+    "dS has the shape of the weights (..., n_q, n_k): a sum over a row must stay "
+    "broadcastable against that row"
+)
 HINT_NO_SUBTRACTION = (
-    "dS = P * dP keeps only the diagonal of the Jacobian dP_i/dS_j = P_i (delta_ij - P_j): "
-    "subtract P_i times sum_l P_il dP_il as well"
+    "you kept only the diagonal of the softmax's Jacobian: a weight also depends on the other "
+    "scores of its row, through the normaliser (the softmax's derivative in 'Five scoring "
+    "functions')"
 )
 HINT_WRONG_AXIS = (
-    "the sum in dS_ij = P_ij (dP_ij - sum_l P_il dP_il) runs over the keys of row i: "
-    "axis=-1 (with keepdims=True), not over the queries"
+    "the chain rule sums over the weights of one query's row (over the keys), not over a "
+    "column (over the queries): a softmax normalises each row on its own"
 )
 HINT_LOG_SOFTMAX = (
-    "that is the backward pass of log-softmax (d log P_i / d S_j = delta_ij - P_j); the "
-    "softmax's own Jacobian is dP_i/dS_j = P_i (delta_ij - P_j): dS = P * (dP - sum(P * dP))"
+    "that is the backward pass of log-softmax, the score function d log p_i / d s_j of "
+    "REINFORCE alone: the weights are p_i, not log p_i, and d p_i = p_i d log p_i"
 )
-HINT_SIGN = "the sign is flipped: dS = P * (dP - sum_l P_l dP_l), not P * (sum_l P_l dP_l - dP)"
-HINT_UNWEIGHTED = "the subtracted sum is weighted by the weights: sum_l P_il dP_il, not sum_l dP_il"
+HINT_SIGN = (
+    "the sign is flipped: raising a score raises its own weight and lowers the others' (the "
+    "softmax's derivative in 'Five scoring functions')"
+)
+HINT_UNWEIGHTED = (
+    "the term you subtract comes from the normaliser's derivative, which carries each weight: "
+    "an average of dP over the row weighted by the weights, not a plain sum"
+)
 
 # ----------------------------------------------------------------------------------------
 # attention_backward
@@ -247,26 +265,57 @@ def _attention_backward_with(ds_of=None, qk_scale=None, transpose_ds=True):
 
 
 HINT_ATT_UNSCALED = (
-    "you forgot the 1/sqrt(d) of the scores in dQ and dK: S = Q K^T / sqrt(d), so "
-    "dQ = dS K / sqrt(d) and dK = dS^T Q / sqrt(d)"
+    "the scores are divided by sqrt(d), so the chain rule carries that factor into both dQ and "
+    "dK (the scaled dot product in the chapter's 'Five scoring functions'); dV does not see it"
 )
 HINT_ATT_BY_D = (
-    "dQ and dK are divided by d: the scores are divided by sqrt(d), so is their gradient"
+    "dQ and dK carry the factor of the scores once: the scores are divided by sqrt(d), not by d"
 )
 HINT_ATT_NO_SOFTMAX = (
-    "the softmax's backward pass is missing: dS = P * (dP - sum(P * dP)) (task 1), not dS = dP"
+    "dP went straight to the scores: between dP and dS the gradient passes through the "
+    "softmax's backward pass (your task 1)"
 )
 HINT_ATT_NO_SUBTRACTION = (
-    "your dS is P * dP: the softmax's backward pass lacks its subtraction, "
-    "dS = P * (dP - sum(P * dP)) (check task 1 first)"
+    "your dS keeps only the diagonal of the softmax's Jacobian: check task 1 first (its own "
+    "check names this)"
 )
 HINT_ATT_LOG_SOFTMAX = (
-    "your dS is log-softmax's backward pass, dP - P * sum(dP): the softmax's is "
-    "P * (dP - sum(P * dP)) (check task 1 first)"
+    "your dS is log-softmax's backward pass, not the softmax's: check task 1 first (its own "
+    "check names this)"
 )
 HINT_ATT_DS_NOT_TRANSPOSED = (
-    "dK = dS^T Q / sqrt(d): key j collects the gradient of column j of dS (transpose dS)"
+    "key j collects the gradient of column j of dS (from every query that scored it), not of "
+    "row j: K enters the scores transposed"
 )
+HINT_ATT_FORWARD_UNSCALED = (
+    "your weights are those of unscaled scores: the forward pass you recompute must divide the "
+    "scores by sqrt(d) too (the scaled dot product in 'Five scoring functions'), and dV, dQ "
+    "and dK all read those weights"
+)
+HINT_ATT_NOWHERE_SCALED = (
+    "the 1/sqrt(d) of the scores is missing both from the recomputed weights and from dQ and "
+    "dK: the scaled dot product ('Five scoring functions') divides the scores by sqrt(d), and "
+    "the chain rule carries the factor into dQ and dK"
+)
+HINT_ATT_VALUES = (
+    "dq and dk both come from dS and the 1/sqrt(d) of the scores, dv from the weights alone: "
+    "if dv is right, look at dS and that factor; if it is wrong too, at the weights (the mask, "
+    "the scale of the scores)"
+)
+
+
+def _attention_backward_unscaled_forward(scale_gradients):
+    """attention_backward whose recomputed weights come from unscaled scores Q K^T, with dQ
+    and dK divided by sqrt(d) (``scale_gradients``) or not."""
+
+    def wrong(q, k, v, grad_out, mask=None):
+        d = np.shape(q)[-1]
+        dq, dk, dv = answers.attention_backward(np.asarray(q) * math.sqrt(d), k, v, grad_out, mask)
+        # the reference on sqrt(d) q: weights of Q K^T, dq = dS K / sqrt(d), dk = dS^T q
+        return (dq, dk / math.sqrt(d), dv) if scale_gradients else (dq * math.sqrt(d), dk, dv)
+
+    return wrong
+
 
 # ----------------------------------------------------------------------------------------
 # sparsemax
@@ -451,16 +500,14 @@ CHAPTER = register(
                 rtol=1e-12,
                 atol=1e-14,
                 scale=_softmax_backward_scale,
-                hints={
-                    "shape": "dS has the shape of the weights (..., n_q, n_k): keep the summed "
-                    "axis with keepdims=True",
-                    "values": "dS_ij = P_ij (dP_ij - sum_l P_il dP_il): the sum runs over the "
-                    "keys of row i",
-                },
+                hints={"shape": HINT_SM_SHAPE, "values": HINT_SM_VALUES},
                 mistakes=(
                     Mistake(HINT_NO_SUBTRACTION, _sm_no_subtraction),
                     Mistake(HINT_WRONG_AXIS, _sm_wrong_axis),
-                    Mistake(HINT_LOG_SOFTMAX, _sm_log_softmax),
+                    # on a row of one key P dP and log-softmax's dP - P sum(dP) coincide with
+                    # other wrong backward passes (a masked row: dP itself): named only where
+                    # every failing case agrees
+                    Mistake(HINT_LOG_SOFTMAX, _sm_log_softmax, everywhere=True),
                     Mistake(HINT_SIGN, _sm_sign),
                     Mistake(HINT_UNWEIGHTED, _sm_unweighted),
                 ),
@@ -476,11 +523,12 @@ CHAPTER = register(
                 hints={
                     "arity": "return three gradients (dq, dk, dv)",
                     "nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT,
-                    "dq.shape": "dq has the shape of q (..., n_q, d): dQ = dS K / sqrt(d)",
-                    "dk.shape": "dk has the shape of k (..., n_k, d): dK = dS^T Q / sqrt(d), "
-                    "summed over the batch axes k was broadcast along",
-                    "dv.shape": "dv has the shape of v (..., n_k, d_v): dV = P^T dO, summed "
-                    "over the batch axes v was broadcast along",
+                    "dq.shape": "dq has the shape of q (..., n_q, d)",
+                    "dk.shape": "dk has the shape of k (..., n_k, d), summed over the batch axes "
+                    "k was broadcast along",
+                    "dv.shape": "dv has the shape of v (..., n_k, d_v), summed over the batch "
+                    "axes v was broadcast along",
+                    "values": HINT_ATT_VALUES,
                 },
                 mistakes=(
                     Mistake(HINT_ATT_UNSCALED, _attention_backward_with(qk_scale=lambda d: 1.0)),
@@ -491,6 +539,8 @@ CHAPTER = register(
                     Mistake(
                         HINT_ATT_DS_NOT_TRANSPOSED, _attention_backward_with(transpose_ds=False)
                     ),
+                    Mistake(HINT_ATT_FORWARD_UNSCALED, _attention_backward_unscaled_forward(True)),
+                    Mistake(HINT_ATT_NOWHERE_SCALED, _attention_backward_unscaled_forward(False)),
                 ),
                 calls=("softmax_backward",),
             ),

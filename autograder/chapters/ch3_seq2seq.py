@@ -319,15 +319,23 @@ _HINT_BATCH_AXIS = (
 )
 _HINT_MASK = "apply the mask: a padded source word gets weight 0"
 _HINT_SAME = (
-    "a 'same' convolution is centred: f_i reads a_(i-p) .. a_(i+p), p = (r - 1)/2; "
-    "np.convolve(a, F, 'full')[:n] shifts it by p positions"
+    "a 'same' convolution is centred on position i: your features are shifted by (r - 1)/2 "
+    "positions, as the first or the last n values of a 'full' convolution are"
 )
 
 
 #: the known mistakes of tasks 1 and 2, as the steps of task 4 show them (a caller is
-#: judged on its own work: these name the callee at fault)
+#: judged on its own work). The same result comes from a loop that does not use the callee as
+#: given, so a hint never says the callee fails: the grader says "fix it first" only where it
+#: does (``grading.verdict.excuse_callers``), and a hint says which to look at when
 _CALLEE_AT_FAULT = (
-    "fix task {task} first: your result is what this loop gives with a {name} that {what}"
+    "your result is what this loop gives with a {name} that {what}: if {name}'s own check "
+    "(task {task}) fails, fix that first; if it passes, your loop does not use it as given"
+)
+#: a loop that does not pass the mask on gives what a coverage_context ignoring it gives
+_HINT_STEPS_MASK = (
+    "your weights ignore the mask: it does not reach coverage_context at some step (if "
+    "coverage_context's own check, task 2, fails, fix that first)"
 )
 
 
@@ -475,7 +483,9 @@ CHAPTER = register(
                     "of min(a_ti, c_ti) over t and i; a masked entry counts as weight 0",
                 },
                 mistakes=told_apart(
-                    Mistake(_HINT_OWN_STEP, _coverage_loss_including_step),
+                    # one step (T = 1): every loss that wrongly counts a_t is a_t's total
+                    # weight, so this one is named only where every failing case agrees
+                    Mistake(_HINT_OWN_STEP, _coverage_loss_including_step, everywhere=True),
                     Mistake(
                         "the loss takes the minimum, min(a_ti, c_ti): it is large only where "
                         "both the weight and the coverage are",
@@ -536,8 +546,8 @@ CHAPTER = register(
                     "nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT,
                     "inf": HINT_MAX_SHIFT,
                     "ValueError": "the features have one row per source position, (B, n, k), "
-                    "even when n < r (np.convolve's 'same' mode returns max(n, r) values): pad "
-                    "a_(t-1) with (r - 1)/2 zeros on each side",
+                    "even when n < r (np.convolve's 'same' mode returns max(n, r) values): "
+                    "positions outside the source read zeros",
                     "context.shape": "the context is one weighted sum of encoder states per "
                     "sentence: (B, d_enc)",
                     "weights.transposed": "weights are (B, n): one row per sentence",
@@ -546,8 +556,9 @@ CHAPTER = register(
                 },
                 mistakes=told_apart(
                     Mistake(
-                        "a convolution flips the filter: f_ij = sum_m F_jm a_(i+p-m); sliding "
-                        "the filter unflipped (a correlation, as np.correlate) reverses it",
+                        "a convolution flips the filter: sliding it unflipped (a correlation, "
+                        "as np.correlate) reverses it (the location features of the task's "
+                        "statement)",
                         _location_flipped,
                     ),
                     Mistake(_HINT_SAME, _location_shifted("first")),
@@ -563,8 +574,8 @@ CHAPTER = register(
                         _location_after_tanh,
                     ),
                     Mistake(
-                        "the weights are those of attention without location features: add "
-                        "f_i W_f inside the tanh, f = F * a_(t-1)",
+                        "the weights are those of attention without location features: the "
+                        "features of the previous step's weights are missing from the score",
                         _location_without_features,
                     ),
                     Mistake(_HINT_MASK, _unmasked(answers.location_aware_context, 8)),
@@ -609,8 +620,11 @@ CHAPTER = register(
                             ("adds the coverage after the tanh", _coverage_after_tanh),
                             ("adds c_i without w_c", _coverage_without_w_c),
                             ("takes the softmax over the batch", _coverage_softmax_over_batch),
-                            ("ignores the mask", _unmasked(answers.coverage_context, 7)),
                         )
+                    ),
+                    Mistake(
+                        _HINT_STEPS_MASK,
+                        _steps_with(context=_unmasked(answers.coverage_context, 7)),
                     ),
                     *(
                         Mistake(

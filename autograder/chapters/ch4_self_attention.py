@@ -95,6 +95,20 @@ def _slopes_no_interleave(h):
     return 2.0 ** (-8.0 * np.arange(1, h + 1) / h)
 
 
+#: the slopes' hints name the cause, never the formula: a values hint cannot know which H
+#: failed, so it speaks of both kinds of H (issue 45: the power-of-two formula was shown to a
+#: student whose power-of-two cases passed)
+HINT_SLOPES_VALUES = (
+    "the slopes form one geometric sequence only when H is a power of two; for any other H "
+    "they are built from the sequences of two powers of two (the ALiBi task's statement): "
+    "compare your slopes for the failing H with that construction"
+)
+HINT_SLOPES_NOT_POWER = (
+    "you used the power-of-two sequence for an H that is not a power of two: there the slopes "
+    "come from the powers of two on either side of H (the ALiBi task's statement)"
+)
+
+
 def _causal(n):
     return np.arange(n)[None, :] <= np.arange(n)[:, None]
 
@@ -455,15 +469,11 @@ CHAPTER = register(
                 atol=0.0,
                 hints={
                     "shape": "one slope per head: shape (num_heads,)",
-                    "values": "for H a power of two, m_h = 2^(-8h/H) for h = 1..H",
+                    "values": HINT_SLOPES_VALUES,
                 },
                 mistakes=(
                     Mistake("the heads are numbered h = 1..H, not 0..H-1", _slopes_from_zero),
-                    Mistake(
-                        "for H not a power of two, take the slopes of the largest power of two P < H, "
-                        "then every other slope of 2P heads (h = 1, 3, 5, ...)",
-                        _slopes_no_interleave,
-                    ),
+                    Mistake(HINT_SLOPES_NOT_POWER, _slopes_no_interleave),
                     Mistake(
                         "the slopes fall from head to head: m_1 = 2^(-8/H) is the largest",
                         lambda h: answers.alibi_slopes(h)[::-1],
@@ -477,14 +487,15 @@ CHAPTER = register(
                 outputs=("output", "weights"),
                 hints={
                     "arity": "return a pair (output, weights)",
-                    "values": "scores q k^T / sqrt(d) - m_h |i - j|, slope h on head h, then the masked "
-                    "softmax over the keys and weights @ v",
+                    "values": "each head's scaled scores get a penalty that grows with the distance "
+                    "|i - j| at that head's own slope, before the masked softmax (the ALiBi task's "
+                    "statement)",
                     "nan": "a row with nothing allowed gets zero weights, not 0/0; and "
                     + HINT_MAX_SHIFT,
-                    "shape": "output (..., H, n, d_v), weights (..., H, n, n); slopes[:, None, None] "
-                    "puts one slope on each head",
-                    "ValueError": "the slopes are one per head: reshape them to (H, 1, 1) so that they "
-                    "broadcast over the heads axis, not over the keys",
+                    "shape": "output (..., H, n, d_v), weights (..., H, n, n): each head's slope must "
+                    "line up with the heads axis, not with the keys",
+                    "ValueError": "the slopes are one per head: they must broadcast over the heads "
+                    "axis, not over the keys",
                 },
                 mistakes=(
                     Mistake(
@@ -497,8 +508,8 @@ CHAPTER = register(
                         _alibi_with_bias(lambda m, i, j: -m[:, None, None] * (i - j)),
                     ),
                     Mistake(
-                        "one slope per head: the slopes broadcast over the heads axis (H, 1, 1), not "
-                        "over the keys",
+                        "one slope per head: the slopes broadcast over the heads axis, not over the "
+                        "keys",
                         _alibi_with_bias(lambda m, i, j: -m[None, :] * np.abs(i - j)),
                     ),
                     Mistake(
@@ -568,8 +579,10 @@ CHAPTER = register(
                 scale=_backward_scale,
                 hints={
                     "arity": "return a triple (dq, dk, dv)",
-                    "values": "per block: P = exp(S - L), dV = P^T dO, dS = P * (dO V^T - D) with "
-                    "D_i = dO_i . O_i, dQ += dS K / sqrt(d), dK = dS^T Q / sqrt(d)",
+                    "values": "recompute each block's weights from the forward pass's logsumexp, "
+                    "then follow the chain rule of the task's statement through O = PV, the softmax "
+                    "and the scaled scores; D is one number per query, read from the output (the "
+                    "chapter's 'The online softmax')",
                     "nan": "a query with no allowed key has logsumexp -inf and weights 0: shift by 0 "
                     "there (never compute -inf - (-inf))",
                     "inf": "recompute the weights as exp(S - L) with the given logsumexp L: exp(S) "
@@ -580,21 +593,23 @@ CHAPTER = register(
                 },
                 mistakes=(
                     Mistake(
-                        "D_i = rowsum(dO_i * O_i), the product with the output, not rowsum(dO_i) alone",
+                        "D_i is the weights' average of dP over query i's row, which is read from "
+                        "the output O: dO alone does not give it",
                         _backward_with(delta="dO"),
                     ),
                     Mistake(
-                        "the softmax backward is dS = P * (dP - D): you left out D",
+                        "you left out D, the softmax's normaliser term: each weight depends on every "
+                        "score of its row (the softmax's Jacobian in the task's statement)",
                         _backward_with(delta="none"),
                     ),
                     Mistake(
-                        "S = Q K^T / sqrt(d), so dQ = dS K / sqrt(d) and dK = dS^T Q / sqrt(d): "
-                        "you forgot the 1/sqrt(d)",
+                        "you forgot the 1/sqrt(d): the scores are scaled, and the chain rule carries "
+                        "that factor into both dQ and dK",
                         _backward_with(scale=False),
                     ),
                     Mistake(
-                        "recompute the weights as P = exp(S - L) with the logsumexp L of the forward "
-                        "pass: exp(S) alone is not normalised",
+                        "your weights are not normalised: exp(S) alone lacks the softmax's "
+                        "denominator, which the forward pass's logsumexp L holds",
                         _backward_with(lse=False),
                     ),
                     Mistake(

@@ -398,8 +398,8 @@ CHAPTER = register(
                 },
                 mistakes=(
                     Mistake(
-                        "the gate of feature j of the merged heads is that of head j // d_h "
-                        "(np.repeat), not j % h (np.tile): head h owns a block of d_h features",
+                        "the gate of feature j of the merged heads is that of the head that owns "
+                        "it: head h owns a block of d_h consecutive features, not every h-th one",
                         _gates_tiled,
                     ),
                     Mistake(
@@ -432,6 +432,9 @@ CHAPTER = register(
                         "take the absolute value of each example's derivative: I_h averages "
                         "|dL/dxi_h|, so examples of opposite sign do not cancel",
                         _importance_signed,
+                        # where every example's derivative has one sign, |mean| is the signed
+                        # mean: named only where every failing case agrees
+                        everywhere=True,
                     ),
                     Mistake(
                         "take the absolute value of each example's derivative before averaging "
@@ -468,8 +471,8 @@ CHAPTER = register(
                 hints={
                     "arity": "return six gradients (dx_q, dx_kv, dw_q, dw_k, dw_v, dw_o)",
                     "nan": HINT_EMPTY + "; and " + HINT_MAX_SHIFT,
-                    "dw_o.transposed": "dW_o = M^T G (the merged heads transposed, times the "
-                    "output's gradient): (d_model, d_out), like W_o",
+                    "dw_o.transposed": "dW_o has the shape and orientation of W_o, (d_model, "
+                    "d_out): W_o maps the merged heads to the output",
                     "dw_q.shape": SUM_THE_BATCH,
                     "dw_k.shape": SUM_THE_BATCH,
                     "dw_v.shape": SUM_THE_BATCH,
@@ -477,21 +480,23 @@ CHAPTER = register(
                 },
                 mistakes=(
                     Mistake(
-                        "the scores are divided by sqrt(d_h): so are their gradients, "
-                        "dQ = dS K / sqrt(d_h) and dK = dS^T Q / sqrt(d_h)",
+                        "the scores are divided by sqrt(d_h): the chain rule carries that factor "
+                        "into the gradients of both the queries and the keys",
                         _backward_with(scaled=False),
                     ),
                     Mistake(
-                        "the softmax's Jacobian has two terms: dS = P * (dP - rowsum(P * dP)), "
-                        "you kept only P * dP",
+                        "you kept only the diagonal of the softmax's Jacobian: each weight also "
+                        "depends on the other scores of its row, through the normaliser",
                         _backward_with(row_term=False),
                     ),
                     Mistake(
-                        "x_kv feeds the values too: dx_kv = dK W_k^T + dV W_v^T",
+                        "x_kv feeds the values too: its gradient gathers what flows back through "
+                        "the keys and through the values",
                         _backward_with(value_path=False),
                     ),
                     Mistake(
-                        "x_kv feeds the keys too: dx_kv = dK W_k^T + dV W_v^T",
+                        "x_kv feeds the keys too: its gradient gathers what flows back through "
+                        "the keys and through the values",
                         _backward_with(key_path=False),
                     ),
                     Mistake(
@@ -505,7 +510,8 @@ CHAPTER = register(
                         _backward_with(mask_backward=False),
                     ),
                     Mistake(
-                        "dW_o = M^T G (d_model x d_out), not its transpose G^T M",
+                        "dW_o has the orientation of W_o (d_model x d_out): you computed its "
+                        "transpose",
                         _backward_with(transpose_dw_o=True),
                     ),
                 ),
@@ -533,8 +539,8 @@ CHAPTER = register(
                         _bytes_full_width_heads,
                     ),
                     Mistake(
-                        "the backward pass reads the output O too (for rowsum(dO * O)): keep Q, "
-                        "K, V and O",
+                        "the backward pass reads the output O too (each query's softmax term D "
+                        "needs it): keep Q, K, V and O",
                         _bytes_without_output,
                     ),
                 ),

@@ -549,7 +549,12 @@ def _block_variant(
     return outputs
 
 
-FIX_STEP = ". greedy_decode_cached calls your decoder_step: fix decoder_step first"
+#: the step's mistakes as the loop shows them: a loop that passes the wrong caches gives them
+#: too, so a hint never says decoder_step fails (the grader says so only where it does)
+FIX_STEP = (
+    ". greedy_decode_cached calls your decoder_step: if its own check fails, fix it first; if "
+    "it passes, look at what your loop passes to it"
+)
 HINT_STEP_UNSCALED = (
     "an attention of the step forgot to divide its scores by sqrt(d_h)"
     + FIX_STEP
@@ -566,9 +571,8 @@ HINT_SCALE = "divide each head's scores by sqrt(d_h) = sqrt(d / h), the width of
 #: which the notebook says computes both attentions) that the cross-attention should be
 HINT_CROSS_FROM_DECODER = (
     "cross-attention takes its keys and values from the encoder output memory, and only its "
-    "queries from A, the decoder's states: the line is "
-    "`b = _layer_norm(a + cross_attention(a, memory, *cross_attn, num_heads, src_mask)[0])`, "
-    "not cross_attention(a, a, ...) (only the self-attention passes one array twice)"
+    "queries from A, the decoder's states: your layer passes the decoder's states twice, as "
+    "only the self-attention does (the chapter's 'The decoder layer, written out')"
 )
 HINT_NO_CAUSAL = (
     "the decoder's self-attention is causal: query i may attend to keys j <= i only "
@@ -1092,14 +1096,15 @@ SHIFT_RIGHT = Check(
     mistakes=told_apart(
         Mistake(
             "np.roll wraps around: it brings the last target y_n round to the "
-            "front, where BOS belongs (np.roll(targets, 1, axis=-1), then put BOS "
-            "at position 0)",
+            "front, where BOS belongs",
             lambda targets, bos: np.roll(targets, 1, axis=-1),
+            # a one-word target rolls onto itself, as unshifted targets are: named only where
+            # every failing case agrees
+            everywhere=True,
         ),
         Mistake(
             "np.roll without axis=-1 rolls the whole batch as one flat array and "
-            "wraps around: each row starts with a target of another row; roll "
-            "along the last axis and put BOS at position 0",
+            "wraps around: each row starts with a target of another row",
             lambda targets, bos: np.roll(targets, 1),
         ),
         Mistake(
@@ -1201,13 +1206,14 @@ DECODER_STEP = Check(
             _step_variant(use_src_mask=False),
         ),
         Mistake(
-            "the cache holds keys x_s W_k and values x_s W_v, not the inputs x_s: "
-            "append x_t @ w_k and x_t @ w_v, and attend over the caches as they are",
+            "the cache holds keys and values (the inputs already projected by W_k and "
+            "W_v), not the inputs x_s: only the new position is projected, and the "
+            "caches are attended over as they are",
             _step_variant(cache_inputs=True),
         ),
         Mistake(
-            "keys and values are swapped: append x_t @ w_k to cache_k (what the "
-            "query is compared with) and x_t @ w_v to cache_v (what is averaged)",
+            "keys and values are swapped: cache_k holds what the query is compared "
+            "with, cache_v what is averaged",
             _step_variant(swap_kv=True),
         ),
         Mistake(
@@ -1264,8 +1270,8 @@ GREEDY_DECODE_CACHED = Check(
             _greedy_variant(fresh_cache=True),
         ),
         Mistake(
-            "the cache holds the keys x_s @ w_k and values x_s @ w_v of the inputs "
-            "fed, not the inputs x_s themselves",
+            "the cache holds the keys and values of the inputs fed (projected by W_k "
+            "and W_v), not the inputs x_s themselves",
             _greedy_variant(inputs_cached=True),
         ),
         Mistake(

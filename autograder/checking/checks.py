@@ -78,10 +78,14 @@ HIDDEN_SEED_ENV = "ATTENTION_HIDDEN_SEED"
 @dataclass(frozen=True)
 class Mistake:
     """A known wrong implementation: ``outputs`` takes the case's arguments and returns
-    what that wrong implementation would; a student whose result matches gets ``hint``."""
+    what that wrong implementation would; a student whose result matches gets ``hint``.
+    ``everywhere``: named only where every failing case agrees, as a derived mistake is
+    (``contract.consistent``), for a mistake whose outputs coincide with another's on a
+    degenerate case (one key, a far query, a one-hot row)."""
 
     hint: str
     outputs: Callable[..., Any]
+    everywhere: bool = False
 
 
 def _fingerprint(value):
@@ -137,7 +141,9 @@ def told_apart(*mistakes: Mistake) -> tuple[Mistake, ...]:
 
         return outputs
 
-    return tuple(Mistake(m.hint, withdrawn_if_earlier(k)) for k, m in enumerate(mistakes))
+    return tuple(
+        Mistake(m.hint, withdrawn_if_earlier(k), m.everywhere) for k, m in enumerate(mistakes)
+    )
 
 
 @dataclass(frozen=True)
@@ -302,7 +308,7 @@ def scaled_query(reference: Callable, arg: int, width: Callable[[tuple], int]) -
 
 HINT_EMPTY = (
     "a row (or sequence) with nothing allowed must give zeros, not 0/0: guard the "
-    "division, e.g. divide by np.where(total > 0, total, 1)"
+    "division where the total is 0"
 )
 HINT_MAX_SHIFT = (
     "subtract the row maximum before exp (max-shifted softmax): exp of a large score overflows"
@@ -502,6 +508,8 @@ def mistake_outputs(
             outputs = normalise(call(mistake.outputs, case))
         except (ValueError, TypeError, IndexError):
             continue  # this mistake has no meaning for this case (e.g. window - 1 < 0)
+        if mistake.everywhere:  # named only where every failing case agrees
+            outputs = contract.Derived(outputs)
         out.append((translated_hint(mistake.hint, language, check.assignment), outputs))
     answer = expected(name, case) if answer is None else answer
     scales = answer.scale or (None,) * len(answer)

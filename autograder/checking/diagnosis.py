@@ -39,7 +39,9 @@ stand for several). Public and hidden cases are decided apart, so a hidden case 
 change a public message; an error is its own finding and refutes nothing. This is the
 simplest shape that needs no per-check precomputation: the judge stays per case (``assess``
 unchanged), and the rule only removes a derived mistake from the cases it would mislead on.
-A mistake declared by hand keeps its author's scope: named wherever it matches.
+A mistake declared by hand keeps its author's scope: named wherever it matches, unless its
+author declared it ``everywhere`` (``checks.Mistake``: one that coincides with another on a
+degenerate case), when its outputs are a ``contract.Derived`` and the same rule applies.
 
 A hidden case names a derived mistake by its kind alone (``KIND``: seven fixed sentences,
 ``diagnosis.kind.*``), so a hidden case says at most seven more things than before
