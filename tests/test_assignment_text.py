@@ -12,6 +12,7 @@ as the site shows them, and the Chinese edition of every assignment.
 
 from __future__ import annotations
 
+import ast
 import html
 import re
 import zipfile
@@ -148,8 +149,27 @@ def test_chinese_notebook_differs_from_the_english_only_in_its_prose(targets, as
             assert assignment_text.ANY_ROLE.search(after.source) is None
             if assignment_text.messages(nbformat.v4.new_notebook(cells=[before])):
                 assert CJK.search(after.source), before.source[:80]
+        elif assignment_text.is_stub_cell(before) or assignment_text.is_given_cell(before):
+            # the student reads a stub's or a given cell's docstrings and comments in Chinese;
+            # the code itself is the same, statement for statement
+            assert _code_alone(after.source) == _code_alone(before.source), before.source[:80]
         else:
             assert after.source == before.source
+
+
+def _code_alone(source: str) -> str:
+    """A cell's code as Python sees it: comments gone (the parser drops them), each
+    docstring emptied."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            if isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+                body[0].value.value = ""
+    return ast.dump(tree)
 
 
 def test_a_paragraph_without_translation_is_an_error_that_says_what_to_run(targets):
