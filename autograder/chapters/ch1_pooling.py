@@ -399,26 +399,30 @@ CHAPTER = register(
                     "scalar targets, (n_q, d), (n_q, d_y) or (n_q, d_y, d)",
                     "transposed": "the prediction's axis comes before the point's: entry [i, k, l] "
                     "is d f_k(x_i) / d x_il, shape (n_q, d_y, d)",
-                    "values": "df/dx = (1/h^2) sum_j a_j (y_j - f(x)) (x_j - x), with the Gaussian "
-                    "weights a_j of the query x",
+                    "values": "start from the page's gradient in the bandwidth ('Learning the "
+                    "bandwidth'): its softmax step carries over as it is, and only each "
+                    "score's derivative changes, now taken in the query's coordinates",
                 },
                 mistakes=(
                     Mistake(
-                        "the sign is flipped: ds_j/dx = (x_j - x) / h^2, keys pull the query towards them",
+                        "the sign is flipped: moving the query towards a key raises that key's "
+                        "score, so each score's derivative points from the query to the key",
                         lambda xq, xk, y, h: -key.nadaraya_watson_query_grad(xq, xk, y, h),
                     ),
                     Mistake(
-                        "the softmax's normaliser depends on x too: each key contributes "
-                        "a_j (y_j - f(x)) (x_j - x) / h^2, not a_j y_j (x_j - x) / h^2",
+                        "the softmax's normaliser depends on x too: each key's term measures its"
+                        " target against the prediction, as in the softmax step of the page's "
+                        "gradient",
                         _query_grad_without_normaliser,
                     ),
                     Mistake(
-                        "the derivative of -|x - x_j|^2 / (2 h^2) in x is (x_j - x) / h^2: the 2 cancels",
+                        "your gradient is half the right one: differentiating the squared "
+                        "distance brings down a 2, and the 2 cancels the kernel's 1/2",
                         lambda xq, xk, y, h: key.nadaraya_watson_query_grad(xq, xk, y, h) / 2,
                     ),
                     Mistake(
-                        "this is the derivative in the query, not in the bandwidth: "
-                        "divide by h^2, not h^3",
+                        "this is the derivative in the query, not in the bandwidth: your result "
+                        "has one power of h too many",
                         lambda xq, xk, y, h: key.nadaraya_watson_query_grad(xq, xk, y, h) / h,
                     ),
                 ),
@@ -432,22 +436,24 @@ CHAPTER = register(
                     "nan": HINT_MAX_SHIFT + " (a query far from every key underflows to 0/0)",
                     "shape": "predictions have the trailing shape of y_values: (n_q,) or (n_q, d_y)",
                     "transposed": "queries are rows: the predictions are (n_q, d_y), one row per query",
-                    "values": "the score is -sum_l (x_l - x_jl)^2 / (2 h_l^2): each dimension has "
-                    "its own bandwidth",
+                    "values": "each dimension has its own bandwidth: the page's Gaussian score, with "
+                    "each coordinate (the query's and the keys') divided by its own h_l",
                 },
                 mistakes=(
                     Mistake(
-                        "one bandwidth per dimension: divide each squared difference by its own "
-                        "2 h_l^2, not the distance by one common bandwidth",
+                        "one bandwidth per dimension: each coordinate's difference is scaled by "
+                        "its own bandwidth, not the distance by one common bandwidth",
                         _ard_with_scores(lambda d2, h: -d2.sum(-1) / (2 * np.mean(h) ** 2)),
                     ),
                     Mistake(
-                        "the bandwidth is squared: (x_l - x_jl)^2 / (2 h_l^2), not / (2 h_l)",
+                        "the bandwidth is squared: dividing a coordinate by h_l divides its "
+                        "squared difference by the square of h_l",
                         _ard_with_scores(lambda d2, h: -(d2 / (2 * h)).sum(-1)),
                         everywhere=True,  # near one-hot weights it coincides with others
                     ),
                     Mistake(
-                        "the Gaussian kernel divides the squared difference by 2 h_l^2, not h_l^2",
+                        "your scores are twice the Gaussian's: its exponent halves the squared "
+                        "distance, as on the page",
                         _ard_with_scores(lambda d2, h: -(d2 / (h * h)).sum(-1)),
                     ),
                 ),
@@ -495,7 +501,8 @@ CHAPTER = register(
                         ),
                     ),
                     Mistake(
-                        "d/dh of -u^2 / (2 h^2) is u^2 / h^3: one more power of h than you have",
+                        "one more power of h than you have: the score holds its bandwidth as "
+                        "1/h^2, and differentiating that in h adds a power",
                         lambda x, y, h: _loo_ard_variant(x, y, h, g_of=lambda d2, hh: d2 / hh**2),
                     ),
                     Mistake(
