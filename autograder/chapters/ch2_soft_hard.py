@@ -473,10 +473,13 @@ HINT_SPB_OFF_SUPPORT = (
 )
 HINT_SPB_MEAN_ALL = "the mean runs over the support S = {j : P_j > 0} only, not over all n_k keys"
 HINT_SPB_SOFTMAX = (
-    "that is the softmax's backward pass: sparsemax's Jacobian is diag(s) - s s^T / |S| "
-    "(s: the support's indicator), so dS_i = dP_i - mean_{j in S} dP_j on the support"
+    "that is the softmax's backward pass: sparsemax's weights move only on the support, where "
+    "they follow the scores one for one except for the share the threshold tau takes"
 )
-HINT_SPB_SUM = "subtract the mean of dP over the support (divide the sum by |S|), not the sum"
+HINT_SPB_SUM = (
+    "your threshold takes the whole sum of the changes on the support: tau is an average over "
+    "the support (task 3), so its share is divided by |S|"
+)
 HINT_SPB_WEIGHTED = (
     "the subtracted mean is unweighted: (1/|S|) sum_{j in S} dP_j, not sum_j P_j dP_j"
 )
@@ -592,8 +595,9 @@ CHAPTER = register(
                 atol=1e-14,
                 scale=_sparsemax_backward_scale,
                 hints={
-                    "values": "on the support S = {j : P_j > 0}: dS_i = dP_i - mean_{j in S} "
-                    "dP_j; off the support dS_i = 0",
+                    "values": "differentiate task 3's weights near a fixed support: the threshold tau "
+                    "moves with the scores so that the weights keep summing to one, and a "
+                    "key off the support does not move at all",
                 },
                 mistakes=(
                     Mistake(HINT_SPB_OFF_SUPPORT, _spb_everywhere),

@@ -311,7 +311,8 @@ _HINT_NO_COVERAGE = (
     "the weights are those of attention without coverage: add c_i w_c inside the tanh"
 )
 _HINT_AFTER_TANH = (
-    "the coverage term goes inside the tanh: e_i = v . tanh(s_prev W_s + h_i W_h + c_i w_c)"
+    "the coverage term goes inside the tanh, beside the decoder state's and the encoder state's "
+    "terms, not added to the score after it"
 )
 _HINT_W_C = "the coverage enters as c_i times the vector w_c (d_att,), not c_i added to every unit"
 _HINT_BATCH_AXIS = (
@@ -525,8 +526,9 @@ CHAPTER = register(
                     "context.shape": "the context is one weighted sum of encoder states per "
                     "sentence: (B, d_enc)",
                     "weights.transposed": "weights are (B, n): one row per sentence",
-                    "weights.values": "e_i = v . tanh(s_prev W_s + h_i W_h + c_i w_c), then a "
-                    "masked softmax over the positions i",
+                    "weights.values": "start from the chapter's additive (Bahdanau) score and add the coverage"
+                    " as one more input of its tanh, then a masked softmax over the "
+                    "positions i",
                 },
                 mistakes=told_apart(
                     Mistake(_HINT_NO_COVERAGE, _coverage_without_feature),
@@ -551,8 +553,9 @@ CHAPTER = register(
                     "context.shape": "the context is one weighted sum of encoder states per "
                     "sentence: (B, d_enc)",
                     "weights.transposed": "weights are (B, n): one row per sentence",
-                    "weights.values": "f_ij = sum_m F_jm a_(i+p-m) with p = (r - 1)/2 and zeros "
-                    "outside the source, then e_i = v . tanh(s_prev W_s + h_i W_h + f_i W_f)",
+                    "weights.values": "f_ij = sum_m F_jm a_(i+p-m) with p = (r - 1)/2 and zeros outside the "
+                    "source; the features then enter the chapter's additive score as one "
+                    "more input of its tanh, through W_f",
                 },
                 mistakes=told_apart(
                     Mistake(
@@ -569,8 +572,8 @@ CHAPTER = register(
                         _location_circular,
                     ),
                     Mistake(
-                        "the location term goes inside the tanh: e_i = v . tanh(s_prev W_s + "
-                        "h_i W_h + f_i W_f)",
+                        "the location term goes inside the tanh, beside the decoder state's and "
+                        "the encoder state's terms, not added to the score after it",
                         _location_after_tanh,
                     ),
                     Mistake(
