@@ -517,6 +517,7 @@ CHAPTER = register(
                 outputs=("bytes",),
                 rtol=0.0,
                 atol=0.0,
+                comparator={"kind": "allclose", "integer": True},  # a Python int, exactly
                 mistakes=(
                     Mistake(
                         "every head has its own weights and its own logsumexp: B h n^2 weights, "

@@ -987,6 +987,7 @@ BEAM_SEARCH_TABLE = Check(
     outputs=("tokens", "scores"),
     rtol=1e-9,
     atol=1e-12,
+    comparator={"kind": "allclose", "integer": True},  # token ids are integers
     hints={
         "arity": "beam_search returns a pair (sequences, scores)",
         "tokens.shape": "keep exactly beam_size finished beams (fewer only if the search ran out "
@@ -1225,6 +1226,7 @@ GREEDY_DECODE_CACHED = Check(
     answers.greedy_decode_cached,
     _greedy_cases,
     outputs=("tokens", "cache_k", "cache_v"),
+    comparator={"kind": "allclose", "integer": True},  # token ids are integers
     hints={
         "arity": "return a triple (tokens, cache_k, cache_v)",
         "tokens.shape": "one chosen word per step and sentence: (B, max_len), "

@@ -46,6 +46,7 @@ from autograder.student.contract import Case, Outcome, Seeded, Verdict, normalis
 __all__ = [
     "Seeded",
     "Case",
+    "Large",
     "Verdict",
     "Check",
     "Mistake",
@@ -72,6 +73,16 @@ PUBLIC_SEED = 20240
 #: run_hidden's seed when none is given: the environment variable, else this one
 DEFAULT_HIDDEN_SEED = 7
 HIDDEN_SEED_ENV = "ATTENTION_HIDDEN_SEED"
+
+
+@dataclass(frozen=True)
+class Large(Case):
+    """A case too large for anything but the reference (e.g. one whose whole score matrix
+    would not fit the sandbox's memory, ``autograder/chapters/ch4_self_attention.py``): hidden
+    only (``public_cases`` leaves it out, so neither the release nor a student's checker
+    computes it), and judged against the reference alone (``mistake_outputs`` gives it no
+    known or derived mistake: each would cost the trusted side another whole computation of
+    every student's case, some the very matrix the case forbids)."""
 
 
 @dataclass(frozen=True)
@@ -341,9 +352,8 @@ def checks_for(assignment: str) -> list[Check]:
 
 def public_cases(name: str) -> list[Case]:
     """The public cases of a check (fixed seed): what ships in public_cases.npz."""
-    return list(
-        _get(name).make_cases(np.random.default_rng([PUBLIC_SEED, zlib.crc32(name.encode())]))
-    )
+    cases = _get(name).make_cases(np.random.default_rng([PUBLIC_SEED, zlib.crc32(name.encode())]))
+    return [case for case in cases if not isinstance(case, Large)]
 
 
 def hidden_cases(name: str, seed: int) -> list[Case]:
@@ -476,6 +486,8 @@ def mistake_outputs(
     ``hidden`` case, named by its kind alone) whose outputs differ from the reference's
     (``answer``, computed if not given) and from every earlier derived one's on this case."""
     check, out = _get(name), []
+    if isinstance(case, Large):
+        return out  # judged against the reference alone
     for mistake in check.mistakes:
         try:
             outputs = normalise(call(mistake.outputs, case))

@@ -73,6 +73,8 @@ MESSAGES = {
     "a batch axis?)",
     "why.extra": "there is one axis too many (did you forget to reduce, or keepdims=True?)",
     "dtype.integer": "expected {output} to be an integer array, got dtype {dtype}.",
+    "dtype.int": "expected {output} to be a Python int, got dtype {dtype}: a count is exact, so "
+    "compute it with integers (// rather than /) and return int(...).",
     "dtype.bool": "expected {output} to be a boolean array (True = may attend), got dtype {dtype}.",
     "mask": "{output} differs from the expected mask in {count} of {size} entries.",
     "mask.at": "{output} differs from the expected mask in {count} of {size} entries, first "
@@ -490,6 +492,15 @@ def _values_finding(output, exp, got, rtol, atol, scale=None):
         if got.dtype != bool:
             return Finding("dtype.bool", {"output": output, "dtype": str(got.dtype)}), "dtype"
         return _located("mask", at, exp != got, "values") if (exp != got).any() else None
+    if exp.dtype.kind in "iu" and got.dtype.kind in "iu":  # integers: exactly, as integers
+        wrong = exp != got
+        if not wrong.any():
+            return None
+        diff = np.abs(exp.astype(object) - got.astype(object)) if wrong.ndim else None
+        error = max(diff[wrong]) if wrong.ndim else abs(int(exp) - int(got))
+        bound = Finding("bound", {"atol": "0", "rtol": "0"})
+        at.update(error=f"{float(error):.3g}", bound=bound, scaled=False)
+        return _located("values", at, wrong, "values")
     exp_f, got_f = exp.astype(np.float64), got.astype(np.float64)
     for what, bad in (
         ("NaN", np.isnan(got_f) & ~np.isnan(exp_f)),
@@ -637,7 +648,8 @@ def assess(spec: Spec, case: Case, outcome: Outcome) -> tuple[bool, Finding | No
             return False, found, _hint(hints, output, kind) or _hint(hints, output, "shape")
     for output, exp, g in zip(names, expected, got) if comparator.get("integer") else ():
         if exp.dtype.kind in "iu" and g.dtype.kind not in "iu":  # integers must stay integers
-            found = Finding("dtype.integer", {"output": output, "dtype": str(g.dtype)})
+            key = "dtype.int" if exp.ndim == 0 else "dtype.integer"  # a number: a Python int
+            found = Finding(key, {"output": output, "dtype": str(g.dtype)})
             return False, found, _hint(hints, output, "dtype")
     rtol, atol = spec.rtol, spec.atol
     scales = expected.scale or (None,) * len(expected)
