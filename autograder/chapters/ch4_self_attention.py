@@ -131,6 +131,9 @@ def _alibi_cases(rng):
     # scores of about +-10^4: exp overflows unless shifted
     q, k, v = qkv(d=4)
     cases.append(Case("large scores", (100 * q, 100 * k, v, slopes, _causal(n))))
+    q, k, v = normal(rng, 1, n, 1), normal(rng, 1, n, 1), normal(rng, 1, n, 1)
+    one = answers.alibi_slopes(1)
+    cases.append(Case("one head (H = 1), d = d_v = 1, causal", (q, k, v, one, _causal(n))))
     return cases
 
 

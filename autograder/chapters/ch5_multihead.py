@@ -94,6 +94,12 @@ def _layer_cases(rng, extra):
             (normal(rng, 2, n_q, 6), normal(rng, 2, n_kv, 6), *_layer(rng, 6, 6, 12, 12, 100.0), 3),
             None,
         ),
+        # every width 1 (one head of width 1) and a single key: the documented shapes' corner
+        (
+            "one key (n_kv = 1), every width 1 (d_q = d_kv = d_model = d_out = 1)",
+            (normal(rng, 2, n_q, 1), normal(rng, 2, 1, 1), *_layer(rng, 1, 1, 1, 1), 1),
+            None,
+        ),
     ]
     out = []
     for name, args, mask in cases:
