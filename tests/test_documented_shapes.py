@@ -166,11 +166,16 @@ def coverage(assignment: str, function: str, cases) -> list[str]:
             named = axes[1:] if axes[:1] == ("...",) else axes
             full = [bound.get(a) for a in named]
             tail = value.shape[len(value.shape) - len(named) :] if value.ndim >= len(named) else ()
-            lead = max((len(values[p].shape) for p in declared if p not in broadcast and isinstance(values.get(p), np.ndarray)), default=0)
-            fewer = value.ndim < len(named) or (axes[:1] == ("...",) and value.ndim < lead)
-            ones = any(
-                s == 1 and f is not None and f > 1 for s, f in zip(tail, full)
+            lead = max(
+                (
+                    len(values[p].shape)
+                    for p in declared
+                    if p not in broadcast and isinstance(values.get(p), np.ndarray)
+                ),
+                default=0,
             )
+            fewer = value.ndim < len(named) or (axes[:1] == ("...",) and value.ndim < lead)
+            ones = any(s == 1 and f is not None and f > 1 for s, f in zip(tail, full))
             broadcast[param] |= fewer or ones
     gaps = []
     for param, decl in declared.items():
@@ -245,7 +250,9 @@ def test_hidden_cases_cover_every_documented_shape(assignment, function, pairs):
     seed = check_data.hidden_seed(BATCH_SEED, STUDENT)
     every = {**functions(assignment), **functions(assignment, stub=False)}
     cases = [
-        (every[called], case) for check, called in pairs for case in checks.hidden_cases(check, seed)
+        (every[called], case)
+        for check, called in pairs
+        for case in checks.hidden_cases(check, seed)
     ]
     exempt = {**PROSE_BOUNDS.get((assignment, function), {})}
     exempt.update(NOT_ONE.get((assignment, function), {}))
@@ -256,7 +263,9 @@ def test_hidden_cases_cover_every_documented_shape(assignment, function, pairs):
 def test_the_prose_bounds_are_the_statements():
     for (assignment, _function), bounds in PROSE_BOUNDS.items():
         text = "".join(
-            "".join(c["source"]) for c in _notebook(assignment)["cells"] if c["cell_type"] == "markdown"
+            "".join(c["source"])
+            for c in _notebook(assignment)["cells"]
+            if c["cell_type"] == "markdown"
         )
         for axis, words in bounds.items():
             assert words in text, (assignment, axis, words)

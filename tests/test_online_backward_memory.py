@@ -95,7 +95,7 @@ def test_the_reference_takes_every_broadcastable_mask(batch, mask_shape, block_s
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
 
 
-FULL_MATRIX = '''
+FULL_MATRIX = """
 
 def online_softmax_backward(q, k, v, out, logsumexp, grad_out, block_size=128, mask=None):
     # the whole (n_q, n_k) matrix at once: block_size ignored
@@ -108,7 +108,7 @@ def online_softmax_backward(q, k, v, out, logsumexp, grad_out, block_size=128, m
     p = np.exp(s - np.where(np.isfinite(lse), lse, 0.0)[..., None])
     ds = p * (grad_out @ np.swapaxes(v, -1, -2) - np.sum(grad_out * out, -1, keepdims=True))
     return c * (ds @ k), c * (np.swapaxes(ds, -1, -2) @ q), np.swapaxes(p, -1, -2) @ grad_out
-'''
+"""
 
 
 @pytest.mark.slow

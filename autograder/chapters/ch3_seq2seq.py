@@ -168,7 +168,9 @@ def _location_cases(rng):
     n = int(rng.integers(5, 8))
     d_dec, d_enc, d_att = 4, 5, 6
 
-    def case(name, b, n, k, r, mask=None, prev=None, v_gain=1.0, d_dec=d_dec, d_enc=d_enc, d_att=d_att):
+    def case(
+        name, b, n, k, r, mask=None, prev=None, v_gain=1.0, d_dec=d_dec, d_enc=d_enc, d_att=d_att
+    ):
         if prev is None:
             prev = _rows(rng, b, n)
         if mask is not None:  # the previous step attended to the real words only
