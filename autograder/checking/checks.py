@@ -78,7 +78,7 @@ HIDDEN_SEED_ENV = "ATTENTION_HIDDEN_SEED"
 @dataclass(frozen=True)
 class Large(Case):
     """A case too large for anything but the reference (e.g. one whose whole score matrix
-    would not fit the sandbox's memory, ``autograder/chapters/ch4_self_attention.py``): hidden
+    would not fit the sandbox's memory: the online backward's memory case): hidden
     only (``public_cases`` leaves it out, so neither the release nor a student's checker
     computes it), and judged against the reference alone (``mistake_outputs`` gives it no
     known or derived mistake: each would cost the trusted side another whole computation of

@@ -492,15 +492,6 @@ def _values_finding(output, exp, got, rtol, atol, scale=None):
         if got.dtype != bool:
             return Finding("dtype.bool", {"output": output, "dtype": str(got.dtype)}), "dtype"
         return _located("mask", at, exp != got, "values") if (exp != got).any() else None
-    if exp.dtype.kind in "iu" and got.dtype.kind in "iu":  # integers: exactly, as integers
-        wrong = exp != got
-        if not wrong.any():
-            return None
-        diff = np.abs(exp.astype(object) - got.astype(object)) if wrong.ndim else None
-        error = max(diff[wrong]) if wrong.ndim else abs(int(exp) - int(got))
-        bound = Finding("bound", {"atol": "0", "rtol": "0"})
-        at.update(error=f"{float(error):.3g}", bound=bound, scaled=False)
-        return _located("values", at, wrong, "values")
     exp_f, got_f = exp.astype(np.float64), got.astype(np.float64)
     for what, bad in (
         ("NaN", np.isnan(got_f) & ~np.isnan(exp_f)),
