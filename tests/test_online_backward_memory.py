@@ -50,7 +50,7 @@ def test_the_memory_case_is_hidden_and_larger_than_the_runs_memory():
 def test_the_blocked_reference_passes_the_memory_case_within_half_the_cap():
     cap = budgets.resolve(checks.chapter("ch4_self_attention")).memory_bytes
     prepared = checks.prepare(NAME, _memory_case(5), hidden=True)
-    assert prepared.mistakes == ()  # judged against the reference alone (checks.Large)
+    assert prepared.mistakes == ()  # judged against the reference alone (checks.Plain)
     args, kwargs = prepared.fresh()
     tracemalloc.start()
     try:

@@ -19,8 +19,8 @@ from autograder.checking.checks import (
     Case,
     Chapter,
     Check,
-    Large,
     Mistake,
+    Plain,
     distinct_sizes,
     lengths_mask,
     normal,
@@ -286,11 +286,11 @@ def _memory_case(rng):
     chapter's sandbox memory (``MEMORY``, the cap the trusted side sets for the run): a
     method that forms it, ignoring ``block_size``, raises MemoryError (or is killed), while
     blocks of (n_q, BIG_BLOCK) weights take a few tens of MiB. Hidden only, and judged
-    against the reference alone (``checks.Large``)."""
+    against the reference alone (``checks.Plain``)."""
     n = BIG_N
     q, k, v = normal(rng, n, 2), normal(rng, n, 2), normal(rng, n, 2)
     out, lse = _blocked_forward(q, k, v, BIG_BLOCK)
-    return Large(
+    return Plain(
         "n_q = n_k in the thousands: the whole score matrix would not fit the grader's memory",
         (q, k, v, out, lse, normal(rng, n, 2), BIG_BLOCK, None),
     )

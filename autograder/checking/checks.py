@@ -46,7 +46,7 @@ from autograder.student.contract import Case, Outcome, Seeded, Verdict, normalis
 __all__ = [
     "Seeded",
     "Case",
-    "Large",
+    "Plain",
     "Verdict",
     "Check",
     "Mistake",
@@ -76,13 +76,14 @@ HIDDEN_SEED_ENV = "ATTENTION_HIDDEN_SEED"
 
 
 @dataclass(frozen=True)
-class Large(Case):
-    """A case too large for anything but the reference (e.g. one whose whole score matrix
-    would not fit the sandbox's memory: the online backward's memory case): hidden
-    only (``public_cases`` leaves it out, so neither the release nor a student's checker
-    computes it), and judged against the reference alone (``mistake_outputs`` gives it no
-    known or derived mistake: each would cost the trusted side another whole computation of
-    every student's case, some the very matrix the case forbids)."""
+class Plain(Case):
+    """A hidden case judged against the reference alone: ``public_cases`` leaves it out (so
+    neither the release nor a student's checker computes it) and ``mistake_outputs`` gives it
+    no known or derived mistake. For a case too large for them (the online backward's memory
+    case: each mistake would cost the trusted side another whole computation of every
+    student's case, some the very matrix the case forbids), and for a corner of the documented
+    shapes where the known mistakes coincide (one key and every width 1: a gate inside the
+    softmax is then a gate ignored), where naming one would mislead."""
 
 
 @dataclass(frozen=True)
@@ -353,7 +354,7 @@ def checks_for(assignment: str) -> list[Check]:
 def public_cases(name: str) -> list[Case]:
     """The public cases of a check (fixed seed): what ships in public_cases.npz."""
     cases = _get(name).make_cases(np.random.default_rng([PUBLIC_SEED, zlib.crc32(name.encode())]))
-    return [case for case in cases if not isinstance(case, Large)]
+    return [case for case in cases if not isinstance(case, Plain)]
 
 
 def hidden_cases(name: str, seed: int) -> list[Case]:
@@ -486,7 +487,7 @@ def mistake_outputs(
     ``hidden`` case, named by its kind alone) whose outputs differ from the reference's
     (``answer``, computed if not given) and from every earlier derived one's on this case."""
     check, out = _get(name), []
-    if isinstance(case, Large):
+    if isinstance(case, Plain):
         return out  # judged against the reference alone
     for mistake in check.mistakes:
         try:
