@@ -417,19 +417,19 @@ def _backward_scale(q, k, v, out, lse, d_out, block_size=128, mask=None):
         mask = np.broadcast_to(np.asarray(mask, dtype=bool), whole)
     c = 1.0 / math.sqrt(q.shape[-1])
     finite = np.where(np.isfinite(lse), lse, 0.0)[..., None]
-    rows = (np.abs(d_out) * np.abs(out)).sum(-1, keepdims=True)  # (..., n_q, 1), |D|
+    aq, ad, av = np.abs(q), np.abs(d_out), np.abs(v)
+    rows = (ad * np.abs(out)).sum(-1, keepdims=True)  # (..., n_q, 1), |D|
     dq, dk, dv = 0.0, [], []
     for start in range(0, n_k, SCALE_BLOCK):
         keys = slice(start, start + SCALE_BLOCK)
         ak = np.abs(k[..., keys, :])
-        s = np.abs(q) @ np.swapaxes(ak, -1, -2) * c  # (..., n_q, b), >= |S|
         block_mask = None if mask is None else mask[..., keys]
-        p = np.exp(answers._scaled_scores(q, k[..., keys, :], block_mask) - finite)
-        e = p * (1.0 + s + np.abs(finite))
-        term = np.abs(d_out) @ np.swapaxes(np.abs(v[..., keys, :]), -1, -2) + rows  # |dP| + |D|
-        dq = dq + (e * term) @ ak * c
-        dk.append(np.swapaxes(e * term, -1, -2) @ np.abs(q) * c)
-        dv.append(np.swapaxes(e, -1, -2) @ np.abs(d_out))
+        e = np.exp(answers._scaled_scores(q, k[..., keys, :], block_mask) - finite)  # P
+        e *= aq @ np.swapaxes(ak, -1, -2) * c + (1.0 + np.abs(finite))  # P (1 + |S| + |L|)
+        dv.append(np.swapaxes(e, -1, -2) @ ad)
+        e *= ad @ np.swapaxes(av[..., keys, :], -1, -2) + rows  # times |dP| + |D|
+        dq = dq + e @ ak * c
+        dk.append(np.swapaxes(e, -1, -2) @ aq * c)
     return (
         dq + SUBNORMAL_FLOOR,
         np.concatenate(dk, axis=-2) + SUBNORMAL_FLOOR,
