@@ -770,7 +770,6 @@ def _greedy_cases(rng):
             _src_mask(rng, 4, n_src),
         ),
         case("a prompt of one position (t0 = 1), 3 steps", 2, 8, 2, 9, 3, 1, None),
-        case("width 1 (d = 1), one head, a prompt of 2, 3 steps", 2, 1, 1, 7, 3, 2, None),
     ]
 
 
