@@ -199,11 +199,19 @@ PROSE_BOUNDS = {
     },
 }
 #: axes left at more than 1, and why (issue 45's report lists them)
+LAYER_NORM_OF_ONE = (
+    "a layer norm over one feature is 0 whatever its input: the layer's output is then the "
+    "same for a right and a wrong layer, so such a case tells nothing apart "
+    "(tests/test_answers_ch6_transformer.py, tests/test_grader_callees.py)"
+)
 NOT_ONE = {
-    ("ch6_transformer", "greedy_decode_cached"): {
-        "d": "a layer norm over one feature is 0, so every logit is 0 and every greedy choice "
-        "the same whatever the model: a caller that decodes nothing would pass such a case "
-        "(tests/test_grader_callees.py)",
+    ("ch6_transformer", "greedy_decode_cached"): {"d": LAYER_NORM_OF_ONE},
+    ("ch6_transformer", "decoder_step"): {"d": LAYER_NORM_OF_ONE},
+    ("ch6_transformer", "decoder_block"): {
+        "d": LAYER_NORM_OF_ONE,
+        "n_src": "with one source word cross-attention's weights are 1 whatever the scores: a "
+        "block on a cross-attention that forgot its scaling would pass such a case "
+        "(tests/test_answers_ch6_transformer.py)",
     },
     ("ch6_transformer", "teacher_forced_loss"): {
         "V": "the reference (solutions/transformer.py) computes the loss through label "
