@@ -17,6 +17,7 @@ from autograder.checking.checks import (
     Chapter,
     Check,
     Mistake,
+    Plain,
     distinct_sizes,
     lazy_module,
     normal,
@@ -491,7 +492,9 @@ def _block_cases(rng):
                 _src_mask(rng, 2, n_tgt),
             ),
         ),
-        Case(
+        # hidden, judged against the reference alone: a (1, d) row broadcasts against the
+        # (n_src, d) rows of a block whose queries come from memory, a shape and no mistake
+        Plain(
             "one target position (n_tgt = 1), d_ff = 1",
             (normal(rng, 2, 1, 4), normal(rng, 2, n_src, 4), *_layer(rng, 4, 1), 2, None),
         ),
