@@ -212,6 +212,9 @@ NOT_ONE = {
         "n_src": "with one source word cross-attention's weights are 1 whatever the scores: a "
         "block on a cross-attention that forgot its scaling would pass such a case "
         "(tests/test_answers_ch6_transformer.py)",
+        "n_tgt": "one target row broadcasts against the (n_src, d) rows of a block whose "
+        "queries come from memory: that known mistake would get a shape, not its hint "
+        "(tests/test_answers_ch6_transformer.py names it on every case)",
     },
     ("ch6_transformer", "teacher_forced_loss"): {
         "V": "the reference (solutions/transformer.py) computes the loss through label "

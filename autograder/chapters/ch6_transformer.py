@@ -17,7 +17,6 @@ from autograder.checking.checks import (
     Chapter,
     Check,
     Mistake,
-    Plain,
     distinct_sizes,
     lazy_module,
     normal,
@@ -492,11 +491,9 @@ def _block_cases(rng):
                 _src_mask(rng, 2, n_tgt),
             ),
         ),
-        # hidden, judged against the reference alone: a (1, d) row broadcasts against the
-        # (n_src, d) rows of a block whose queries come from memory, a shape and no mistake
-        Plain(
-            "one target position (n_tgt = 1), d_ff = 1",
-            (normal(rng, 2, 1, 4), normal(rng, 2, n_src, 4), *_layer(rng, 4, 1), 2, None),
+        Case(
+            "a feed-forward width of 1 (d_ff = 1)",
+            (normal(rng, 2, n_tgt, 4), normal(rng, 2, n_src, 4), *_layer(rng, 4, 1), 2, None),
         ),
     ]
 
