@@ -177,13 +177,16 @@ def online_softmax_backward(q, k, v, out, logsumexp, grad_out, block_size=128, m
     )
     n_k = k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1])
+    if mask is not None:  # any broadcastable mask, e.g. (n_q, 1), sliced by key blocks below
+        whole = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], n_k)
+        mask = np.broadcast_to(np.asarray(mask, dtype=bool), whole)  # a view, no copy
     # L = -inf (no allowed key): shift by 0, its scores are all -inf, so P = 0
     lse = np.where(np.isfinite(lse), lse, 0.0)[..., None]  # (..., n_q, 1)
     delta = (d_out * out).sum(axis=-1, keepdims=True)  # (..., n_q, 1), D_i = dO_i . O_i
     dq, dk, dv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
     for start in range(0, n_k, block_size):
         keys = slice(start, start + block_size)
-        block_mask = None if mask is None else np.asarray(mask)[..., keys]
+        block_mask = None if mask is None else mask[..., keys]
         s = _scaled_scores(q, k[..., keys, :], block_mask)  # (..., n_q, b)
         p = np.exp(s - lse)  # (..., n_q, b), the recomputed weights
         dv[..., keys, :] = np.swapaxes(p, -1, -2) @ d_out  # (..., b, d_v)

@@ -519,7 +519,7 @@ def test_student_check_passes_a_correct_function(ch2_cases, capsys):
         checks.REGISTRY["softmax_backward"].reference,
         cases_path=str(ch2_cases),
     )
-    assert "softmax_backward: all 7 public cases passed" in capsys.readouterr().out
+    assert "softmax_backward: all 8 public cases passed" in capsys.readouterr().out
 
 
 def test_student_check_messages(ch2_cases):
@@ -577,7 +577,7 @@ def test_student_check_imports_nothing_from_the_course(ch2_cases, tmp_path):
         [sys.executable, "-c", script], cwd=folder, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
-    assert "all 7 public cases passed" in result.stdout
+    assert "all 8 public cases passed" in result.stdout
 
 
 # ----------------------------------------------------------------------------------------

@@ -103,7 +103,6 @@ def test_a_systematic_mistake_is_named_by_its_transformation(corpus_verdicts, na
     assert any(said in h for h in hints), hints
 
 
-@pytest.mark.xfail(strict=True, reason="issue 45 item 2: no case has a length-1 axis yet")
 @pytest.mark.parametrize(("name", "what", "fn"), UNTOLD)
 def test_an_untold_mistake_loses_points(name, what, fn):
     assert not all(r[0] for _, r in judged(name, fn))

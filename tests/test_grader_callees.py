@@ -394,7 +394,7 @@ def test_a_caller_that_reads_the_stand_in_finds_nothing_to_read():
             recorded = callees.record(solution, "greedy_decode_cached", ("decoder_step",), case)
             attacker["decoder_step"] = _v5_answering(_stub, recorded["decoder_step"][2])
             judged("v5", case, zygote.run_case(reading, list(args), {}, 1))
-    assert passed == {"sealed": [False] * 12, "honest": [True] * 12, "v5": [True] * 12}
+    assert passed == {"sealed": [False] * 15, "honest": [True] * 15, "v5": [True] * 15}
 
 
 # ----------------------------------------------------------------------------------------
@@ -604,7 +604,7 @@ def test_a_looping_callee_costs_its_own_cell_and_not_its_callers(graded):
     assert _cells(result) == {**FULL, "test-decoder-step": 0}
     cache = next(t for t in result.tasks if t.grade_id == "test-cache")
     assert "Fix decoder_step first" in cache.message
-    assert "greedy_decode_cached: all 4 hidden cases passed" in cache.message
+    assert "greedy_decode_cached: all 5 hidden cases passed" in cache.message
 
 
 def test_a_caller_that_reads_the_stand_in_scores_as_one_that_decodes_nothing(graded):
@@ -615,8 +615,8 @@ def test_a_caller_that_reads_the_stand_in_scores_as_one_that_decodes_nothing(gra
         result = graded[student]
         assert _cells(result) == {**FULL, "test-cache": 0}, student
         cache = next(t for t in result.tasks if t.grade_id == "test-cache")
-        assert "greedy_decode_cached: all 4 public cases passed" not in cache.message
-        assert "hidden check failed on 4 of 4 cases" in cache.message, cache.message
+        assert "greedy_decode_cached: all 5 public cases passed" not in cache.message
+        assert "hidden check failed on 5 of 5 cases" in cache.message, cache.message
 
 
 def test_two_stubs_cost_two_tasks(graded):
@@ -635,7 +635,7 @@ def test_a_stub_callee_costs_its_own_task_when_the_caller_is_right(graded):
     assert _cells(result) == {**FULL, "test-decoder-step": 0}
     cache = next(t for t in result.tasks if t.grade_id == "test-cache")
     assert "Fix decoder_step first" in cache.message
-    assert "greedy_decode_cached: all 4 hidden cases passed" in cache.message
+    assert "greedy_decode_cached: all 5 hidden cases passed" in cache.message
 
 
 public_tmp = as_nobody.public_tmp

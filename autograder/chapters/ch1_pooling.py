@@ -76,6 +76,10 @@ def _epanechnikov_cases(rng):
             "3-d points, every key within h",
             _clear(rng, lambda r: (normal(r, n_k, 3), normal(r, n_q, 3), 9.0)),
         ),
+        Case(
+            "(n, 1) points (d = 1 as an axis of its own)",
+            _clear(rng, lambda r: (r.uniform(0, 3, (n_q, 1)), r.uniform(0, 3, (n_k, 1)), 1.1)),
+        ),
     ]
 
 
@@ -117,6 +121,14 @@ def _query_grad_cases(rng):
             (np.array([-30.0, 0.5]), rng.uniform(0, 1, 5), normal(rng, 5), 0.05),
         ),
         Case("one key", (normal(rng, 3, 2), normal(rng, 1, 2), normal(rng, 1), 0.8)),
+        Case(
+            "one query (n_q = 1), vector targets",
+            (normal(rng, 1, 2), normal(rng, n_k, 2), normal(rng, n_k, 2), 1.1),
+        ),
+        Case(
+            "(n, 1) points and (n_k, 1) targets (d = d_y = 1)",
+            (rng.uniform(0, 5, (n_q, 1)), xk[:, None], np.cos(xk)[:, None], 0.6),
+        ),
     ]
 
 
@@ -201,6 +213,10 @@ def _ard_cases(rng):
         Case(
             "one key",
             (normal(rng, 3, 2), normal(rng, 1, 2), normal(rng, 1, 2), np.array([0.6, 1.7])),
+        ),
+        Case(
+            "one query (n_q = 1), (n_k, 1) targets",
+            (normal(rng, 1, 2), normal(rng, n_k, 2), normal(rng, n_k, 1), np.array([0.8, 1.2])),
         ),
         Case(
             "dimensions on different scales",
@@ -312,6 +328,10 @@ def _loo_ard_cases(rng):
         Case(
             "2-d inputs, the first bandwidth near its optimum",
             _near_optimum_ard(rng, 2),
+        ),
+        Case(
+            "(n, 1) targets (d_y = 1)",
+            (x, np.sin(x[:, :1]) + 0.1 * normal(rng, n, 1), rng.uniform(0.4, 1.5, 2)),
         ),
     ]
 

@@ -77,6 +77,10 @@ def _softmax_backward_cases(rng):
             "batch axes (2, 3)",
             (weights(normal(rng, 2, 3, n_q, n_k)), normal(rng, 2, 3, n_q, n_k)),
         ),
+        Case(
+            "one query (n_q = 1), batch of 2",
+            (weights(normal(rng, 2, 1, n_k)), normal(rng, 2, 1, n_k)),
+        ),
     ]
 
 
@@ -208,6 +212,16 @@ def _attention_backward_cases(rng):
                 np.array([[True], [False]]),
             ),
         ),
+        Case(
+            "one query (n_q = 1), d = d_v = 1, a mask of the keys (n_k,)",
+            (
+                normal(rng, 1, 1),
+                normal(rng, n_k, 1),
+                normal(rng, n_k, 1),
+                normal(rng, 1, 1),
+                np.arange(n_k) != 0,
+            ),
+        ),
     ]
 
 
@@ -337,6 +351,7 @@ def _sparsemax_cases(rng):
         Case("large scores", (1000.0 * normal(rng, n_q, n_k), None)),
         Case("a large offset (1e6 + small scores)", (1e6 + 0.3 * normal(rng, n_q, n_k), None)),
         Case("single key (n_k=1)", (normal(rng, 3, 1), np.array([[True], [False], [True]]))),
+        Case("one query (n_q = 1)", (2.0 * normal(rng, 1, n_k), None)),
     ]
 
 
@@ -432,6 +447,10 @@ def _sparsemax_backward_cases(rng):
         Case(
             "single key (n_k=1)",
             (np.array([[1.0], [0.0], [1.0]]), normal(rng, 3, 1)),
+        ),
+        Case(
+            "one query (n_q = 1)",
+            (answers.sparsemax(normal(rng, 1, n_k)), normal(rng, 1, n_k)),
         ),
     ]
 

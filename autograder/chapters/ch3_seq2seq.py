@@ -69,6 +69,7 @@ def _coverage_loss_cases(rng):
         Case("sharp weights (near one-hot)", (_rows(rng, 3, t + 2, n, sharpness=8.0), None)),
         Case("one step (T = 1): no coverage yet", (_rows(rng, 2, 1, n), None)),
         Case("one source word (n = 1)", (np.ones((2, t, 1)), None)),
+        Case("one sentence (B = 1)", (_rows(rng, 1, t, n), None)),
     ]
 
 
@@ -95,7 +96,7 @@ def _coverage_cases(rng):
     n = int(rng.integers(4, 7))
     d_dec, d_enc, d_att = 5, 6, 4
 
-    def case(name, b, n, mask=None, earlier=3, v_gain=1.0, d_att=d_att):
+    def case(name, b, n, mask=None, earlier=3, v_gain=1.0, d_att=d_att, d_dec=d_dec, d_enc=d_enc):
         coverage = _rows(rng, earlier, b, n).sum(axis=0) if earlier else np.zeros((b, n))
         if mask is not None:
             coverage = coverage * mask  # the earlier steps never attended to padding
@@ -119,6 +120,7 @@ def _coverage_cases(rng):
         case("a late step: coverage up to about 10", 2, n, earlier=12, d_att=3),
         case("large scores (|v| in the thousands): shift before exp", 3, n, v_gain=2000.0),
         case("one source word (n = 1)", 2, 1),
+        case("one sentence (B = 1), d_dec = d_enc = d_att = 1", 1, n, d_att=1, d_dec=1, d_enc=1),
     ]
 
 
@@ -166,7 +168,9 @@ def _location_cases(rng):
     n = int(rng.integers(5, 8))
     d_dec, d_enc, d_att = 4, 5, 6
 
-    def case(name, b, n, k, r, mask=None, prev=None, v_gain=1.0):
+    def case(
+        name, b, n, k, r, mask=None, prev=None, v_gain=1.0, d_dec=d_dec, d_enc=d_enc, d_att=d_att
+    ):
         if prev is None:
             prev = _rows(rng, b, n)
         if mask is not None:  # the previous step attended to the real words only
@@ -194,6 +198,16 @@ def _location_cases(rng):
         case("one filter of width 1 (k = 1, r = 1)", 2, n, 1, 1),
         case("large scores (|v| in the thousands): shift before exp", 2, n, 3, 3, v_gain=2000.0),
         case("one source word (n = 1)", 2, 1, 2, 3),
+        case(
+            "one sentence (B = 1), d_dec = d_enc = d_att = 1",
+            1,
+            n,
+            2,
+            3,
+            d_dec=1,
+            d_enc=1,
+            d_att=1,
+        ),
     ]
 
 
@@ -261,7 +275,7 @@ def _steps_cases(rng):
     t = int(rng.integers(3, 6))
     d_dec, d_enc, d_att = 5, 6, 4
 
-    def case(name, b, t, n, mask=None, c_gain=2.0):
+    def case(name, b, t, n, mask=None, c_gain=2.0, d_dec=d_dec, d_enc=d_enc, d_att=d_att):
         args = (
             normal(rng, b, t, d_dec),
             normal(rng, b, n, d_enc),
@@ -280,6 +294,7 @@ def _steps_cases(rng):
         case("many steps (T = 12 > n): the coverage grows past 1", 2, 12, n),
         case("one step (T = 1): zero coverage, zero loss", 2, 1, n),
         case("one source word (n = 1)", 2, t, 1),
+        case("one sentence (B = 1), d_dec = d_enc = d_att = 1", 1, t, n, d_dec=1, d_enc=1, d_att=1),
     ]
 
 
@@ -431,9 +446,9 @@ def _given_model_parameters(rng, src, max_len: int) -> np.ndarray:
 def _given_model_cases(rng):
     from solutions import seq2seq
 
-    def case(name, n, max_len=None, min_digits=1):
+    def case(name, n, max_len=None, min_digits=1, max_digits=TRANSLATE_MAX_DIGITS):
         pairs = seq2seq.make_translation_data(
-            n, int(rng.integers(10**6, 2**31)), min_digits, TRANSLATE_MAX_DIGITS
+            n, int(rng.integers(10**6, 2**31)), min_digits, max_digits
         )
         src = _translation_ids(pairs)[0]
         max_len = 2 * src.shape[1] + 2 if max_len is None else max_len
@@ -444,6 +459,7 @@ def _given_model_cases(rng):
         # five digits, so that a rule cannot match the model's output by chance
         case("another random model, one 5-digit sentence (B = 1)", 1, None, 5),
         case("a random model, max_len 3 (rows without <eos> compared over 3 tokens)", 6, 3),
+        case("a random model, one sentence of one word (B = n_in = 1)", 1, None, 1, 1),
     ]
 
 

@@ -20,6 +20,7 @@ from autograder.checking.checks import (
     Chapter,
     Check,
     Mistake,
+    Plain,
     distinct_sizes,
     lengths_mask,
     normal,
@@ -144,6 +145,9 @@ def _alibi_cases(rng):
     # scores of about +-10^4: exp overflows unless shifted
     q, k, v = qkv(d=4)
     cases.append(Case("large scores", (100 * q, 100 * k, v, slopes, _causal(n))))
+    q, k, v = normal(rng, 1, n, 1), normal(rng, 1, n, 1), normal(rng, 1, n, 1)
+    one = answers.alibi_slopes(1)
+    cases.append(Case("one head (H = 1), d = d_v = 1, causal", (q, k, v, one, _causal(n))))
     return cases
 
 
@@ -274,6 +278,38 @@ def _backward_case(name, q, k, v, block, mask, rng):
     return Case(name, (q, k, v, out, lse, normal(rng, *out.shape), block, mask))
 
 
+def _blocked_forward(q, k, v, block):
+    """(out, logsumexp) of unmasked attention, one block of keys at a time (the online
+    softmax of the chapter): the forward pass of the memory case, whose whole score matrix
+    the trusted side does not form either."""
+    c = 1.0 / math.sqrt(q.shape[-1])
+    top = np.full(q.shape[:-1] + (1,), -np.inf)  # (n_q, 1), the running max
+    total, acc = np.zeros_like(top), np.zeros(q.shape[:-1] + v.shape[-1:])
+    for start in range(0, k.shape[-2], block):
+        s = c * (q @ np.swapaxes(k[..., start : start + block, :], -1, -2))  # (n_q, b)
+        new = np.maximum(top, s.max(axis=-1, keepdims=True))
+        rescale, e = np.exp(top - new), np.exp(s - new)
+        total = total * rescale + e.sum(axis=-1, keepdims=True)
+        acc = acc * rescale + e @ v[..., start : start + block, :]
+        top = new
+    return acc / total, (np.log(total) + top)[..., 0]
+
+
+def _memory_case(rng):
+    """The case whose whole (n_q, n_k) float64 score matrix is MEMORY_FACTOR times this
+    chapter's sandbox memory (``MEMORY``, the cap the trusted side sets for the run): a
+    method that forms it, ignoring ``block_size``, raises MemoryError (or is killed), while
+    blocks of (n_q, BIG_BLOCK) weights take a few tens of MiB. Hidden only, and judged
+    against the reference alone (``checks.Plain``)."""
+    n = BIG_N
+    q, k, v = normal(rng, n, 2), normal(rng, n, 2), normal(rng, n, 2)
+    out, lse = _blocked_forward(q, k, v, BIG_BLOCK)
+    return Plain(
+        "n_q = n_k in the thousands: the whole score matrix would not fit the grader's memory",
+        (q, k, v, out, lse, normal(rng, n, 2), BIG_BLOCK, None),
+    )
+
+
 def _backward_cases(rng):
     n_q, n_k = distinct_sizes(rng, 3, 11, 2)
     rows = np.ones((n_q, n_k), dtype=bool)
@@ -344,12 +380,39 @@ def _backward_cases(rng):
             None,
             rng,
         ),
+        # a mask of one flag per query broadcasts over the keys: each block takes its slice
+        # of the broadcast mask, not of the (n_q, 1) array
+        _backward_case(
+            "(n_q, 1) mask, blocks smaller than n_k, d = d_v = 1",
+            normal(rng, n_q, 1),
+            normal(rng, n_k, 1),
+            normal(rng, n_k, 1),
+            2,
+            rows[:, :1],
+            rng,
+        ),
+        _backward_case(
+            "(1, n_k) padding mask over a batch of 2",
+            normal(rng, 2, n_q, 3),
+            normal(rng, 2, n_k, 3),
+            normal(rng, 2, n_k, 2),
+            3,
+            np.arange(n_k)[None, :] < n_k - 2,
+            rng,
+        ),
+        _memory_case(rng),
     ]
 
 
-#: the sandbox memory of this chapter: its cases are small (n <= 48), so a quarter of a GiB
-#: is ample for any honest method
+#: the sandbox memory of this chapter: a quarter of a GiB, ample for any honest method (the
+#: cases are small, n <= 48, but for the memory case, whose blocks of weights take tens of MiB)
 MEMORY = 256 << 20
+#: the memory case's whole score matrix is at least this many times MEMORY (more than the
+#: run may allocate, so a method that forms it fails however it forms it)...
+MEMORY_FACTOR = 1.15
+#: ...with n_q = n_k = BIG_N (float64: 8 bytes an entry), taken BIG_BLOCK keys at a time
+BIG_N = math.ceil(math.sqrt(MEMORY_FACTOR * MEMORY / 8))
+BIG_BLOCK = 256
 #: the scale of q and k in the large-scores case: scores q.k / sqrt(d) of standard deviation
 #: LARGE**2, far over the 709 where float64 exp overflows
 LARGE = 40.0
@@ -358,22 +421,38 @@ LARGE = 40.0
 def _backward_scale(q, k, v, out, lse, d_out, block_size=128, mask=None):
     """Per output, the size of the terms it sums: |P| (1 + |S| + |L|) weighted by the
     absolute values of every factor (dS = P (dP - D) cancels; P = exp(S - L) of large S and
-    L carries their rounding)."""
+    L carries their rounding). Computed SCALE_BLOCK keys at a time, as the backward itself:
+    the memory case's whole score matrix is not formed here either."""
     q, k, v, out, d_out = (np.asarray(a, float) for a in (q, k, v, out, d_out))
     lse = np.asarray(lse, float)
-    s = np.abs(q) @ np.swapaxes(np.abs(k), -1, -2) / math.sqrt(q.shape[-1])  # >= |S|
-    finite = np.where(np.isfinite(lse), lse, 0.0)[..., None]
-    p = np.exp(answers._scaled_scores(q, k, mask) - finite)  # (..., n_q, n_k)
-    e = p * (1.0 + s + np.abs(finite))
-    term = np.abs(d_out) @ np.swapaxes(np.abs(v), -1, -2) + (np.abs(d_out) * np.abs(out)).sum(
-        -1, keepdims=True
-    )  # (..., n_q, n_k), |dP| + |D|
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    if mask is not None:
+        whole = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (n_q, n_k)
+        mask = np.broadcast_to(np.asarray(mask, dtype=bool), whole)
     c = 1.0 / math.sqrt(q.shape[-1])
+    finite = np.where(np.isfinite(lse), lse, 0.0)[..., None]
+    aq, ad, av = np.abs(q), np.abs(d_out), np.abs(v)
+    rows = (ad * np.abs(out)).sum(-1, keepdims=True)  # (..., n_q, 1), |D|
+    dq, dk, dv = 0.0, [], []
+    for start in range(0, n_k, SCALE_BLOCK):
+        keys = slice(start, start + SCALE_BLOCK)
+        ak = np.abs(k[..., keys, :])
+        block_mask = None if mask is None else mask[..., keys]
+        e = np.exp(answers._scaled_scores(q, k[..., keys, :], block_mask) - finite)  # P
+        e *= aq @ np.swapaxes(ak, -1, -2) * c + (1.0 + np.abs(finite))  # P (1 + |S| + |L|)
+        dv.append(np.swapaxes(e, -1, -2) @ ad)
+        e *= ad @ np.swapaxes(av[..., keys, :], -1, -2) + rows  # times |dP| + |D|
+        dq = dq + e @ ak * c
+        dk.append(np.swapaxes(e, -1, -2) @ aq * c)
     return (
-        (e * term) @ np.abs(k) * c + SUBNORMAL_FLOOR,
-        np.swapaxes(e * term, -1, -2) @ np.abs(q) * c + SUBNORMAL_FLOOR,
-        np.swapaxes(e, -1, -2) @ np.abs(d_out) + SUBNORMAL_FLOOR,
+        dq + SUBNORMAL_FLOOR,
+        np.concatenate(dk, axis=-2) + SUBNORMAL_FLOOR,
+        np.concatenate(dv, axis=-2) + SUBNORMAL_FLOOR,
     )
+
+
+#: keys per block of the backward's scale
+SCALE_BLOCK = 256
 
 
 #: a floor under every scale of the backward: in the large-scores case some weights
@@ -531,7 +610,10 @@ CHAPTER = register(
                 outputs=("buckets",),
                 rtol=0.0,
                 atol=0.0,
+                comparator={"kind": "allclose", "integer": True},  # an int array, as integers
                 hints={
+                    "dtype": "a bucket is an index (into a table of learned biases): after the "
+                    "floor, return integers, e.g. .astype(np.int64), not floats",
                     "values": "r < E: bucket r; otherwise E + floor(log(r/E) / log(max_distance/E) "
                     "* (B - E)), at most B - 1; bidirectional: B = num_buckets // 2 and keys after "
                     "the query add B",
@@ -590,6 +672,8 @@ CHAPTER = register(
                     "dq.shape": "dq has the shape of q (..., n_q, d)",
                     "dk.shape": "dk has the shape of k (..., n_k, d)",
                     "dv.shape": "dv has the shape of v (..., n_k, d_v)",
+                    "MemoryError": "only a (..., n_q, block_size) block of weights may exist at a "
+                    "time: take the keys block_size at a time, never the whole (n_q, n_k) matrix",
                 },
                 mistakes=(
                     Mistake(

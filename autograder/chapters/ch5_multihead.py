@@ -21,6 +21,7 @@ from autograder.checking.checks import (
     Chapter,
     Check,
     Mistake,
+    Plain,
     distinct_sizes,
     normal,
     register,
@@ -94,12 +95,19 @@ def _layer_cases(rng, extra):
             (normal(rng, 2, n_q, 6), normal(rng, 2, n_kv, 6), *_layer(rng, 6, 6, 12, 12, 100.0), 3),
             None,
         ),
+        # every width 1 (one head of width 1) and a single key: the documented shapes' corner
+        (
+            "one key (n_kv = 1), every width 1 (d_q = d_kv = d_model = d_out = 1)",
+            (normal(rng, 2, n_q, 1), normal(rng, 2, 1, 1), *_layer(rng, 1, 1, 1, 1), 1),
+            None,
+        ),
     ]
     out = []
     for name, args, mask in cases:
         x_q, h, w_o = args[0], args[6], args[5]
         shape = np.shape(x_q)[:-1] + (np.shape(w_o)[1],)  # the output's
-        out.append(Case(name, (*args, *extra(rng, name, shape, h)), {"mask": mask}))
+        kind = Plain if name.startswith("one key (n_kv = 1)") else Case  # mistakes coincide
+        out.append(kind(name, (*args, *extra(rng, name, shape, h)), {"mask": mask}))
     return out
 
 
@@ -523,6 +531,7 @@ CHAPTER = register(
                 outputs=("bytes",),
                 rtol=0.0,
                 atol=0.0,
+                comparator={"kind": "allclose", "integer": True},  # a Python int, exactly
                 mistakes=(
                     Mistake(
                         "every head has its own weights and its own logsumexp: B h n^2 weights, "

@@ -145,6 +145,16 @@ def _cross_cases(rng):
             _src_mask(rng, 2, n_src),
             scale=100.0,
         ),
+        _cross_case(
+            rng,
+            "one target position, one source word (n_tgt = n_src = 1), every width 1",
+            (2,),
+            1,
+            1,
+            (1, 1, 1, 1),
+            1,
+            None,
+        ),
     ]
 
 
@@ -481,6 +491,10 @@ def _block_cases(rng):
                 _src_mask(rng, 2, n_tgt),
             ),
         ),
+        Case(
+            "a feed-forward width of 1 (d_ff = 1)",
+            (normal(rng, 2, n_tgt, 4), normal(rng, 2, n_src, 4), *_layer(rng, 4, 1), 2, None),
+        ),
     ]
 
 
@@ -606,6 +620,7 @@ def _step_cases(rng):
         case("the first step: an empty cache (B, 0, d)", 2, 0, 8, 2, _src_mask(rng, 2, n_src)),
         case("one head, 5 cached positions, no source mask", 3, 5, 6, 1, None),
         case("one sentence, 4 heads, 2 cached positions", 1, 2, 8, 4, _src_mask(rng, 1, n_src)),
+        case("one cached position (t = 1)", 2, 1, 8, 2, _src_mask(rng, 2, n_src)),
     ]
 
 
@@ -752,6 +767,7 @@ def _greedy_cases(rng):
             4,
             _src_mask(rng, 4, n_src),
         ),
+        case("a prompt of one position (t0 = 1), 3 steps", 2, 8, 2, 9, 3, 1, None),
     ]
 
 
@@ -836,6 +852,7 @@ def _loss_cases(rng):
         Case("no padding, pad id 2", (normal(rng, 5, vocab), np.where(one == 2, 1, one), 2)),
         Case("large logits (max-shift)", (normal(rng, 3, 6, vocab) * 500, targets, 0)),
         Case("every target is pad", (normal(rng, 2, 3, vocab), np.zeros((2, 3), int), 0)),
+        Case("one position per sentence (n = 1)", (normal(rng, 3, 1, vocab), targets[:, :1], 0)),
     ]
 
 
@@ -991,6 +1008,7 @@ BEAM_SEARCH_TABLE = Check(
     outputs=("tokens", "scores"),
     rtol=1e-9,
     atol=1e-12,
+    comparator={"kind": "allclose", "integer": True},  # token ids are integers
     hints={
         "arity": "beam_search returns a pair (sequences, scores)",
         "tokens.shape": "keep exactly beam_size finished beams (fewer only if the search ran out "
@@ -1231,6 +1249,7 @@ GREEDY_DECODE_CACHED = Check(
     answers.greedy_decode_cached,
     _greedy_cases,
     outputs=("tokens", "cache_k", "cache_v"),
+    comparator={"kind": "allclose", "integer": True},  # token ids are integers
     hints={
         "arity": "return a triple (tokens, cache_k, cache_v)",
         "tokens.shape": "one chosen word per step and sentence: (B, max_len), "

@@ -47,6 +47,7 @@ from autograder.student.contract import Case, Outcome, Seeded, Verdict, normalis
 __all__ = [
     "Seeded",
     "Case",
+    "Plain",
     "Verdict",
     "Check",
     "Mistake",
@@ -73,6 +74,17 @@ PUBLIC_SEED = 20240
 #: run_hidden's seed when none is given: the environment variable, else this one
 DEFAULT_HIDDEN_SEED = 7
 HIDDEN_SEED_ENV = "ATTENTION_HIDDEN_SEED"
+
+
+@dataclass(frozen=True)
+class Plain(Case):
+    """A hidden case judged against the reference alone: ``public_cases`` leaves it out (so
+    neither the release nor a student's checker computes it) and ``mistake_outputs`` gives it
+    no known or derived mistake. For a case too large for them (the online backward's memory
+    case: each mistake would cost the trusted side another whole computation of every
+    student's case, some the very matrix the case forbids), and for a corner of the documented
+    shapes where the known mistakes coincide (one key and every width 1: a gate inside the
+    softmax is then a gate ignored), where naming one would mislead."""
 
 
 @dataclass(frozen=True)
@@ -348,9 +360,8 @@ def checks_for(assignment: str) -> list[Check]:
 
 def public_cases(name: str) -> list[Case]:
     """The public cases of a check (fixed seed): what ships in public_cases.npz."""
-    return list(
-        _get(name).make_cases(np.random.default_rng([PUBLIC_SEED, zlib.crc32(name.encode())]))
-    )
+    cases = _get(name).make_cases(np.random.default_rng([PUBLIC_SEED, zlib.crc32(name.encode())]))
+    return [case for case in cases if not isinstance(case, Plain)]
 
 
 def hidden_cases(name: str, seed: int) -> list[Case]:
@@ -503,6 +514,8 @@ def mistake_outputs(
     ``hidden`` case, named by its kind alone) whose outputs differ from the reference's
     (``answer``, computed if not given) and from every earlier derived one's on this case."""
     check, out = _get(name), []
+    if isinstance(case, Plain):
+        return out  # judged against the reference alone
     for mistake in check.mistakes:
         try:
             outputs = normalise(call(mistake.outputs, case))

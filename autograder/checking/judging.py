@@ -61,6 +61,7 @@ _HIDDEN = {
     "arity.one": ("hidden.arity.one", _keep()),
     "arity.many": ("hidden.arity.many", _keep("expected", "names")),
     "dtype.integer": ("hidden.dtype.integer", _keep("output")),
+    "dtype.int": ("hidden.dtype.int", _keep("output")),
     "dtype.bool": ("hidden.dtype.bool", _keep("output")),
     "nonfinite": ("hidden.nonfinite", _keep("output", "what")),
     "nonfinite.at": ("hidden.nonfinite", _keep("output", "what")),

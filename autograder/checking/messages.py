@@ -47,6 +47,8 @@ GRADER = {
     "hidden.arity.many": "expected {expected} outputs ({names}), got a different number.",
     "hidden.shape": "expected {output} of shape {shape}, got another shape{because}",
     "hidden.dtype.integer": "expected {output} to be an integer array, got another dtype.",
+    "hidden.dtype.int": "expected {output} to be a Python int, got another dtype: a count is "
+    "exact, so compute it with integers (// rather than /) and return int(...).",
     "hidden.dtype.bool": "expected {output} to be a boolean array (True = may attend), got "
     "another dtype.",
     "hidden.mask": "{output} differs from the expected mask in {share}.",

@@ -73,6 +73,8 @@ MESSAGES = {
     "a batch axis?)",
     "why.extra": "there is one axis too many (did you forget to reduce, or keepdims=True?)",
     "dtype.integer": "expected {output} to be an integer array, got dtype {dtype}.",
+    "dtype.int": "expected {output} to be a Python int, got dtype {dtype}: a count is exact, so "
+    "compute it with integers (// rather than /) and return int(...).",
     "dtype.bool": "expected {output} to be a boolean array (True = may attend), got dtype {dtype}.",
     "mask": "{output} differs from the expected mask in {count} of {size} entries.",
     "mask.at": "{output} differs from the expected mask in {count} of {size} entries, first "
@@ -637,7 +639,8 @@ def assess(spec: Spec, case: Case, outcome: Outcome) -> tuple[bool, Finding | No
             return False, found, _hint(hints, output, kind) or _hint(hints, output, "shape")
     for output, exp, g in zip(names, expected, got) if comparator.get("integer") else ():
         if exp.dtype.kind in "iu" and g.dtype.kind not in "iu":  # integers must stay integers
-            found = Finding("dtype.integer", {"output": output, "dtype": str(g.dtype)})
+            key = "dtype.int" if exp.ndim == 0 else "dtype.integer"  # a number: a Python int
+            found = Finding(key, {"output": output, "dtype": str(g.dtype)})
             return False, found, _hint(hints, output, "dtype")
     rtol, atol = spec.rtol, spec.atol
     scales = expected.scale or (None,) * len(expected)

@@ -1,0 +1,142 @@
+"""What the online backward's statement requires is checked (issue 45, item 3).
+
+- "Only a (..., n_q, block_size) block of weights may exist at a time": a hidden case whose
+  whole score matrix is larger than the memory the trusted side gives the run (the chapter's
+  sandbox limit, ``budgets.resolve``), so a method that forms it fails that case, in the
+  sandbox, with a message that says why; the blocked reference passes it and stays far under
+  the cap (measured with tracemalloc, which counts NumPy's arrays).
+- "mask boolean, broadcastable to (..., n_q, n_k)": the reference takes every broadcastable
+  mask, whatever the block size (an (n_q, 1) mask raised ValueError when block_size < n_k).
+"""
+
+from __future__ import annotations
+
+import sys
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from hostile import corpus  # noqa: E402
+
+import autograder.chapters  # noqa: E402, F401 - registers the chapters
+from answers import ch4_self_attention as answers  # noqa: E402
+from autograder.chapters import ch4_self_attention as plugin  # noqa: E402
+from autograder.checking import checks, judging  # noqa: E402
+from autograder.sandbox import budgets  # noqa: E402
+
+NAME = "online_softmax_backward"
+MEMORY_CASE = "the whole score matrix would not fit the grader's memory"
+
+
+def _memory_case(seed: int):
+    found = [c for c in checks.hidden_cases(NAME, seed) if MEMORY_CASE in c.name]
+    assert len(found) == 1, [c.name for c in checks.hidden_cases(NAME, seed)]
+    return found[0]
+
+
+def test_the_memory_case_is_hidden_and_larger_than_the_runs_memory():
+    cap = budgets.resolve(checks.chapter("ch4_self_attention")).memory_bytes
+    case = _memory_case(3)
+    q, k = case.args[0], case.args[1]
+    whole = q.shape[-2] * k.shape[-2] * 8  # the float64 (n_q, n_k) scores
+    assert whole > cap, (whole, cap)
+    assert case.args[6] < k.shape[-2]  # several blocks
+    assert not any(MEMORY_CASE in c.name for c in checks.public_cases(NAME))
+
+
+def test_the_blocked_reference_passes_the_memory_case_within_half_the_cap():
+    cap = budgets.resolve(checks.chapter("ch4_self_attention")).memory_bytes
+    prepared = checks.prepare(NAME, _memory_case(5), hidden=True)
+    assert prepared.mistakes == ()  # judged against the reference alone (checks.Plain)
+    args, kwargs = prepared.fresh()
+    tracemalloc.start()
+    try:
+        got = answers.online_softmax_backward(*args, **kwargs)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < cap / 2, (peak, cap)  # about 0.29 of it (2026-12-06)
+    verdicts, _ = judging.run_cases(checks.spec(NAME), lambda *a, **k: got, [prepared])
+    assert verdicts[0].passed, verdicts[0].message
+
+
+def _inputs(rng, batch=(), n_q=5, n_k=7, d=3, d_v=2):
+    q = rng.standard_normal((*batch, n_q, d))
+    k = rng.standard_normal((*batch, n_k, d))
+    v = rng.standard_normal((*batch, n_k, d_v))
+    return q, k, v, rng.standard_normal((*batch, n_q, d_v))
+
+
+@pytest.mark.parametrize(
+    ("batch", "mask_shape"),
+    [
+        ((), (5, 1)),
+        ((), (1, 7)),
+        ((), (7,)),
+        ((2, 3), (5, 1)),
+        ((2, 3), (2, 1, 1, 7)),
+        ((2, 3), (2, 3, 5, 1)),
+    ],
+)
+@pytest.mark.parametrize("block_size", [1, 3, 7, 64])
+def test_the_reference_takes_every_broadcastable_mask(batch, mask_shape, block_size):
+    rng = np.random.default_rng(len(mask_shape) * 10 + block_size)
+    q, k, v, d_out = _inputs(rng, batch)
+    mask = rng.random(mask_shape) < 0.7
+    mask.flat[0] = False  # a masked query row (or key) in every shape
+    whole = np.broadcast_to(mask, (*batch, 5, 7)).copy()  # the same mask, written out
+    out, lse = answers.attention_forward(q, k, v, whole)
+    got = answers.online_softmax_backward(q, k, v, out, lse, d_out, block_size, mask)
+    want = answers.online_softmax_backward(q, k, v, out, lse, d_out, 64, whole)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+
+
+FULL_MATRIX = """
+
+def online_softmax_backward(q, k, v, out, logsumexp, grad_out, block_size=128, mask=None):
+    # the whole (n_q, n_k) matrix at once: block_size ignored
+    q, k, v, out, grad_out = (np.asarray(a, dtype=float) for a in (q, k, v, out, grad_out))
+    c = 1.0 / np.sqrt(q.shape[-1])
+    s = c * (q @ np.swapaxes(k, -1, -2))
+    if mask is not None:
+        s = np.where(mask, s, -np.inf)
+    lse = np.asarray(logsumexp, dtype=float)
+    p = np.exp(s - np.where(np.isfinite(lse), lse, 0.0)[..., None])
+    ds = p * (grad_out @ np.swapaxes(v, -1, -2) - np.sum(grad_out * out, -1, keepdims=True))
+    return c * (ds @ k), c * (np.swapaxes(ds, -1, -2) @ q), np.swapaxes(p, -1, -2) @ grad_out
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_full_matrix_backward_loses_its_points_in_the_sandbox(tmp_path, bubblewrap):
+    """Graded as the grader grades: the full-matrix method passes every public case (they
+    are small) and fails the memory case, told why; the solution keeps every point."""
+    from autograder import grading
+
+    a = "ch4_self_attention"
+    course = corpus.released_course(tmp_path / "course", (a,))
+    good = corpus.solved(course, a)
+    corpus.write_submission(course, a, "blocked", good)
+    full = corpus.append_to_cell(good, "online-softmax-backward", FULL_MATRIX)
+    corpus.write_submission(course, a, "full-matrix", full)
+    out = grading.grade_assignment(course, a, workers=1)
+    results = {r.student: r for r in out.graded}
+    blocked = {t.grade_id: t for t in results["blocked"].tasks}
+    assert blocked["test-online-softmax-backward"].passed
+    tasks = {t.grade_id: t for t in results["full-matrix"].tasks}
+    task = tasks["test-online-softmax-backward"]
+    assert (task.points, task.passed) == (0.0, False)
+    assert MEMORY_CASE in task.message, task.message
+    assert "block_size at a time" in task.message or "memory" in task.message, task.message
+    others = [t for g, t in tasks.items() if g != "test-online-softmax-backward"]
+    assert all(t.passed for t in others), [(t.grade_id, t.message) for t in others]
+
+
+def test_the_memory_case_is_named_for_its_cap():
+    """The plug-in derives the case's size from the cap it declares (``MEMORY``)."""
+    assert plugin.BIG_N**2 * 8 >= plugin.MEMORY_FACTOR * plugin.MEMORY > plugin.MEMORY
