@@ -195,7 +195,7 @@ def coverage(assignment: str, function: str, cases) -> list[str]:
 #: that bound it, which the test finds in the source notebook
 PROSE_BOUNDS = {
     ("ch6_transformer", "label_smoothed_cross_entropy"): {
-        "V": "uniform over the $V-1$\nwords other than the pad token",  # V >= 2
+        "V": "uniform part over the $V-1$ words\nother than the pad token",  # V >= 2
     },
 }
 #: axes left at more than 1, and why (issue 45's report lists them)
