@@ -434,7 +434,7 @@ CORPUS = [
     ("relative_position_bucket", _bucket_wrong("abs"), "unidirectional: a key after the query"),
     ("relative_position_bucket", _bucket_wrong("round"), None),
     ("relative_position_bucket", _bucket_wrong("log2 of distance"), None),
-    ("online_softmax_backward", _backward_wrong("D from dO"), "D_i is the weights' average"),
+    ("online_softmax_backward", _backward_wrong("D from dO"), "D_i is not a function of dO alone"),
     ("online_softmax_backward", _backward_wrong("no D"), "you left out D"),
     ("online_softmax_backward", _backward_wrong("no scale"), "you forgot the 1/sqrt(d)"),
     ("online_softmax_backward", _backward_wrong("unnormalised"), "your weights are not normalised"),
@@ -520,9 +520,9 @@ def test_slopes_wrong_only_off_the_powers_of_two_are_not_shown_the_power_of_two_
             checks.spec(name, language), _slopes_first_of_the_next_power, cases, language
         )
         failed = [v for v in verdicts if not v.passed]
-        assert {v.case for v in failed} == {
-            "H=6, not a power of two",
-            "random H, not a power of two",
+        names = {"H=6, not a power of two", "random H, not a power of two"}
+        assert {v.case for v in failed} == {  # in the submission's language
+            checks.translated_hint(n, language, "ch4_self_attention") for n in names
         }
         for v in failed:
             assert v.message.endswith(word + hint), v.message

@@ -338,7 +338,7 @@ CORPUS = [
         "take the absolute value of each example's derivative before",
     ),
     (IMPORTANCE, "summed over the batch", plugin._importance_summed, "average over the batch"),
-    (IMPORTANCE, "|every term|", plugin._importance_abs_terms, "dL/dxi_h is the inner product"),
+    (IMPORTANCE, "|every term|", plugin._importance_abs_terms, "dL/dxi_h is one number"),
     (IMPORTANCE, "terms averaged", plugin._importance_mean_terms, "dL/dxi_h sums the products"),
     (IMPORTANCE, "norm of the head's output", _importance_by_norm, None),
     (IMPORTANCE, "mask ignored", _importance_mask_ignored, None),

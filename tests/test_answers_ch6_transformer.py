@@ -307,7 +307,7 @@ ISSUE_35 = {
     "a cache holding inputs": ("decoder_step", "not the inputs x_s"),
     "keys and values swapped": ("decoder_step", "keys and values are swapped"),
     "an off-by-one position in greedy decoding": ("greedy_decode_cached", "off by one"),
-    "unscaled embeddings": ("greedy_decode_cached", "sqrt(d) embed[token]"),
+    "unscaled embeddings": ("greedy_decode_cached", "your embedding is not scaled"),
     "a callee's fault named": ("decoder_block", "fix cross_attention first"),
 }
 

@@ -554,7 +554,8 @@ CHAPTER = register(
                     Mistake("the heads are numbered h = 1..H, not 0..H-1", _slopes_from_zero),
                     Mistake(HINT_SLOPES_NOT_POWER, _slopes_no_interleave),
                     Mistake(
-                        "the slopes fall from head to head: m_1 = 2^(-8/H) is the largest",
+                        "the slopes fall from head to head: the first head has the largest "
+                        "slope, so your order is reversed",
                         lambda h: answers.alibi_slopes(h)[::-1],
                     ),
                 ),
@@ -578,7 +579,8 @@ CHAPTER = register(
                 },
                 mistakes=(
                     Mistake(
-                        "ALiBi is a penalty: subtract m_h |i - j| from the score, do not add it",
+                        "ALiBi is a penalty: a distant key must get a lower score, not a higher "
+                        "one; your bias has the wrong sign",
                         _alibi_with_bias(lambda m, i, j: m[:, None, None] * np.abs(i - j)),
                     ),
                     Mistake(
@@ -596,8 +598,8 @@ CHAPTER = register(
                         _alibi_bias_after_softmax,
                     ),
                     Mistake(
-                        "only q k^T is divided by sqrt(d): the bias -m_h |i - j| is added after the "
-                        "scaling",
+                        "only q k^T is divided by sqrt(d): the distance penalty is added after "
+                        "the scaling, not scaled with it",
                         _alibi_bias_scaled,
                     ),
                     Mistake("you forgot to divide the scores by sqrt(d)", _alibi_unscaled),
@@ -614,9 +616,11 @@ CHAPTER = register(
                 hints={
                     "dtype": "a bucket is an index (into a table of learned biases): after the "
                     "floor, return integers, e.g. .astype(np.int64), not floats",
-                    "values": "r < E: bucket r; otherwise E + floor(log(r/E) / log(max_distance/E) "
-                    "* (B - E)), at most B - 1; bidirectional: B = num_buckets // 2 and keys after "
-                    "the query add B",
+                    "values": "small distances get a bucket each; for a larger distance, invert the "
+                    "notebook's bucket boundaries (they grow geometrically up to "
+                    "max_distance) and round down, as the relative-buckets task's statement "
+                    "says; bidirectional: each half has num_buckets // 2 buckets and keys "
+                    "after the query use the second half",
                 },
                 mistakes=(
                     Mistake(
@@ -645,8 +649,9 @@ CHAPTER = register(
                         lambda r, bi, nb, md: _bucket_variant(r, bi, nb, md, rounding=np.ceil),
                     ),
                     Mistake(
-                        "unidirectional: a key after the query (relative_position > 0) has distance 0, "
-                        "-min(relative_position, 0), not |relative_position|",
+                        "unidirectional: a key after the query (relative_position > 0) has "
+                        "distance 0 (only keys before the query are told apart by distance), not"
+                        " |relative_position|",
                         lambda r, bi, nb, md: _bucket_variant(r, bi, nb, md, causal_abs=True),
                     ),
                 ),
@@ -677,8 +682,9 @@ CHAPTER = register(
                 },
                 mistakes=(
                     Mistake(
-                        "D_i is the weights' average of dP over query i's row, which is read from "
-                        "the output O: dO alone does not give it",
+                        "D_i is not a function of dO alone: it is the softmax's row term of your"
+                        " derivation, and the blocked method reads it from the output O (the "
+                        "task's statement: one number per query, computed without any weight)",
                         _backward_with(delta="dO"),
                     ),
                     Mistake(

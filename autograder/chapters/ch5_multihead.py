@@ -454,8 +454,9 @@ CHAPTER = register(
                         _importance_summed,
                     ),
                     Mistake(
-                        "dL/dxi_h is the inner product <G, head_h W_o^h>: sum the products over "
-                        "(n_q, d_out) first, then take its absolute value, not of every term",
+                        "dL/dxi_h is one number per example: the chain rule sums over every "
+                        "query and output feature first, and only that sum's absolute value is "
+                        "taken, not every term's",
                         _importance_abs_terms,
                     ),
                     Mistake(
@@ -472,7 +473,7 @@ CHAPTER = register(
                 _grad_cases,
                 outputs=BACKWARD_OUTPUTS,
                 # ulps of the terms each gradient sums (_backward_scale): the weights' rounding
-                # grows with the scores, and dS = P * (dP - rowsum(P * dP)) cancels
+                # grows with the scores, and the softmax step of the backward cancels
                 rtol=1e-9,
                 atol=1e-13,
                 scale=_backward_scale,
@@ -508,8 +509,9 @@ CHAPTER = register(
                         _backward_with(key_path=False),
                     ),
                     Mistake(
-                        "split the merged gradient G W_o^T into heads as the forward pass did: "
-                        "reshape to (..., n_q, h, d_h), then swap the head and item axes",
+                        "split the merged heads' gradient into heads as the forward pass split "
+                        "the heads: the same reshape, then the same swap of the head and item "
+                        "axes",
                         _backward_with(swap=False),
                     ),
                     Mistake(
@@ -534,17 +536,18 @@ CHAPTER = register(
                 comparator={"kind": "allclose", "integer": True},  # a Python int, exactly
                 mistakes=(
                     Mistake(
-                        "every head has its own weights and its own logsumexp: B h n^2 weights, "
-                        "B h n statistics",
+                        "every head has its own weights and its own logsumexp: count them per "
+                        "sequence and per head, not once per sequence",
                         _bytes_without_heads,
                     ),
                     Mistake(
-                        "the weights are n x n per sequence and head: B h n^2 numbers, not B h n",
+                        "the weights are n x n per sequence and head: one row of n per query, "
+                        "not one number per query",
                         _bytes_weights_per_query,
                     ),
                     Mistake(
-                        "a head is d_model / h wide: Q, K, V and O are B n d_model numbers "
-                        "each over all heads, not B h n d_model",
+                        "a head is d_model / h wide: over all heads, Q, K, V and O are each as "
+                        "wide as the model, not h times wider",
                         _bytes_full_width_heads,
                     ),
                     Mistake(

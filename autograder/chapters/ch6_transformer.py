@@ -931,7 +931,7 @@ PACKED_DECODER_MASK = Check(
     atol=0.0,
     hints={
         "shape": "the mask is (..., n, n): one row per query, for every packed row of the batch",
-        "dtype": "build it with comparisons (j <= i, equal segment ids, id != 0), "
+        "dtype": "build it with comparisons of positions and of segment ids, combined with & (and), "
         "which give a boolean array",
     },
     mistakes=told_apart(
@@ -978,9 +978,9 @@ LABEL_SMOOTHED_CROSS_ENTROPY = Check(
             _all_positions,
         ),
         Mistake(
-            "u is uniform over the V - 1 words other than pad, the right word included: "
-            "q_y = 1 - eps + eps / (V - 1) and eps / (V - 1) on every other non-pad word "
-            "(eps / (V - 2) over the wrong words only is another convention)",
+            "u is uniform over the V - 1 words other than pad, the right word included: the "
+            "right word gets a share of eps too (spreading eps over the wrong words only is "
+            "another convention)",
             _smoothing_over_v_minus_2,
         ),
         Mistake(
@@ -1018,8 +1018,8 @@ BEAM_SEARCH_TABLE = Check(
     },
     mistakes=(
         Mistake(
-            "rank the finished beams by log P / length ** alpha (length normalisation), "
-            "not by log P",
+            "rank the finished beams by the length-normalised score of the chapter's eq. "
+            "(ch6-length-norm), not by log P",
             _beam_without_normalisation,
         ),
         Mistake(
@@ -1079,11 +1079,13 @@ DECODER_BLOCK = Check(
             _block_variant(residual=False),
         ),
         Mistake(
-            "the feed-forward sub-layer has a residual connection too: Y' = LN(B + FFN(B))",
+            "the feed-forward sub-layer has a residual connection too: its output is added to "
+            "its input before the norm, as each attention's is",
             _block_variant(ffn_residual=False),
         ),
         Mistake(
-            "the layer ends with a norm: Y' = LN(B + FFN(B)), not B + FFN(B)",
+            "the layer ends with a norm: the feed-forward's sum with its input is normalised too"
+            " (post-LN), not returned as it is",
             _block_variant(final_norm=False),
         ),
         Mistake(
@@ -1169,12 +1171,13 @@ TEACHER_FORCED_LOSS = Check(
             _loss_variant(divide_by_all=True),
         ),
         Mistake(
-            "the loss is a mean over N positions, so its gradient is (softmax - onehot) / N",
+            "the loss is a mean over N positions, and its gradient keeps that mean: yours sums "
+            "the positions' gradients, N times too large",
             _loss_variant(sum_grad=True),
         ),
         Mistake(
-            "the gradient of the loss points uphill: (softmax - onehot) / N, not "
-            "(onehot - softmax) / N",
+            "the gradient of the loss points uphill: yours has the opposite sign (raising the "
+            "target's logit must lower the loss, so its gradient there is negative)",
             _loss_variant(flip_sign=True),
         ),
     ),
@@ -1278,8 +1281,9 @@ GREEDY_DECODE_CACHED = Check(
             _greedy_variant(position=lambda t0, t: t0 + t - 1),
         ),
         Mistake(
-            "the chapter's decoder input is sqrt(d) embed[token] + positions[t0 + t]: "
-            "scale the embedding by sqrt(d) before adding the position",
+            "your embedding is not scaled: the chapter's decoder input is its scaled embedding "
+            "plus the position (the task's statement), and the scale comes before adding the "
+            "position",
             _greedy_variant(embed_scale=False),
         ),
         Mistake(
