@@ -113,11 +113,22 @@ def test_scaled_tolerance_names_every_recognised_mistake_on_hidden_cases(name):
             case = checks.prepare(name, case)  # judged with a public case's detail
             expected = case.expected
             for hint, outputs in case.mistakes:
+                if hint not in named:
+                    continue  # derived from the reference, not declared (test_diagnosis's)
                 if contract._matches(expected, outputs, spec.rtol, spec.atol, expected.scale):
                     continue  # this case cannot tell the mistake apart (e.g. a zero gradient)
                 verdict = judging.judge(spec, case, contract.Outcome("value", outputs))
-                assert not verdict.passed and hint in verdict.message, verdict.message
-                named[hint] += 1
+                # two declared mistakes may give the same result on a case (one-hot weights:
+                # weights unscaled, and unscaled everywhere): the case names one of them
+                same = [
+                    h
+                    for h, o in case.mistakes
+                    if h in named
+                    and contract._matches(outputs, o, spec.rtol, spec.atol, expected.scale)
+                ]
+                told = [h for h in same if h in verdict.message]
+                assert not verdict.passed and told, verdict.message
+                named[told[0]] += 1
     assert all(named.values()), named
 
 
