@@ -120,14 +120,16 @@ def test_report_page_shows_histogram_pass_rates_and_messages(courses):
     course = courses["ours"]
     assert cli.main(["--course", str(course), "report", A]) == 0
     page = (course / "autograded" / f"report_{A}.html").read_text()
-    assert page.count("data:image/png;base64,") == 3 and "Most common mistakes" in page
+    assert page.count("data:image/png;base64,") == 3 and "Named mistakes" in page
     summary = summarise(load_records(course, A))
     assert summary["n"] == 5
     assert summary["task_rates"]["test-pooling"] == pytest.approx(2 / 5)
     assert summary["task_rates"]["test-nw"] == pytest.approx(4 / 5)
     assert summary["task_rates"]["test-loo"] == pytest.approx(3 / 5)
-    # (check, mistake) -> how many students made it
-    assert any(check == "epanechnikov_weights" for (check, _mistake), _n in summary["messages"])
+    # the named mistake and how many students made it: "partial" and "two-wrong" left out the
+    # kernel's clipping at 0
+    named = summary["named"]["test-pooling"]
+    assert [n for mistake, n in named if "without the clipping at 0" in mistake] == [2], named
 
 
 def test_collect_imports_an_lms_zip(courses, tmp_path):
