@@ -180,28 +180,35 @@ def test_the_closed_forms_are_the_blocked_reference_and_scale(n, groups, d, d_v,
         assert got.shape == want.shape
 
 
-def test_preparing_the_memory_case_runs_neither_the_reference_nor_the_blockwise_scale(
-    monkeypatch,
-):
-    """The trusted side answers the memory case in closed form: with the n x n reference and
-    scale made to fail, it is still prepared, and its answer and scale are the closed forms'
-    (the other cases still go through the reference)."""
+def test_preparing_the_memory_case_never_computes_its_n_by_n_scores(monkeypatch):
+    """The trusted side answers the memory case in closed form: while it is prepared, the
+    scores computed (``answers._scaled_scores``, which the reference and the blockwise scale
+    compute block by block, n_q x n_k entries each) number a few per query, not n_k per query;
+    its answer and scale are the closed forms'. A small case still goes through the
+    reference."""
+    formed = []
+    scores = answers._scaled_scores
 
-    def forbidden(*args, **kwargs):
-        raise AssertionError("the memory case went through the n x n computation")
+    def counted(q, k, mask):
+        s = scores(q, k, mask)
+        formed.append(s.size)
+        return s
 
     case = _memory_case(11)
-    monkeypatch.setattr(answers, "online_softmax_backward", forbidden)
-    monkeypatch.setattr(plugin, "_backward_scale", forbidden)
+    n_q, n_k = case.args[0].shape[0], case.args[1].shape[0]
+    monkeypatch.setattr(answers, "_scaled_scores", counted)
     prepared = checks.prepare(NAME, case, hidden=True)
+    assert 0 < sum(formed) <= 4 * n_q * plugin.MEMORY_GROUPS, (sum(formed), n_q * n_k)
     args, kwargs = prepared.fresh()
     for got, want in zip(prepared.expected, plugin._grouped_backward(*args, **kwargs)):
         np.testing.assert_array_equal(got, want)
     for got, want in zip(prepared.expected.scale, plugin._grouped_scale(*args, **kwargs)):
         np.testing.assert_array_equal(got, want)
+    formed.clear()
     small = next(c for c in checks.hidden_cases(NAME, 11) if MEMORY_CASE not in c.name)
-    with pytest.raises(AssertionError, match="n x n"):
-        checks.prepare(NAME, small, hidden=True)
+    checks.prepare(NAME, small, hidden=True)
+    q, k = small.args[0], small.args[1]
+    assert sum(formed) >= 2 * q.shape[-2] * k.shape[-2]  # the reference's and the scale's
 
 
 def test_the_memory_case_is_each_students_own():
