@@ -4,7 +4,10 @@
   whole score matrix is larger than the memory the trusted side gives the run (the chapter's
   sandbox limit, ``budgets.resolve``), so a method that forms it fails that case, in the
   sandbox, with a message that says why; the blocked reference passes it and stays far under
-  the cap (measured with tracemalloc, which counts NumPy's arrays).
+  the cap (measured with tracemalloc, which counts NumPy's arrays). Its keys take a few
+  distinct random rows, so the trusted side answers it in closed form, never over n x n
+  scores: the closed forms are the blocked reference and scale (to 1e-12), the case is each
+  seed's own, and blocked implementations with a mistake still fail it.
 - "mask boolean, broadcastable to (..., n_q, n_k)": the reference takes every broadcastable
   mask, whatever the block size (an (n_q, 1) mask raised ValueError when block_size < n_k).
 """

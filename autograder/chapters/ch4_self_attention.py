@@ -319,8 +319,15 @@ def _memory_case(rng):
     blocks of (n_q, BIG_BLOCK) weights take a few tens of MiB. Hidden only, and judged
     against the reference alone (``checks.Plain``). Its keys take MEMORY_GROUPS distinct
     random rows in a random order (q, v, dO random, all from the student's hidden seed), so
-    the trusted side has its forward pass, answer and scale in closed form, O(n d^2) each
-    (``_grouped_forward``, ``_grouped_backward``, ``_grouped_scale``), not n^2."""
+    the trusted side has its forward pass, answer and scale in closed form, O(n r d d_v)
+    each (``_grouped_forward``, ``_grouped_backward``, ``_grouped_scale``), not the n^2 of
+    the blocked reference, which cost each ch4 student's hidden-case preparation about 3 s.
+
+    What the grouped keys no longer tell apart on this case (the other cases still do): a
+    wrong key used where it lies in the same group as the right one (two thirds of the keys
+    misplaced by a wrong block offset still change the answer), and a method that merges
+    equal keys before forming its (n_q, r) scores, full-matrix or not. With a single group dQ
+    would be exactly 0 and a dq of any sign or scale would pass: hence three."""
     n = BIG_N
     rows = normal(rng, MEMORY_GROUPS, 2)
     k = rows[rng.permutation(np.arange(n) % MEMORY_GROUPS)]  # every group present
@@ -479,6 +486,13 @@ def _backward_scale(q, k, v, out, lse, d_out, block_size=128, mask=None):
 SCALE_BLOCK = 256
 
 
+#: a floor under every scale of the backward: in the large-scores case some weights
+#: exp(S - L) fall below the smallest normal float64 (2.2e-308), where every order of the
+#: operations rounds differently (a reordered correct backward differs by 1e-322 there, far
+#: beyond atol times their own size); atol times this floor is 1e-294
+SUBNORMAL_FLOOR = 1e-280
+
+
 def _grouped_backward(q, k, v, out, logsumexp, d_out, block_size=128, mask=None):
     """The reference's (dq, dk, dv) where the keys take a few distinct rows kappa_g
     (``_key_groups``: the memory case), in O(n r d d_v), from the same given O and L. A key
@@ -554,13 +568,6 @@ def _backward_scale_of(*args, **kwargs):
 
 def _key_and_mask(q, k, v, out, logsumexp, d_out, block_size=128, mask=None):
     return k, mask
-
-
-#: a floor under every scale of the backward: in the large-scores case some weights
-#: exp(S - L) fall below the smallest normal float64 (2.2e-308), where every order of the
-#: operations rounds differently (a reordered correct backward differs by 1e-322 there, far
-#: beyond atol times their own size); atol times this floor is 1e-294
-SUBNORMAL_FLOOR = 1e-280
 
 
 def _backward_with(*, delta="out", lse=True, scale=True, tail=True, local=False):
