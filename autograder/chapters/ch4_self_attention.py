@@ -21,6 +21,7 @@ from autograder.checking.checks import (
     Check,
     Mistake,
     Plain,
+    call,
     distinct_sizes,
     lengths_mask,
     normal,
@@ -278,21 +279,37 @@ def _backward_case(name, q, k, v, block, mask, rng):
     return Case(name, (q, k, v, out, lse, normal(rng, *out.shape), block, mask))
 
 
-def _blocked_forward(q, k, v, block):
-    """(out, logsumexp) of unmasked attention, one block of keys at a time (the online
-    softmax of the chapter): the forward pass of the memory case, whose whole score matrix
-    the trusted side does not form either."""
-    c = 1.0 / math.sqrt(q.shape[-1])
-    top = np.full(q.shape[:-1] + (1,), -np.inf)  # (n_q, 1), the running max
-    total, acc = np.zeros_like(top), np.zeros(q.shape[:-1] + v.shape[-1:])
-    for start in range(0, k.shape[-2], block):
-        s = c * (q @ np.swapaxes(k[..., start : start + block, :], -1, -2))  # (n_q, b)
-        new = np.maximum(top, s.max(axis=-1, keepdims=True))
-        rescale, e = np.exp(top - new), np.exp(s - new)
-        total = total * rescale + e.sum(axis=-1, keepdims=True)
-        acc = acc * rescale + e @ v[..., start : start + block, :]
-        top = new
-    return acc / total, (np.log(total) + top)[..., 0]
+def _key_groups(k, mask=None):
+    """(rows (r, d), group (n_k,)) where the keys of a 2-D case without a mask take at most
+    MEMORY_GROUPS distinct rows (``k[j] == rows[group[j]]``) and span more than one block of
+    the scale (``SCALE_BLOCK``), else None: where the memory case's closed forms apply."""
+    k = np.asarray(k, dtype=np.float64)
+    if mask is not None or k.ndim != 2 or k.shape[0] <= SCALE_BLOCK:
+        return None
+    rows, group = np.unique(k, axis=0, return_inverse=True)
+    return (rows, group.reshape(-1)) if len(rows) <= MEMORY_GROUPS else None
+
+
+def _group_sums(group, r, x):
+    """(r, ...) the sum of the rows of ``x`` in each group."""
+    sums = np.zeros((r,) + x.shape[1:])
+    np.add.at(sums, group, x)
+    return sums
+
+
+def _grouped_forward(q, k, v):
+    """(out, logsumexp) of unmasked attention whose keys take a few distinct rows
+    (``_key_groups``), in O(n r d): every key of group g has the score S_ig = q_i . kappa_g /
+    sqrt(d), so L_i = log sum_g m_g exp(S_ig) (m_g keys in group g) and O_i = sum_g
+    exp(S_ig - L_i) V_g, V_g the sum of group g's values. The memory case's forward pass,
+    whose whole score matrix the trusted side never forms."""
+    rows, group = _key_groups(k)
+    r = len(rows)
+    s = answers._scaled_scores(q, rows, None) + np.log(np.bincount(group, minlength=r))
+    top = s.max(axis=-1, keepdims=True)
+    lse = np.log(np.exp(s - top).sum(axis=-1)) + top[..., 0]
+    p = np.exp(answers._scaled_scores(q, rows, None) - lse[..., None])  # (n_q, r)
+    return p @ _group_sums(group, r, np.asarray(v, float)), lse
 
 
 def _memory_case(rng):
@@ -300,10 +317,22 @@ def _memory_case(rng):
     chapter's sandbox memory (``MEMORY``, the cap the trusted side sets for the run): a
     method that forms it, ignoring ``block_size``, raises MemoryError (or is killed), while
     blocks of (n_q, BIG_BLOCK) weights take a few tens of MiB. Hidden only, and judged
-    against the reference alone (``checks.Plain``)."""
+    against the reference alone (``checks.Plain``). Its keys take MEMORY_GROUPS distinct
+    random rows in a random order (q, v, dO random, all from the student's hidden seed), so
+    the trusted side has its forward pass, answer and scale in closed form, O(n r d d_v)
+    each (``_grouped_forward``, ``_grouped_backward``, ``_grouped_scale``), not the n^2 of
+    the blocked reference, which cost each ch4 student's hidden-case preparation about 3 s.
+
+    What the grouped keys no longer tell apart on this case (the other cases still do): a
+    wrong key used where it lies in the same group as the right one (two thirds of the keys
+    misplaced by a wrong block offset still change the answer), and a method that merges
+    equal keys before forming its (n_q, r) scores, full-matrix or not. With a single group dQ
+    would be exactly 0 and a dq of any sign or scale would pass: hence three."""
     n = BIG_N
-    q, k, v = normal(rng, n, 2), normal(rng, n, 2), normal(rng, n, 2)
-    out, lse = _blocked_forward(q, k, v, BIG_BLOCK)
+    rows = normal(rng, MEMORY_GROUPS, 2)
+    k = rows[rng.permutation(np.arange(n) % MEMORY_GROUPS)]  # every group present
+    q, v = normal(rng, n, 2), normal(rng, n, 2)
+    out, lse = _grouped_forward(q, k, v)
     return Plain(
         "n_q = n_k in the thousands: the whole score matrix would not fit the grader's memory",
         (q, k, v, out, lse, normal(rng, n, 2), BIG_BLOCK, None),
@@ -413,6 +442,8 @@ MEMORY_FACTOR = 1.15
 #: ...with n_q = n_k = BIG_N (float64: 8 bytes an entry), taken BIG_BLOCK keys at a time
 BIG_N = math.ceil(math.sqrt(MEMORY_FACTOR * MEMORY / 8))
 BIG_BLOCK = 256
+#: ...and keys that take this many distinct rows (the closed forms' r)
+MEMORY_GROUPS = 3
 #: the scale of q and k in the large-scores case: scores q.k / sqrt(d) of standard deviation
 #: LARGE**2, far over the 709 where float64 exp overflows
 LARGE = 40.0
@@ -460,6 +491,83 @@ SCALE_BLOCK = 256
 #: operations rounds differently (a reordered correct backward differs by 1e-322 there, far
 #: beyond atol times their own size); atol times this floor is 1e-294
 SUBNORMAL_FLOOR = 1e-280
+
+
+def _grouped_backward(q, k, v, out, logsumexp, d_out, block_size=128, mask=None):
+    """The reference's (dq, dk, dv) where the keys take a few distinct rows kappa_g
+    (``_key_groups``: the memory case), in O(n r d d_v), from the same given O and L. A key
+    j of group g has P_ij = p_ig = exp(S_ig - L_i) and dS_ij = p_ig (dO_i . v_j - D_i),
+    D_i = dO_i . O_i, so with m_g keys and value sum V_g in group g:
+    dV_j = sum_i p_ig dO_i; dQ_i = c sum_g p_ig (dO_i . V_g - m_g D_i) kappa_g;
+    dK_j = c (M_g v_j - u_g), M_g = sum_i p_ig q_i dO_i^T, u_g = sum_i p_ig D_i q_i
+    (c = 1/sqrt(d))."""
+    rows, group = _key_groups(k, mask)
+    r = len(rows)
+    q, v, out, d_out = (np.asarray(a, float) for a in (q, v, out, d_out))
+    c = 1.0 / math.sqrt(q.shape[-1])
+    lse = np.asarray(logsumexp, float)
+    p = np.exp(
+        answers._scaled_scores(q, rows, None) - np.where(np.isfinite(lse), lse, 0.0)[:, None]
+    )
+    delta = (d_out * out).sum(axis=-1, keepdims=True)  # (n_q, 1)
+    counts = np.bincount(group, minlength=r)
+    dq = c * ((p * (d_out @ _group_sums(group, r, v).T - delta * counts)) @ rows)
+    m = np.einsum("ig,id,ie->gde", p, q, d_out)  # (r, d, d_v)
+    u = p.T @ (delta * q)  # (r, d)
+    dk = c * (np.einsum("jde,je->jd", m[group], v) - u[group])
+    return dq, dk, (p.T @ d_out)[group]
+
+
+def _grouped_scale(q, k, v, out, logsumexp, d_out, block_size=128, mask=None):
+    """``_backward_scale`` where the keys take a few distinct rows (the memory case): the
+    same sums in closed form, O(n r d d_v). With a_ig = p_ig (1 + c |q_i| . |kappa_g| + |L_i|)
+    and R_i = |dO_i| . |O_i|, each term is a_ig (|dO_i| . |v_j| + R_i), so
+    dv_j = sum_i a_ig |dO_i|; dq_i = c sum_g a_ig (|dO_i| . A_g + m_g R_i) |kappa_g| (A_g:
+    the sum of |v_j| in group g); dk_j = c (sum_i a_ig |q_i| |dO_i|^T) |v_j| +
+    c sum_i a_ig R_i |q_i|."""
+    rows, group = _key_groups(k, mask)
+    r = len(rows)
+    q, v, out, d_out = (np.asarray(a, float) for a in (q, v, out, d_out))
+    c = 1.0 / math.sqrt(q.shape[-1])
+    lse = np.asarray(logsumexp, float)
+    finite = np.where(np.isfinite(lse), lse, 0.0)[:, None]
+    aq, ad, av, ak = np.abs(q), np.abs(d_out), np.abs(v), np.abs(rows)
+    a = np.exp(answers._scaled_scores(q, rows, None) - finite)
+    a *= aq @ ak.T * c + (1.0 + np.abs(finite))  # (n_q, r)
+    rows_d = (ad * np.abs(out)).sum(-1, keepdims=True)  # (n_q, 1)
+    counts = np.bincount(group, minlength=r)
+    dq = c * ((a * (ad @ _group_sums(group, r, av).T + rows_d * counts)) @ ak)
+    m = np.einsum("ig,id,ie->gde", a, aq, ad)
+    dk = c * (np.einsum("jde,je->jd", m[group], av) + (a.T @ (rows_d * aq))[group])
+    return (
+        dq + SUBNORMAL_FLOOR,
+        dk + SUBNORMAL_FLOOR,
+        (a.T @ ad)[group] + SUBNORMAL_FLOOR,
+    )
+
+
+def _backward_answer(case):
+    """The check's answer: in closed form for the memory case (``_key_groups``), whose n x n
+    computation the trusted side would otherwise repeat for every student; the reference's
+    elsewhere."""
+    return call(_backward_of, case)
+
+
+def _backward_of(*args, **kwargs):
+    if _key_groups(*_key_and_mask(*args, **kwargs)) is not None:
+        return _grouped_backward(*args, **kwargs)
+    return answers.online_softmax_backward(*args, **kwargs)
+
+
+def _backward_scale_of(*args, **kwargs):
+    """The check's scale: ``_grouped_scale`` for the memory case, ``_backward_scale`` else."""
+    if _key_groups(*_key_and_mask(*args, **kwargs)) is not None:
+        return _grouped_scale(*args, **kwargs)
+    return _backward_scale(*args, **kwargs)
+
+
+def _key_and_mask(q, k, v, out, logsumexp, d_out, block_size=128, mask=None):
+    return k, mask
 
 
 def _backward_with(*, delta="out", lse=True, scale=True, tail=True, local=False):
@@ -663,7 +771,8 @@ CHAPTER = register(
                 outputs=("dq", "dk", "dv"),
                 rtol=1e-9,
                 atol=1e-14,
-                scale=_backward_scale,
+                answer=_backward_answer,
+                scale=_backward_scale_of,
                 hints={
                     "arity": "return a triple (dq, dk, dv)",
                     "values": "recompute each block's weights from the forward pass's logsumexp, "
