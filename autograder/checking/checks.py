@@ -170,7 +170,9 @@ class Check:
     hints: dict = field(default_factory=dict)  # "kind" or "output.kind" -> hint text
     mistakes: tuple = ()  # Mistake, ...
     comparator: dict = field(default_factory=lambda: {"kind": "allclose"})
-    # answer(case) -> the expected return value; default: the reference called on the case
+    # answer(case) -> the expected return value; default: the reference called on the case.
+    # A function of the case's arguments alone, as the reference is: the diagnosis calls it
+    # on changed arguments (``diagnosis.transformations``)
     answer: Callable[[Case], Any] | None = None
     # scale(*args, **kwargs) -> one magnitude per output (an array broadcastable to it): the
     # size of the terms the output is computed from; the absolute tolerance is atol * scale,

@@ -290,17 +290,20 @@ def transformations(
     with np.errstate(all="ignore"):  # the simplest explanations first: an output changed
         for key, params, outputs in _output_changes(check.reference, case, names, expected):
             out.append((hint(key, params, language), outputs))
-    if check.answer is None:  # the expected outputs are the reference's: it can be re-called
-        for key, params, changed in _input_changes(check.reference, case):
-            try:
-                with np.errstate(all="ignore"):
-                    outputs = normalise(_call(check.reference, changed))
-            except Exception:  # noqa: BLE001 - the reference refuses such input: no meaning here
-                continue
-            if len(outputs) == len(expected) and all(
-                o.shape == e.shape for o, e in zip(outputs, expected)
-            ):
-                out.append((hint(key, params, language), contract.Derived(outputs)))
+    # the answer for the changed inputs: the check's own (``Check.answer``: a function of the
+    # case, the reference's result computed another way) where it has one, else the reference
+    for key, params, changed in _input_changes(check.reference, case):
+        try:
+            with np.errstate(all="ignore"):
+                outputs = normalise(
+                    check.answer(changed) if check.answer else _call(check.reference, changed)
+                )
+        except Exception:  # noqa: BLE001 - the reference refuses such input: no meaning here
+            continue
+        if len(outputs) == len(expected) and all(
+            o.shape == e.shape for o, e in zip(outputs, expected)
+        ):
+            out.append((hint(key, params, language), contract.Derived(outputs)))
     return out
 
 
