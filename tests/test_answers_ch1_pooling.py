@@ -10,13 +10,13 @@
 
 from __future__ import annotations
 
+import judged
 import numpy as np
 import pytest
 import torch
 
 from answers import ch1_pooling as key
-from autograder.checking import checks, judging
-from autograder.student import contract
+from autograder.checking import checks
 from solutions import pooling
 
 torch.set_default_dtype(torch.float64)
@@ -385,20 +385,6 @@ CORPUS = {
 }
 
 
-def _judge_all(name, fn):
-    """Every verdict of ``fn`` on the public cases and the hidden cases of a few seeds."""
-    spec = checks.spec(name)
-    cases = [checks.prepare(name, c) for c in checks.public_cases(name)]
-    for seed in HIDDEN_SEEDS:
-        cases += [checks.prepare(name, c, hidden=True) for c in checks.hidden_cases(name, seed)]
-    verdicts = []
-    for case in cases:
-        with np.errstate(all="ignore"):
-            outcome = contract.run_case(fn, *case.fresh())
-        verdicts.append(judging.judge(spec, case, outcome))
-    return verdicts
-
-
 def test_the_corpus_is_large_enough():
     for name, corpus in CORPUS.items():
         assert len(corpus) >= 5, name
@@ -411,7 +397,7 @@ def test_the_corpus_is_large_enough():
 )
 def test_every_wrong_implementation_loses_points_and_the_known_ones_are_named(name, wrong):
     fn, hint = CORPUS[name][wrong]
-    verdicts = _judge_all(name, fn)
+    verdicts = judged.verdicts(name, fn, HIDDEN_SEEDS)
     failed = [v for v in verdicts if not v.passed]
     public_failed = [v for v in failed if not v.hidden]
     hidden_failed = [v for v in failed if v.hidden]
@@ -437,7 +423,7 @@ def test_every_wrong_implementation_loses_points_and_the_known_ones_are_named(na
 @pytest.mark.parametrize("name", NAMES)
 def test_reference_passes_its_public_and_hidden_cases(name):
     assert checks.REGISTRY[name].assignment == "ch1_pooling"
-    verdicts = _judge_all(name, checks.REGISTRY[name].reference)
+    verdicts = judged.verdicts(name, checks.REGISTRY[name].reference, HIDDEN_SEEDS)
     assert all(v.passed for v in verdicts), [v.message for v in verdicts if not v.passed]
 
 
@@ -454,7 +440,7 @@ def test_reference_passes_its_public_and_hidden_cases(name):
 )
 def test_the_unnamed_ones_get_the_checks_generic_hint(name, wrong, words):
     fn, _hint = CORPUS[name][wrong]
-    failed = [v for v in _judge_all(name, fn) if not v.passed]
+    failed = judged.failing(name, fn, HIDDEN_SEEDS)
     assert any(words in v.message for v in failed), failed[0].message
 
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import math
 
+import judged
 import numpy as np
 import pytest
 import torch
 
 from answers import ch2_soft_hard as answers
-from autograder.checking import checks, judging
+from autograder.checking import checks
 from solutions.conventions import masked_softmax
 
 A = "ch2_soft_hard"
@@ -203,19 +204,6 @@ def test_sparsemax_backward_of_one_hot_and_empty_rows_is_zero():
 
 # ----------------------------------------------------------------------------------------
 # 2. the corpus of wrong implementations, judged as the grader judges
-
-
-def _judged(name, fn):
-    """The verdicts of ``fn`` on the public cases and the hidden cases of SEEDS."""
-    cases = [checks.prepare(name, c) for c in checks.public_cases(name)]
-    cases += [
-        checks.prepare(name, c, hidden=True)
-        for seed in SEEDS
-        for c in checks.hidden_cases(name, seed)
-    ]
-    with np.errstate(all="ignore"):
-        verdicts, _notes = judging.run_cases(checks.spec(name), fn, cases)
-    return verdicts
 
 
 def _p(x):
@@ -481,7 +469,7 @@ def test_the_corpus_covers_every_task_with_five_wrong_implementations_and_three_
 )
 def test_a_wrong_implementation_loses_the_task_and_a_known_one_is_named(name, wrong):
     fn, hint = CORPUS[name][wrong]
-    verdicts = _judged(name, fn)
+    verdicts = judged.verdicts(name, fn, SEEDS)
     failed = [v for v in verdicts if not v.passed]
     assert failed, f"{name}: {wrong!r} passes every public and hidden case"
     assert any(not v.hidden for v in failed), f"{name}: {wrong!r} passes the public cases"
@@ -508,7 +496,7 @@ def test_every_declared_mistake_is_named_for_some_wrong_implementation(name):
     for fn, hint in CORPUS[name].values():
         if hint is None:
             continue
-        for v in _judged(name, fn):
+        for v in judged.verdicts(name, fn, SEEDS):
             seen |= {h for h in hints if h in v.message}
     assert seen == hints, hints - seen
 
@@ -516,25 +504,23 @@ def test_every_declared_mistake_is_named_for_some_wrong_implementation(name):
 def test_attention_backward_names_the_broadcast_batch_axes_and_the_nan_of_an_overflow():
     shape = [
         v.message
-        for v in _judged(
-            "attention_backward", ATTENTION_BACKWARD["no sum over broadcast batch axes"][0]
+        for v in judged.failing(
+            "attention_backward", ATTENTION_BACKWARD["no sum over broadcast batch axes"][0], SEEDS
         )
-        if not v.passed
     ]
     assert all("shared by a batch" in m for m in shape)
     assert any("summed over the batch axes k was broadcast along" in m for m in shape), shape
     overflow = [
         v.message
-        for v in _judged(
-            "attention_backward", ATTENTION_BACKWARD["softmax without the max shift"][0]
+        for v in judged.failing(
+            "attention_backward", ATTENTION_BACKWARD["softmax without the max shift"][0], SEEDS
         )
-        if not v.passed
     ]
     assert any("large scores" in m and "max-shifted softmax" in m for m in overflow), overflow
 
 
 def test_sparsemax_without_a_guard_on_empty_rows_gets_the_empty_row_hint():
-    messages = [v.message for v in _judged("sparsemax", _sparsemax_unguarded) if not v.passed]
+    messages = [v.message for v in judged.failing("sparsemax", _sparsemax_unguarded, SEEDS)]
     assert any("fully-masked row" in m for m in messages)
     assert all("NaN" in m and "no support (k = 0)" in m for m in messages), messages
 
@@ -545,28 +531,13 @@ def test_sparsemax_without_a_guard_on_empty_rows_gets_the_empty_row_hint():
 
 @pytest.mark.parametrize("name", sorted(CORPUS))
 def test_the_reference_passes_its_public_and_hidden_cases(name):
-    verdicts = _judged(name, checks.REGISTRY[name].reference)
+    verdicts = judged.verdicts(name, checks.REGISTRY[name].reference, SEEDS)
     assert all(v.passed for v in verdicts), [v.message for v in verdicts if not v.passed]
     assert len(verdicts) == len(checks.public_cases(name)) * (1 + len(SEEDS))
 
 
 # ----------------------------------------------------------------------------------------
 # 4. issue 45's misleading hints, each with its exact message in both languages
-
-
-def _failing(name, fn, language):
-    """The failing verdicts of ``fn`` on the public cases and the hidden cases of SEEDS, as
-    the checker and the grader word them in ``language`` (every case, then the rule that a
-    mistake named ``everywhere`` speaks only where every failing case agrees)."""
-    cases = [checks.prepare(name, c, language=language) for c in checks.public_cases(name)]
-    cases += [
-        checks.prepare(name, c, hidden=True, language=language)
-        for seed in SEEDS
-        for c in checks.hidden_cases(name, seed)
-    ]
-    with np.errstate(all="ignore"):
-        verdicts, _notes = judging.run_cases(checks.spec(name, language), fn, cases, language)
-    return [v for v in verdicts if not v.passed]
 
 
 MISSING_SCALE = {
@@ -596,7 +567,7 @@ def test_a_missing_scale_of_the_scores_is_named_for_dq_and_dk_in_both_languages(
     where the factor goes (dQ and dK), in English and in Chinese."""
     en, zh = MISSING_SCALE[scale_gradients]
     fn = _forward_unscaled(scale_gradients)
-    failed = _failing("attention_backward", fn, "en")
+    failed = judged.failing("attention_backward", fn, SEEDS, "en")
     public = {c.name for c in checks.public_cases("attention_backward")}
     # the single key (weight 1 or 0), large scores (one-hot weights) and d = 1 (1/sqrt(1) = 1)
     # pass whatever the scale
@@ -607,7 +578,7 @@ def test_a_missing_scale_of_the_scores_is_named_for_dq_and_dk_in_both_languages(
     assert {v.case for v in failed if v.hidden} == public - same
     for v in failed:
         assert v.message == f"case '{v.case}': your result matches a known mistake: {en}"
-    for v in _failing("attention_backward", fn, "zh_CN"):
+    for v in judged.failing("attention_backward", fn, SEEDS, "zh_CN"):
         assert v.message == f"用例“{v.case}”：你的结果与一个已知错误一致：{zh}"
 
 
@@ -633,7 +604,7 @@ def test_one_key_does_not_name_log_softmax_by_coincidence():
         ("en", SM_VALUES[0], " Hint: "),
         ("zh_CN", SM_VALUES[1], " 提示："),
     ):
-        failed = _failing("softmax_backward", p_dropped, language)
+        failed = judged.failing("softmax_backward", p_dropped, SEEDS, language)
         assert {v.case for v in failed} >= {
             checks.translated_hint("single key (n_k=1)", language, A)
         }

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import judged
 import numpy as np
 import pytest
 import torch
@@ -537,21 +538,6 @@ def test_the_reference_passes_its_public_and_hidden_cases(name):
 # 4. issue 45's misleading hints, each with its exact message in both languages
 
 
-def _failing(name, fn, language, seeds=(0, 1)):
-    """The failing verdicts of ``fn`` on the public cases and the hidden cases of ``seeds``,
-    as the checker and the grader word them in ``language`` (``judging.run_cases``: every
-    case, then the all-failing-cases rule)."""
-    cases = [checks.prepare(name, c, language=language) for c in checks.public_cases(name)]
-    cases += [
-        checks.prepare(name, c, hidden=True, language=language)
-        for seed in seeds
-        for c in checks.hidden_cases(name, seed)
-    ]
-    with np.errstate(all="ignore"):
-        verdicts, _notes = judging.run_cases(checks.spec(name, language), fn, cases, language)
-    return [v for v in verdicts if not v.passed]
-
-
 STEPS_MASK = (
     "your weights ignore the mask: it does not reach coverage_context at some step (if "
     "coverage_context's own check, task 2, fails, fix that first)",
@@ -590,7 +576,9 @@ def test_a_loop_that_drops_the_mask_is_not_told_to_fix_task_2():
         ("en", STEPS_MASK[0], "case '{}': your result matches a known mistake: {}"),
         ("zh_CN", STEPS_MASK[1], "用例“{}”：你的结果与一个已知错误一致：{}"),
     ):
-        failed = _failing("coverage_attention_steps", _loop_dropping_the_mask, language)
+        failed = judged.failing(
+            "coverage_attention_steps", _loop_dropping_the_mask, (0, 1), language
+        )
         names = {"padding mask", "fully-masked row"}  # in the submission's language
         assert {v.case for v in failed if not v.hidden} == {
             checks.translated_hint(n, language, "ch3_seq2seq") for n in names
@@ -628,7 +616,7 @@ def test_one_step_does_not_name_the_own_step_mistake_by_coincidence():
             if c.name.startswith("one step (T = 1)")
         }
         assert one_step
-        for v in _failing("coverage_loss", loss_max, language):
+        for v in judged.failing("coverage_loss", loss_max, (0, 1), language):
             if v.case in one_step:
                 assert v.message.endswith(hint_word + values), v.message
             else:

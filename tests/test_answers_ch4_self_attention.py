@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import math
 
+import judged
 import numpy as np
 import pytest
 import torch
 
 from answers import ch4_self_attention as ans
 from autograder.chapters import ch4_self_attention as plugin
-from autograder.checking import checks, judging
+from autograder.checking import checks
 from solutions.conventions import masked_softmax
 
 NAMES = (
@@ -242,20 +243,6 @@ def test_the_backward_of_a_fully_masked_query_is_zero_without_warnings():
 # 2. what students get wrong
 
 
-def _failures(name, fn):
-    """Every failure message of ``fn`` on the public cases and the hidden cases of SEEDS."""
-    messages = []
-    with np.errstate(all="ignore"):
-        for seed in (None, *SEEDS):
-            cases = checks.public_cases(name) if seed is None else checks.hidden_cases(name, seed)
-            # the memory case is judged against the reference alone: not a mistake's place
-            cases = [c for c in cases if not isinstance(c, checks.Plain)]
-            prepared = [checks.prepare(name, c, hidden=seed is not None) for c in cases]
-            verdicts, _notes = judging.run_cases(checks.spec(name), fn, prepared)
-            messages += [v.message for v in verdicts if not v.passed]
-    return messages
-
-
 def _mistake(name, start):
     """The hint of the check's mistake whose text starts with ``start``."""
     (hint,) = [m.hint for m in checks.REGISTRY[name].mistakes if m.hint.startswith(start)]
@@ -454,7 +441,7 @@ CORPUS = [
     ("name", "wrong", "hint"), CORPUS, ids=[f"{c[0]}-{i}" for i, c in enumerate(CORPUS)]
 )
 def test_a_wrong_implementation_loses_points_and_a_known_one_is_named(name, wrong, hint):
-    failures = _failures(name, wrong)
+    failures = [v.message for v in judged.failing(name, wrong, SEEDS, plain=False)]
     assert failures, f"a wrong {name} passes every case"
     if hint is not None:
         named = "your result matches a known mistake: " + _mistake(name, hint)
@@ -469,7 +456,12 @@ def test_the_corpus_has_five_wrong_implementations_and_three_named_mistakes_per_
 
 
 def test_the_empty_row_of_the_backward_gets_the_nan_hint():
-    failures = _failures("online_softmax_backward", _backward_wrong("naive lse"))
+    failures = [
+        v.message
+        for v in judged.failing(
+            "online_softmax_backward", _backward_wrong("naive lse"), SEEDS, plain=False
+        )
+    ]
     assert any("contains NaN" in f and "logsumexp -inf" in f for f in failures)
 
 
@@ -479,7 +471,7 @@ def test_the_empty_row_of_the_backward_gets_the_nan_hint():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_reference_passes_its_public_and_hidden_cases(name):
-    assert _failures(name, checks.REGISTRY[name].reference) == []
+    assert judged.failing(name, checks.REGISTRY[name].reference, SEEDS, plain=False) == []
 
 
 # ----------------------------------------------------------------------------------------
@@ -510,16 +502,7 @@ def test_slopes_wrong_only_off_the_powers_of_two_are_not_shown_the_power_of_two_
         ("en", SLOPES_VALUES[0], " Hint: "),
         ("zh_CN", SLOPES_VALUES[1], " 提示："),
     ):
-        cases = [checks.prepare(name, c, language=language) for c in checks.public_cases(name)]
-        cases += [
-            checks.prepare(name, c, hidden=True, language=language)
-            for seed in SEEDS
-            for c in checks.hidden_cases(name, seed)
-        ]
-        verdicts, _ = judging.run_cases(
-            checks.spec(name, language), _slopes_first_of_the_next_power, cases, language
-        )
-        failed = [v for v in verdicts if not v.passed]
+        failed = judged.failing(name, _slopes_first_of_the_next_power, SEEDS, language)
         names = {"H=6, not a power of two", "random H, not a power of two"}
         assert {v.case for v in failed} == {  # in the submission's language
             checks.translated_hint(n, language, "ch4_self_attention") for n in names

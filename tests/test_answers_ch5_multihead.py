@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import math
 
+import judged
 import numpy as np
 import pytest
 import torch
 
 from answers import ch5_multihead as answers
 from autograder.chapters import ch5_multihead as plugin
-from autograder.checking import checks, judging
-from autograder.student import contract
+from autograder.checking import checks
 from solutions.conventions import masked_softmax
 
 torch.set_default_dtype(torch.float64)
@@ -198,26 +198,10 @@ def test_backward_bytes_are_the_bytes_of_the_arrays_a_backward_pass_keeps(
 # the judge, as the grader runs it
 
 
-def _judged(name, fn):
-    """Every verdict of ``fn`` on the public cases and on the hidden cases of two seeds."""
-    spec = checks.spec(name)
-    groups = [(False, checks.public_cases(name))] + [
-        (True, checks.hidden_cases(name, seed)) for seed in HIDDEN_SEEDS
-    ]
-    verdicts = []
-    for hidden, cases in groups:
-        for case in cases:
-            case = checks.prepare(name, case, hidden=hidden)
-            with np.errstate(all="ignore"):
-                outcome = contract.run_case(fn, *case.fresh())
-            verdicts.append(judging.judge(spec, case, outcome))
-    return verdicts
-
-
 @pytest.mark.parametrize("name", NAMES)
 def test_the_reference_passes_its_public_and_hidden_cases(name):
     reference = checks.REGISTRY[name].reference
-    for verdict in _judged(name, reference):
+    for verdict in judged.verdicts(name, reference, HIDDEN_SEEDS):
         assert verdict.passed, verdict.message
 
 
@@ -405,7 +389,7 @@ CORPUS.append(
     ("name", "what", "fn", "hint"), CORPUS, ids=[f"{c[0]}: {c[1]}" for c in CORPUS]
 )
 def test_a_wrong_implementation_loses_points_and_a_known_one_is_named(name, what, fn, hint):
-    failed = [v for v in _judged(name, fn) if not v.passed]
+    failed = judged.failing(name, fn, HIDDEN_SEEDS)
     assert failed, f"{name}: '{what}' passed every public and hidden case"
     named = [v.message for v in failed if "known mistake" in v.message]
     if hint is None:
@@ -445,10 +429,16 @@ def test_importance_built_on_a_wrong_gated_function_is_told_apart():
         return importance
 
     assert all(
-        v.passed for v in _judged(IMPORTANCE, by_linearity(answers.gated_multihead_attention))
+        v.passed
+        for v in judged.verdicts(
+            IMPORTANCE, by_linearity(answers.gated_multihead_attention), HIDDEN_SEEDS
+        )
     )
-    assert not all(v.passed for v in _judged(IMPORTANCE, by_linearity(plugin._gates_tiled)))
-    tiled = [v for v in _judged(GATED, plugin._gates_tiled) if not v.passed]
+    assert not all(
+        v.passed
+        for v in judged.verdicts(IMPORTANCE, by_linearity(plugin._gates_tiled), HIDDEN_SEEDS)
+    )
+    tiled = judged.failing(GATED, plugin._gates_tiled, HIDDEN_SEEDS)
     assert any(_hint(GATED, "the gate of feature j") in v.message for v in tiled)
 
 
@@ -469,7 +459,7 @@ def test_gating_the_weights_or_the_values_is_the_same_answer_and_passes():
         return answers._from_heads(weights @ v) @ w_o
 
     for fn in (on_weights, on_values):
-        assert all(v.passed for v in _judged(GATED, fn)), fn.__name__
+        assert all(v.passed for v in judged.verdicts(GATED, fn, HIDDEN_SEEDS)), fn.__name__
 
 
 def test_no_hint_of_the_chapter_prints_the_fix_as_code():

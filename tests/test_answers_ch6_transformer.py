@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 
+import judged
 import numpy as np
 import pytest
 import torch
@@ -542,8 +543,6 @@ def test_a_one_word_target_does_not_name_np_roll_for_unshifted_targets():
     """A one-word target rolls onto itself: unshifted targets matched "np.roll wraps around"
     there alone. That mistake is named only where every failing case agrees; the other
     failing cases name the real cause, in both languages, with its exact words."""
-    from autograder.checking import judging
-
     name = "shift_right"
     not_shifted = next(m.hint for m in plugin.SHIFT_RIGHT.mistakes if "not shifted" in m.hint)
     zh = checks.translated_hint(not_shifted, "zh_CN", "ch6_transformer")
@@ -552,19 +551,7 @@ def test_a_one_word_target_does_not_name_np_roll_for_unshifted_targets():
         ("en", not_shifted, "your result matches a known mistake: "),
         ("zh_CN", zh, "你的结果与一个已知错误一致："),
     ):
-        cases = [checks.prepare(name, c, language=language) for c in checks.public_cases(name)]
-        cases += [
-            checks.prepare(name, c, hidden=True, language=language)
-            for seed in SEEDS
-            for c in checks.hidden_cases(name, seed)
-        ]
-        verdicts, _ = judging.run_cases(
-            checks.spec(name, language),
-            lambda targets, bos_id: np.asarray(targets),
-            cases,
-            language,
-        )
-        failed = [v for v in verdicts if not v.passed]
+        failed = judged.failing(name, lambda targets, bos_id: np.asarray(targets), SEEDS, language)
         one_word = checks.translated_hint("a one-word target", language, "ch6_transformer")
         assert any(v.case == one_word for v in failed)
         for v in failed:
