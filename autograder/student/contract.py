@@ -662,9 +662,7 @@ def consistent(spec: Spec, cases: list, outcomes: list) -> list:
     every failing case of its kind (public, hidden) where it applies (its outputs differ from
     the expected ones) and the function returned values, they match it, so a coincidence on
     one case never names it. A hint is the mistake's identity (several may share one). A
-    mistake declared by hand is named wherever it matches, as its author chose, unless it
-    was declared ``everywhere`` (``checks.Mistake``): its outputs then come here as a
-    ``Derived`` one's and follow the same rule."""
+    hand mistake is named wherever it matches, unless ``everywhere`` (then it is Derived)."""
     tol, refuted = (spec.rtol, spec.atol), set()
     for case, outcome in zip(cases, outcomes):
         exp, got = tuple(case.expected), tuple(outcome.arrays)
