@@ -305,10 +305,11 @@ def _grouped_forward(q, k, v):
     whose whole score matrix the trusted side never forms."""
     rows, group = _key_groups(k)
     r = len(rows)
-    s = answers._scaled_scores(q, rows, None) + np.log(np.bincount(group, minlength=r))
+    scores = answers._scaled_scores(q, rows, None)  # (n_q, r)
+    s = scores + np.log(np.bincount(group, minlength=r))
     top = s.max(axis=-1, keepdims=True)
     lse = np.log(np.exp(s - top).sum(axis=-1)) + top[..., 0]
-    p = np.exp(answers._scaled_scores(q, rows, None) - lse[..., None])  # (n_q, r)
+    p = np.exp(scores - lse[..., None])
     return p @ _group_sums(group, r, np.asarray(v, float)), lse
 
 
@@ -505,10 +506,8 @@ def _grouped_backward(q, k, v, out, logsumexp, d_out, block_size=128, mask=None)
     r = len(rows)
     q, v, out, d_out = (np.asarray(a, float) for a in (q, v, out, d_out))
     c = 1.0 / math.sqrt(q.shape[-1])
-    lse = np.asarray(logsumexp, float)
-    p = np.exp(
-        answers._scaled_scores(q, rows, None) - np.where(np.isfinite(lse), lse, 0.0)[:, None]
-    )
+    lse = np.asarray(logsumexp, float)[:, None]  # finite: no mask
+    p = np.exp(answers._scaled_scores(q, rows, None) - lse)
     delta = (d_out * out).sum(axis=-1, keepdims=True)  # (n_q, 1)
     counts = np.bincount(group, minlength=r)
     dq = c * ((p * (d_out @ _group_sums(group, r, v).T - delta * counts)) @ rows)
@@ -529,11 +528,10 @@ def _grouped_scale(q, k, v, out, logsumexp, d_out, block_size=128, mask=None):
     r = len(rows)
     q, v, out, d_out = (np.asarray(a, float) for a in (q, v, out, d_out))
     c = 1.0 / math.sqrt(q.shape[-1])
-    lse = np.asarray(logsumexp, float)
-    finite = np.where(np.isfinite(lse), lse, 0.0)[:, None]
+    lse = np.asarray(logsumexp, float)[:, None]  # finite: no mask
     aq, ad, av, ak = np.abs(q), np.abs(d_out), np.abs(v), np.abs(rows)
-    a = np.exp(answers._scaled_scores(q, rows, None) - finite)
-    a *= aq @ ak.T * c + (1.0 + np.abs(finite))  # (n_q, r)
+    a = np.exp(answers._scaled_scores(q, rows, None) - lse)
+    a *= aq @ ak.T * c + (1.0 + np.abs(lse))  # (n_q, r)
     rows_d = (ad * np.abs(out)).sum(-1, keepdims=True)  # (n_q, 1)
     counts = np.bincount(group, minlength=r)
     dq = c * ((a * (ad @ _group_sums(group, r, av).T + rows_d * counts)) @ ak)
@@ -553,21 +551,16 @@ def _backward_answer(case):
     return call(_backward_of, case)
 
 
-def _backward_of(*args, **kwargs):
-    if _key_groups(*_key_and_mask(*args, **kwargs)) is not None:
-        return _grouped_backward(*args, **kwargs)
-    return answers.online_softmax_backward(*args, **kwargs)
+def _backward_of(q, k, v, out, logsumexp, d_out, block_size=128, mask=None):
+    grouped = _key_groups(k, mask) is not None
+    fn = _grouped_backward if grouped else answers.online_softmax_backward
+    return fn(q, k, v, out, logsumexp, d_out, block_size, mask)
 
 
-def _backward_scale_of(*args, **kwargs):
+def _backward_scale_of(q, k, v, out, logsumexp, d_out, block_size=128, mask=None):
     """The check's scale: ``_grouped_scale`` for the memory case, ``_backward_scale`` else."""
-    if _key_groups(*_key_and_mask(*args, **kwargs)) is not None:
-        return _grouped_scale(*args, **kwargs)
-    return _backward_scale(*args, **kwargs)
-
-
-def _key_and_mask(q, k, v, out, logsumexp, d_out, block_size=128, mask=None):
-    return k, mask
+    fn = _grouped_scale if _key_groups(k, mask) is not None else _backward_scale
+    return fn(q, k, v, out, logsumexp, d_out, block_size, mask)
 
 
 def _backward_with(*, delta="out", lse=True, scale=True, tail=True, local=False):
